@@ -1,0 +1,167 @@
+/*
+ * codec.c - the codec registry and the public quantize/dequantize entry points.
+ *
+ * Everything that can be wrong with a request is checked here, once, so that the per-family
+ * encoders can assume well-formed input (finite values, whole blocks, imatrix when required).
+ */
+#include "codec.h"
+
+#include "../util/parallel.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+static const iqf_codec *const families[] = {
+    iqf_codecs_float, iqf_codecs_iq3, iqf_codecs_iq2,     iqf_codecs_iq1,
+    iqf_codecs_iq4,   iqf_codecs_kquants, iqf_codecs_legacy,
+};
+
+const iqf_codec *iqf_codec_get(int type) {
+    if (!iqf_type_get(type)) return NULL;
+    for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++)
+        for (const iqf_codec *c = families[f]; c->type >= 0; c++)
+            if (c->type == type) return c;
+    return NULL;
+}
+
+bool iqf_can_encode(int type) {
+    const iqf_codec *c = iqf_codec_get(type);
+    return c && c->quantize_row;
+}
+
+bool iqf_can_decode(int type) {
+    const iqf_codec *c = iqf_codec_get(type);
+    return c && c->dequantize_row;
+}
+
+bool iqf_requires_imatrix(int type) {
+    return type == IQF_TYPE_IQ2_XXS || type == IQF_TYPE_IQ2_XS || type == IQF_TYPE_IQ1_S;
+}
+
+static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+iqf_quantize_params iqf_quantize_default_params(void) {
+    iqf_quantize_params p = { IQF_MODE_COMPAT, 0, IQF_SIMD_AUTO };
+    return p;
+}
+
+static iqf_simd resolve_simd(iqf_simd want) {
+    iqf_simd have = iqf_simd_detect();
+    if (want == IQF_SIMD_AUTO || want > have) return have;
+    return want;
+}
+
+/* Checks shared by quantize and dequantize: type known and supported, shape whole. */
+static iqf_status check_shape(int type, int64_t nrows, int64_t ncols, bool encode,
+                              const iqf_codec **out, char *err, size_t errlen) {
+    const iqf_type_info *t = iqf_type_get(type);
+    if (!t) return fail(err, errlen, IQF_E_UNKNOWN_TYPE, "unknown tensor type id %d", type);
+    const iqf_codec *c = iqf_codec_get(type);
+    if (!c || !(encode ? c->quantize_row != NULL : c->dequantize_row != NULL))
+        return fail(err, errlen, IQF_E_UNSUPPORTED, "type %s cannot be %s by this build", t->name,
+                    encode ? "encoded" : "decoded");
+    if (nrows < 0 || ncols < 0)
+        return fail(err, errlen, IQF_E_INVALID_ARG, "negative row count or row length");
+    if (ncols % t->blck_size != 0)
+        return fail(err, errlen, IQF_E_SHAPE,
+                    "row length %lld is not a multiple of %lld (the %s block size)",
+                    (long long)ncols, (long long)t->blck_size, t->name);
+    *out = c;
+    return IQF_OK;
+}
+
+typedef struct qjob {
+    const iqf_codec *c;
+    iqf_qctx ctx;
+    const float *src;
+    uint8_t *dst;
+    int64_t ncols;
+    size_t row_bytes;
+    const float *imatrix;
+} qjob;
+
+static void quantize_range(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const qjob *j = arg;
+    for (int64_t r = b; r < e; r++)
+        j->c->quantize_row(&j->ctx, j->src + r * j->ncols, j->dst + (size_t)r * j->row_bytes,
+                           j->ncols, j->imatrix);
+}
+
+iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, int64_t ncols,
+                        const float *imatrix, const iqf_quantize_params *params, char *err,
+                        size_t errlen) {
+    const iqf_codec *c;
+    iqf_status st = check_shape(type, nrows, ncols, true, &c, err, errlen);
+    if (st) return st;
+    if (nrows > 0 && ncols > 0 && (!src || !dst))
+        return fail(err, errlen, IQF_E_INVALID_ARG, "NULL source or destination");
+    const char *name = iqf_type_get(type)->name;
+    if (!imatrix && iqf_requires_imatrix(type))
+        return fail(err, errlen, IQF_E_NEED_IMATRIX, "type %s needs an importance matrix", name);
+    if (imatrix) {
+        for (int64_t j = 0; j < ncols; j++) {
+            if (!isfinite(imatrix[j]) || imatrix[j] < 0)
+                return fail(err, errlen, IQF_E_NONFINITE,
+                            "importance matrix column %lld is %g (must be finite and >= 0)",
+                            (long long)j, (double)imatrix[j]);
+        }
+    }
+    for (int64_t r = 0; r < nrows; r++) {
+        const float *x = src + r * ncols;
+        for (int64_t j = 0; j < ncols; j++) {
+            if (!isfinite(x[j]))
+                return fail(err, errlen, IQF_E_NONFINITE, "row %lld, column %lld: value is %s",
+                            (long long)r, (long long)j, isnan(x[j]) ? "NaN" : "Inf");
+        }
+    }
+    iqf_quantize_params p = params ? *params : iqf_quantize_default_params();
+    if (c->init) c->init();
+    qjob j = { c, { p.mode, resolve_simd(p.simd) }, src, dst, ncols, iqf_row_size(type, ncols),
+               imatrix };
+    /* Grain: about 64K weights per task keeps scheduling cheap and load balanced. */
+    int64_t grain = ncols > 0 ? (65536 + ncols - 1) / ncols : 1;
+    if (iqf_parallel_for(p.n_threads, nrows, grain, quantize_range, &j))
+        return fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
+    return IQF_OK;
+}
+
+typedef struct djob {
+    const iqf_codec *c;
+    const uint8_t *src;
+    float *dst;
+    int64_t ncols;
+    size_t row_bytes;
+} djob;
+
+static void dequantize_range(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const djob *j = arg;
+    for (int64_t r = b; r < e; r++)
+        j->c->dequantize_row(j->src + (size_t)r * j->row_bytes, j->dst + r * j->ncols, j->ncols);
+}
+
+iqf_status iqf_dequantize(int type, const void *src, float *dst, int64_t nrows, int64_t ncols,
+                          int n_threads, char *err, size_t errlen) {
+    const iqf_codec *c;
+    iqf_status st = check_shape(type, nrows, ncols, false, &c, err, errlen);
+    if (st) return st;
+    if (nrows > 0 && ncols > 0 && (!src || !dst))
+        return fail(err, errlen, IQF_E_INVALID_ARG, "NULL source or destination");
+    if (c->init) c->init();
+    djob j = { c, src, dst, ncols, iqf_row_size(type, ncols) };
+    int64_t grain = ncols > 0 ? (262144 + ncols - 1) / ncols : 1;
+    if (iqf_parallel_for(n_threads, nrows, grain, dequantize_range, &j))
+        return fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
+    return IQF_OK;
+}

@@ -1,0 +1,55 @@
+/*
+ * codec.h - internal interface between the codec registry (codec.c) and the per-family codec
+ * files (iq3.c, iq2.c, iq1.c, iq4.c, kquants.c, legacy.c).
+ *
+ * Contract for a family file: it defines one `const iqf_codec iqf_codecs_<family>[]` array,
+ * terminated by an entry with type == -1, and owns everything else it needs (tables built
+ * thread-safely inside `init`, SIMD variants selected from ctx->simd).
+ */
+#ifndef IQF_CODEC_H
+#define IQF_CODEC_H
+
+#include "iqforge.h"
+
+#include <assert.h>
+#include <stdint.h>
+#include <string.h>
+
+#define QK_K 256
+
+/* Per-call context handed to every encoder. */
+typedef struct iqf_qctx {
+    iqf_mode mode;
+    iqf_simd simd; /* resolved: never IQF_SIMD_AUTO, never above what the CPU supports */
+} iqf_qctx;
+
+typedef struct iqf_codec {
+    int type;
+    /* Builds lookup tables. Idempotent and thread-safe (pthread_once inside); may be NULL.
+     * The registry calls it before the first quantize_row of a call. */
+    void (*init)(void);
+    /* Encode one row of n values (n a multiple of the block size; all finite).
+     * qw: NULL or n per-column importance weights (finite, >= 0). Writes n/blck blocks to y.
+     * Never fails: the registry has checked everything that can be wrong. NULL = no encoder. */
+    void (*quantize_row)(const iqf_qctx *ctx, const float *x, void *y, int64_t n, const float *qw);
+    /* Decode one row of n values. NULL = no decoder. */
+    void (*dequantize_row)(const void *x, float *y, int64_t n);
+} iqf_codec;
+
+extern const iqf_codec iqf_codecs_float[];   /* f32, f16, bf16 (float.c) */
+extern const iqf_codec iqf_codecs_iq3[];     /* iq3_xxs, iq3_s */
+extern const iqf_codec iqf_codecs_iq2[];     /* iq2_xxs, iq2_xs, iq2_s */
+extern const iqf_codec iqf_codecs_iq1[];     /* iq1_s, iq1_m */
+extern const iqf_codec iqf_codecs_iq4[];     /* iq4_nl, iq4_xs */
+extern const iqf_codec iqf_codecs_kquants[]; /* q2_K .. q6_K, q8_K */
+extern const iqf_codec iqf_codecs_legacy[];  /* q4_0, q4_1, q5_0, q5_1, q8_0 */
+
+/* The codec for a type, or NULL. */
+const iqf_codec *iqf_codec_get(int type);
+
+/* fp16 storage helpers used by block structs. */
+typedef uint16_t iqf_half;
+#define IQF_FP16_TO_FP32(h) iqf_fp16_to_fp32(h)
+#define IQF_FP32_TO_FP16(f) iqf_fp32_to_fp16(f)
+
+#endif

@@ -1,0 +1,6 @@
+/* iq2.c - placeholder: no codecs of this family yet. */
+#include "codec.h"
+
+const iqf_codec iqf_codecs_iq2[] = {
+    { -1, NULL, NULL, NULL },
+};

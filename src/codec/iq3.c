@@ -1,0 +1,6 @@
+/* iq3.c - placeholder: no codecs of this family yet. */
+#include "codec.h"
+
+const iqf_codec iqf_codecs_iq3[] = {
+    { -1, NULL, NULL, NULL },
+};

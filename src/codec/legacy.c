@@ -1,0 +1,6 @@
+/* legacy.c - placeholder: no codecs of this family yet. */
+#include "codec.h"
+
+const iqf_codec iqf_codecs_legacy[] = {
+    { -1, NULL, NULL, NULL },
+};

@@ -1,0 +1,24 @@
+/* cpu.c - runtime instruction-set detection. */
+#include "iqforge.h"
+
+iqf_simd iqf_simd_detect(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"))
+        return IQF_SIMD_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return IQF_SIMD_AVX2;
+#endif
+    return IQF_SIMD_SCALAR;
+}
+
+const char *iqf_simd_name(iqf_simd s) {
+    switch (s) {
+    case IQF_SIMD_AUTO: return "auto";
+    case IQF_SIMD_SCALAR: return "scalar";
+    case IQF_SIMD_AVX2: return "avx2";
+    case IQF_SIMD_AVX512: return "avx512";
+    }
+    return "?";
+}

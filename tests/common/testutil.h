@@ -1,0 +1,47 @@
+/*
+ * testutil.h - tiny test harness: CHECK counts failures, test_finish() prints
+ * "N passed, N failed" and returns the exit code. Data helpers and a PRNG matching
+ * shared/refvec's generator (splitmix64, Box-Muller cosine half).
+ */
+#ifndef IQF_TESTUTIL_H
+#define IQF_TESTUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern int tu_passed, tu_failed;
+
+#define CHECK(cond, ...)                                                                  \
+    do {                                                                                  \
+        if (cond) {                                                                       \
+            tu_passed++;                                                                  \
+        } else {                                                                          \
+            tu_failed++;                                                                  \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond);      \
+            fprintf(stderr, __VA_ARGS__);                                                 \
+            fputc('\n', stderr);                                                          \
+        }                                                                                 \
+    } while (0)
+
+/* Prints "<name>: N passed, N failed" and returns 0 if nothing failed (and something ran). */
+int test_finish(const char *name);
+
+/* Path under the source tree ($IQF_SOURCE_DIR, else "."); returns a static buffer per call slot. */
+const char *src_path(const char *rel);
+/* ../shared relative to the source tree if it exists, else NULL. Only CI-only tests may need it. */
+const char *shared_dir(void);
+/* Reads a whole file; returns malloc'd buffer (NULL if unreadable), size in *n. */
+void *read_file(const char *path, size_t *n);
+bool write_file(const char *path, const void *data, size_t n);
+
+/* splitmix64 PRNG as in shared/refvec/README.md. */
+typedef struct { uint64_t s; } tu_rng;
+uint64_t tu_next(tu_rng *r);
+double tu_uniform(tu_rng *r);   /* ((out >> 11) + 0.5) * 2^-53 */
+double tu_normal(tu_rng *r);    /* sqrt(-2 ln U1) cos(2 pi U2) */
+
+bool tu_ci(void); /* CI=true */
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * cli.h - shared pieces of the iqforge command-line tool.
+ * Each subcommand is `int cmd_NAME(int argc, char **argv)` (argv[0] is the subcommand name) and
+ * returns the process exit status: 0 success, 1 error (message already on stderr), 2 usage.
+ */
+#ifndef IQF_CLI_H
+#define IQF_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+int cmd_quantize_raw(int argc, char **argv);
+int cmd_dequantize_raw(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_imatrix(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_ladder(int argc, char **argv);
+
+/* Prints "iqforge: " + message + newline to stderr; returns 1. */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Parses a whole decimal integer in [lo, hi]; false if malformed or out of range. */
+bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+/* True if argv[i] is "-h" or "--help". */
+bool cli_is_help(const char *arg);
+
+#endif

@@ -1,0 +1,8 @@
+/* cmd_inspect.c - placeholder until this subcommand lands. */
+#include "cli.h"
+
+int cmd_inspect(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    return cli_error("inspect: not implemented yet");
+}
