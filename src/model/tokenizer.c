@@ -1390,3 +1390,151 @@ int32_t iqf_detokenize(const iqf_vocab *v, const int32_t *tokens, int32_t n_toke
     }
     return (int32_t)total;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Loading from GGUF                                                                           */
+
+static bool is_int_vtype(int t) {
+    return t == IQF_GGUF_U8 || t == IQF_GGUF_I8 || t == IQF_GGUF_U16 || t == IQF_GGUF_I16 ||
+           t == IQF_GGUF_U32 || t == IQF_GGUF_I32 || t == IQF_GGUF_U64 || t == IQF_GGUF_I64;
+}
+
+iqf_vocab *iqf_vocab_load(const iqf_gguf *g, char *err, size_t errlen) {
+    char msg[400] = "";
+    iqf_vocab *v = NULL;
+    iqf_vocab_arrays a = iqf_vocab_arrays_init();
+    const char **toks = NULL, **merges = NULL;
+    uint64_t *tlens = NULL, *mlens = NULL;
+    const char *path = g ? iqf_gguf_path(g) : "(null)";
+    if (!g) { snprintf(msg, sizeof msg, "no file"); goto fail; }
+
+    int64_t k = iqf_gguf_find_kv(g, "tokenizer.ggml.model");
+    if (k < 0) { snprintf(msg, sizeof msg, "no tokenizer.ggml.model (no vocabulary in this file)"); goto fail; }
+    if (iqf_gguf_kv_type(g, k) != IQF_GGUF_STR) {
+        snprintf(msg, sizeof msg, "tokenizer.ggml.model is %s, not str", iqf_gguf_vtype_name(iqf_gguf_kv_type(g, k)));
+        goto fail;
+    }
+    a.model = iqf_gguf_kv_value(g, k);
+    static const char *const str_keys[2] = { "tokenizer.ggml.pre", "general.name" };
+    for (int s = 0; s < 2; s++) {
+        k = iqf_gguf_find_kv(g, str_keys[s]);
+        if (k < 0) continue;
+        if (iqf_gguf_kv_type(g, k) != IQF_GGUF_STR) {
+            snprintf(msg, sizeof msg, "%s is %s, not str", str_keys[s], iqf_gguf_vtype_name(iqf_gguf_kv_type(g, k)));
+            goto fail;
+        }
+        if (s == 0) a.pre = iqf_gguf_kv_value(g, k);
+        else a.name = iqf_gguf_kv_value(g, k);
+    }
+
+    /* tokens */
+    k = iqf_gguf_find_kv(g, "tokenizer.ggml.tokens");
+    if (k < 0) { snprintf(msg, sizeof msg, "no tokenizer.ggml.tokens"); goto fail; }
+    if (iqf_gguf_kv_type(g, k) != IQF_GGUF_ARR || iqf_gguf_arr_type(g, k) != IQF_GGUF_STR) {
+        snprintf(msg, sizeof msg, "tokenizer.ggml.tokens is not an array of strings");
+        goto fail;
+    }
+    uint64_t n = iqf_gguf_arr_n(g, k);
+    if (n == 0 || n > INT32_MAX / 2) { snprintf(msg, sizeof msg, "tokenizer.ggml.tokens has %llu entries", (unsigned long long)n); goto fail; }
+    toks = malloc(sizeof(char *) * n);
+    tlens = malloc(sizeof(uint64_t) * n);
+    if (!toks || !tlens) { snprintf(msg, sizeof msg, "out of memory"); goto fail; }
+    for (uint64_t j = 0; j < n; j++) {
+        size_t l = 0;
+        toks[j] = iqf_gguf_arr_str(g, k, j, &l);
+        tlens[j] = l;
+        if (!toks[j]) { snprintf(msg, sizeof msg, "tokenizer.ggml.tokens[%llu] unreadable", (unsigned long long)j); goto fail; }
+    }
+    a.n_tokens = (int64_t)n;
+    a.tokens = toks;
+    a.token_lens = tlens;
+
+    /* scores, token types */
+    k = iqf_gguf_find_kv(g, "tokenizer.ggml.scores");
+    if (k >= 0) {
+        uint64_t ns = 0;
+        a.scores = iqf_gguf_arr_data(g, k, IQF_GGUF_F32, &ns);
+        if (!a.scores) {
+            snprintf(msg, sizeof msg, "tokenizer.ggml.scores is %s%s%s, not an array of f32",
+                     iqf_gguf_vtype_name(iqf_gguf_kv_type(g, k)), iqf_gguf_kv_type(g, k) == IQF_GGUF_ARR ? " of " : "",
+                     iqf_gguf_kv_type(g, k) == IQF_GGUF_ARR ? iqf_gguf_vtype_name(iqf_gguf_arr_type(g, k)) : "");
+            goto fail;
+        }
+        a.n_scores = (int64_t)ns;
+    }
+    k = iqf_gguf_find_kv(g, "tokenizer.ggml.token_type");
+    if (k >= 0) {
+        uint64_t nt = 0;
+        a.token_types = iqf_gguf_arr_data(g, k, IQF_GGUF_I32, &nt);
+        if (!a.token_types) {
+            snprintf(msg, sizeof msg, "tokenizer.ggml.token_type is %s%s%s, not an array of i32",
+                     iqf_gguf_vtype_name(iqf_gguf_kv_type(g, k)), iqf_gguf_kv_type(g, k) == IQF_GGUF_ARR ? " of " : "",
+                     iqf_gguf_kv_type(g, k) == IQF_GGUF_ARR ? iqf_gguf_vtype_name(iqf_gguf_arr_type(g, k)) : "");
+            goto fail;
+        }
+        a.n_token_types = (int64_t)nt;
+    }
+
+    /* merges */
+    k = iqf_gguf_find_kv(g, "tokenizer.ggml.merges");
+    if (k < 0 && strcmp(a.model, "gpt2") == 0) { snprintf(msg, sizeof msg, "no tokenizer.ggml.merges (required for gpt2)"); goto fail; }
+    if (k >= 0 && strcmp(a.model, "gpt2") == 0) {
+        if (iqf_gguf_kv_type(g, k) != IQF_GGUF_ARR || iqf_gguf_arr_type(g, k) != IQF_GGUF_STR) {
+            snprintf(msg, sizeof msg, "tokenizer.ggml.merges is not an array of strings");
+            goto fail;
+        }
+        uint64_t nm = iqf_gguf_arr_n(g, k);
+        if (nm > INT32_MAX / 2) { snprintf(msg, sizeof msg, "tokenizer.ggml.merges has %llu entries", (unsigned long long)nm); goto fail; }
+        merges = malloc(sizeof(char *) * (nm + 1));
+        mlens = malloc(sizeof(uint64_t) * (nm + 1));
+        if (!merges || !mlens) { snprintf(msg, sizeof msg, "out of memory"); goto fail; }
+        for (uint64_t j = 0; j < nm; j++) {
+            size_t l = 0;
+            merges[j] = iqf_gguf_arr_str(g, k, j, &l);
+            mlens[j] = l;
+            if (!merges[j]) { snprintf(msg, sizeof msg, "tokenizer.ggml.merges[%llu] unreadable", (unsigned long long)j); goto fail; }
+        }
+        a.n_merges = (int64_t)nm;
+        a.merges = merges;
+        a.merge_lens = mlens;
+    }
+
+    /* special ids and flags */
+    static const char *const id_keys[7] = { "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+        "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id",
+        "tokenizer.ggml.padding_token_id", "tokenizer.ggml.seperator_token_id" };
+    int64_t *id_dst[7] = { &a.bos_id, &a.eos_id, &a.unk_id, &a.eot_id, &a.eom_id, &a.pad_id, &a.sep_id };
+    for (int s = 0; s < 7; s++) {
+        k = iqf_gguf_find_kv(g, id_keys[s]);
+        if (k < 0) continue;
+        int64_t val;
+        if (!is_int_vtype(iqf_gguf_kv_type(g, k)) || !iqf_gguf_get_int(g, id_keys[s], &val)) {
+            snprintf(msg, sizeof msg, "%s is %s, not an integer", id_keys[s], iqf_gguf_vtype_name(iqf_gguf_kv_type(g, k)));
+            goto fail;
+        }
+        *id_dst[s] = val < 0 ? INT64_MAX : val; /* out of range: ignored, as llama.cpp does */
+    }
+    static const char *const flag_keys[3] = { "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token",
+                                               "tokenizer.ggml.add_space_prefix" };
+    int *flag_dst[3] = { &a.add_bos, &a.add_eos, &a.add_space_prefix };
+    for (int s = 0; s < 3; s++) {
+        k = iqf_gguf_find_kv(g, flag_keys[s]);
+        if (k < 0) continue;
+        bool b;
+        if (!iqf_gguf_get_bool(g, flag_keys[s], &b)) {
+            snprintf(msg, sizeof msg, "%s is %s, not bool", flag_keys[s], iqf_gguf_vtype_name(iqf_gguf_kv_type(g, k)));
+            goto fail;
+        }
+        *flag_dst[s] = b ? 1 : 0;
+    }
+
+    v = iqf_vocab_from_arrays(&a, msg, sizeof msg);
+    free(toks); free(tlens); free(merges); free(mlens);
+    if (!v && err && errlen) snprintf(err, errlen, "%s: %s", path, msg);
+    return v;
+
+fail:
+    free(toks); free(tlens); free(merges); free(mlens);
+    if (err && errlen) snprintf(err, errlen, "%s: tokenizer: %s", path, msg);
+    return NULL;
+}

@@ -90,6 +90,15 @@ iqf_vocab_arrays iqf_vocab_arrays_init(void);
 
 /* Builds a vocabulary. NULL on error, with a message in err ("tokenizer: what is wrong"). */
 iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t errlen);
+
+/*
+ * Builds the vocabulary of a GGUF file from its tokenizer.ggml.* keys (and general.name).
+ * Strict: tokenizer.ggml.model must be a string, tokens an array of strings, scores (optional) an
+ * array of float32 and token_type (optional) an array of int32, both exactly as long as tokens;
+ * merges (required for "gpt2") an array of strings; *_token_id keys integers; add_* keys bools.
+ * NULL on error with "PATH: tokenizer: what is wrong" in err.
+ */
+iqf_vocab *iqf_vocab_load(const iqf_gguf *g, char *err, size_t errlen);
 void iqf_vocab_free(iqf_vocab *v);
 
 iqf_vocab_type iqf_vocab_get_type(const iqf_vocab *v);
