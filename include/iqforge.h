@@ -380,7 +380,9 @@ bool iqf_gguf_writer_remove(iqf_gguf_writer *w, const char *key);
 int64_t iqf_gguf_writer_remove_prefix(iqf_gguf_writer *w, const char *prefix);
 int64_t iqf_gguf_writer_n_kv(const iqf_gguf_writer *w);
 
-/* Declare a tensor (before write_header). ne[0] is the row length; ne[0..n_dims-1] > 0. */
+/* Declare a tensor (before write_header). ne[0] is the row length; ne[0..n_dims-1] > 0.
+ * As ggml, trailing dimensions of 1 are dropped from the written n_dims (64x1 is written 1-D);
+ * bool KVs are written as 0/1. */
 iqf_status iqf_gguf_writer_add_tensor(iqf_gguf_writer *w, const char *name, int n_dims,
                                       const int64_t *ne, int type);
 iqf_status iqf_gguf_writer_write_header(iqf_gguf_writer *w);
