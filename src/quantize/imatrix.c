@@ -43,8 +43,7 @@ static int entry_cmp(const void *a, const void *b) {
 }
 
 /* Sorts by name; for duplicate names the later entry wins (as std::map operator[] assignment). */
-static void sort_unique(iqf_imatrix *im) {
-    /* stable order for duplicates: tag with index via a merge-free approach: mark earlier dups */
+void iqf_imatrix_sort(iqf_imatrix *im) {
     for (int i = 0; i < im->n_entries; i++)
         for (int j = i + 1; j < im->n_entries && im->entries[i].name; j++)
             if (im->entries[j].name && !strcmp(im->entries[i].name, im->entries[j].name)) {
@@ -171,7 +170,7 @@ iqf_status iqf_imatrix_parse_dat(const void *data, size_t size, iqf_imatrix *im,
         }
     }
     im->is_legacy = true;
-    sort_unique(im);
+    iqf_imatrix_sort(im);
     return IQF_OK;
 bad:
     iqf_imatrix_free(im);

@@ -46,6 +46,9 @@ iqf_status iqf_imatrix_parse_gguf(const void *data, size_t size, iqf_imatrix *im
 
 void iqf_imatrix_free(iqf_imatrix *im);
 
+/* Sorts the entries by name; of entries with the same name the later one is kept. */
+void iqf_imatrix_sort(iqf_imatrix *im);
+
 /* The entry for a weight name, or NULL. */
 const iqf_imatrix_entry *iqf_imatrix_find(const iqf_imatrix *im, const char *name);
 
