@@ -397,7 +397,92 @@ void iqf_gguf_writer_abort(iqf_gguf_writer *w); /* NULL is fine */
 /* ---------------------------------------------------------------------------------------------
  * Model quantization: recipes and importance matrices (src/quantize)
  * ------------------------------------------------------------------------------------------- */
-/* (quantize API goes here) */
+/* llama's file types (`general.file_type`, llama_ftype ids of llama 0.25.1). */
+typedef enum iqf_ftype {
+    IQF_FTYPE_ALL_F32 = 0,
+    IQF_FTYPE_MOSTLY_F16 = 1,
+    IQF_FTYPE_MOSTLY_Q4_0 = 2,
+    IQF_FTYPE_MOSTLY_Q4_1 = 3,
+    IQF_FTYPE_MOSTLY_Q8_0 = 7,
+    IQF_FTYPE_MOSTLY_Q5_0 = 8,
+    IQF_FTYPE_MOSTLY_Q5_1 = 9,
+    IQF_FTYPE_MOSTLY_Q2_K = 10,
+    IQF_FTYPE_MOSTLY_Q3_K_S = 11,
+    IQF_FTYPE_MOSTLY_Q3_K_M = 12,
+    IQF_FTYPE_MOSTLY_Q3_K_L = 13,
+    IQF_FTYPE_MOSTLY_Q4_K_S = 14,
+    IQF_FTYPE_MOSTLY_Q4_K_M = 15,
+    IQF_FTYPE_MOSTLY_Q5_K_S = 16,
+    IQF_FTYPE_MOSTLY_Q5_K_M = 17,
+    IQF_FTYPE_MOSTLY_Q6_K = 18,
+    IQF_FTYPE_MOSTLY_IQ2_XXS = 19,
+    IQF_FTYPE_MOSTLY_IQ2_XS = 20,
+    IQF_FTYPE_MOSTLY_Q2_K_S = 21,
+    IQF_FTYPE_MOSTLY_IQ3_XS = 22,
+    IQF_FTYPE_MOSTLY_IQ3_XXS = 23,
+    IQF_FTYPE_MOSTLY_IQ1_S = 24,
+    IQF_FTYPE_MOSTLY_IQ4_NL = 25,
+    IQF_FTYPE_MOSTLY_IQ3_S = 26,
+    IQF_FTYPE_MOSTLY_IQ3_M = 27,
+    IQF_FTYPE_MOSTLY_IQ2_S = 28,
+    IQF_FTYPE_MOSTLY_IQ2_M = 29,
+    IQF_FTYPE_MOSTLY_IQ4_XS = 30,
+    IQF_FTYPE_MOSTLY_IQ1_M = 31,
+    IQF_FTYPE_MOSTLY_BF16 = 32,
+} iqf_ftype;
+
+/* The file type for a llama-quantize type name ("IQ3_XXS", "q4_k_m", aliases "Q4_K" = Q4_K_M,
+ * "Q3_K", "Q5_K"; case-insensitive) or a decimal ftype id; -1 if unknown. */
+int iqf_ftype_from_name(const char *name);
+/* llama-quantize's name of a file type ("IQ3_XXS"), or NULL. */
+const char *iqf_ftype_name(int ftype);
+/* The tensor type a file type defaults to (llama_ftype_get_default_type), or -1. */
+int iqf_ftype_default_type(int ftype);
+
+/* Options of `iqforge quantize`, as llama-quantize's. */
+typedef struct iqf_model_quantize_params {
+    int ftype;                   /* IQF_FTYPE_* */
+    int n_threads;               /* <= 0: one per CPU. The output never depends on it. */
+    int output_tensor_type;      /* --output-tensor-type; -1: recipe */
+    int token_embedding_type;    /* --token-embedding-type; -1: recipe */
+    bool allow_requantize;       /* --allow-requantize */
+    bool leave_output_tensor;    /* --leave-output-tensor */
+    bool pure;                   /* --pure */
+    bool dry_run;                /* --dry-run: print the plan, write nothing */
+    bool quiet;                  /* no per-tensor log, no progress line */
+    const char *imatrix_path;    /* --imatrix (GGUF or legacy .dat), or NULL */
+    const char *const *include_weights; /* --include-weights (substrings), n_include of them */
+    int n_include;
+    const char *const *exclude_weights; /* --exclude-weights */
+    int n_exclude;
+    const char *const *tensor_type_patterns; /* --tensor-type PATTERN=TYPE: the patterns ... */
+    const int *tensor_type_types;            /* ... and their types */
+    int n_tensor_types;
+} iqf_model_quantize_params;
+
+iqf_model_quantize_params iqf_model_quantize_default_params(void);
+
+typedef struct iqf_model_quantize_report {
+    int n_tensors;
+    int n_quantized;
+    int n_fallback;
+    int64_t n_elements;
+    uint64_t size_in;    /* tensor data bytes */
+    uint64_t size_out;
+    double seconds;
+} iqf_model_quantize_report;
+
+/*
+ * Quantizes the GGUF model `in` to `out` as llama-quantize does (same per-tensor types, same
+ * bytes, same metadata). The output appears whole or not at all. Log lines go to `log` (NULL:
+ * none). Errors: IQF_E_IO, IQF_E_FORMAT (corrupt GGUF or imatrix), IQF_E_UNSUPPORTED (input
+ * type, or a target type this build cannot encode), IQF_E_NEED_IMATRIX, IQF_E_NONFINITE,
+ * IQF_E_SHAPE (imatrix made for another model), IQF_E_INVALID_ARG.
+ */
+iqf_status iqf_model_quantize(const char *in, const char *out,
+                              const iqf_model_quantize_params *params,
+                              iqf_model_quantize_report *report, void *log /* FILE * */,
+                              char *err, size_t errlen);
 
 /* ---------------------------------------------------------------------------------------------
  * Inference: model, tokenizer, evaluation (src/model)
