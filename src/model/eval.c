@@ -4,6 +4,8 @@
  */
 #include "model.h"
 
+#include "util/outfile.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -176,7 +178,9 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
     const int n_vocab = h->n_vocab, nv = 2 * ((n_vocab + 1) / 2) + 4;
     int n_ctx = p->n_ctx;
     int n_chunk;
-    FILE *fin = NULL, *fout = NULL;
+    FILE *fin = NULL;
+    iqf_outfile of;
+    bool of_open = false;
     int32_t *toks = NULL, *ftoks = NULL;
     float *logits = NULL, *kvals = NULL, *pvals = NULL;
     uint16_t *lp = NULL;
@@ -246,17 +250,16 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
         goto done;
     }
     if (mode == 1) {
-        fout = fopen(p->kld_base_out, "wb");
-        if (!fout) { st = fail(err, errlen, IQF_E_IO, "%s: cannot create", p->kld_base_out); goto done; }
+        if (iqf_outfile_open(&of, p->kld_base_out)) { st = fail(err, errlen, IQF_E_IO, "%s", of.err); goto done; }
+        of_open = true;
         uint32_t u = (uint32_t)n_ctx;
         int32_t a = n_vocab, b = n_chunk;
-        fwrite("_logits_", 1, 8, fout);
-        fwrite(&u, 4, 1, fout);
-        fwrite(&a, 4, 1, fout);
-        fwrite(&b, 4, 1, fout);
-        fwrite(tokens, sizeof(int32_t), (size_t)n_chunk * n_ctx, fout);
+        iqf_outfile_write(&of, "_logits_", 8);
+        iqf_outfile_write(&of, &u, 4);
+        iqf_outfile_write(&of, &a, 4);
+        iqf_outfile_write(&of, &b, 4);
+        iqf_outfile_write(&of, tokens, sizeof(int32_t) * (size_t)n_chunk * n_ctx);
     }
-
     double nll = 0, nll2 = 0;
     int64_t count = 0;
     kldsum ks;
@@ -301,7 +304,10 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
             }
         }
         count += n_score;
-        if (mode == 1) fwrite(lp, sizeof(uint16_t), (size_t)n_score * nv, fout);
+        if (mode == 1 && iqf_outfile_write(&of, lp, sizeof(uint16_t) * (size_t)n_score * nv)) {
+            st = fail(err, errlen, IQF_E_IO, "%s", of.err);
+            goto done;
+        }
         if (mode == 2) kld_line(p->log, ch + 1, &ks);
         else if (p->log) {
             fprintf(p->log, "[%d]%.4f,", ch + 1, exp(nll / (double)count));
@@ -348,13 +354,13 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
         nll2 -= nll * nll;
         res->ppl_err = nll2 > 0 && count > 1 ? sqrt(nll2 / (double)(count - 1)) * res->ppl : 0;
     }
-    if (fout) {
-        if (fflush(fout) != 0 || ferror(fout)) st = fail(err, errlen, IQF_E_IO, "%s: write error", p->kld_base_out);
+    if (of_open) {
+        of_open = false;
+        if (iqf_outfile_commit(&of)) st = fail(err, errlen, IQF_E_IO, "%s", of.err);
     }
 done:
     if (fin) fclose(fin);
-    if (fout && fclose(fout) != 0 && !st) st = fail(err, errlen, IQF_E_IO, "%s: write error", p->kld_base_out);
-    if (st && mode == 1) remove(p->kld_base_out);
+    if (of_open) iqf_outfile_abort(&of);
     free(ftoks);
     free(toks);
     free(logits);

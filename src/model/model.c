@@ -279,7 +279,8 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
     *out = NULL;
     iqf_model_params p = params ? *params : iqf_model_default_params();
     if (p.simulate_type >= 0 && !iqf_can_encode(p.simulate_type))
-        return fail(err, errlen, IQF_E_UNSUPPORTED, "cannot simulate type %d: no encoder in this build", p.simulate_type);
+        return fail(err, errlen, IQF_E_UNSUPPORTED, "cannot simulate %s: this build has no encoder for it",
+                    iqf_type_get(p.simulate_type) ? iqf_type_get(p.simulate_type)->name : "an unknown type");
     iqf_model *m = calloc(1, sizeof *m);
     if (!m) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
     char gerr[512];
