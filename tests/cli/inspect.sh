@@ -2,7 +2,7 @@
 # CLI test for `iqforge inspect`: output on stories260K, errors as one line "FILE: what is wrong".
 set -u
 CLI=${IQF_CLI:-build/iqforge}
-SRC=${IQF_SOURCE_DIR:-.}
+SRC=${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 M="$SRC/tests/data/stories260K/stories260K-f32.gguf"
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
