@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1081,6 +1082,37 @@ static void test_mutations(int iters) {
     free(v.p);
 }
 
+/* Many KVs and a long string array: linear time, memory bounded by the file. */
+static void test_scale(void) {
+    bb b = { 0 };
+    const int NK = 200000;
+    bb_hdr(&b, 0, NK + 1);
+    char key[32];
+    for (int i = 0; i < NK; i++) {
+        snprintf(key, sizeof key, "k.%d", i);
+        bb_str(&b, key);
+        bb_i32(&b, IQF_GGUF_U8);
+        uint8_t v = (uint8_t)i;
+        bb_put(&b, &v, 1);
+    }
+    bb_str(&b, "many");
+    bb_i32(&b, IQF_GGUF_ARR);
+    bb_i32(&b, IQF_GGUF_STR);
+    bb_u64(&b, 1000000);
+    for (int i = 0; i < 1000000; i++) bb_u64(&b, 0);
+    char err[256];
+    double t0 = (double)clock();
+    iqf_gguf *g = iqf_gguf_open_memory(b.p, b.n, "scale", err, sizeof err);
+    double secs = ((double)clock() - t0) / CLOCKS_PER_SEC;
+    uint8_t v = 0;
+    size_t len = 1;
+    CHECK(g && iqf_gguf_n_kv(g) == NK + 1 && iqf_gguf_get_u8(g, "k.123456", &v) && v == (uint8_t)123456 &&
+          iqf_gguf_arr_str(g, NK, 999999, &len) && len == 0, "scale: %s", g ? "" : err);
+    CHECK(secs < 5.0, "200k KVs + 1M strings took %.2f s", secs);
+    iqf_gguf_close(g);
+    free(b.p);
+}
+
 int main(void) {
     const char *base = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/iqf_test_gguf.XXXXXX", base && *base ? base : "/tmp");
@@ -1091,6 +1123,7 @@ int main(void) {
     test_roundtrip();
     test_hostile(false);
     test_writer_failures();
+    test_scale();
 
     bool have_oracle = oracle_load() && oracle_gguf_load();
     if (have_oracle) {
