@@ -18,6 +18,9 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -793,6 +796,35 @@ static void test_writer_failures(void) {
         err[0] = 0;
         iqf_status st = iqf_gguf_writer_finish(w, err, sizeof err);
         CHECK(st == IQF_E_IO && strstr(err, "/dev/full: "), "/dev/full: status %d '%s'", st, err);
+    }
+    /* A write error in the middle of the data (file size limit, EFBIG): reported by write_data
+     * or finish, sticky, and neither the file nor a temporary remains. Runs in a child. */
+    {
+        const char *pl = tpath("limited.gguf");
+        pid_t pid = fork();
+        if (pid == 0) {
+            signal(SIGXFSZ, SIG_IGN);
+            struct rlimit rl = { 200000, 200000 };
+            setrlimit(RLIMIT_FSIZE, &rl);
+            iqf_gguf_writer *lw = iqf_gguf_writer_open(pl, err, sizeof err);
+            int64_t ne2[2] = { 1024, 1024 };
+            iqf_gguf_writer_add_tensor(lw, "big", 2, ne2, IQF_TYPE_F32);
+            iqf_gguf_writer_write_header(lw);
+            static uint8_t chunk[1 << 16];
+            iqf_status ws = IQF_OK;
+            int calls = 0;
+            while (iqf_gguf_writer_data_remaining(lw) && ws == IQF_OK) {
+                ws = iqf_gguf_writer_write_data(lw, chunk, sizeof chunk);
+                calls++;
+            }
+            bool mid = ws == IQF_E_IO && calls < 64 && strstr(iqf_gguf_writer_error(lw), "limited.gguf");
+            bool sticky = iqf_gguf_writer_write_data(lw, chunk, 1) == IQF_E_IO;
+            iqf_status fs = iqf_gguf_writer_finish(lw, err, sizeof err);
+            _exit(mid && sticky && fs == IQF_E_IO && access(pl, F_OK) != 0 && leftover_temps() == 0 ? 0 : 1);
+        }
+        int wst = 0;
+        waitpid(pid, &wst, 0);
+        CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "write error mid-stream (EFBIG) not handled cleanly");
     }
     /* Abort leaves nothing behind. */
     const char *p = tpath("aborted.gguf");
