@@ -182,7 +182,218 @@ int iqf_cpu_count(void);
 /* ---------------------------------------------------------------------------------------------
  * GGUF container (src/gguf)
  * ------------------------------------------------------------------------------------------- */
-/* (GGUF API goes here) */
+/*
+ * Reading. iqf_gguf_open maps a GGUF v2/v3 file read-only and validates ALL of it before it
+ * returns: header, every KV, every tensor info, the data layout and that every tensor's bytes lie
+ * inside the file. Afterwards no accessor can fail on file contents; they only fail on wrong
+ * arguments (out-of-range index, wrong type) and then return NULL/false/-1 without crashing.
+ * Memory used is metadata-sized (KV values are copied into an aligned arena, tensor infos into an
+ * array); nothing is allocated in proportion to a count before that count has been checked
+ * against the bytes left in the file.
+ *
+ * Errors (message "PATH: what is wrong", return NULL):
+ *  - cannot open / stat / map; not a regular file; empty file
+ *  - bad magic (not "GGUF"); version 0, 1 (GGUF v1 unsupported), > 3, or a byte-swapped
+ *    (big-endian) version
+ *  - truncation anywhere in the header, KVs or tensor infos ("truncated at byte N while reading X")
+ *  - n_kv / n_tensors negative, or larger than the bytes left in the file could hold
+ *  - a string or array whose length runs past the end of the file; a string longer than 1 GiB
+ *    or an array of more than 2^30 elements (ggml's limits)
+ *  - a key that is empty, longer than IQF_GGUF_MAX_KEY (65535) bytes, or contains a NUL byte;
+ *    a duplicate key
+ *  - an unknown KV type id (not 0..12), an array of arrays, an array with an unknown element type
+ *  - general.alignment present but not a u32, zero, not a power of two, or > IQF_GGUF_MAX_ALIGN
+ *    (64 MiB)
+ *  - a tensor name that is empty, >= IQF_GGUF_MAX_NAME (64) bytes, or contains a NUL byte;
+ *    a duplicate tensor name
+ *  - n_dims 0 or > 4; a dimension <= 0 (ggml tolerates 0; we reject empty tensors);
+ *    an element count or byte size that overflows int64
+ *  - an unknown tensor type id (iqf_type_get() == NULL); ne[0] not a multiple of the block size
+ *  - a tensor offset that differs from the layout ggml writes and checks
+ *    (offset_0 = 0, offset_i = offset_{i-1} + PAD(nbytes_{i-1}, alignment)), which also rules out
+ *    overlaps; tensor data running past the end of the file
+ *
+ * Strings returned by the accessors are NUL-terminated and live as long as the handle; string
+ * values may also contain NUL bytes, so their length is returned separately.
+ */
+typedef struct iqf_gguf iqf_gguf;
+
+/* KV value types; ids are GGUF's. */
+typedef enum iqf_gguf_vtype {
+    IQF_GGUF_U8 = 0,
+    IQF_GGUF_I8 = 1,
+    IQF_GGUF_U16 = 2,
+    IQF_GGUF_I16 = 3,
+    IQF_GGUF_U32 = 4,
+    IQF_GGUF_I32 = 5,
+    IQF_GGUF_F32 = 6,
+    IQF_GGUF_BOOL = 7,   /* one byte; the reader and getters treat any non-zero as true */
+    IQF_GGUF_STR = 8,
+    IQF_GGUF_ARR = 9,
+    IQF_GGUF_U64 = 10,
+    IQF_GGUF_I64 = 11,
+    IQF_GGUF_F64 = 12,
+    IQF_GGUF_VTYPE_COUNT = 13,
+} iqf_gguf_vtype;
+
+#define IQF_GGUF_MAX_NAME 64               /* tensor names are shorter than this (GGML_MAX_NAME) */
+#define IQF_GGUF_MAX_KEY 65535             /* longest key accepted */
+#define IQF_GGUF_MAX_ALIGN (64u << 20)     /* largest general.alignment accepted */
+#define IQF_GGUF_DEFAULT_ALIGN 32
+
+/* "u8", "i8", ..., "str", "arr", "u64", "i64", "f64"; "?" for anything else. */
+const char *iqf_gguf_vtype_name(int vtype);
+
+iqf_gguf *iqf_gguf_open(const char *path, char *err, size_t errlen);
+/* Same checks on a buffer the caller keeps alive (and unchanged) until iqf_gguf_close;
+ * `name` is used in messages. Tensor data pointers point into `data`. */
+iqf_gguf *iqf_gguf_open_memory(const void *data, size_t size, const char *name, char *err, size_t errlen);
+void iqf_gguf_close(iqf_gguf *g); /* NULL is fine */
+
+const char *iqf_gguf_path(const iqf_gguf *g);   /* the path or name given at open */
+uint32_t iqf_gguf_version(const iqf_gguf *g);   /* 2 or 3 */
+size_t iqf_gguf_alignment(const iqf_gguf *g);
+size_t iqf_gguf_data_offset(const iqf_gguf *g); /* file offset of the data section */
+uint64_t iqf_gguf_file_size(const iqf_gguf *g);
+
+/* KVs, in file order. Index arguments out of range give NULL / -1 / false. */
+int64_t iqf_gguf_n_kv(const iqf_gguf *g);
+int64_t iqf_gguf_find_kv(const iqf_gguf *g, const char *key); /* index or -1 */
+const char *iqf_gguf_kv_key(const iqf_gguf *g, int64_t i);
+int iqf_gguf_kv_type(const iqf_gguf *g, int64_t i);      /* iqf_gguf_vtype, -1 if i is bad */
+/* Pointer to the value in host layout, suitably aligned: for a scalar the one value (bool: one
+ * uint8_t as stored, non-zero = true; string: the NUL-terminated text); for an array of
+ * numbers/bools its n packed elements; NULL for an array of strings (use iqf_gguf_arr_str). */
+const void *iqf_gguf_kv_value(const iqf_gguf *g, int64_t i);
+/* Byte length of a string value (scalar STR), else 0. */
+size_t iqf_gguf_kv_str_len(const iqf_gguf *g, int64_t i);
+
+/* Arrays. arr_type: element type, or -1 if kv i is not an array. arr_n: element count or 0. */
+int iqf_gguf_arr_type(const iqf_gguf *g, int64_t i);
+uint64_t iqf_gguf_arr_n(const iqf_gguf *g, int64_t i);
+/* The checked accessor: the packed, aligned elements if kv i is an array whose element type is
+ * exactly `elem_type` (a numeric or bool type), else NULL. *n = element count (0 on failure). */
+const void *iqf_gguf_arr_data(const iqf_gguf *g, int64_t i, int elem_type, uint64_t *n);
+/* Element j of an array of strings (NUL-terminated; *len its length, may be NULL), or NULL. */
+const char *iqf_gguf_arr_str(const iqf_gguf *g, int64_t i, uint64_t j, size_t *len);
+/* Element j of an array of exactly this type; false on a type mismatch or bad index. */
+bool iqf_gguf_arr_f32(const iqf_gguf *g, int64_t i, uint64_t j, float *out);
+bool iqf_gguf_arr_i32(const iqf_gguf *g, int64_t i, uint64_t j, int32_t *out);
+bool iqf_gguf_arr_u32(const iqf_gguf *g, int64_t i, uint64_t j, uint32_t *out);
+/* Element j of an array of any integer type (u64 values above INT64_MAX fail), or of floats. */
+bool iqf_gguf_arr_int(const iqf_gguf *g, int64_t i, uint64_t j, int64_t *out);
+bool iqf_gguf_arr_float(const iqf_gguf *g, int64_t i, uint64_t j, double *out); /* f32 or f64 */
+
+/* Typed getters by key: false (and *out untouched) if the key is absent or its type is not
+ * exactly the one asked for. Use find_kv + kv_type to tell the two apart. */
+bool iqf_gguf_get_u8(const iqf_gguf *g, const char *key, uint8_t *out);
+bool iqf_gguf_get_i8(const iqf_gguf *g, const char *key, int8_t *out);
+bool iqf_gguf_get_u16(const iqf_gguf *g, const char *key, uint16_t *out);
+bool iqf_gguf_get_i16(const iqf_gguf *g, const char *key, int16_t *out);
+bool iqf_gguf_get_u32(const iqf_gguf *g, const char *key, uint32_t *out);
+bool iqf_gguf_get_i32(const iqf_gguf *g, const char *key, int32_t *out);
+bool iqf_gguf_get_u64(const iqf_gguf *g, const char *key, uint64_t *out);
+bool iqf_gguf_get_i64(const iqf_gguf *g, const char *key, int64_t *out);
+bool iqf_gguf_get_f32(const iqf_gguf *g, const char *key, float *out);
+bool iqf_gguf_get_f64(const iqf_gguf *g, const char *key, double *out);
+bool iqf_gguf_get_bool(const iqf_gguf *g, const char *key, bool *out);
+/* String value (NUL-terminated) and its length (len may be NULL). */
+bool iqf_gguf_get_str(const iqf_gguf *g, const char *key, const char **out, size_t *len);
+/* Lenient: any scalar integer type (u8..i64; u64 above INT64_MAX fails). Not bool. */
+bool iqf_gguf_get_int(const iqf_gguf *g, const char *key, int64_t *out);
+/* Lenient: f32 or f64. */
+bool iqf_gguf_get_float(const iqf_gguf *g, const char *key, double *out);
+/* Array by key with an exact element type (numeric/bool): elements or NULL; *n the count. */
+const void *iqf_gguf_get_arr(const iqf_gguf *g, const char *key, int elem_type, uint64_t *n);
+
+/* Tensors, in file order. */
+typedef struct iqf_gguf_tensor {
+    const char *name;    /* NUL-terminated, < IQF_GGUF_MAX_NAME bytes */
+    int n_dims;          /* 1..4 */
+    int64_t ne[4];       /* elements per dimension, ne[0] the row length; unused dims are 1 */
+    int type;            /* iqf_type id (iqf_type_get(type) != NULL) */
+    uint64_t offset;     /* relative to the data section */
+    size_t nbytes;       /* exact size (no padding) */
+    const void *data;    /* mapped bytes (read-only), alignment-aligned relative to file start */
+} iqf_gguf_tensor;
+
+int64_t iqf_gguf_n_tensors(const iqf_gguf *g);
+const iqf_gguf_tensor *iqf_gguf_tensor_at(const iqf_gguf *g, int64_t i); /* NULL if i bad */
+int64_t iqf_gguf_find_tensor(const iqf_gguf *g, const char *name);       /* index or -1 */
+int64_t iqf_gguf_tensor_nelements(const iqf_gguf_tensor *t);
+
+/*
+ * Writing (streaming, bounded memory). Order of calls:
+ *   w = iqf_gguf_writer_open(path)            temp file next to path (src/util/outfile.h)
+ *   iqf_gguf_writer_set_input(w, in)          optional, per input: refuse writing over an input
+ *   set_* / copy_kv / remove ...              KVs, any order
+ *   iqf_gguf_writer_add_tensor(...)           every tensor info, in the order data will follow
+ *   iqf_gguf_writer_write_header(w)           header + KVs + infos + padding
+ *   iqf_gguf_writer_write_data(w, p, n) ...   tensor bytes in order, any chunking; the writer
+ *                                             pads to the alignment between tensors itself
+ *   iqf_gguf_writer_finish(w)                 checks completeness, fsync + rename; frees w
+ * or iqf_gguf_writer_abort(w) at any point    removes the temp file; frees w
+ * The output layout is ggml's (gguf.cpp): v3, KVs in order, infos in order,
+ * offset_i = offset_{i-1} + PAD(nbytes_{i-1}, align), zero padding after every tensor, where align
+ * is general.alignment (must then be a u32 power of two <= IQF_GGUF_MAX_ALIGN) or 32.
+ * (ggml itself ignores general.alignment set on a context it did not read and lays out at 32;
+ * files without that key, i.e. nearly all, are byte-identical to gguf_write_to_file's.)
+ * Every call after a failure fails again with the same message (errors are sticky); only
+ * finish/abort free the writer. A file that does not end up complete never appears at `path`.
+ * Errors: IQF_E_INVALID_ARG (NULL/empty key or name, unknown vtype, same file as an input, call
+ * out of order, more/less data than the tensors need), IQF_E_UNKNOWN_TYPE, IQF_E_SHAPE (bad dims,
+ * ne[0] not a multiple of the block size, overflow), IQF_E_IO (any write/fsync/rename failure,
+ * e.g. ENOSPC on /dev/full), IQF_E_NOMEM.
+ */
+typedef struct iqf_gguf_writer iqf_gguf_writer;
+
+iqf_gguf_writer *iqf_gguf_writer_open(const char *path, char *err, size_t errlen);
+iqf_status iqf_gguf_writer_set_input(iqf_gguf_writer *w, const char *input_path);
+/* The last error message of the writer ("" if none). Valid until finish/abort. */
+const char *iqf_gguf_writer_error(const iqf_gguf_writer *w);
+
+/* Set a KV. As ggml's gguf_set_*: an existing key is removed first and the new value is
+ * appended at the end (so setting general.file_type after copying all KVs moves it last). */
+iqf_status iqf_gguf_writer_set_u8(iqf_gguf_writer *w, const char *key, uint8_t v);
+iqf_status iqf_gguf_writer_set_i8(iqf_gguf_writer *w, const char *key, int8_t v);
+iqf_status iqf_gguf_writer_set_u16(iqf_gguf_writer *w, const char *key, uint16_t v);
+iqf_status iqf_gguf_writer_set_i16(iqf_gguf_writer *w, const char *key, int16_t v);
+iqf_status iqf_gguf_writer_set_u32(iqf_gguf_writer *w, const char *key, uint32_t v);
+iqf_status iqf_gguf_writer_set_i32(iqf_gguf_writer *w, const char *key, int32_t v);
+iqf_status iqf_gguf_writer_set_u64(iqf_gguf_writer *w, const char *key, uint64_t v);
+iqf_status iqf_gguf_writer_set_i64(iqf_gguf_writer *w, const char *key, int64_t v);
+iqf_status iqf_gguf_writer_set_f32(iqf_gguf_writer *w, const char *key, float v);
+iqf_status iqf_gguf_writer_set_f64(iqf_gguf_writer *w, const char *key, double v);
+iqf_status iqf_gguf_writer_set_bool(iqf_gguf_writer *w, const char *key, bool v);
+iqf_status iqf_gguf_writer_set_str(iqf_gguf_writer *w, const char *key, const char *v); /* strlen */
+iqf_status iqf_gguf_writer_set_strn(iqf_gguf_writer *w, const char *key, const char *v, size_t len);
+/* Array of n numeric/bool elements of `elem_type`, packed in host layout (bool: 1 byte each). */
+iqf_status iqf_gguf_writer_set_arr(iqf_gguf_writer *w, const char *key, int elem_type,
+                                   const void *data, uint64_t n);
+/* Array of n strings; lens may be NULL (then strlen of each). */
+iqf_status iqf_gguf_writer_set_arr_str(iqf_gguf_writer *w, const char *key, const char *const *v,
+                                       const size_t *lens, uint64_t n);
+/* Copy kv i of a reader verbatim (same key, type and value). */
+iqf_status iqf_gguf_writer_copy_kv(iqf_gguf_writer *w, const iqf_gguf *g, int64_t i);
+/* Remove a key; true if it was there. */
+bool iqf_gguf_writer_remove(iqf_gguf_writer *w, const char *key);
+/* Remove every key starting with `prefix` (e.g. "split."); returns how many. */
+int64_t iqf_gguf_writer_remove_prefix(iqf_gguf_writer *w, const char *prefix);
+int64_t iqf_gguf_writer_n_kv(const iqf_gguf_writer *w);
+
+/* Declare a tensor (before write_header). ne[0] is the row length; ne[0..n_dims-1] > 0.
+ * As ggml, trailing dimensions of 1 are dropped from the written n_dims (64x1 is written 1-D);
+ * bool KVs are written as 0/1. */
+iqf_status iqf_gguf_writer_add_tensor(iqf_gguf_writer *w, const char *name, int n_dims,
+                                      const int64_t *ne, int type);
+iqf_status iqf_gguf_writer_write_header(iqf_gguf_writer *w);
+/* Next n bytes of tensor data (may span tensors; must not exceed what remains). */
+iqf_status iqf_gguf_writer_write_data(iqf_gguf_writer *w, const void *data, size_t n);
+/* Bytes of the declared tensors still to be written (padding excluded). */
+uint64_t iqf_gguf_writer_data_remaining(const iqf_gguf_writer *w);
+/* Commit. On failure the temp file is removed and the message is written to err. Frees w. */
+iqf_status iqf_gguf_writer_finish(iqf_gguf_writer *w, char *err, size_t errlen);
+void iqf_gguf_writer_abort(iqf_gguf_writer *w); /* NULL is fine */
 
 /* ---------------------------------------------------------------------------------------------
  * Model quantization: recipes and importance matrices (src/quantize)

@@ -1,0 +1,33 @@
+/* gguf_internal.h - helpers shared by the GGUF reader and writer (src/gguf). */
+#ifndef IQF_GGUF_INTERNAL_H
+#define IQF_GGUF_INTERNAL_H
+
+#include "iqforge.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "iqforge's GGUF code assumes a little-endian host"
+#endif
+
+#define IQF_GGUF_MAX_STRING (1ull << 30)  /* ggml's GGUF_MAX_STRING_LENGTH */
+#define IQF_GGUF_MAX_ARRAY (1ull << 30)   /* ggml's GGUF_MAX_ARRAY_ELEMENTS */
+
+/* Size of one element of a scalar vtype, 0 for STR, ARR and unknown ids. */
+static inline size_t iqf_gguf_vtype_size(int t) {
+    switch (t) {
+    case IQF_GGUF_U8: case IQF_GGUF_I8: case IQF_GGUF_BOOL: return 1;
+    case IQF_GGUF_U16: case IQF_GGUF_I16: return 2;
+    case IQF_GGUF_U32: case IQF_GGUF_I32: case IQF_GGUF_F32: return 4;
+    case IQF_GGUF_U64: case IQF_GGUF_I64: case IQF_GGUF_F64: return 8;
+    default: return 0;
+    }
+}
+
+/* Byte size of a tensor with these dims and type; false if the shape is invalid or overflows
+ * (message in err: "tensor 'NAME' ..."). ne must have n_dims valid entries. */
+bool iqf_gguf_tensor_size(const char *name, int n_dims, const int64_t *ne, int type,
+                          int64_t *nelem, uint64_t *nbytes, char *err, size_t errlen);
+
+#endif
