@@ -337,6 +337,217 @@ static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
     return refine(v, sb, scale, on, L);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * SIMD searches. Every candidate scale is one lane; per lane the float operations are exactly
+ * search_ref's, in the same order. The neighbour search runs once per distinct off-grid key in a
+ * vector, for all lanes at once (neighbouring candidate scales mostly round a group to the same
+ * key), masked to the lanes that have that key. The sequential acceptance over the candidates
+ * and the refinement are the scalar code (finish_search).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct iq3_cands {
+    float sumqx[32], sumq2[32];
+    int32_t gsel[8][32]; /* grid index chosen for group k by candidate c */
+    uint32_t off[8];     /* bit c: group k of candidate c was off the grid */
+} iq3_cands;
+
+/* Candidate scales: lane c < ncand is is = c - nis; padding lanes repeat the last candidate (so
+ * they add no distinct keys) and are ignored by finish_search. */
+static int candidate_scales(const iq3_variant *v, const iq3_sub *sb, int width, float *ids,
+                            float *scl) {
+    const int ncand = 2 * v->nis + 1;
+    const int nlanes = (ncand + width - 1) / width * width;
+    for (int c = 0; c < nlanes; c++) {
+        const int is = (c < ncand ? c : ncand - 1) - v->nis;
+        ids[c] = (15 + (float)is * 0.2f) / sb->max;
+        scl[c] = 1 / ids[c];
+    }
+    return nlanes / width;
+}
+
+static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_cands *cd,
+                           int8_t L[32]) {
+    const int ncand = 2 * v->nis + 1;
+    float best = 0, scale = sb->max / 15;
+    int win = -1;
+    for (int c = 0; c < ncand; c++) {
+        const float sumqx = cd->sumqx[c], sumq2 = cd->sumq2[c];
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            win = c;
+        }
+    }
+    bool on[8];
+    if (win < 0) {
+        memset(L, 0, 32);
+        for (int k = 0; k < 8; k++) on[k] = v->init_on_grid;
+    } else {
+        for (int k = 0; k < 8; k++) {
+            levels_of(v->t, cd->gsel[k][win], L + 4 * k);
+            on[k] = !((cd->off[k] >> win) & 1);
+        }
+    }
+    return refine(v, sb, scale, on, L);
+}
+
+#ifdef IQ3_X86
+__attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, const iq3_sub *sb,
+                                                        int8_t L[32]) {
+    const iq3_tab *t = v->t;
+    float ids[32] __attribute__((aligned(32))), scl[32] __attribute__((aligned(32)));
+    float wx[32];
+    const int nvec = candidate_scales(v, sb, 8, ids, scl);
+    for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
+    iq3_cands cd;
+    memset(cd.off, 0, sizeof cd.off);
+    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+    const __m256 magic = _mm256_set1_ps(12582912.f);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
+    const __m256i m255 = _mm256_set1_epi32(255), minus1 = _mm256_set1_epi32(-1);
+    for (int vi = 0; vi < nvec; vi++) {
+        const __m256 vid = _mm256_load_ps(ids + 8 * vi), vs = _mm256_load_ps(scl + 8 * vi);
+        __m256 sqx = _mm256_setzero_ps(), sq2 = _mm256_setzero_ps();
+        for (int k = 0; k < 8; k++) {
+            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+            __m256i u = zero;
+            for (int i = 0; i < 4; i++) {
+                __m256 tt = _mm256_mul_ps(vid, _mm256_set1_ps(xk[i]));
+                tt = _mm256_mul_ps(half, _mm256_sub_ps(tt, one));
+                tt = _mm256_add_ps(tt, magic);
+                __m256i l = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(tt), mant), bias);
+                l = _mm256_min_epi32(_mm256_max_epi32(l, zero), seven);
+                u = _mm256_or_si256(u, _mm256_slli_epi32(l, 3 * i));
+            }
+            __m256i gi = _mm256_i32gather_epi32(t->kmap, u, 4);
+            int offm = _mm256_movemask_ps(_mm256_castsi256_ps(gi));
+            cd.off[k] |= (uint32_t)offm << 8 * vi;
+            if (offm) {
+                int32_t ua[8];
+                _mm256_storeu_si256((__m256i *)ua, u);
+                const __m256 x0 = _mm256_set1_ps(xk[0]), x1 = _mm256_set1_ps(xk[1]);
+                const __m256 x2 = _mm256_set1_ps(xk[2]), x3 = _mm256_set1_ps(xk[3]);
+                const __m256 w0 = _mm256_set1_ps(wk[0]), w1 = _mm256_set1_ps(wk[1]);
+                const __m256 w2 = _mm256_set1_ps(wk[2]), w3 = _mm256_set1_ps(wk[3]);
+                while (offm) {
+                    const int u0 = ua[__builtin_ctz((unsigned)offm)];
+                    const __m256i mm = _mm256_cmpeq_epi32(u, _mm256_set1_epi32(u0));
+                    offm &= ~_mm256_movemask_ps(_mm256_castsi256_ps(mm));
+                    const uint16_t *nb = t->nb - t->kmap[u0] - 1;
+                    const int cnt = nb[0];
+                    __m256 best = _mm256_set1_ps(FLT_MAX);
+                    __m256i bi = minus1;
+                    for (int j = 1; j <= cnt; j++) {
+                        const float *pg = t->gqf[nb[j]];
+                        __m256 d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[0])), x0);
+                        __m256 d2 = _mm256_mul_ps(_mm256_mul_ps(w0, d), d);
+                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[1])), x1);
+                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w1, d), d));
+                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[2])), x2);
+                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w2, d), d));
+                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[3])), x3);
+                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w3, d), d));
+                        const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
+                        best = _mm256_blendv_ps(best, d2, lt);
+                        bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(nb[j]), _mm256_castps_si256(lt));
+                    }
+                    bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(nb[1]), _mm256_cmpeq_epi32(bi, minus1));
+                    gi = _mm256_blendv_epi8(gi, bi, mm);
+                }
+            }
+            _mm256_storeu_si256((__m256i *)(cd.gsel[k] + 8 * vi), gi);
+            const __m256i g = _mm256_i32gather_epi32((const int *)t->gq, gi, 4);
+            for (int i = 0; i < 4; i++) {
+                const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(g, 8 * i), m255));
+                sqx = _mm256_add_ps(sqx, _mm256_mul_ps(_mm256_set1_ps(wx[4 * k + i]), q));
+                sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(sb->w[4 * k + i]), q), q));
+            }
+        }
+        _mm256_storeu_ps(cd.sumqx + 8 * vi, sqx);
+        _mm256_storeu_ps(cd.sumq2 + 8 * vi, sq2);
+    }
+    return finish_search(v, sb, &cd, L);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static float
+search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
+    const iq3_tab *t = v->t;
+    float ids[32] __attribute__((aligned(64))), scl[32] __attribute__((aligned(64)));
+    float wx[32];
+    const int nvec = candidate_scales(v, sb, 16, ids, scl);
+    for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
+    iq3_cands cd;
+    memset(cd.off, 0, sizeof cd.off);
+    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+    const __m512 magic = _mm512_set1_ps(12582912.f);
+    const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
+    const __m512i zero = _mm512_setzero_si512(), seven = _mm512_set1_epi32(7);
+    const __m512i m255 = _mm512_set1_epi32(255), minus1 = _mm512_set1_epi32(-1);
+    for (int vi = 0; vi < nvec; vi++) {
+        const __m512 vid = _mm512_load_ps(ids + 16 * vi), vs = _mm512_load_ps(scl + 16 * vi);
+        __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
+        for (int k = 0; k < 8; k++) {
+            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+            __m512i u = zero;
+            for (int i = 0; i < 4; i++) {
+                __m512 tt = _mm512_mul_ps(vid, _mm512_set1_ps(xk[i]));
+                tt = _mm512_mul_ps(half, _mm512_sub_ps(tt, one));
+                tt = _mm512_add_ps(tt, magic);
+                __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(tt), mant), bias);
+                l = _mm512_min_epi32(_mm512_max_epi32(l, zero), seven);
+                u = _mm512_or_si512(u, _mm512_slli_epi32(l, 3 * i));
+            }
+            __m512i gi = _mm512_i32gather_epi32(u, t->kmap, 4);
+            __mmask16 offm = _mm512_movepi32_mask(gi);
+            cd.off[k] |= (uint32_t)offm << 16 * vi;
+            if (offm) {
+                int32_t ua[16];
+                _mm512_storeu_si512(ua, u);
+                const __m512 x0 = _mm512_set1_ps(xk[0]), x1 = _mm512_set1_ps(xk[1]);
+                const __m512 x2 = _mm512_set1_ps(xk[2]), x3 = _mm512_set1_ps(xk[3]);
+                const __m512 w0 = _mm512_set1_ps(wk[0]), w1 = _mm512_set1_ps(wk[1]);
+                const __m512 w2 = _mm512_set1_ps(wk[2]), w3 = _mm512_set1_ps(wk[3]);
+                while (offm) {
+                    const int u0 = ua[__builtin_ctz((unsigned)offm)];
+                    const __mmask16 mm = _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(u0));
+                    offm &= (__mmask16)~mm;
+                    const uint16_t *nb = t->nb - t->kmap[u0] - 1;
+                    const int cnt = nb[0];
+                    __m512 best = _mm512_set1_ps(FLT_MAX);
+                    __m512i bi = _mm512_set1_epi32(nb[1]); /* kept if nothing beats FLT_MAX */
+                    for (int j = 1; j <= cnt; j++) {
+                        const float *pg = t->gqf[nb[j]];
+                        __m512 d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[0])), x0);
+                        __m512 d2 = _mm512_mul_ps(_mm512_mul_ps(w0, d), d);
+                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[1])), x1);
+                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w1, d), d));
+                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[2])), x2);
+                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w2, d), d));
+                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[3])), x3);
+                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w3, d), d));
+                        const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
+                        best = _mm512_mask_mov_ps(best, lt, d2);
+                        bi = _mm512_mask_set1_epi32(bi, lt, nb[j]);
+                    }
+                    gi = _mm512_mask_mov_epi32(gi, mm, bi);
+                }
+            }
+            _mm512_storeu_si512(cd.gsel[k] + 16 * vi, gi);
+            const __m512i g = _mm512_i32gather_epi32(gi, (const int *)t->gq, 4);
+            for (int i = 0; i < 4; i++) {
+                const __m512 q = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(g, 8 * i), m255));
+                sqx = _mm512_add_ps(sqx, _mm512_mul_ps(_mm512_set1_ps(wx[4 * k + i]), q));
+                sq2 = _mm512_add_ps(sq2, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(sb->w[4 * k + i]), q), q));
+            }
+        }
+        _mm512_storeu_ps(cd.sumqx + 16 * vi, sqx);
+        _mm512_storeu_ps(cd.sumq2 + 16 * vi, sq2);
+    }
+    (void)minus1;
+    return finish_search(v, sb, &cd, L);
+}
+#endif
+
 /* Weights, |x| and sign bits of sub-block xb (32 values). parity: ggml's IQ3_XXS even-parity fix
  * (flip the least important weight of a group of 8 with an odd number of negatives). */
 static void prepare_sub(const float *xb, const float *qw, float sigma2, bool parity, iq3_sub *sb,
@@ -511,6 +722,10 @@ static void quantize_block_iq3_s(const iq3_variant *v, iq3_search_fn search, con
  * Entry points
  * ------------------------------------------------------------------------------------------- */
 static iq3_search_fn pick_search(const iqf_qctx *ctx) {
+#ifdef IQ3_X86
+    if (ctx->simd == IQF_SIMD_AVX512) return search_avx512;
+    if (ctx->simd == IQF_SIMD_AVX2) return search_avx2;
+#endif
     (void)ctx;
     return search_ref;
 }
