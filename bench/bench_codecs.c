@@ -9,9 +9,10 @@
  * scaling of one type (wall time, 1..iqf_cpu_count threads, output checked identical).
  *
  *   bench_codecs [--types iq3_xxs,iq3_s] [--rows N] [--cols N] [--reps N]
- *                [--scaling-type iq3_xxs|none] [--scalar]
+ *                [--scaling-type iq3_xxs|none] [--scalar] [--simd scalar|avx2|avx512]
  *
- * --scalar also measures iqforge's portable scalar path. Prints markdown tables.
+ * --simd picks iqforge's instruction set (default: the best the CPU has); --scalar also measures
+ * the portable scalar path. Prints markdown tables.
  */
 #include "iqforge.h"
 #include "oracle.h"
@@ -37,7 +38,7 @@ typedef struct timing {
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_codecs [--types t1,t2,...] [--rows N] [--cols N] [--reps N]\n"
-            "                    [--scaling-type TYPE|none] [--scalar]\n");
+            "                    [--scaling-type TYPE|none] [--scalar] [--simd scalar|avx2|avx512]\n");
     exit(2);
 }
 
@@ -100,6 +101,7 @@ int main(int argc, char **argv) {
     int64_t rows = 4096, cols = 4096;
     int reps = 1;
     bool scalar = false;
+    iqf_simd simd = iqf_simd_detect();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atoll(argv[++i]);
@@ -107,6 +109,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--scaling-type") && i + 1 < argc) scaling = argv[++i];
         else if (!strcmp(argv[i], "--scalar")) scalar = true;
+        else if (!strcmp(argv[i], "--simd") && i + 1 < argc) {
+            const char *sv = argv[++i];
+            simd = !strcmp(sv, "scalar") ? IQF_SIMD_SCALAR : !strcmp(sv, "avx2") ? IQF_SIMD_AVX2
+                 : !strcmp(sv, "avx512") ? IQF_SIMD_AVX512 : IQF_SIMD_AUTO;
+            if (simd == IQF_SIMD_AUTO) usage();
+            if (simd > iqf_simd_detect()) simd = iqf_simd_detect();
+        }
         else usage();
     }
     if (rows < 1 || cols < 256 || cols % 256 || reps < 1) usage();
@@ -126,7 +135,7 @@ int main(int argc, char **argv) {
     const double mb = (double)n * 4 / 1e6;
 
     printf("## Encoder throughput, single thread (%lldx%lld N(0,1), imatrix exp(N(0,1)), best of %d, simd %s)\n\n",
-           (long long)rows, (long long)cols, reps, iqf_simd_name(iqf_simd_detect()));
+           (long long)rows, (long long)cols, reps, iqf_simd_name(simd));
     printf("| type | imatrix | oracle MB/s | iqforge MB/s | ratio |%s bytes identical |\n",
            scalar ? " iqforge scalar MB/s | scalar ratio |" : "");
     printf("|---|---|---:|---:|---:|%s---|\n", scalar ? "---:|---:|" : "");
@@ -143,11 +152,11 @@ int main(int argc, char **argv) {
             /* Warm up (table building on both sides is not timed). */
             iqf_status st;
             oracle_quantize(type, x, qo, 1, cols, w);
-            run_ours(type, x, qi, 1, cols, w, 1, IQF_SIMD_AUTO, &st);
+            run_ours(type, x, qi, 1, cols, w, 1, simd, &st);
             double best_o = 1e30, best_i = 1e30, best_s = 1e30;
             for (int r = 0; r < reps; r++) {
                 timing to = run_oracle(type, x, qo, rows, cols, w);
-                timing tq = run_ours(type, x, qi, rows, cols, w, 1, IQF_SIMD_AUTO, &st);
+                timing tq = run_ours(type, x, qi, rows, cols, w, 1, simd, &st);
                 if (to.cpu < best_o) best_o = to.cpu;
                 if (tq.cpu < best_i) best_i = tq.cpu;
             }
@@ -181,12 +190,12 @@ int main(int argc, char **argv) {
         size_t bytes = iqf_row_size(stype, cols) * (size_t)rows;
         double t1 = 0;
         iqf_status st;
-        run_ours(stype, x, qo, rows, cols, im, 1, IQF_SIMD_AUTO, &st); /* reference bytes */
+        run_ours(stype, x, qo, rows, cols, im, 1, simd, &st); /* reference bytes */
         for (int t = 1; t <= ncpu; t++) {
             double best = 1e30;
             for (int r = 0; r < reps; r++) {
                 memset(qi, 0, bytes);
-                timing tq = run_ours(stype, x, qi, rows, cols, im, t, IQF_SIMD_AUTO, &st);
+                timing tq = run_ours(stype, x, qi, rows, cols, im, t, simd, &st);
                 if (tq.wall < best) best = tq.wall;
             }
             if (t == 1) t1 = best;
