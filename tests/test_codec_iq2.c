@@ -128,11 +128,127 @@ static void test_grids(bool full, bool sanitized) {
     free(list);
 }
 
+static const int types[3] = { IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S };
+
+/* Every distribution x imatrix variant x seed, several row lengths, against the oracle. */
+static void test_random(bool sanitized) {
+    const int64_t colsv[3] = { 256, 768, 2048 };
+    const int nseeds = sanitized ? 1 : 2;
+    float *x = malloc(sizeof(float) * 8 * 2048), *w = malloc(sizeof(float) * 2048);
+    for (int t = 0; t < 3; t++) {
+        for (int d = 0; d < QGEN_N; d++) {
+            for (int m = 0; m < QGEN_IMAT_N; m++) {
+                if (m == QGEN_IMAT_NONE && iqf_requires_imatrix(types[t])) continue;
+                for (int s = 0; s < nseeds; s++) {
+                    uint64_t seed = 1000 * (uint64_t)t + 100 * (uint64_t)d + 10 * (uint64_t)m + (uint64_t)s;
+                    int64_t cols = colsv[(d + m + s) % 3], rows = cols == 2048 ? 4 : 8;
+                    if (sanitized) rows = 2;
+                    qgen_fill(x, rows, cols, (qgen_dist)d, seed);
+                    bool have = qgen_imatrix(w, cols, (qgen_imat)m, seed ^ 0x5eed);
+                    char label[160];
+                    snprintf(label, sizeof label, "%s %s imat=%s seed=%llu %lldx%lld",
+                             iqf_type_get(types[t])->name, qgen_dist_name((qgen_dist)d),
+                             qgen_imat_name((qgen_imat)m), (unsigned long long)seed,
+                             (long long)rows, (long long)cols);
+                    qgen_diff(types[t], x, rows, cols, have ? w : NULL, label);
+                }
+            }
+        }
+    }
+    free(x);
+    free(w);
+}
+
+/* Targeted edge cases, each one row of 512 (2 super-blocks) or a few rows. */
+static void test_edges(void) {
+    enum { C = 512 };
+    float x[4 * C], w[C], wl[C];
+    tu_rng r = { 7 };
+    for (int j = 0; j < C; j++) wl[j] = (float)exp(tu_normal(&r));
+    for (int t = 0; t < 3; t++) {
+        int type = types[t];
+        const char *tn = iqf_type_get(type)->name;
+        char label[128];
+        const float *imats[2] = { wl, NULL };
+        for (int im = 0; im < 2; im++) {
+            const float *qw = imats[im];
+            if (!qw && iqf_requires_imatrix(type)) continue;
+            /* all zeros */
+            memset(x, 0, sizeof(x));
+            snprintf(label, sizeof label, "%s all-zero imat=%d", tn, !im);
+            qgen_diff(type, x, 4, C, qw, label);
+            /* one non-zero value per row, at different positions */
+            for (int row = 0; row < 4; row++) x[row * C + 37 * row + 5] = row & 1 ? -1.5f : 0.25f;
+            snprintf(label, sizeof label, "%s single value imat=%d", tn, !im);
+            qgen_diff(type, x, 4, C, qw, label);
+            /* one non-zero value per 8-group (parity flips everywhere) */
+            memset(x, 0, sizeof(x));
+            for (int i = 0; i < 4 * C; i += 8) x[i + (i / 8) % 8] = (i / 8) % 3 ? -1.0f : 2.0f;
+            snprintf(label, sizeof label, "%s one per group imat=%d", tn, !im);
+            qgen_diff(type, x, 4, C, qw, label);
+            /* huge, tiny and sub-fp16 magnitudes, one per row */
+            const double mags[4] = { 1e11, 1e-4, 3e-7, 1e-12 };
+            for (int row = 0; row < 4; row++)
+                for (int j = 0; j < C; j++) x[row * C + j] = (float)(mags[row] * tu_normal(&r));
+            snprintf(label, sizeof label, "%s magnitudes imat=%d", tn, !im);
+            qgen_diff(type, x, 4, C, qw, label);
+            /* mixed scale within a super-block: one sub-block 1e4 times larger */
+            for (int row = 0; row < 4; row++)
+                for (int j = 0; j < C; j++)
+                    x[row * C + j] = (float)(tu_normal(&r) * ((j / 32) % 8 == row ? 1e4 : 1.0));
+            snprintf(label, sizeof label, "%s one loud sub-block imat=%d", tn, !im);
+            qgen_diff(type, x, 4, C, qw, label);
+        }
+        /* imatrix zero exactly where the values are non-zero, and values zero elsewhere */
+        for (int j = 0; j < C; j++) {
+            bool on = (j / 3) % 2 == 0;
+            w[j] = on ? 0.f : (float)exp(tu_normal(&r));
+            for (int row = 0; row < 4; row++) x[row * C + j] = on ? (float)tu_normal(&r) : 0.f;
+        }
+        snprintf(label, sizeof label, "%s imatrix zero where x non-zero", tn);
+        qgen_diff(type, x, 4, C, w, label);
+        /* imatrix zero on whole sub-blocks, and everywhere */
+        for (int j = 0; j < C; j++) w[j] = (j / 16) % 3 == 0 ? 0.f : wl[j];
+        qgen_fill(x, 4, C, QGEN_GAUSS, 99);
+        snprintf(label, sizeof label, "%s imatrix zero on sub-blocks", tn);
+        qgen_diff(type, x, 4, C, w, label);
+        memset(w, 0, sizeof(w));
+        snprintf(label, sizeof label, "%s imatrix all zero", tn);
+        qgen_diff(type, x, 4, C, w, label);
+        /* exact ties: values on a lattice */
+        for (int i = 0; i < 4 * C; i++) x[i] = (float)((int)(tu_next(&r) % 11) - 5) * 0.5f;
+        for (int j = 0; j < C; j++) w[j] = (float)(1 + (j % 4));
+        snprintf(label, sizeof label, "%s lattice values", tn);
+        qgen_diff(type, x, 4, C, w, label);
+    }
+}
+
+/* Decoder-only checks that do not need the oracle: zero blocks decode to zeros. */
+static void test_decode_zero(void) {
+    for (int t = 0; t < 3; t++) {
+        uint8_t blk[128] = { 0 };
+        float y[256];
+        char err[128];
+        CHECK(iqf_dequantize(types[t], blk, y, 1, 256, 1, err, sizeof err) == IQF_OK, "%s", err);
+        int nz = 0;
+        for (int i = 0; i < 256; i++) nz += y[i] != 0;
+        CHECK(nz == 0, "%s: zero block decodes to %d non-zeros", iqf_type_get(types[t])->name, nz);
+    }
+}
+
 int main(void) {
     const char *san = getenv("IQF_SANITIZED");
     bool sanitized = san && *san == '1';
     const char *fe = getenv("IQF_IQGRID_FULL");
     bool full = fe && *fe == '1';
     test_grids(full, sanitized);
+    test_decode_zero();
+    oracle_require();
+    double t0 = now_s();
+    test_edges();
+    printf("edge cases: %.1f s\n", now_s() - t0);
+    t0 = now_s();
+    test_random(sanitized);
+    printf("random differential: %.1f s\n", now_s() - t0);
     return test_finish("test_codec_iq2");
 }
