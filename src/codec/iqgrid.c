@@ -36,6 +36,7 @@ void iqf_iqgrid_free(iqf_iqgrid *g) {
     free(g->grid);
     free(g->kmap);
     free(g->neighbours);
+    free(g->nbkeys);
     memset(g, 0, sizeof(*g));
 }
 
@@ -183,8 +184,26 @@ int iqf_iqgrid_build(iqf_iqgrid *g, const uint16_t *keys, int size, int nwant) {
         iqf_iqgrid_free(g);
         return -1;
     }
-    uint16_t *t = realloc(nb, used * sizeof(uint16_t));
-    g->neighbours = t ? t : nb;
+    uint16_t *t = realloc(nb, (used + IQF_IQGRID_PAD) * sizeof(uint16_t));
+    if (!t) {
+        free(nb);
+        iqf_iqgrid_free(g);
+        return -1;
+    }
+    memset(t + used, 0, IQF_IQGRID_PAD * sizeof(uint16_t));
+    g->neighbours = t;
+    g->nbkeys = malloc((used + IQF_IQGRID_PAD) * sizeof(uint16_t));
+    if (!g->nbkeys) {
+        iqf_iqgrid_free(g);
+        return -1;
+    }
+    memcpy(g->nbkeys, t, (used + IQF_IQGRID_PAD) * sizeof(uint16_t));
+    for (int u = 0; u < IQF_IQGRID_KMAP_SIZE; u++) {
+        if (g->kmap[u] >= 0) continue;
+        const uint16_t *l = iqf_iqgrid_neighbours(g, u);
+        uint16_t *kl = g->nbkeys + (l - t);
+        for (int j = 1; j <= l[0]; j++) kl[j] = keys[l[j]];
+    }
     return 0;
 }
 

@@ -15,6 +15,10 @@
  *                   kmap[u]; < 0: u is off the grid and iqf_iqgrid_neighbours(g, u) is its list
  *   iqf_iqgrid_neighbours(g, u)  -> const uint16_t *nb: nb[0] = n, nb[1..n] = grid indices
  *                   (exactly ggml's kneighbors_q2xs - kmap[u] - 1)
+ *   g->nbkeys       parallel to g->neighbours: the KEY of each listed point (count entries are
+ *                   copied), so a SIMD search can decode levels without a second gather
+ *   Both g->neighbours and g->nbkeys have IQF_IQGRID_PAD zero entries after the last list, so
+ *   a vector load of up to 32 uint16 starting inside any list stays inside the allocation.
  *   g->keys         the key data (g->size entries), also exported below as iqf_iq*_keys
  *   iqf_iqgrid_decode_table(keys, size, levels, out) builds a dequantization grid: out[k] byte i
  *                   = levels[l_i] (IQ2: {8, 25, 43}; IQ1_S: {-1, 0, +1} as int8) - this is
@@ -36,6 +40,7 @@
 #include <stdint.h>
 
 #define IQF_IQGRID_KMAP_SIZE 43692 /* 2*(4^8-1)/3 + 2, as ggml */
+#define IQF_IQGRID_PAD 32          /* zero uint16 entries after the neighbour data */
 
 typedef enum iqf_iqgrid_id {
     IQF_IQGRID_IQ2XXS, /* 256 points, nwant 2 */
@@ -51,7 +56,8 @@ typedef struct iqf_iqgrid {
     const uint16_t *keys;   /* size keys */
     uint64_t *grid;         /* size entries: 8 int8 odd levels */
     int32_t *kmap;          /* IQF_IQGRID_KMAP_SIZE entries */
-    uint16_t *neighbours;   /* n_offgrid + n_neighbours entries */
+    uint16_t *neighbours;   /* n_offgrid + n_neighbours entries (+ IQF_IQGRID_PAD zeros) */
+    uint16_t *nbkeys;       /* same layout: keys[neighbours[k]] (+ IQF_IQGRID_PAD zeros) */
     int32_t n_offgrid;      /* keys u < KMAP_SIZE that are not grid points */
     int32_t n_neighbours;   /* sum of all list lengths (without the count entries) */
 } iqf_iqgrid;
