@@ -61,6 +61,14 @@ static const int8_t kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -
  * ------------------------------------------------------------------------------------------- */
 static float kv_f[16];     /* kvalues as float */
 static float kthresh[16];  /* kthresh[k] (k=1..15): smallest float x with index(x) >= k */
+/* Buckets of width 8: bucket b = trunc(clamp(al/8 + BUCKET_BIAS, 0, 31)) covers
+ * [8*(b - BUCKET_BIAS), 8*(b + 1 - BUCKET_BIAS)); thr = its threshold or NaN if none, base = the
+ * index at its bottom, qlo/qhi = the table values below/above its threshold. */
+#define BUCKET_BIAS 15.84375f /* 16 - 1.25/8: edges at 1.25 + 8k, away from every threshold */
+static float bucket_thr[32], bucket_qlo[32], bucket_qhi[32];
+static int32_t bucket_base[32];
+static bool bucket_ok;     /* the bucket tables passed their self-check (else: binary search) */
+static float cand_num[16]; /* numerators of the candidates' inverse scales: lane c = c-8-127 */
 static pthread_once_t iq4_once = PTHREAD_ONCE_INIT;
 
 /* The reference's nearest-value search (best_index_int8 with n = 16). */
@@ -104,6 +112,29 @@ static void iq4_build(void) {
         }
         kthresh[k] = ord2f((int32_t)hi);
     }
+    for (int c = 0; c < 16; c++) cand_num[c] = (float)(c - 8 + kvalues_iq4nl[0]);
+    /* Buckets; self-check: one threshold at most per bucket, at least 0.5 from both edges. */
+    bool ok = true;
+    for (int b = 0; b < 32; b++) {
+        double lo = 8.0 * (b - (double)BUCKET_BIAS), hi = lo + 8.0;
+        int base = best_index_iq4((float)lo), nth = 0;
+        bucket_base[b] = base;
+        bucket_thr[b] = NAN;
+        bucket_qlo[b] = bucket_qhi[b] = kv_f[base];
+        for (int k = 1; k < 16; k++) {
+            if (kthresh[k] >= lo - 0.5 && kthresh[k] < hi + 0.5) {
+                nth++;
+                if (kthresh[k] < lo + 0.5 || kthresh[k] >= hi - 0.5 || k != base + 1) ok = false;
+                bucket_thr[b] = kthresh[k];
+                bucket_qhi[b] = kv_f[k];
+            }
+        }
+        if (nth > 1) ok = false;
+    }
+    /* The clamped end buckets must cover everything beyond them. */
+    if (bucket_base[0] != 0 || !isnan(bucket_thr[0]) || bucket_base[31] != 15 || !isnan(bucket_thr[31]))
+        ok = false;
+    bucket_ok = ok;
 }
 
 static void iq4_init(void) { pthread_once(&iq4_once, iq4_build); }
@@ -143,19 +174,60 @@ static void dequantize_row_iq4_xs(const void *vx, float *y, int64_t n) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Encoder kernels. All share one contract so the SIMD levels are interchangeable:
+ * Encoder kernels. All levels share one contract, so they are interchangeable:
  *
- *  cand_sums(xb, w, id, sqx, sq2): for each of the 16 candidate inverse scales id[c], the
- *    reference's sequential sums over the 32 weights: l = index(id[c]*x), q = v[l],
- *    sqx += (w*q)*x, sq2 += (w*q)*q.
+ *  sumsq(x, stride, len, count, out): out[b] = Σ_j x[b*stride+j]^2 summed sequentially in j
+ *    (the reference's sigma2 before scaling), for b < count.
+ *  prep(xb, qw, sigma2, w, &max): the 32 weights (qw*sqrt(sigma2+x^2), or x^2 when qw is NULL);
+ *    returns amax = max|x| and sets max to the first x with |x| == amax.
+ *  cand_sums(xb, w, max, sqx, sq2): for the 16 candidates (c = 0: id = 1/(-max/-127);
+ *    c = 1..15: id = (c-8-127)/max), the reference's sequential sums over the 32 weights:
+ *    l = index(id*x), q = v[l], sqx += (w*q)*x, sq2 += (w*q)*q.
  *  indices(x, n, id, L): L[j] = index(id*x[j]) for n values (n a multiple of 32).
  * ------------------------------------------------------------------------------------------- */
-typedef void (*cand_sums_fn)(const float *xb, const float *w, const float *id, float *sqx,
-                             float *sq2);
-typedef void (*indices_fn)(const float *x, int n, float id, uint8_t *L);
+typedef struct iq4_kernels {
+    void (*sumsq)(const float *x, int stride, int len, int count, float *out);
+    float (*prep)(const float *xb, const float *qw, float sigma2, float *w, float *max);
+    void (*cand_sums)(const float *xb, const float *w, float max, float *sqx, float *sq2);
+    void (*indices)(const float *x, int n, float id, uint8_t *L);
+} iq4_kernels;
 
-static void cand_sums_scalar(const float *xb, const float *w, const float *id, float *sqx,
-                             float *sq2) {
+static void cand_ids(float max, float *id) {
+    float d0 = -max / kvalues_iq4nl[0];
+    id[0] = 1 / d0;
+    for (int itry = -IQ4_NTRY; itry <= IQ4_NTRY; ++itry)
+        id[itry + IQ4_NTRY + 1] = (itry + kvalues_iq4nl[0]) / max;
+}
+
+static void sumsq_scalar(const float *x, int stride, int len, int count, float *out) {
+    for (int b = 0; b < count; b++) {
+        float s = 0;
+        for (int j = 0; j < len; j++) s += x[b * stride + j] * x[b * stride + j];
+        out[b] = s;
+    }
+}
+
+static float prep_scalar(const float *xb, const float *qw, float sigma2, float *w, float *maxv) {
+    if (qw) {
+        for (int j = 0; j < 32; ++j) w[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+    } else {
+        for (int j = 0; j < 32; ++j) w[j] = xb[j] * xb[j];
+    }
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; ++j) {
+        float ax = fabsf(xb[j]);
+        if (ax > amax) {
+            amax = ax;
+            max = xb[j];
+        }
+    }
+    *maxv = max;
+    return amax;
+}
+
+static void cand_sums_scalar(const float *xb, const float *w, float max, float *sqx, float *sq2) {
+    float id[IQ4_NCAND];
+    cand_ids(max, id);
     for (int c = 0; c < IQ4_NCAND; c++) {
         float sumqx = 0, sumq2 = 0;
         const float idc = id[c];
@@ -179,46 +251,67 @@ static void indices_scalar(const float *x, int n, float id, uint8_t *L) {
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define AVX2_TARGET __attribute__((target("avx2,fma")))
 
-/* Index of each lane's value among the thresholds: 4-step branchless binary search over the
- * 16-entry threshold table (kthresh[0] = -inf). Unordered (NaN) compares as "above". */
-AVX512_TARGET static inline __m512i idx16_avx512(__m512 x, __m512 th) {
-    __m512i idx = _mm512_setzero_si512();
-    for (int step = 8; step >= 1; step >>= 1) {
-        __m512i cand = _mm512_add_epi32(idx, _mm512_set1_epi32(step));
-        __m512 t = _mm512_permutexvar_ps(cand, th);
-        __mmask16 ge = _mm512_cmp_ps_mask(x, t, _CMP_NLT_UQ);
-        idx = _mm512_mask_mov_epi32(idx, ge, cand);
+/* ---- AVX2 ---- */
+
+/* sigma2 of 8 super-blocks at once: 8x8 transposes, one sequential chain per lane. */
+AVX2_TARGET static void sumsq8_avx2(const float *x, int stride, int len, float *out) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int j = 0; j < len; j += 8) {
+        __m256 r[8], t[8], s[8];
+        for (int b = 0; b < 8; b++) r[b] = _mm256_loadu_ps(x + (size_t)b * stride + j);
+        for (int b = 0; b < 8; b += 2) {
+            t[b] = _mm256_unpacklo_ps(r[b], r[b + 1]);
+            t[b + 1] = _mm256_unpackhi_ps(r[b], r[b + 1]);
+        }
+        for (int b = 0; b < 8; b += 4) {
+            s[b + 0] = _mm256_shuffle_ps(t[b], t[b + 2], 0x44);
+            s[b + 1] = _mm256_shuffle_ps(t[b], t[b + 2], 0xEE);
+            s[b + 2] = _mm256_shuffle_ps(t[b + 1], t[b + 3], 0x44);
+            s[b + 3] = _mm256_shuffle_ps(t[b + 1], t[b + 3], 0xEE);
+        }
+        __m256 c[8];
+        for (int k = 0; k < 4; k++) {
+            c[k] = _mm256_permute2f128_ps(s[k], s[k + 4], 0x20);
+            c[k + 4] = _mm256_permute2f128_ps(s[k], s[k + 4], 0x31);
+        }
+        for (int k = 0; k < 8; k++) acc = _mm256_add_ps(acc, _mm256_mul_ps(c[k], c[k]));
     }
-    return idx;
+    _mm256_storeu_ps(out, acc);
 }
 
-AVX512_TARGET static void cand_sums_avx512(const float *xb, const float *w, const float *id,
-                                           float *sqx, float *sq2) {
-    const __m512 th = _mm512_loadu_ps(kthresh), kv = _mm512_loadu_ps(kv_f);
-    const __m512 vid = _mm512_loadu_ps(id);
-    __m512 sumqx = _mm512_setzero_ps(), sumq2 = _mm512_setzero_ps();
-    for (int j = 0; j < 32; j++) {
-        __m512 xj = _mm512_set1_ps(xb[j]);
-        __m512 al = _mm512_mul_ps(vid, xj);
-        __m512 q = _mm512_permutexvar_ps(idx16_avx512(al, th), kv);
-        __m512 wq = _mm512_mul_ps(_mm512_set1_ps(w[j]), q);
-        sumqx = _mm512_add_ps(sumqx, _mm512_mul_ps(wq, xj));
-        sumq2 = _mm512_add_ps(sumq2, _mm512_mul_ps(wq, q));
-    }
-    _mm512_storeu_ps(sqx, sumqx);
-    _mm512_storeu_ps(sq2, sumq2);
+AVX2_TARGET static void sumsq_avx2(const float *x, int stride, int len, int count, float *out) {
+    int b = 0;
+    if (len % 8 == 0)
+        for (; b + 8 <= count; b += 8) sumsq8_avx2(x + (size_t)b * stride, stride, len, out + b);
+    if (b < count) sumsq_scalar(x + (size_t)b * stride, stride, len, count - b, out + b);
 }
 
-AVX512_TARGET static void indices_avx512(const float *x, int n, float id, uint8_t *L) {
-    const __m512 th = _mm512_loadu_ps(kthresh);
-    const __m512 vid = _mm512_set1_ps(id);
-    for (int j = 0; j < n; j += 16) {
-        __m512i idx = idx16_avx512(_mm512_mul_ps(vid, _mm512_loadu_ps(x + j)), th);
-        _mm_storeu_si128((__m128i *)(L + j), _mm512_cvtepi32_epi8(idx));
+AVX2_TARGET static float prep_avx2(const float *xb, const float *qw, float sigma2, float *w,
+                                   float *maxv) {
+    const __m256 vs2 = _mm256_set1_ps(sigma2);
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 a[4], m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        __m256 x = _mm256_loadu_ps(xb + 8 * k), x2 = _mm256_mul_ps(x, x);
+        __m256 wk = qw ? _mm256_mul_ps(_mm256_loadu_ps(qw + 8 * k), _mm256_sqrt_ps(_mm256_add_ps(vs2, x2)))
+                       : x2;
+        _mm256_storeu_ps(w + 8 * k, wk);
+        a[k] = _mm256_and_ps(x, absmask);
+        m = _mm256_max_ps(m, a[k]);
     }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    float amax = _mm_cvtss_f32(h);
+    const __m256 vam = _mm256_set1_ps(amax);
+    uint32_t mask = 0;
+    for (int k = 0; k < 4; k++)
+        mask |= (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(a[k], vam, _CMP_EQ_OQ)) << (8 * k);
+    *maxv = mask ? xb[__builtin_ctz(mask)] : 0.f;
+    return amax;
 }
 
-/* AVX2: 8 lanes; the 16-entry tables are two 8-entry permutes. */
+/* 16-entry tables as two 8-entry permutes. */
 AVX2_TARGET static inline __m256 perm16_avx2(__m256i idx, __m256 lo, __m256 hi) {
     __m256 a = _mm256_permutevar8x32_ps(lo, idx);
     __m256 b = _mm256_permutevar8x32_ps(hi, idx);
@@ -226,6 +319,8 @@ AVX2_TARGET static inline __m256 perm16_avx2(__m256i idx, __m256 lo, __m256 hi) 
     return _mm256_blendv_ps(a, b, sel);
 }
 
+/* Index among the thresholds: 4-step branchless binary search (kthresh[0] = -inf). Unordered
+ * (NaN) compares as "above", like the reference's binary search. */
 AVX2_TARGET static inline __m256i idx16_avx2(__m256 x, __m256 thlo, __m256 thhi) {
     __m256i idx = _mm256_setzero_si256();
     for (int step = 8; step >= 1; step >>= 1) {
@@ -237,8 +332,10 @@ AVX2_TARGET static inline __m256i idx16_avx2(__m256 x, __m256 thlo, __m256 thhi)
     return idx;
 }
 
-AVX2_TARGET static void cand_sums_avx2(const float *xb, const float *w, const float *id,
-                                       float *sqx, float *sq2) {
+AVX2_TARGET static void cand_sums_avx2(const float *xb, const float *w, float max, float *sqx,
+                                       float *sq2) {
+    float id[IQ4_NCAND];
+    cand_ids(max, id);
     const __m256 thlo = _mm256_loadu_ps(kthresh), thhi = _mm256_loadu_ps(kthresh + 8);
     const __m256 kvlo = _mm256_loadu_ps(kv_f), kvhi = _mm256_loadu_ps(kv_f + 8);
     const __m256 id0 = _mm256_loadu_ps(id), id1 = _mm256_loadu_ps(id + 8);
@@ -270,22 +367,93 @@ AVX2_TARGET static void indices_avx2(const float *x, int n, float id, uint8_t *L
         _mm_storel_epi64((__m128i *)(L + j), p);
     }
 }
+
+/* ---- AVX-512 ---- */
+
+AVX512_TARGET static float prep_avx512(const float *xb, const float *qw, float sigma2, float *w,
+                                       float *maxv) {
+    __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+    __m512 q0 = _mm512_mul_ps(x0, x0), q1 = _mm512_mul_ps(x1, x1);
+    if (qw) {
+        const __m512 vs2 = _mm512_set1_ps(sigma2);
+        q0 = _mm512_mul_ps(_mm512_loadu_ps(qw), _mm512_sqrt_ps(_mm512_add_ps(vs2, q0)));
+        q1 = _mm512_mul_ps(_mm512_loadu_ps(qw + 16), _mm512_sqrt_ps(_mm512_add_ps(vs2, q1)));
+    }
+    _mm512_storeu_ps(w, q0);
+    _mm512_storeu_ps(w + 16, q1);
+    __m512 a0 = _mm512_abs_ps(x0), a1 = _mm512_abs_ps(x1);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+    const __m512 vam = _mm512_set1_ps(amax);
+    uint32_t mask = (uint32_t)_mm512_cmp_ps_mask(a0, vam, _CMP_EQ_OQ) |
+                    ((uint32_t)_mm512_cmp_ps_mask(a1, vam, _CMP_EQ_OQ) << 16);
+    *maxv = mask ? xb[__builtin_ctz(mask)] : 0.f;
+    return amax;
+}
+
+/* Nearest table value by buckets of width 8 over [-126.75, 129.25) (bucket_*; each holds at
+ * most one threshold, and no threshold is within 0.5 of a bucket edge, so the approximate
+ * bucket arithmetic cannot matter): q = al >= thr[b] ? qhi[b] : qlo[b]. Finite al only. */
+AVX512_TARGET static inline __m512i bucket_avx512(__m512 al) {
+    __m512 f = _mm512_add_ps(_mm512_mul_ps(al, _mm512_set1_ps(0.125f)), _mm512_set1_ps(BUCKET_BIAS));
+    f = _mm512_min_ps(_mm512_max_ps(f, _mm512_setzero_ps()), _mm512_set1_ps(31.f));
+    return _mm512_cvttps_epi32(f);
+}
+
+AVX512_TARGET static void cand_sums_avx512(const float *xb, const float *w, float max,
+                                           float *sqx, float *sq2) {
+    const __m512 thl = _mm512_loadu_ps(bucket_thr), thh = _mm512_loadu_ps(bucket_thr + 16);
+    const __m512 qll = _mm512_loadu_ps(bucket_qlo), qlh = _mm512_loadu_ps(bucket_qlo + 16);
+    const __m512 qhl = _mm512_loadu_ps(bucket_qhi), qhh = _mm512_loadu_ps(bucket_qhi + 16);
+    /* The candidates' inverse scales: lane 0 = 1/(-max/-127), lane c = (c-8-127)/max. */
+    __m512 vid = _mm512_div_ps(_mm512_loadu_ps(cand_num), _mm512_set1_ps(max));
+    float d0 = -max / kvalues_iq4nl[0];
+    vid = _mm512_mask_mov_ps(vid, 1, _mm512_set1_ps(1 / d0));
+    __m512 sumqx = _mm512_setzero_ps(), sumq2 = _mm512_setzero_ps();
+    for (int j = 0; j < 32; j++) {
+        __m512 xj = _mm512_set1_ps(xb[j]);
+        __m512 al = _mm512_mul_ps(vid, xj);
+        __m512i b = bucket_avx512(al);
+        __mmask16 ge = _mm512_cmp_ps_mask(al, _mm512_permutex2var_ps(thl, b, thh), _CMP_GE_OQ);
+        __m512 q = _mm512_mask_blend_ps(ge, _mm512_permutex2var_ps(qll, b, qlh),
+                                        _mm512_permutex2var_ps(qhl, b, qhh));
+        __m512 wq = _mm512_mul_ps(_mm512_set1_ps(w[j]), q);
+        sumqx = _mm512_add_ps(sumqx, _mm512_mul_ps(wq, xj));
+        sumq2 = _mm512_add_ps(sumq2, _mm512_mul_ps(wq, q));
+    }
+    _mm512_storeu_ps(sqx, sumqx);
+    _mm512_storeu_ps(sq2, sumq2);
+}
+
+AVX512_TARGET static void indices_avx512(const float *x, int n, float id, uint8_t *L) {
+    const __m512 thl = _mm512_loadu_ps(bucket_thr), thh = _mm512_loadu_ps(bucket_thr + 16);
+    const __m512i bl = _mm512_loadu_si512(bucket_base), bh = _mm512_loadu_si512(bucket_base + 16);
+    const __m512 vid = _mm512_set1_ps(id);
+    for (int j = 0; j < n; j += 16) {
+        __m512 al = _mm512_mul_ps(vid, _mm512_loadu_ps(x + j));
+        __m512i b = bucket_avx512(al);
+        __mmask16 ge = _mm512_cmp_ps_mask(al, _mm512_permutex2var_ps(thl, b, thh), _CMP_GE_OQ);
+        __m512i idx = _mm512_permutex2var_epi32(bl, b, bh);
+        idx = _mm512_mask_add_epi32(idx, ge, idx, _mm512_set1_epi32(1));
+        /* NaN (only from an infinite inverse scale times 0) goes to 15, as in the reference. */
+        idx = _mm512_mask_mov_epi32(idx, _mm512_cmp_ps_mask(al, al, _CMP_UNORD_Q), _mm512_set1_epi32(15));
+        _mm_storeu_si128((__m128i *)(L + j), _mm512_cvtepi32_epi8(idx));
+    }
+}
 #endif
 
-typedef struct iq4_kernels {
-    cand_sums_fn cand_sums;
-    indices_fn indices;
-} iq4_kernels;
-
 static iq4_kernels pick_kernels(const iqf_qctx *ctx) {
-    iq4_kernels k = { cand_sums_scalar, indices_scalar };
+    iq4_kernels k = { sumsq_scalar, prep_scalar, cand_sums_scalar, indices_scalar };
 #ifdef IQ4_X86
-    if (ctx->simd >= IQF_SIMD_AVX512) {
-        k.cand_sums = cand_sums_avx512;
-        k.indices = indices_avx512;
-    } else if (ctx->simd >= IQF_SIMD_AVX2) {
+    if (ctx->simd >= IQF_SIMD_AVX2) {
+        k.sumsq = sumsq_avx2;
+        k.prep = prep_avx2;
         k.cand_sums = cand_sums_avx2;
         k.indices = indices_avx2;
+    }
+    if (ctx->simd >= IQF_SIMD_AVX512 && bucket_ok) {
+        k.prep = prep_avx512;
+        k.cand_sums = cand_sums_avx512;
+        k.indices = indices_avx512;
     }
 #else
     (void)ctx;
@@ -295,52 +463,31 @@ static iq4_kernels pick_kernels(const iqf_qctx *ctx) {
 
 /* ---------------------------------------------------------------------------------------------
  * quantize_row_iq4_nl_impl (ntry = 7) for one super-block of `sbs` weights (32 or 256) made of
- * 32-weight sub-blocks. Writes dh, q4 and, when sbs > 32, scales_h/scales_l.
+ * 32-weight sub-blocks. sumx2 is the sequential Σ x^2 of the super-block (only used with
+ * quant_weights). Writes dh, q4 and, when sbs > 32, scales_h/scales_l.
  * ------------------------------------------------------------------------------------------- */
-static void iq4_superblock(const iq4_kernels *K, int sbs, const float *x, iqf_half *dh,
-                           uint8_t *q4, uint16_t *scales_h, uint8_t *scales_l,
+static void iq4_superblock(const iq4_kernels *K, int sbs, const float *x, float sumx2,
+                           iqf_half *dh, uint8_t *q4, uint16_t *scales_h, uint8_t *scales_l,
                            const float *quant_weights) {
     float scales[QK_K / 32];
     float weight[32];
     uint8_t L[QK_K];
     const int nsub = sbs / 32;
 
-    float sigma2 = 0;
-    for (int j = 0; j < sbs; ++j) sigma2 += x[j] * x[j];
-    sigma2 *= 2.f / sbs;
-
-    memset(q4, 0, sbs / 2);
+    float sigma2 = sumx2 * (2.f / sbs);
     dh[0] = IQF_FP32_TO_FP16(0.f);
 
     float max_scale = 0, amax_scale = 0;
     for (int ib = 0; ib < nsub; ++ib) {
         const float *xb = x + ib * 32;
-        if (quant_weights) {
-            const float *qw = quant_weights + ib * 32;
-            for (int j = 0; j < 32; ++j) weight[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
-        } else {
-            for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
-        }
-        float amax = 0, max = 0;
-        for (int j = 0; j < 32; ++j) {
-            float ax = fabsf(xb[j]);
-            if (ax > amax) {
-                amax = ax;
-                max = xb[j];
-            }
-        }
+        float max;
+        float amax = K->prep(xb, quant_weights ? quant_weights + ib * 32 : NULL, sigma2, weight, &max);
         if (amax < GROUP_MAX_EPS) {
             scales[ib] = 0;
             continue;
         }
-        /* Candidate 0: the initial d = -max/values[0]; candidates 1..15: itry = -7..7. */
-        float id[IQ4_NCAND], sqx[IQ4_NCAND], sq2[IQ4_NCAND];
-        float d0 = -max / kvalues_iq4nl[0];
-        id[0] = 1 / d0;
-        for (int itry = -IQ4_NTRY; itry <= IQ4_NTRY; ++itry)
-            id[itry + IQ4_NTRY + 1] = (itry + kvalues_iq4nl[0]) / max;
-        K->cand_sums(xb, weight, id, sqx, sq2);
-
+        float sqx[IQ4_NCAND], sq2[IQ4_NCAND];
+        K->cand_sums(xb, weight, max, sqx, sq2);
         float d = sq2[0] > 0 ? sqx[0] / sq2[0] : 0.f;
         float best = d * sqx[0];
         for (int c = 1; c < IQ4_NCAND; ++c) {
@@ -380,26 +527,43 @@ static void iq4_superblock(const iq4_kernels *K, int sbs, const float *x, iqf_ha
         K->indices(x, sbs, id, L);
     }
 
-    for (int i = 0; i < sbs / 32; ++i)
+    for (int i = 0; i < nsub; ++i)
         for (int j = 0; j < 16; ++j) q4[16 * i + j] = (uint8_t)(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+}
+
+/* Row driver: super-blocks in groups of 8 so that their Σx^2 run in parallel lanes. */
+static void iq4_row(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw,
+                    bool xs) {
+    iq4_kernels K = pick_kernels(ctx);
+    const int sbs = xs ? QK_K : QK4_NL;
+    const int64_t nsb = n / sbs;
+    float sumx2[8] = { 0 };
+    for (int64_t i0 = 0; i0 < nsb; i0 += 8) {
+        int cnt = nsb - i0 < 8 ? (int)(nsb - i0) : 8;
+        if (qw) K.sumsq(x + i0 * sbs, sbs, sbs, cnt, sumx2);
+        for (int k = 0; k < cnt; k++) {
+            int64_t i = i0 + k;
+            const float *q = qw ? qw + i * sbs : NULL;
+            if (xs) {
+                block_iq4_xs *y = (block_iq4_xs *)vy + i;
+                iq4_superblock(&K, sbs, x + i * sbs, sumx2[k], &y->d, y->qs, &y->scales_h,
+                               y->scales_l, q);
+            } else {
+                block_iq4_nl *y = (block_iq4_nl *)vy + i;
+                iq4_superblock(&K, sbs, x + i * sbs, sumx2[k], &y->d, y->qs, NULL, NULL, q);
+            }
+        }
+    }
 }
 
 static void quantize_row_iq4_nl(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
                                 const float *qw) {
-    iq4_kernels K = pick_kernels(ctx);
-    block_iq4_nl *y = vy;
-    for (int64_t i = 0; i < n / QK4_NL; i++)
-        iq4_superblock(&K, QK4_NL, x + QK4_NL * i, &y[i].d, y[i].qs, NULL, NULL,
-                       qw ? qw + QK4_NL * i : NULL);
+    iq4_row(ctx, x, vy, n, qw, false);
 }
 
 static void quantize_row_iq4_xs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
                                 const float *qw) {
-    iq4_kernels K = pick_kernels(ctx);
-    block_iq4_xs *y = vy;
-    for (int64_t i = 0; i < n / QK_K; i++)
-        iq4_superblock(&K, QK_K, x + QK_K * i, &y[i].d, y[i].qs, &y[i].scales_h, y[i].scales_l,
-                       qw ? qw + QK_K * i : NULL);
+    iq4_row(ctx, x, vy, n, qw, true);
 }
 
 const iqf_codec iqf_codecs_iq4[] = {
