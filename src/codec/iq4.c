@@ -233,7 +233,15 @@ static void cand_sums_scalar(const float *xb, const float *w, float max, float *
         const float idc = id[c];
         for (int j = 0; j < 32; j++) {
             float al = idc * xb[j];
-            float q = kv_f[best_index_iq4(al)];
+            float q;
+            if (bucket_ok) { /* branch-free bucket lookup (al is finite here) */
+                float f = al * 0.125f + BUCKET_BIAS;
+                f = f < 0.f ? 0.f : f > 31.f ? 31.f : f;
+                int b = (int)f;
+                q = al >= bucket_thr[b] ? bucket_qhi[b] : bucket_qlo[b];
+            } else {
+                q = kv_f[best_index_iq4(al)];
+            }
             float wq = w[j] * q;
             sumqx += wq * xb[j];
             sumq2 += wq * q;
