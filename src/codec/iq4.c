@@ -469,6 +469,21 @@ static iq4_kernels pick_kernels(const iqf_qctx *ctx) {
     return k;
 }
 
+/* Sequential Σx^2 of `count` runs of `len` values `stride` apart, in parallel lanes where the
+ * SIMD level allows; shared with iq1.c (same bytes at every level). */
+void iqf_iq4_sumsq(iqf_simd simd, const float *x, int stride, int len, int count, float *out);
+void iqf_iq4_sumsq(iqf_simd simd, const float *x, int stride, int len, int count, float *out) {
+#ifdef IQ4_X86
+    if (simd >= IQF_SIMD_AVX2) {
+        sumsq_avx2(x, stride, len, count, out);
+        return;
+    }
+#else
+    (void)simd;
+#endif
+    sumsq_scalar(x, stride, len, count, out);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * quantize_row_iq4_nl_impl (ntry = 7) for one super-block of `sbs` weights (32 or 256) made of
  * 32-weight sub-blocks. sumx2 is the sequential Σ x^2 of the super-block (only used with
