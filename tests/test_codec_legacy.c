@@ -29,7 +29,7 @@ int main(void) {
     const int nseeds = san ? 2 : 6;
     static const int64_t lens[] = { 32, 96, 512, 2080, 4096 };
     const int rows = 3;
-    float *x = malloc(sizeof(float) * rows * 4096), *im = malloc(sizeof(float) * 4096);
+    float *x = malloc(sizeof(float) * rows * 8192), *im = malloc(sizeof(float) * 8192);
 
     /* Randomized: distributions x imatrix variants x seeds x row lengths. */
     for (int d = 0; d < QGEN_N; d++) {
