@@ -6,6 +6,7 @@
  * scale search (make_qx_quants for q4_0/q5_0, make_qkx3_quants for q4_1/q5_1). q8_0 ignores the
  * importance matrix. The searches run through kq_common's batch helpers (SIMD across blocks).
  */
+#ifndef LEG_PASS
 #include "kq_common.h"
 
 #include <float.h>
@@ -20,6 +21,27 @@ static inline int32_t cvtt_i32(float f) {
     if (!(f > -2147483648.f && f < 2147483648.f)) return INT32_MIN;
     return (int32_t)f;
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define LEG_HAVE_X86 1
+static void q4_0_ref_avx2(const float *x, block_q4_0 *y, int64_t nb);
+static void q4_0_ref_avx512(const float *x, block_q4_0 *y, int64_t nb);
+static void q4_1_ref_avx2(const float *x, block_q4_1 *y, int64_t nb);
+static void q4_1_ref_avx512(const float *x, block_q4_1 *y, int64_t nb);
+static void q5_0_ref_avx2(const float *x, block_q5_0 *y, int64_t nb);
+static void q5_0_ref_avx512(const float *x, block_q5_0 *y, int64_t nb);
+static void q5_1_ref_avx2(const float *x, block_q5_1 *y, int64_t nb);
+static void q5_1_ref_avx512(const float *x, block_q5_1 *y, int64_t nb);
+static void q8_0_ref_avx2(const float *x, block_q8_0 *y, int64_t nb);
+static void q8_0_ref_avx512(const float *x, block_q8_0 *y, int64_t nb);
+#define LEG_DISPATCH(name, x, y, nb)                                                              \
+    do {                                                                                          \
+        if (ctx->simd == IQF_SIMD_AVX512) { name##_avx512(x, y, nb); return; }                    \
+        if (ctx->simd == IQF_SIMD_AVX2) { name##_avx2(x, y, nb); return; }                        \
+    } while (0)
+#else
+#define LEG_DISPATCH(name, x, y, nb) ((void)0)
+#endif
 
 /* ---- shared: row sigma2 and per-value weights of the *_impl encoders ---- */
 static float row_sigma2(const float *x, int64_t n) {
@@ -55,7 +77,11 @@ static void q4_0_ref(const float *x, block_q4_0 *y, int64_t nb) {
 static void quantize_row_q4_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
     block_q4_0 *y = vy;
     const int64_t nb = n / QK;
-    if (!qw) { q4_0_ref(x, y, nb); return; }
+    if (!qw) {
+        LEG_DISPATCH(q4_0_ref, x, y, nb);
+        q4_0_ref(x, y, nb);
+        return;
+    }
     const float sigma2 = row_sigma2(x, n);
     float w[CHUNK * QK], sc[CHUNK];
     int8_t L[CHUNK * QK];
@@ -109,7 +135,11 @@ static void q4_1_ref(const float *x, block_q4_1 *y, int64_t nb) {
 static void quantize_row_q4_1(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
     block_q4_1 *y = vy;
     const int64_t nb = n / QK;
-    if (!qw) { q4_1_ref(x, y, nb); return; }
+    if (!qw) {
+        LEG_DISPATCH(q4_1_ref, x, y, nb);
+        q4_1_ref(x, y, nb);
+        return;
+    }
     const float sigma2 = row_sigma2(x, n);
     float w[CHUNK * QK], sc[CHUNK], mn[CHUNK];
     uint8_t L[CHUNK * QK];
@@ -172,7 +202,11 @@ static void q5_0_ref(const float *x, block_q5_0 *y, int64_t nb) {
 static void quantize_row_q5_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
     block_q5_0 *y = vy;
     const int64_t nb = n / QK;
-    if (!qw) { q5_0_ref(x, y, nb); return; }
+    if (!qw) {
+        LEG_DISPATCH(q5_0_ref, x, y, nb);
+        q5_0_ref(x, y, nb);
+        return;
+    }
     const float sigma2 = row_sigma2(x, n);
     float w[CHUNK * QK], sc[CHUNK];
     int8_t L[CHUNK * QK];
@@ -228,7 +262,11 @@ static void q5_1_ref(const float *x, block_q5_1 *y, int64_t nb) {
 static void quantize_row_q5_1(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
     block_q5_1 *y = vy;
     const int64_t nb = n / QK;
-    if (!qw) { q5_1_ref(x, y, nb); return; }
+    if (!qw) {
+        LEG_DISPATCH(q5_1_ref, x, y, nb);
+        q5_1_ref(x, y, nb);
+        return;
+    }
     const float sigma2 = row_sigma2(x, n);
     float w[CHUNK * QK], sc[CHUNK], mn[CHUNK];
     uint8_t L[CHUNK * QK];
@@ -265,11 +303,8 @@ static void dequantize_row_q5_1(const void *vx, float *y, int64_t n) {
 }
 
 /* ================================ q8_0 ================================ */
-static void quantize_row_q8_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    (void)ctx;
-    (void)qw; /* ggml ignores the importance matrix for q8_0 */
-    block_q8_0 *y = vy;
-    for (int64_t i = 0; i < n / QK; i++, x += QK) {
+static void q8_0_ref(const float *x, block_q8_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
         float amax = 0.0f;
         for (int j = 0; j < QK; j++) {
             float a = fabsf(x[j]);
@@ -280,6 +315,13 @@ static void quantize_row_q8_0(const iqf_qctx *ctx, const float *x, void *vy, int
         y[i].d = IQF_FP32_TO_FP16(d);
         for (int j = 0; j < QK; ++j) y[i].qs[j] = (int8_t)cvtt_i32(roundf(x[j] * id));
     }
+}
+
+static void quantize_row_q8_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    (void)qw; /* ggml ignores the importance matrix for q8_0 */
+    block_q8_0 *y = vy;
+    LEG_DISPATCH(q8_0_ref, x, y, n / QK);
+    q8_0_ref(x, y, n / QK);
 }
 
 static void dequantize_row_q8_0(const void *vx, float *y, int64_t n) {
@@ -298,3 +340,154 @@ const iqf_codec iqf_codecs_legacy[] = {
     { IQF_TYPE_Q8_0, NULL, quantize_row_q8_0, dequantize_row_q8_0 },
     { -1, NULL, NULL, NULL },
 };
+
+/* ---- SIMD instantiations of the *_ref encoders (this file includes itself) ---- */
+#ifdef LEG_HAVE_X86
+#define LEG_PASS 1
+#define LW 8
+#define LTGT __attribute__((target("avx2")))
+#define LSFX(name) name##_avx2
+#include "legacy.c"
+#undef LEG_PASS
+#undef LW
+#undef LTGT
+#undef LSFX
+#define LEG_PASS 2
+#define LW 16
+#define LTGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define LSFX(name) name##_avx512
+#include "legacy.c"
+#endif
+
+#else /* LEG_PASS: LW lanes over one 32-value block (NV vectors). Blocks whose outcome depends on
+       * signed zeros or a non-finite inverse scale take the scalar path. */
+#define NV (QK / LW)
+#define VF LSFX(vf)
+#define VI LSFX(vi)
+typedef float VF __attribute__((vector_size(LW * 4)));
+typedef int32_t VI __attribute__((vector_size(LW * 4)));
+
+static inline LTGT VF LSFX(splatf)(float s) {
+    VF v;
+    for (int k = 0; k < LW; k++) v[k] = s;
+    return v;
+}
+static inline LTGT VI LSFX(splati)(int32_t s) {
+    VI v;
+    for (int k = 0; k < LW; k++) v[k] = s;
+    return v;
+}
+static inline LTGT VF LSFX(vabs)(VF a) { return (VF)((VI)a & LSFX(splati)(0x7fffffff)); }
+static inline LTGT VF LSFX(vmax)(VF a, VF b) { VI m = a > b; return (VF)((m & (VI)a) | (~m & (VI)b)); }
+static inline LTGT VF LSFX(vmin)(VF a, VF b) { VI m = a < b; return (VF)((m & (VI)a) | (~m & (VI)b)); }
+static inline LTGT float LSFX(hmax)(VF a) {
+    float r = a[0];
+    for (int k = 1; k < LW; k++) r = r > a[k] ? r : a[k];
+    return r;
+}
+static inline LTGT float LSFX(hmin)(VF a) {
+    float r = a[0];
+    for (int k = 1; k < LW; k++) r = r < a[k] ? r : a[k];
+    return r;
+}
+/* (int32_t)f for |f| < 2^31 (cvttps2dq). */
+static inline LTGT VI LSFX(cvtt)(VF f) { return __builtin_convertvector(f, VI); }
+static inline LTGT void LSFX(load)(const float *x, VF *v) {
+    for (int k = 0; k < NV; k++) memcpy(&v[k], x + k * LW, sizeof(VF));
+}
+static inline LTGT void LSFX(store_u8)(VI l, uint8_t *dst) {
+    for (int k = 0; k < LW; k++) dst[k] = (uint8_t)l[k];
+}
+
+/* Signed max-abs value (first occurrence), as the q4_0/q5_0 reference loops find it. */
+static inline LTGT float LSFX(signed_amax)(const float *x, const VF *v) {
+    VF a = LSFX(vabs)(v[0]);
+    for (int k = 1; k < NV; k++) a = LSFX(vmax)(a, LSFX(vabs)(v[k]));
+    const float amax = LSFX(hmax)(a);
+    if (amax == 0) return 0.0f;
+    int j = 0;
+    while (fabsf(x[j]) != amax) j++;
+    return x[j];
+}
+
+/* q4_0 (nmax 8, top 15) and q5_0 (nmax 16, top 31). */
+#define LEG_SYM(NAME, BT, NMAXF, BIAS, TOP, PACK)                                                    \
+    static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
+        for (int64_t i = 0; i < nb; i++, x += QK) {                                                 \
+            VF v[NV];                                                                               \
+            LSFX(load)(x, v);                                                                       \
+            const float max = LSFX(signed_amax)(x, v);                                              \
+            const float d = max / NMAXF;                                                            \
+            const float id = d ? 1.0f / d : 0.0f;                                                   \
+            if (isinf(id)) { NAME(x, &y[i], 1); continue; }                                         \
+            y[i].d = IQF_FP32_TO_FP16(d);                                                           \
+            uint8_t l[QK];                                                                          \
+            for (int k = 0; k < NV; k++) {                                                          \
+                VI q = LSFX(cvtt)(v[k] * LSFX(splatf)(id) + LSFX(splatf)(BIAS));                    \
+                VI top = LSFX(splati)(TOP);                                                         \
+                VI m = q < top;                                                                     \
+                LSFX(store_u8)((m & q) | (~m & top), l + k * LW);                                   \
+            }                                                                                       \
+            PACK;                                                                                   \
+        }                                                                                           \
+    }
+LEG_SYM(q4_0_ref, block_q4_0, -8, 8.5f, 15,
+        for (int j = 0; j < 16; ++j) y[i].qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4)))
+LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, pack_q5(l, l + 16, y[i].qs, y[i].qh))
+
+/* q4_1 (15 steps, clamp 15) and q5_1 (31 steps, no clamp). */
+#define LEG_ASYM(NAME, BT, STEPS, TOP, PACK)                                                         \
+    static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
+        for (int64_t i = 0; i < nb; i++, x += QK) {                                                 \
+            VF v[NV];                                                                               \
+            LSFX(load)(x, v);                                                                       \
+            VF mn = v[0], mx = v[0];                                                                \
+            for (int k = 1; k < NV; k++) { mn = LSFX(vmin)(mn, v[k]); mx = LSFX(vmax)(mx, v[k]); } \
+            const float min = LSFX(hmin)(mn), max = LSFX(hmax)(mx);                                 \
+            const float d = (max - min) / STEPS;                                                    \
+            const float id = d ? 1.0f / d : 0.0f;                                                   \
+            if (min == 0 || max == 0 || isinf(id)) { NAME(x, &y[i], 1); continue; }                 \
+            y[i].d = IQF_FP32_TO_FP16(d);                                                           \
+            y[i].m = IQF_FP32_TO_FP16(min);                                                         \
+            uint8_t l[QK];                                                                          \
+            for (int k = 0; k < NV; k++) {                                                          \
+                VI q = LSFX(cvtt)((v[k] - LSFX(splatf)(min)) * LSFX(splatf)(id) + LSFX(splatf)(0.5f)); \
+                VI top = LSFX(splati)(TOP);                                                         \
+                VI m = q < top;                                                                     \
+                LSFX(store_u8)((m & q) | (~m & top), l + k * LW);                                   \
+            }                                                                                       \
+            PACK;                                                                                   \
+        }                                                                                           \
+    }
+LEG_ASYM(q4_1_ref, block_q4_1, 15, 15,
+         for (int j = 0; j < 16; ++j) y[i].qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4)))
+LEG_ASYM(q5_1_ref, block_q5_1, 31, 255, pack_q5(l, l + 16, y[i].qs, y[i].qh))
+
+static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        VF v[NV];
+        LSFX(load)(x, v);
+        VF a = LSFX(vabs)(v[0]);
+        for (int k = 1; k < NV; k++) a = LSFX(vmax)(a, LSFX(vabs)(v[k]));
+        const float amax = LSFX(hmax)(a);
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        if (isinf(id)) { q8_0_ref(x, &y[i], 1); continue; }
+        y[i].d = IQF_FP32_TO_FP16(d);
+        for (int k = 0; k < NV; k++) {
+            /* roundf: truncate, then step away from zero when the remainder is >= 1/2. */
+            VF s = v[k] * LSFX(splatf)(id);
+            VI q = LSFX(cvtt)(s);
+            VF r = s - __builtin_convertvector(q, VF);
+            q = q - (r >= LSFX(splatf)(0.5f)) + (r <= LSFX(splatf)(-0.5f));
+            for (int j = 0; j < LW; j++) y[i].qs[k * LW + j] = (int8_t)q[j];
+        }
+    }
+}
+
+#undef NV
+#undef VF
+#undef VI
+#undef LEG_SYM
+#undef LEG_ASYM
+#endif /* LEG_PASS */
