@@ -3,7 +3,8 @@
  * (ggml 0.25.1), on ROWS x 4096 N(0,1) float32 with and without an exp(N(0,1)) imatrix.
  * Every run's bytes are compared with the oracle's.
  *
- * usage: bench_kq [rows (default 1024)] [type names...]
+ * usage: bench_kq [rows (default 1024)] [type names...]   (BENCH_SIMD=3: time only AVX-512;
+ *        BENCH_IMAT=0/1: only without/with the imatrix)
  * MB/s = float32 input bytes / seconds (best of REPS).
  */
 #include "iqforge.h"
@@ -37,6 +38,9 @@ int main(int argc, char **argv) {
     qgen_imatrix(im, cols, QGEN_IMAT_LOGNORMAL, 1);
     const double mb = (double)(rows * cols) * 4 / 1e6;
     iqf_simd top = iqf_simd_detect();
+    /* BENCH_SIMD=2 or 3: time only levels from there up (for profiling). */
+    int lo_simd = getenv("BENCH_SIMD") ? atoi(getenv("BENCH_SIMD")) : IQF_SIMD_SCALAR;
+    if (lo_simd < IQF_SIMD_SCALAR || lo_simd > (int)top) lo_simd = IQF_SIMD_SCALAR;
 
     printf("| type | imatrix | oracle MB/s | scalar MB/s | avx2 MB/s | avx512 MB/s | best/oracle | bytes |\n");
     printf("|---|---|---:|---:|---:|---:|---:|---|\n");
@@ -46,6 +50,7 @@ int main(int argc, char **argv) {
         size_t bytes = iqf_row_size(type, cols) * (size_t)rows;
         uint8_t *ref = malloc(bytes), *ours = malloc(bytes);
         for (int withim = 0; withim < 2; withim++) {
+            if (getenv("BENCH_IMAT") && atoi(getenv("BENCH_IMAT")) != withim) continue;
             const float *imat = withim ? im : NULL;
             double best_o = 1e30;
             for (int r = 0; r < REPS; r++) {
@@ -56,7 +61,7 @@ int main(int argc, char **argv) {
             }
             double mbs[4] = { 0, 0, 0, 0 }, best_ours = 0;
             bool same = true;
-            for (int s = IQF_SIMD_SCALAR; s <= (int)top; s++) {
+            for (int s = lo_simd; s <= (int)top; s++) {
                 iqf_quantize_params p = iqf_quantize_default_params();
                 p.n_threads = 1;
                 p.simd = (iqf_simd)s;

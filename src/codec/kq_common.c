@@ -346,6 +346,25 @@ void kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const f
                                        L + (size_t)g * n, &mins[g], Laux, rmin, rdelta, nstep, use_mad);
 }
 
+void kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, const float *dm,
+                int lo, int hi, int off, uint8_t *L) {
+#ifdef KQ_HAVE_X86
+    if (simd == IQF_SIMD_AVX512) { requant_avx512(ng, gs, x, d, dm, lo, hi, off, L); return; }
+    if (simd == IQF_SIMD_AVX2) { requant_avx2(ng, gs, x, d, dm, lo, hi, off, L); return; }
+#endif
+    (void)simd;
+    for (int g = 0; g < ng; g++) {
+        if (!d[g]) continue;
+        const float *xg = x + (size_t)g * gs;
+        uint8_t *Lg = L + (size_t)g * gs;
+        for (int i = 0; i < gs; i++) {
+            int l = iqf_nearest_int(dm ? (xg[i] + dm[g]) / d[g] : xg[i] / d[g]);
+            l = KQ_MAX(lo, KQ_MIN(hi, l));
+            Lg[i] = (uint8_t)(l + off);
+        }
+    }
+}
+
 #else /* KQ_LANES_PASS: one group per lane, KQ_W lanes */
 
 #define VF KQ_SFX(vf)
@@ -489,11 +508,13 @@ static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, int8_t *Lt
             VF slx = sumlx - w * x * Lf;
             VF sl2 = suml2 - w * Lf * Lf;
             VI new_l = clampi(nearest(x * sl2 / slx), lo, hi);
+            VI cand = active & (slx > zero) & (new_l != Lb[i]);
+            /* Updates are rare: branching keeps sumlx/suml2 off this value's dependency chain. */
+            if (!anym(cand)) continue;
             VF nf = tof(new_l);
             VF slx2 = slx + w * x * nf;
             VF sl22 = sl2 + w * nf * nf;
-            VI upd = active & (slx > zero) & (new_l != Lb[i]) & (sl22 > zero) &
-                     (slx2 * slx2 * suml2 > sumlx * sumlx * sl22);
+            VI upd = cand & (sl22 > zero) & (slx2 * slx2 * suml2 > sumlx * sumlx * sl22);
             Lb[i] = seli(upd, new_l, Lb[i]);
             sumlx = self(upd, slx2, sumlx);
             suml2 = self(upd, sl22, suml2);
@@ -641,6 +662,24 @@ static KQ_TGT void KQ_SFX(qkx_batch)(int G, int n, int nmax, const float *x, con
             for (int i = 0; i < n; i++) L[(size_t)(g0 + k) * n + i] = Lt[i * KQ_W + k];
             scales[g0 + k] = sc[k];
             mins[g0 + k] = mn[k];
+        }
+    }
+}
+
+/* kq_requant: lanes over the values of one group. */
+static KQ_TGT void KQ_SFX(requant)(int ng, int gs, const float *x, const float *d, const float *dm,
+                                   int lo, int hi, int off, uint8_t *L) {
+    typedef uint8_t VB __attribute__((vector_size(KQ_W)));
+    const VI vlo = splati(lo), vhi = splati(hi), voff = splati(off);
+    for (int g = 0; g < ng; g++) {
+        if (!d[g]) continue;
+        const VF vd = splatf(d[g]), vm = splatf(dm ? dm[g] : 0.f);
+        for (int k = 0; k < gs; k += KQ_W) {
+            VF xv = ldf(x + (size_t)g * gs + k);
+            VF q = dm ? (xv + vm) / vd : xv / vd;
+            VI l = clampi(nearest(q), vlo, vhi) + voff;
+            VB b = __builtin_convertvector(l, VB);
+            memcpy(L + (size_t)g * gs + k, &b, KQ_W);
         }
     }
 }

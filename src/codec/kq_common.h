@@ -75,4 +75,11 @@ void kq_q3_batch(iqf_simd simd, int G, int n, int nmax, const float *x, int8_t *
 void kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *w, uint8_t *L,
                   float *scales, float *mins, float rmin, float rdelta, int nstep, bool use_mad);
 
+
+/* Final re-quantization at the decoded scales, for ng groups of gs values (gs a multiple of 16):
+ * where d[g] != 0, L[g*gs+i] = off + clamp(nearest_int((x + dm[g]) / d[g]), lo, hi)
+ * (dm NULL: nearest_int(x / d[g])); groups with d[g] == 0 keep their L. */
+void kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, const float *dm,
+                int lo, int hi, int off, uint8_t *L);
+
 #endif

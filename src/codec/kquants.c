@@ -33,16 +33,14 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs) {
 }
 
 /* ================================ q2_K ================================ */
-static void q2_K_finish(const float *x, block_q2_K *y, uint8_t *L) {
+static void q2_K_finish(iqf_simd simd, const float *x, block_q2_K *y, uint8_t *L) {
+    float d[16], dm[16];
+    const float d0 = IQF_FP16_TO_FP32(y->d), m0 = IQF_FP16_TO_FP32(y->dmin);
     for (int j = 0; j < QK_K / 16; ++j) {
-        const float d = IQF_FP16_TO_FP32(y->d) * (y->scales[j] & 0xF);
-        if (!d) continue;
-        const float dm = IQF_FP16_TO_FP32(y->dmin) * (y->scales[j] >> 4);
-        for (int ii = 0; ii < 16; ++ii) {
-            int l = iqf_nearest_int((x[16 * j + ii] + dm) / d);
-            L[16 * j + ii] = (uint8_t)(l < 0 ? 0 : l > 3 ? 3 : l);
-        }
+        d[j] = d0 * (y->scales[j] & 0xF);
+        dm[j] = m0 * (y->scales[j] >> 4);
     }
+    kq_requant(simd, 16, 16, x, d, dm, 0, 3, 0, L);
     pack_2bit(L, y->qs);
 }
 
@@ -81,7 +79,7 @@ static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 } else {
                     b->dmin = IQF_FP32_TO_FP16(0.f);
                 }
-                q2_K_finish(xs, b, L + s * QK_K);
+                q2_K_finish(ctx->simd, xs, b, L + s * QK_K);
             }
         } else {
             float sw[NSB * 16];
@@ -108,7 +106,7 @@ static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 b->d = IQF_FP32_TO_FP16(dm);
                 b->dmin = IQF_FP32_TO_FP16(mm);
                 for (int j = 0; j < 16; ++j) b->scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
-                q2_K_finish(xc + s * QK_K, b, L + s * QK_K);
+                q2_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
             }
         }
     }
@@ -141,32 +139,24 @@ static void q3_K_pack_scale(uint8_t *scales, int j, int l) {
     scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | (l << (2 * (j / 4))));
 }
 
-static void q3_K_finish(const float *x, block_q3_K *y, int8_t *L) {
+static void q3_K_finish(iqf_simd simd, const float *x, block_q3_K *y, int8_t *Ls) {
+    uint8_t *L = (uint8_t *)Ls; /* values 0..7 */
+    float d[16];
+    const float d0 = IQF_FP16_TO_FP32(y->d);
     for (int j = 0; j < QK_K / 16; ++j) {
         int8_t sc = (int8_t)(j < 8 ? y->scales[j] & 0xF : y->scales[j - 8] >> 4);
         sc = (int8_t)((sc | (((y->scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
-        const float d = IQF_FP16_TO_FP32(y->d) * sc;
-        if (!d) continue;
-        for (int ii = 0; ii < 16; ++ii) {
-            int l = iqf_nearest_int(x[16 * j + ii] / d);
-            l = l < -4 ? -4 : l > 3 ? 3 : l;
-            L[16 * j + ii] = (int8_t)(l + 4);
-        }
+        d[j] = d0 * sc;
     }
-    memset(y->hmask, 0, QK_K / 8);
-    int m = 0;
-    uint8_t hm = 1;
-    for (int j = 0; j < QK_K; ++j) {
-        if (L[j] > 3) {
-            y->hmask[m] |= hm;
-            L[j] = (int8_t)(L[j] - 4);
-        }
-        if (++m == QK_K / 8) {
-            m = 0;
-            hm = (uint8_t)(hm << 1);
-        }
+    kq_requant(simd, 16, 16, x, d, NULL, -4, 3, 4, L);
+    /* High bit of value j goes to bit j/32 of hmask[j%32]; the low two bits stay. */
+    for (int m = 0; m < QK_K / 8; ++m) {
+        uint8_t h = 0;
+        for (int b = 0; b < 8; ++b) h = (uint8_t)(h | ((L[32 * b + m] > 3) << b));
+        y->hmask[m] = h;
     }
-    pack_2bit((const uint8_t *)L, y->qs);
+    for (int j = 0; j < QK_K; ++j) L[j] &= 3;
+    pack_2bit(L, y->qs);
 }
 
 static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
@@ -199,7 +189,7 @@ static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 } else {
                     b->d = IQF_FP32_TO_FP16(0.f);
                 }
-                q3_K_finish(xc + s * QK_K, b, L + s * QK_K);
+                q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
             }
         } else {
             float w[NSB * QK_K], sw[NSB * 16];
@@ -225,7 +215,7 @@ static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 float d_block = kq_make_qx_quants(16, 32, scales + s * 16, Ls, 1, sw + s * 16);
                 for (int j = 0; j < 16; ++j) q3_K_pack_scale(b->scales, j, Ls[j]);
                 b->d = IQF_FP32_TO_FP16(d_block);
-                q3_K_finish(xc + s * QK_K, b, L + s * QK_K);
+                q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
             }
         }
     }
@@ -278,19 +268,17 @@ static void pack_scale_min_k4(uint8_t *scales, const uint8_t *ls, const uint8_t 
 }
 
 /* Final re-quantization at the decoded scales (q4_K: nmax 15, q5_K: nmax 31). */
-static void k4_requant(const float *x, iqf_half hd, iqf_half hdmin, const uint8_t *scales, int nmax,
-                       uint8_t *L) {
+static void k4_requant(iqf_simd simd, const float *x, iqf_half hd, iqf_half hdmin,
+                       const uint8_t *scales, int nmax, uint8_t *L) {
+    float d[8], dm[8];
+    const float d0 = IQF_FP16_TO_FP32(hd), m0 = IQF_FP16_TO_FP32(hdmin);
     for (int j = 0; j < QK_K / 32; ++j) {
         uint8_t sc, m;
         kq_get_scale_min_k4(j, scales, &sc, &m);
-        const float d = IQF_FP16_TO_FP32(hd) * sc;
-        if (!d) continue;
-        const float dm = IQF_FP16_TO_FP32(hdmin) * m;
-        for (int ii = 0; ii < 32; ++ii) {
-            int l = iqf_nearest_int((x[32 * j + ii] + dm) / d);
-            L[32 * j + ii] = (uint8_t)(l < 0 ? 0 : l > nmax ? nmax : l);
-        }
+        d[j] = d0 * sc;
+        dm[j] = m0 * m;
     }
+    kq_requant(simd, 8, 32, x, d, dm, 0, nmax, 0, L);
 }
 
 /* Scale search of ns super-blocks (8 sub-blocks of 32 each) for q4_K / q5_K. Fills
@@ -373,7 +361,7 @@ static void quantize_row_q4_K(const iqf_qctx *ctx, const float *x, void *vy, int
             block_q4_K *b = &y[i0 + s];
             uint8_t *Ls = L + s * QK_K;
             k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, false, b->scales, &b->d, &b->dmin);
-            k4_requant(xc + s * QK_K, b->d, b->dmin, b->scales, 15, Ls);
+            k4_requant(ctx->simd, xc + s * QK_K, b->d, b->dmin, b->scales, 15, Ls);
             uint8_t *q = b->qs;
             for (int j = 0; j < QK_K; j += 64, q += 32)
                 for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(Ls[j + l] | (Ls[j + l + 32] << 4));
@@ -414,7 +402,7 @@ static void quantize_row_q5_K(const iqf_qctx *ctx, const float *x, void *vy, int
             block_q5_K *b = &y[i0 + s];
             uint8_t *Ls = L + s * QK_K;
             k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, true, b->scales, &b->d, &b->dmin);
-            k4_requant(xc + s * QK_K, b->d, b->dmin, b->scales, 31, Ls);
+            k4_requant(ctx->simd, xc + s * QK_K, b->d, b->dmin, b->scales, 31, Ls);
             uint8_t *qh = b->qh, *ql = b->qs;
             memset(qh, 0, QK_K / 8);
             uint8_t m1 = 1, m2 = 2;
@@ -486,15 +474,9 @@ static void quantize_row_q6_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 int l = iqf_nearest_int(iscale * sc[ib]);
                 b->scales[ib] = (int8_t)(l < 127 ? l : 127);
             }
-            for (int j = 0; j < 16; ++j) {
-                const float d = IQF_FP16_TO_FP32(b->d) * b->scales[j];
-                if (!d) continue;
-                for (int ii = 0; ii < 16; ++ii) {
-                    int l = iqf_nearest_int(xs[16 * j + ii] / d);
-                    l = l < -32 ? -32 : l > 31 ? 31 : l;
-                    Ls[16 * j + ii] = (int8_t)(l + 32);
-                }
-            }
+            float d[16];
+            for (int j = 0; j < 16; ++j) d[j] = IQF_FP16_TO_FP32(b->d) * b->scales[j];
+            kq_requant(ctx->simd, 16, 16, xs, d, NULL, -32, 31, 32, (uint8_t *)Ls);
             uint8_t *ql = b->ql, *qh = b->qh;
             for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
                 for (int l = 0; l < 32; ++l) {
