@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* FILE, for the inference section's log streams */
 
 #ifdef __cplusplus
 extern "C" {
@@ -398,12 +399,215 @@ void iqf_gguf_writer_abort(iqf_gguf_writer *w); /* NULL is fine */
 /* ---------------------------------------------------------------------------------------------
  * Model quantization: recipes and importance matrices (src/quantize)
  * ------------------------------------------------------------------------------------------- */
-/* (quantize API goes here) */
+/* llama's file types (`general.file_type`, llama_ftype ids of llama 0.25.1). */
+typedef enum iqf_ftype {
+    IQF_FTYPE_ALL_F32 = 0,
+    IQF_FTYPE_MOSTLY_F16 = 1,
+    IQF_FTYPE_MOSTLY_Q4_0 = 2,
+    IQF_FTYPE_MOSTLY_Q4_1 = 3,
+    IQF_FTYPE_MOSTLY_Q8_0 = 7,
+    IQF_FTYPE_MOSTLY_Q5_0 = 8,
+    IQF_FTYPE_MOSTLY_Q5_1 = 9,
+    IQF_FTYPE_MOSTLY_Q2_K = 10,
+    IQF_FTYPE_MOSTLY_Q3_K_S = 11,
+    IQF_FTYPE_MOSTLY_Q3_K_M = 12,
+    IQF_FTYPE_MOSTLY_Q3_K_L = 13,
+    IQF_FTYPE_MOSTLY_Q4_K_S = 14,
+    IQF_FTYPE_MOSTLY_Q4_K_M = 15,
+    IQF_FTYPE_MOSTLY_Q5_K_S = 16,
+    IQF_FTYPE_MOSTLY_Q5_K_M = 17,
+    IQF_FTYPE_MOSTLY_Q6_K = 18,
+    IQF_FTYPE_MOSTLY_IQ2_XXS = 19,
+    IQF_FTYPE_MOSTLY_IQ2_XS = 20,
+    IQF_FTYPE_MOSTLY_Q2_K_S = 21,
+    IQF_FTYPE_MOSTLY_IQ3_XS = 22,
+    IQF_FTYPE_MOSTLY_IQ3_XXS = 23,
+    IQF_FTYPE_MOSTLY_IQ1_S = 24,
+    IQF_FTYPE_MOSTLY_IQ4_NL = 25,
+    IQF_FTYPE_MOSTLY_IQ3_S = 26,
+    IQF_FTYPE_MOSTLY_IQ3_M = 27,
+    IQF_FTYPE_MOSTLY_IQ2_S = 28,
+    IQF_FTYPE_MOSTLY_IQ2_M = 29,
+    IQF_FTYPE_MOSTLY_IQ4_XS = 30,
+    IQF_FTYPE_MOSTLY_IQ1_M = 31,
+    IQF_FTYPE_MOSTLY_BF16 = 32,
+} iqf_ftype;
+
+/* The file type for a llama-quantize type name ("IQ3_XXS", "q4_k_m", aliases "Q4_K" = Q4_K_M,
+ * "Q3_K", "Q5_K"; case-insensitive) or a decimal ftype id; -1 if unknown. */
+int iqf_ftype_from_name(const char *name);
+/* llama-quantize's name of a file type ("IQ3_XXS"), or NULL. */
+const char *iqf_ftype_name(int ftype);
+/* The tensor type a file type defaults to (llama_ftype_get_default_type), or -1. */
+int iqf_ftype_default_type(int ftype);
+
+/* Options of `iqforge quantize`, as llama-quantize's. */
+typedef struct iqf_model_quantize_params {
+    int ftype;                   /* IQF_FTYPE_* */
+    int n_threads;               /* <= 0: one per CPU. The output never depends on it. */
+    int output_tensor_type;      /* --output-tensor-type; -1: recipe */
+    int token_embedding_type;    /* --token-embedding-type; -1: recipe */
+    bool allow_requantize;       /* --allow-requantize */
+    bool leave_output_tensor;    /* --leave-output-tensor */
+    bool pure;                   /* --pure */
+    bool dry_run;                /* --dry-run: print the plan, write nothing */
+    bool quiet;                  /* no per-tensor log, no progress line */
+    const char *imatrix_path;    /* --imatrix (GGUF or legacy .dat), or NULL */
+    const char *const *include_weights; /* --include-weights (substrings), n_include of them */
+    int n_include;
+    const char *const *exclude_weights; /* --exclude-weights */
+    int n_exclude;
+    const char *const *tensor_type_patterns; /* --tensor-type PATTERN=TYPE: the patterns ... */
+    const int *tensor_type_types;            /* ... and their types */
+    int n_tensor_types;
+} iqf_model_quantize_params;
+
+iqf_model_quantize_params iqf_model_quantize_default_params(void);
+
+typedef struct iqf_model_quantize_report {
+    int n_tensors;
+    int n_quantized;
+    int n_fallback;
+    int64_t n_elements;
+    uint64_t size_in;    /* tensor data bytes */
+    uint64_t size_out;
+    double seconds;
+} iqf_model_quantize_report;
+
+/*
+ * Quantizes the GGUF model `in` to `out` as llama-quantize does (same per-tensor types, same
+ * bytes, same metadata). The output appears whole or not at all. Log lines go to `log` (NULL:
+ * none). Errors: IQF_E_IO, IQF_E_FORMAT (corrupt GGUF or imatrix), IQF_E_UNSUPPORTED (input
+ * type, or a target type this build cannot encode), IQF_E_NEED_IMATRIX, IQF_E_NONFINITE,
+ * IQF_E_SHAPE (imatrix made for another model), IQF_E_INVALID_ARG.
+ */
+iqf_status iqf_model_quantize(const char *in, const char *out,
+                              const iqf_model_quantize_params *params,
+                              iqf_model_quantize_report *report, void *log /* FILE * */,
+                              char *err, size_t errlen);
 
 /* ---------------------------------------------------------------------------------------------
  * Inference: model, tokenizer, evaluation (src/model)
  * ------------------------------------------------------------------------------------------- */
-/* (model API goes here) */
+/*
+ * Loading. iqf_model_load maps a GGUF file with the GGUF reader and checks that it is a llama-
+ * architecture model (general.architecture "llama"; mistral checkpoints converted by llama.cpp
+ * use it too) whose tensors are all present with the shapes the hyperparameters imply. Weights
+ * stay in the file's types; matrix products decode them tile by tile.
+ * Errors: IQF_E_IO (open/map), IQF_E_FORMAT (not GGUF, missing or inconsistent key or tensor,
+ * "unsupported architecture"), IQF_E_UNSUPPORTED (a weight type this build cannot decode),
+ * IQF_E_NOMEM; with a one-line message "PATH: what is wrong".
+ */
+typedef struct iqf_model iqf_model;
+typedef struct iqf_context iqf_context;
+
+typedef struct iqf_model_info {
+    char arch[32];
+    int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_rot, n_ctx_train;
+    float rope_base;   /* llama.rope.freq_base, default 10000 */
+    float rms_eps;     /* llama.attention.layer_norm_rms_epsilon, default 1e-5 */
+    int bos_id, eos_id;        /* -1 if absent */
+    bool add_bos;              /* tokenizer.ggml.add_bos_token (default true for "llama" vocab) */
+    bool tied_output;          /* output.weight absent: token_embd is used */
+    int64_t n_params;
+} iqf_model_info;
+
+/* Importance-matrix lookup for simulated quantization: the mean-x^2 row for weight `name`
+ * (n = its row length floats), or NULL if there is none. */
+typedef const float *(*iqf_imatrix_lookup_fn)(void *user, const char *name, int64_t n);
+
+typedef struct iqf_model_params {
+    /* Simulated quantization: -1 = off. Otherwise every blk.*.{attn_q,attn_k,attn_v,attn_output,
+     * ffn_gate,ffn_up,ffn_down}.weight is read as float32, cut into rows of 256 in row-major
+     * order, quantized with iqf_quantize to this type and decoded back (float32 kept in memory).
+     * The importance row of a 256-chunk at flat index f is im[(f + j) mod ncols]. */
+    int simulate_type;
+    iqf_imatrix_lookup_fn imatrix;  /* NULL: no imatrix */
+    void *imatrix_user;
+    int n_threads;                  /* for the simulation; <= 0: all CPUs */
+} iqf_model_params;
+
+iqf_model_params iqf_model_default_params(void);
+iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
+                          char *err, size_t errlen);
+void iqf_model_free(iqf_model *m); /* NULL is fine */
+const iqf_model_info *iqf_model_get_info(const iqf_model *m);
+/* The GGUF the model was loaded from (for the tokenizer); lives as long as the model. */
+const iqf_gguf *iqf_model_gguf(const iqf_model *m);
+/* The text piece of a token as stored in tokenizer.ggml.tokens, with SentencePiece's U+2581
+ * turned into a space and <0xXX> byte tokens into that byte; control tokens give "". Writes at
+ * most cap bytes (no NUL) and returns the piece's length. */
+int iqf_model_token_piece(const iqf_model *m, int token, char *buf, int cap);
+
+/* A context: KV cache for n_ctx positions, scratch buffers and a pool of n_threads threads
+ * (<= 0: all CPUs). One context is used by one thread at a time. */
+iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
+                           char *err, size_t errlen);
+void iqf_context_free(iqf_context *c);
+void iqf_context_reset(iqf_context *c); /* empties the KV cache */
+int iqf_context_n_ctx(const iqf_context *c);
+
+/* Evaluates tokens[0..n) at positions pos..pos+n-1 (pos <= positions already cached; later
+ * cached positions are overwritten). Writes the logits of rows first_out..n-1 to `logits`
+ * ((n - first_out) * n_vocab floats, row-major) unless logits is NULL. */
+iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int n, int pos, int first_out,
+                      float *logits, char *err, size_t errlen);
+
+/*
+ * Perplexity as llama-perplexity computes it: the tokens are cut into n_chunks chunks of n_ctx
+ * tokens (at most n_tokens / n_ctx; at least 2*n_ctx tokens needed), the first token of each
+ * chunk replaced by BOS when the vocabulary adds BOS, each chunk evaluated with an empty KV
+ * cache, and the next-token log-probabilities of positions n_ctx/2 .. n_ctx-2 scored.
+ * KL-divergence: kld_base_out writes the base model's log-probabilities (llama-perplexity's
+ * --kl-divergence-base format: "_logits_", n_ctx, n_vocab, n_chunk, the tokens, then per chunk
+ * uint16-quantized log-probs of the scored positions); kld_in reads such a file and compares.
+ */
+typedef struct iqf_ppl_params {
+    int n_ctx;                 /* tokens per chunk; the context must hold them */
+    int n_chunks;              /* -1: all */
+    const char *kld_base_out;  /* NULL or a file to write */
+    const char *kld_in;        /* NULL or a file to compare against (then tokens may be NULL:
+                                  the file's tokens are used) */
+    FILE *log;                 /* NULL or where the "[1]6.1234,[2]..." progress goes */
+} iqf_ppl_params;
+
+typedef struct iqf_ppl_result {
+    int n_chunks;
+    int64_t n_scored;
+    double ppl, ppl_err;       /* "Final estimate: PPL = ppl +/- ppl_err" */
+    double seconds;            /* evaluation time (forward passes and scoring) */
+    double tokens_per_second;  /* n_chunks * n_ctx / seconds */
+    /* KL-divergence (kld_in set) */
+    double ppl_base, ppl_base_err;
+    double ln_ppl_ratio, ln_ppl_ratio_err, ppl_ratio, ppl_ratio_err;
+    double kld_mean, kld_err, kld_median, kld_max, kld_p99, kld_p999;
+    double same_top, same_top_err;     /* fractions */
+    double dp_rms, dp_rms_err;         /* RMS of the probability difference, fraction */
+} iqf_ppl_result;
+
+iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens,
+                          const iqf_ppl_params *p, iqf_ppl_result *res, char *err, size_t errlen);
+
+/*
+ * Importance-matrix collection (llama-imatrix's method): chunks of n_ctx tokens as for
+ * perplexity (BOS first, fresh KV cache, all positions output), and for every blk.* matrix
+ * product the sum of x^2 per input column over every token row, with the token count.
+ */
+typedef struct iqf_imatrix_data {
+    int n_entries;
+    char (*names)[96];         /* weight names, e.g. "blk.0.attn_q.weight" (sorted by name) */
+    int64_t *ncols;            /* row length of each */
+    float **sum2;              /* raw sums of x^2 (ncols floats each) */
+    int64_t *counts;           /* token rows accumulated */
+    int n_chunks;              /* chunks processed */
+    int chunk_size;            /* n_ctx */
+    double ppl;                /* perplexity of the second halves, as llama-imatrix prints */
+} iqf_imatrix_data;
+
+iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_tokens, int n_ctx,
+                               int n_chunks, FILE *log, iqf_imatrix_data **out, char *err,
+                               size_t errlen);
+void iqf_imatrix_data_free(iqf_imatrix_data *d);
 
 #ifdef __cplusplus
 }

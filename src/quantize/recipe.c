@@ -1,0 +1,489 @@
+/*
+ * recipe.c - llama-quantize's per-tensor type choice, reimplemented from the behaviour of
+ * llama 0.25.1 (src/llama-quant.cpp: tensor_get_category, tensor_allows_quantization,
+ * llama_tensor_get_type[_impl], tensor_type_fallback, tensor_requires_imatrix,
+ * llama_ftype_get_default_type) and tools/quantize/quantize.cpp (type names).
+ */
+#include "recipe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ------------------------------------------------------------------------------------------
+ * File types
+ * ---------------------------------------------------------------------------------------- */
+typedef struct ftype_entry {
+    const char *name;
+    int ftype;
+    int default_type;
+} ftype_entry;
+
+/* Order as llama-quantize's QUANT_OPTIONS (aliases before the full names), so a numeric id
+ * resolves to the same name. Types iqforge has no codec family for are left out. */
+static const ftype_entry ftypes[] = {
+    { "Q4_0", IQF_FTYPE_MOSTLY_Q4_0, IQF_TYPE_Q4_0 },
+    { "Q4_1", IQF_FTYPE_MOSTLY_Q4_1, IQF_TYPE_Q4_1 },
+    { "Q5_0", IQF_FTYPE_MOSTLY_Q5_0, IQF_TYPE_Q5_0 },
+    { "Q5_1", IQF_FTYPE_MOSTLY_Q5_1, IQF_TYPE_Q5_1 },
+    { "IQ2_XXS", IQF_FTYPE_MOSTLY_IQ2_XXS, IQF_TYPE_IQ2_XXS },
+    { "IQ2_XS", IQF_FTYPE_MOSTLY_IQ2_XS, IQF_TYPE_IQ2_XS },
+    { "IQ2_S", IQF_FTYPE_MOSTLY_IQ2_S, IQF_TYPE_IQ2_XS },
+    { "IQ2_M", IQF_FTYPE_MOSTLY_IQ2_M, IQF_TYPE_IQ2_S },
+    { "IQ1_S", IQF_FTYPE_MOSTLY_IQ1_S, IQF_TYPE_IQ1_S },
+    { "IQ1_M", IQF_FTYPE_MOSTLY_IQ1_M, IQF_TYPE_IQ1_M },
+    { "Q2_K", IQF_FTYPE_MOSTLY_Q2_K, IQF_TYPE_Q2_K },
+    { "Q2_K_S", IQF_FTYPE_MOSTLY_Q2_K_S, IQF_TYPE_Q2_K },
+    { "IQ3_XXS", IQF_FTYPE_MOSTLY_IQ3_XXS, IQF_TYPE_IQ3_XXS },
+    { "IQ3_S", IQF_FTYPE_MOSTLY_IQ3_S, IQF_TYPE_IQ3_S },
+    { "IQ3_M", IQF_FTYPE_MOSTLY_IQ3_M, IQF_TYPE_IQ3_S },
+    { "Q3_K", IQF_FTYPE_MOSTLY_Q3_K_M, IQF_TYPE_Q3_K },
+    { "IQ3_XS", IQF_FTYPE_MOSTLY_IQ3_XS, IQF_TYPE_IQ3_S },
+    { "Q3_K_S", IQF_FTYPE_MOSTLY_Q3_K_S, IQF_TYPE_Q3_K },
+    { "Q3_K_M", IQF_FTYPE_MOSTLY_Q3_K_M, IQF_TYPE_Q3_K },
+    { "Q3_K_L", IQF_FTYPE_MOSTLY_Q3_K_L, IQF_TYPE_Q3_K },
+    { "IQ4_NL", IQF_FTYPE_MOSTLY_IQ4_NL, IQF_TYPE_IQ4_NL },
+    { "IQ4_XS", IQF_FTYPE_MOSTLY_IQ4_XS, IQF_TYPE_IQ4_XS },
+    { "Q4_K", IQF_FTYPE_MOSTLY_Q4_K_M, IQF_TYPE_Q4_K },
+    { "Q4_K_S", IQF_FTYPE_MOSTLY_Q4_K_S, IQF_TYPE_Q4_K },
+    { "Q4_K_M", IQF_FTYPE_MOSTLY_Q4_K_M, IQF_TYPE_Q4_K },
+    { "Q5_K", IQF_FTYPE_MOSTLY_Q5_K_M, IQF_TYPE_Q5_K },
+    { "Q5_K_S", IQF_FTYPE_MOSTLY_Q5_K_S, IQF_TYPE_Q5_K },
+    { "Q5_K_M", IQF_FTYPE_MOSTLY_Q5_K_M, IQF_TYPE_Q5_K },
+    { "Q6_K", IQF_FTYPE_MOSTLY_Q6_K, IQF_TYPE_Q6_K },
+    { "Q8_0", IQF_FTYPE_MOSTLY_Q8_0, IQF_TYPE_Q8_0 },
+    { "F16", IQF_FTYPE_MOSTLY_F16, IQF_TYPE_F16 },
+    { "BF16", IQF_FTYPE_MOSTLY_BF16, IQF_TYPE_BF16 },
+    { "F32", IQF_FTYPE_ALL_F32, IQF_TYPE_F32 },
+};
+#define N_FTYPES (int)(sizeof ftypes / sizeof ftypes[0])
+
+int iqf_ftype_from_name(const char *name) {
+    if (!name || !*name) return -1;
+    for (int i = 0; i < N_FTYPES; i++)
+        if (!strcasecmp(ftypes[i].name, name)) return ftypes[i].ftype;
+    char *end;
+    long v = strtol(name, &end, 10);
+    if (*end || end == name) return -1;
+    for (int i = 0; i < N_FTYPES; i++)
+        if (ftypes[i].ftype == v) return ftypes[i].ftype;
+    return -1;
+}
+
+const char *iqf_ftype_name(int ftype) {
+    /* Prefer the full name over the alias ("Q4_K_M", not "Q4_K"). */
+    const char *found = NULL;
+    for (int i = 0; i < N_FTYPES; i++)
+        if (ftypes[i].ftype == ftype) found = ftypes[i].name; /* the last one: aliases come first */
+    return found;
+}
+
+int iqf_ftype_default_type(int ftype) {
+    for (int i = 0; i < N_FTYPES; i++)
+        if (ftypes[i].ftype == ftype) return ftypes[i].default_type;
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Names, order, categories
+ * ---------------------------------------------------------------------------------------- */
+int iqf_recipe_name_cmp(const char *a, const char *b) {
+    int la = -1, lb = -1;
+    if (sscanf(a, "blk.%d.", &la) != 1) la = -1;
+    if (sscanf(b, "blk.%d.", &lb) != 1) lb = -1;
+    if (la != lb) return la < lb ? -1 : 1;
+    return strcmp(a, b);
+}
+
+int iqf_recipe_n_dims(const int64_t ne[4]) {
+    for (int i = 3; i >= 1; i--)
+        if (ne[i] > 1) return i + 1;
+    return 1;
+}
+
+typedef enum category {
+    CAT_TOKEN_EMBD,
+    CAT_ATTN_Q,
+    CAT_ATTN_V,
+    CAT_ATTN_K,
+    CAT_ATTN_QKV,
+    CAT_ATTN_KV_B,
+    CAT_ATTN_OUTPUT,
+    CAT_FFN_UP,
+    CAT_FFN_GATE,
+    CAT_FFN_DOWN,
+    CAT_OUTPUT,
+    CAT_OTHER,
+} category;
+
+static bool is_token_embd(const char *n) {
+    return !strcmp(n, "token_embd.weight") || !strcmp(n, "per_layer_token_embd.weight");
+}
+static bool is_output(const char *n) { return !strcmp(n, "output.weight"); }
+static bool has(const char *n, const char *s) { return strstr(n, s) != NULL; }
+
+static category get_category(const char *n) {
+    if (is_output(n)) return CAT_OUTPUT;
+    if (is_token_embd(n)) return CAT_TOKEN_EMBD;
+    if (has(n, "attn_qkv.weight")) return CAT_ATTN_QKV;
+    if (has(n, "attn_kv_b.weight")) return CAT_ATTN_KV_B;
+    if (has(n, "attn_v.weight")) return CAT_ATTN_V;
+    if (has(n, "attn_k.weight")) return CAT_ATTN_K;
+    if (has(n, "attn_q.weight")) return CAT_ATTN_Q;
+    if (has(n, "attn_output.weight")) return CAT_ATTN_OUTPUT;
+    if (has(n, "ffn_up")) return CAT_FFN_UP;
+    if (has(n, "ffn_gate")) return CAT_FFN_GATE;
+    if (has(n, "ffn_down")) return CAT_FFN_DOWN;
+    return CAT_OTHER;
+}
+
+static bool cat_is_attn_v(category c) { return c == CAT_ATTN_V || c == CAT_ATTN_QKV || c == CAT_ATTN_KV_B; }
+
+static bool allows_quantization(const iqf_recipe_opts *o, const iqf_recipe_tensor *t) {
+    if (iqf_recipe_n_dims(t->ne) < 2) return false;
+    const char *n = t->name;
+    size_t len = strlen(n);
+    if (len < 6 || strcmp(n + len - 6, "weight") != 0) return false;
+    if (has(n, "_norm.weight")) return false;
+    if (!o->quantize_output_tensor && !strcmp(n, "output.weight")) return false;
+    static const char *const never[] = {
+        "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel", "per_layer_model_proj",
+        "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight", "indexer.q_proj.weight",
+        "time_mix_first.weight", "time_mix_w0.weight", "time_mix_w1.weight", "time_mix_w2.weight",
+        "time_mix_v0.weight", "time_mix_v1.weight", "time_mix_v2.weight", "time_mix_a0.weight",
+        "time_mix_a1.weight", "time_mix_a2.weight", "time_mix_g1.weight", "time_mix_g2.weight",
+        "time_mix_decay_w1.weight", "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight",
+        "attn_rel_b.weight", ".position_embd", "sam.pos_embd", "sam.neck.", "sam.net_", ".rel_pos",
+        ".patch_embd", ".patch_merger", "a.rvq.codebook", "mm.a.code_embd",
+    };
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
+        if (has(n, never[i])) return false;
+    if (!strcmp(n, "position_embd.weight") || !strcmp(n, "token_types.weight")) return false;
+    return true;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The mixture
+ * ---------------------------------------------------------------------------------------- */
+typedef struct state {
+    const iqf_recipe_model *m;
+    const iqf_recipe_opts *o;
+    int n_attention_wv, n_ffn_down, n_ffn_gate, n_ffn_up;
+    int i_attention_wv, i_ffn_down, i_ffn_gate, i_ffn_up;
+    int n_fallback;
+    bool tied;
+    bool is_70b, falcon;
+    int n_gqa;
+    char *err;
+    size_t errlen;
+} state;
+
+static bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static int64_t blck(int type) {
+    const iqf_type_info *ti = iqf_type_get(type);
+    return ti ? ti->blck_size : 1;
+}
+
+static bool is_quantized(int type) {
+    const iqf_type_info *ti = iqf_type_get(type);
+    return ti && ti->is_quantized;
+}
+
+/* layer_info: for MoE models the layer comes from the name. Returns false on a bad name. */
+static bool layer_info(state *s, int *i_layer, int n_layer, const char *name) {
+    int n_expert = s->m->n_expert > 1 ? s->m->n_expert : 1;
+    if (n_expert > 1) {
+        if (sscanf(name, "blk.%d.", i_layer) != 1) {
+            snprintf(s->err, s->errlen, "failed to determine layer for tensor %s", name);
+            return false;
+        }
+        if (*i_layer < 0 || *i_layer >= n_layer) {
+            snprintf(s->err, s->errlen, "bad layer %d for tensor %s: must be in [0, %d)", *i_layer, name,
+                     n_layer);
+            return false;
+        }
+    }
+    return true;
+}
+
+#define FT(x) (ftype == IQF_FTYPE_MOSTLY_##x)
+
+static bool get_type_impl(state *s, int *io_type, const iqf_recipe_tensor *t, category cat) {
+    const int ftype = s->o->ftype;
+    const int n_expert = s->m->n_expert;
+    int new_type = *io_type;
+    const char *name = t->name;
+
+    if (cat == CAT_OUTPUT || (s->tied && cat == CAT_TOKEN_EMBD)) {
+        if (s->o->output_tensor_type >= 0) {
+            new_type = s->o->output_tensor_type;
+        } else {
+            const int64_t nx = t->ne[0];
+            if (s->falcon || nx % blck(new_type) != 0) new_type = IQF_TYPE_Q8_0;
+            else if (FT(IQ2_XXS) || FT(IQ2_XS) || FT(IQ3_XXS) || FT(IQ1_S) || FT(IQ2_S) || FT(IQ2_M) ||
+                     FT(IQ1_M))
+                new_type = IQF_TYPE_Q5_K;
+            else if (new_type != IQF_TYPE_Q8_0)
+                new_type = IQF_TYPE_Q6_K;
+        }
+    } else if (cat == CAT_TOKEN_EMBD) {
+        if (s->o->token_embedding_type >= 0) {
+            new_type = s->o->token_embedding_type;
+        } else {
+            if (FT(IQ2_XXS) || FT(IQ2_XS) || FT(IQ1_S) || FT(IQ1_M)) new_type = IQF_TYPE_Q2_K;
+            else if (FT(IQ2_S) || FT(IQ2_M)) new_type = IQF_TYPE_IQ3_S;
+            else if (FT(IQ3_XXS)) new_type = IQF_TYPE_IQ3_S;
+        }
+    } else if (FT(IQ2_XXS) || FT(IQ2_XS) || FT(IQ1_S) || FT(IQ2_S) || FT(IQ2_M) || FT(IQ1_M)) {
+        if (cat_is_attn_v(cat)) {
+            if (s->n_gqa >= 4 || n_expert >= 4) new_type = IQF_TYPE_Q4_K;
+            else new_type = FT(IQ2_S) || FT(IQ2_M) ? IQF_TYPE_IQ3_S : IQF_TYPE_Q2_K;
+            ++s->i_attention_wv;
+        } else if (n_expert == 8 && cat == CAT_ATTN_K) {
+            new_type = IQF_TYPE_Q4_K;
+        } else if (cat == CAT_FFN_DOWN) {
+            if (s->i_ffn_down < s->n_ffn_down / 8)
+                new_type = FT(IQ2_S) || FT(IQ2_M) ? IQF_TYPE_IQ3_S : IQF_TYPE_Q2_K;
+            ++s->i_ffn_down;
+        } else if (cat == CAT_ATTN_OUTPUT) {
+            if (n_expert == 8) {
+                new_type = IQF_TYPE_Q5_K;
+            } else {
+                if (FT(IQ1_S) || FT(IQ1_M)) new_type = IQF_TYPE_IQ2_XXS;
+                else if (FT(IQ2_S) || FT(IQ2_M)) new_type = IQF_TYPE_IQ3_S;
+            }
+        }
+    } else if (cat_is_attn_v(cat)) {
+        if (FT(Q2_K)) new_type = s->n_gqa >= 4 ? IQF_TYPE_Q4_K : IQF_TYPE_Q3_K;
+        else if (FT(Q2_K_S) && s->n_gqa >= 4) new_type = IQF_TYPE_Q4_K;
+        else if (FT(IQ3_XXS))
+            new_type = s->n_gqa >= 4 ? IQF_TYPE_Q4_K : !s->o->has_imatrix ? IQF_TYPE_IQ3_S : IQF_TYPE_IQ3_XXS;
+        else if ((FT(IQ3_XS) || FT(IQ3_S)) && s->n_gqa >= 4) new_type = IQF_TYPE_Q4_K;
+        else if (FT(IQ3_M)) new_type = IQF_TYPE_Q4_K;
+        else if (FT(Q3_K_M)) new_type = s->i_attention_wv < 2 ? IQF_TYPE_Q5_K : IQF_TYPE_Q4_K;
+        else if (FT(Q3_K_L)) new_type = IQF_TYPE_Q5_K;
+        else if ((FT(IQ4_NL) || FT(IQ4_XS)) && s->n_gqa >= 4) new_type = IQF_TYPE_Q5_K;
+        else if ((FT(Q4_K_M) || FT(Q5_K_M)) && use_more_bits(s->i_attention_wv, s->n_attention_wv))
+            new_type = IQF_TYPE_Q6_K;
+        else if (FT(Q4_K_S) && s->i_attention_wv < 4) new_type = IQF_TYPE_Q5_K;
+        if (s->is_70b && (new_type == IQF_TYPE_Q3_K || new_type == IQF_TYPE_Q4_K)) new_type = IQF_TYPE_Q5_K;
+        if (n_expert == 8) new_type = IQF_TYPE_Q8_0;
+        ++s->i_attention_wv;
+    } else if (cat == CAT_ATTN_K) {
+        if (n_expert == 8) new_type = IQF_TYPE_Q8_0;
+        else if (FT(IQ3_XS)) new_type = IQF_TYPE_IQ3_XXS;
+        else if (FT(IQ3_XXS)) new_type = IQF_TYPE_IQ2_S;
+    } else if (cat == CAT_ATTN_Q) {
+        if (FT(IQ3_XS)) new_type = IQF_TYPE_IQ3_XXS;
+        else if (FT(IQ3_XXS)) new_type = IQF_TYPE_IQ2_S;
+    } else if (cat == CAT_FFN_DOWN) {
+        int i_layer = s->i_ffn_down, n_layer = s->n_ffn_down;
+        if (!layer_info(s, &i_layer, n_layer, name)) return false;
+        if (FT(Q2_K)) new_type = IQF_TYPE_Q3_K;
+        else if (FT(Q2_K_S)) {
+            if (i_layer < n_layer / 8) new_type = IQF_TYPE_Q4_K;
+        } else if (FT(IQ3_XXS) && !s->o->has_imatrix) {
+            new_type = i_layer < n_layer / 8 ? IQF_TYPE_Q4_K : IQF_TYPE_Q3_K;
+        } else if (FT(Q3_K_M)) {
+            new_type = i_layer < n_layer / 16                            ? IQF_TYPE_Q5_K
+                       : !s->falcon || use_more_bits(i_layer, n_layer) ? IQF_TYPE_Q4_K
+                                                                       : IQF_TYPE_Q3_K;
+        } else if (FT(IQ3_M) && (i_layer < n_layer / 8 || (n_expert == 8 && use_more_bits(i_layer, n_layer)))) {
+            new_type = IQF_TYPE_Q4_K;
+        } else if (FT(Q3_K_L)) {
+            new_type = s->falcon ? IQF_TYPE_Q4_K : IQF_TYPE_Q5_K;
+        } else if (FT(Q4_K_M)) {
+            if (s->falcon)
+                new_type = i_layer < n_layer / 16          ? IQF_TYPE_Q6_K
+                           : use_more_bits(i_layer, n_layer) ? IQF_TYPE_Q5_K
+                                                             : IQF_TYPE_Q4_K;
+            else if (use_more_bits(i_layer, n_layer))
+                new_type = IQF_TYPE_Q6_K;
+        } else if (i_layer < n_layer / 8 && (FT(IQ4_NL) || FT(IQ4_XS)) && !s->o->has_imatrix) {
+            new_type = IQF_TYPE_Q5_K;
+        } else if (FT(Q5_K_M) && use_more_bits(i_layer, n_layer)) {
+            new_type = IQF_TYPE_Q6_K;
+        } else if (FT(Q4_K_S) && !s->falcon && i_layer < n_layer / 8) {
+            new_type = IQF_TYPE_Q5_K;
+        } else if ((FT(Q4_0) || FT(Q5_0)) && s->o->has_imatrix && i_layer < n_layer / 8) {
+            new_type = FT(Q4_0) ? IQF_TYPE_Q4_1 : IQF_TYPE_Q5_1;
+        }
+        ++s->i_ffn_down;
+    } else if (cat == CAT_ATTN_OUTPUT) {
+        if (!s->falcon) {
+            if (n_expert == 8) {
+                if (FT(Q2_K) || FT(IQ3_XS) || FT(IQ3_XXS) || FT(Q3_K_S) || FT(Q3_K_M) || FT(IQ4_NL) ||
+                    FT(Q4_K_S) || FT(Q4_K_M) || FT(IQ3_S) || FT(IQ3_M) || FT(IQ4_XS))
+                    new_type = IQF_TYPE_Q5_K;
+            } else {
+                if (FT(Q2_K)) new_type = IQF_TYPE_Q3_K;
+                else if (FT(IQ3_XXS)) new_type = IQF_TYPE_IQ3_S;
+                else if (FT(Q3_K_M)) new_type = IQF_TYPE_Q4_K;
+                else if (FT(Q3_K_L)) new_type = IQF_TYPE_Q5_K;
+                else if (FT(IQ3_M)) new_type = IQF_TYPE_Q4_K;
+            }
+        } else {
+            if (FT(Q3_K_L)) new_type = IQF_TYPE_Q4_K;
+        }
+    } else if (cat == CAT_ATTN_QKV) {
+        if (FT(Q3_K_M) || FT(Q3_K_L) || FT(IQ3_M)) new_type = IQF_TYPE_Q4_K;
+        else if (FT(Q4_K_M)) new_type = IQF_TYPE_Q5_K;
+        else if (FT(Q5_K_M)) new_type = IQF_TYPE_Q6_K;
+    } else if (cat == CAT_FFN_GATE || cat == CAT_FFN_UP) {
+        int *ctr = cat == CAT_FFN_GATE ? &s->i_ffn_gate : &s->i_ffn_up;
+        int i_layer = *ctr, n_layer = cat == CAT_FFN_GATE ? s->n_ffn_gate : s->n_ffn_up;
+        if (!layer_info(s, &i_layer, n_layer, name)) return false;
+        if (FT(IQ3_XS) && (i_layer >= n_layer / 8 && i_layer < 7 * n_layer / 8)) new_type = IQF_TYPE_IQ3_XXS;
+        ++*ctr;
+    }
+    *io_type = new_type;
+    return true;
+}
+
+static bool fallback(state *s, const iqf_recipe_tensor *t, int *io_type, bool *fell) {
+    int target = *io_type, ret = target;
+    const int64_t ncols = t->ne[0];
+    const int64_t qk = blck(target);
+    *fell = false;
+    if (ncols % qk == 0) return true;
+    *fell = true;
+    ++s->n_fallback;
+    switch (target) {
+    case IQF_TYPE_IQ1_S:
+    case IQF_TYPE_IQ1_M:
+    case IQF_TYPE_IQ2_XXS:
+    case IQF_TYPE_IQ2_XS:
+    case IQF_TYPE_IQ2_S:
+    case IQF_TYPE_IQ3_XXS:
+    case IQF_TYPE_IQ3_S:
+    case IQF_TYPE_IQ4_XS: ret = IQF_TYPE_IQ4_NL; break;
+    case IQF_TYPE_Q2_0:
+    case IQF_TYPE_Q2_K:
+    case IQF_TYPE_Q3_K:
+    case IQF_TYPE_TQ1_0:
+    case IQF_TYPE_TQ2_0: ret = IQF_TYPE_Q4_0; break;
+    case IQF_TYPE_Q4_K: ret = IQF_TYPE_Q5_0; break;
+    case IQF_TYPE_Q5_K: ret = IQF_TYPE_Q5_1; break;
+    case IQF_TYPE_Q6_K: ret = IQF_TYPE_Q8_0; break;
+    default:
+        if (qk <= 32) {
+            ret = target;
+            break;
+        }
+        snprintf(s->err, s->errlen, "no tensor type fallback is defined for type %s",
+                 iqf_type_get(target) ? iqf_type_get(target)->name : "?");
+        return false;
+    }
+    if (ncols % blck(ret) != 0) ret = IQF_TYPE_F16;
+    *io_type = ret;
+    return true;
+}
+
+static bool requires_imatrix(const char *name, int type, int ftype) {
+    if (is_token_embd(name) || is_output(name)) return false;
+    switch (type) {
+    case IQF_TYPE_IQ3_XXS:
+    case IQF_TYPE_IQ2_XXS:
+    case IQF_TYPE_IQ2_XS:
+    case IQF_TYPE_IQ2_S:
+    case IQF_TYPE_IQ1_M:
+    case IQF_TYPE_IQ1_S: return true;
+    case IQF_TYPE_Q2_K: return ftype == IQF_FTYPE_MOSTLY_Q2_K_S;
+    default: return false;
+    }
+}
+
+static bool override_match(const iqf_recipe_opts *o, const char *name, int *type) {
+    for (int i = 0; i < o->n_overrides; i++)
+        if (regexec(&o->overrides[i].re, name, 0, NULL, 0) == 0) {
+            *type = o->overrides[i].type;
+            return true;
+        }
+    return false;
+}
+
+static bool get_type(state *s, const iqf_recipe_tensor *t, category cat, int default_type, int *out,
+                     bool *fell) {
+    const iqf_recipe_opts *o = s->o;
+    *fell = false;
+    if (!allows_quantization(o, t)) {
+        *out = t->type;
+        return true;
+    }
+    if (o->token_embedding_type >= 0 && cat == CAT_TOKEN_EMBD) {
+        int dummy;
+        bool named = !strcmp(t->name, "per_layer_token_embd.weight") && override_match(o, t->name, &dummy);
+        if (!named) {
+            *out = o->token_embedding_type;
+            return true;
+        }
+    }
+    if (o->output_tensor_type >= 0 && cat == CAT_OUTPUT) {
+        *out = o->output_tensor_type;
+        return true;
+    }
+    int new_type = default_type;
+    if (is_quantized(default_type)) {
+        bool manual = override_match(o, t->name, &new_type);
+        if (!manual && !o->pure && !get_type_impl(s, &new_type, t, cat)) return false;
+        if (!fallback(s, t, &new_type, fell)) return false;
+    }
+    *out = new_type;
+    return true;
+}
+
+static bool model_is_70b(const iqf_recipe_model *m) {
+    const char *a = m->arch;
+    if (!strcmp(a, "llama")) return m->n_layer == 80 && m->n_head != m->n_head_kv;
+    if (!strcmp(a, "deci") || !strcmp(a, "olmo") || !strcmp(a, "qwen2")) return m->n_layer == 80;
+    if (!strcmp(a, "jais2")) return m->n_layer == 68;
+    return false;
+}
+
+iqf_status iqf_recipe_plan(const iqf_recipe_model *model, const iqf_recipe_opts *opts,
+                           const iqf_recipe_tensor *tensors, int n, iqf_recipe_choice *out,
+                           int *n_fallback, char *err, size_t errlen) {
+    char dummy[8];
+    if (!err || !errlen) {
+        err = dummy;
+        errlen = sizeof dummy;
+    }
+    const int default_type = iqf_ftype_default_type(opts->ftype);
+    if (default_type < 0) {
+        snprintf(err, errlen, "invalid output file type %d", opts->ftype);
+        return IQF_E_INVALID_ARG;
+    }
+    state s;
+    memset(&s, 0, sizeof s);
+    s.m = model;
+    s.o = opts;
+    s.err = err;
+    s.errlen = errlen;
+    s.tied = true;
+    s.falcon = !strcmp(model->arch, "falcon");
+    s.is_70b = model_is_70b(model);
+    s.n_gqa = model->n_head_kv > 0 ? model->n_head / model->n_head_kv : 0;
+    for (int i = 0; i < n; i++) {
+        category c = get_category(tensors[i].name);
+        if (cat_is_attn_v(c)) ++s.n_attention_wv;
+        if (c == CAT_OUTPUT) s.tied = false;
+    }
+    s.n_ffn_down = s.n_ffn_gate = s.n_ffn_up = model->n_layer;
+    for (int i = 0; i < n; i++) {
+        const iqf_recipe_tensor *t = &tensors[i];
+        category c = get_category(t->name);
+        iqf_recipe_choice *ch = &out[i];
+        memset(ch, 0, sizeof *ch);
+        ch->allows_quantization = allows_quantization(opts, t);
+        if (ch->allows_quantization) {
+            if (!get_type(&s, t, c, default_type, &ch->type, &ch->fallback)) return IQF_E_UNSUPPORTED;
+        } else {
+            ch->type = t->type;
+        }
+        ch->requires_imatrix = requires_imatrix(t->name, ch->type, opts->ftype);
+    }
+    if (n_fallback) *n_fallback = s.n_fallback;
+    return IQF_OK;
+}
