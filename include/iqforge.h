@@ -337,6 +337,8 @@ int64_t iqf_gguf_tensor_nelements(const iqf_gguf_tensor *t);
  * The output layout is ggml's (gguf.cpp): v3, KVs in order, infos in order,
  * offset_i = offset_{i-1} + PAD(nbytes_{i-1}, align), zero padding after every tensor, where align
  * is general.alignment (must then be a u32 power of two <= IQF_GGUF_MAX_ALIGN) or 32.
+ * (ggml itself ignores general.alignment set on a context it did not read and lays out at 32;
+ * files without that key, i.e. nearly all, are byte-identical to gguf_write_to_file's.)
  * Every call after a failure fails again with the same message (errors are sticky); only
  * finish/abort free the writer. A file that does not end up complete never appears at `path`.
  * Errors: IQF_E_INVALID_ARG (NULL/empty key or name, unknown vtype, same file as an input, call

@@ -1,8 +1,209 @@
-/* cmd_quantize.c - placeholder until this subcommand lands. */
+/* cmd_quantize.c - `iqforge quantize`: llama-quantize's command line over iqf_model_quantize. */
 #include "cli.h"
 
+#include "iqforge.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: iqforge quantize [options] IN.gguf [OUT.gguf] TYPE [NTHREADS]\n\n"
+            "Quantizes a GGUF model (F32, F16 or BF16 weights) as llama-quantize does: same per-tensor\n"
+            "types, same bytes, same metadata.\n\n"
+            "options (as llama-quantize's):\n"
+            "  --imatrix FILE               importance matrix (GGUF imatrix or legacy .dat)\n"
+            "  --include-weights NAME       use the imatrix only for tensors whose name contains NAME (repeatable)\n"
+            "  --exclude-weights NAME       do not use the imatrix for tensors whose name contains NAME (repeatable)\n"
+            "  --output-tensor-type TYPE    type of output.weight (a ggml type name: q8_0, q6_K, f16 ...)\n"
+            "  --token-embedding-type TYPE  type of token_embd.weight\n"
+            "  --leave-output-tensor        leave output.weight as it is\n"
+            "  --pure                       no k-quant mixture: every quantized tensor gets the default type\n"
+            "  --tensor-type PATTERN=TYPE   tensors whose name matches PATTERN (extended regex) get TYPE (repeatable)\n"
+            "  --tensor-type-file FILE      PATTERN=TYPE entries separated by spaces or newlines\n"
+            "  --allow-requantize           allow already quantized input tensors\n"
+            "  --dry-run                    print the plan per tensor and the resulting size; write nothing\n"
+            "  --quiet                      no progress line and no summary\n\n"
+            "TYPE (file types): IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_NL\n"
+            "  IQ4_XS Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K Q8_0 Q4_0 Q4_1\n"
+            "  Q5_0 Q5_1 F16 BF16 F32 (aliases Q3_K, Q4_K, Q5_K; or the numeric llama ftype id).\n"
+            "Without OUT, the output is ggml-model-TYPE.gguf next to the input.\n");
+}
+
+#define MAX_LIST 256
+
+typedef struct tt_list {
+    char *pat[MAX_LIST];
+    int type[MAX_LIST];
+    int n;
+} tt_list;
+
+static bool parse_ggml_type(const char *s, int *out) {
+    int t = iqf_type_from_name(s);
+    if (t < 0) {
+        cli_error("quantize: invalid ggml type '%s'", s);
+        return false;
+    }
+    *out = t;
+    return true;
+}
+
+static bool add_tensor_type(tt_list *l, const char *arg) {
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1]) {
+        cli_error("quantize: malformed --tensor-type '%s' (want PATTERN=TYPE)", arg);
+        return false;
+    }
+    if (l->n >= MAX_LIST) {
+        cli_error("quantize: too many --tensor-type entries");
+        return false;
+    }
+    int t;
+    if (!parse_ggml_type(eq + 1, &t)) return false;
+    size_t n = (size_t)(eq - arg);
+    char *p = malloc(n + 1);
+    if (!p) return false;
+    for (size_t i = 0; i < n; i++) p[i] = (char)tolower((unsigned char)arg[i]); /* as llama-quantize */
+    p[n] = 0;
+    l->pat[l->n] = p;
+    l->type[l->n] = t;
+    l->n++;
+    return true;
+}
+
+static bool add_tensor_type_file(tt_list *l, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        cli_error("quantize: cannot open --tensor-type-file '%s'", path);
+        return false;
+    }
+    char word[1024];
+    bool ok = true;
+    while (ok && fscanf(f, "%1023s", word) == 1) ok = add_tensor_type(l, word);
+    fclose(f);
+    return ok;
+}
+
 int cmd_quantize(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_error("quantize: not implemented yet");
+    iqf_model_quantize_params p = iqf_model_quantize_default_params();
+    const char *inc[MAX_LIST], *exc[MAX_LIST];
+    tt_list tt;
+    memset(&tt, 0, sizeof tt);
+    int rc = 2;
+    int i = 1;
+    for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
+        const char *a = argv[i];
+        const bool has_val = i + 1 < argc;
+        if (cli_is_help(a)) {
+            usage(stdout);
+            rc = 0;
+            goto out;
+        } else if (!strcmp(a, "--leave-output-tensor")) {
+            p.leave_output_tensor = true;
+        } else if (!strcmp(a, "--pure")) {
+            p.pure = true;
+        } else if (!strcmp(a, "--allow-requantize")) {
+            p.allow_requantize = true;
+        } else if (!strcmp(a, "--dry-run")) {
+            p.dry_run = true;
+        } else if (!strcmp(a, "--quiet")) {
+            p.quiet = true;
+        } else if (!strcmp(a, "--output-tensor-type") && has_val) {
+            if (!parse_ggml_type(argv[++i], &p.output_tensor_type)) goto out;
+        } else if (!strcmp(a, "--token-embedding-type") && has_val) {
+            if (!parse_ggml_type(argv[++i], &p.token_embedding_type)) goto out;
+        } else if (!strcmp(a, "--tensor-type") && has_val) {
+            if (!add_tensor_type(&tt, argv[++i])) goto out;
+        } else if (!strcmp(a, "--tensor-type-file") && has_val) {
+            if (!add_tensor_type_file(&tt, argv[++i])) goto out;
+        } else if (!strcmp(a, "--imatrix") && has_val) {
+            p.imatrix_path = argv[++i];
+        } else if (!strcmp(a, "--include-weights") && has_val && p.n_include < MAX_LIST) {
+            inc[p.n_include++] = argv[++i];
+        } else if (!strcmp(a, "--exclude-weights") && has_val && p.n_exclude < MAX_LIST) {
+            exc[p.n_exclude++] = argv[++i];
+        } else {
+            cli_error("quantize: unknown option or missing value: %s", a);
+            usage(stderr);
+            goto out;
+        }
+    }
+    if (p.n_include && p.n_exclude) {
+        cli_error("quantize: --include-weights and --exclude-weights cannot be used together");
+        goto out;
+    }
+    if (argc - i < 2) {
+        usage(stderr);
+        goto out;
+    }
+    const char *in = argv[i++];
+    const char *out = NULL;
+    char outbuf[4096];
+    int ftype = iqf_ftype_from_name(argv[i]);
+    if (ftype >= 0) {
+        /* IN TYPE [NTHREADS]: the output goes next to the input. */
+        const char *slash = strrchr(in, '/');
+        int dirlen = slash ? (int)(slash - in + 1) : 0;
+        snprintf(outbuf, sizeof outbuf, "%.*sggml-model-%s.gguf", dirlen, in, iqf_ftype_name(ftype));
+        out = outbuf;
+        i++;
+    } else {
+        out = argv[i++];
+        if (i >= argc) {
+            cli_error("quantize: missing TYPE");
+            goto out;
+        }
+        ftype = iqf_ftype_from_name(argv[i]);
+        if (ftype < 0) {
+            cli_error("quantize: invalid file type '%s' (see iqforge quantize --help)", argv[i]);
+            goto out;
+        }
+        i++;
+    }
+    if (i < argc) {
+        long long nt;
+        if (!cli_parse_int(argv[i], 1, 4096, &nt)) {
+            cli_error("quantize: invalid thread count '%s'", argv[i]);
+            goto out;
+        }
+        p.n_threads = (int)nt;
+        i++;
+    }
+    if (i < argc) {
+        cli_error("quantize: unexpected argument '%s'", argv[i]);
+        goto out;
+    }
+    p.ftype = ftype;
+    p.include_weights = inc;
+    p.exclude_weights = exc;
+    p.tensor_type_patterns = (const char *const *)tt.pat;
+    p.tensor_type_types = tt.type;
+    p.n_tensor_types = tt.n;
+
+    iqf_model_quantize_report rep;
+    char err[1024] = "";
+    iqf_status st = iqf_model_quantize(in, p.dry_run ? NULL : out, &p, &rep, stdout, err, sizeof err);
+    if (st != IQF_OK) {
+        rc = cli_error("quantize: %s", err);
+        goto out;
+    }
+    if (!p.quiet) {
+        double ne = rep.n_elements > 0 ? (double)rep.n_elements : 1.0;
+        if (p.dry_run)
+            printf("dry run: %s as %s would be %.2f MiB (%.2f bpw), from %.2f MiB (%.2f bpw)\n", in,
+                   iqf_ftype_name(ftype), (double)rep.size_out / 1048576.0, (double)rep.size_out * 8.0 / ne,
+                   (double)rep.size_in / 1048576.0, (double)rep.size_in * 8.0 / ne);
+        else
+            printf("quantized %s -> %s as %s: %d tensors (%d converted), %.2f MiB (%.2f bpw) -> %.2f MiB "
+                   "(%.2f bpw) in %.2f s\n",
+                   in, out, iqf_ftype_name(ftype), rep.n_tensors, rep.n_quantized, (double)rep.size_in / 1048576.0,
+                   (double)rep.size_in * 8.0 / ne, (double)rep.size_out / 1048576.0,
+                   (double)rep.size_out * 8.0 / ne, rep.seconds);
+    }
+    rc = 0;
+out:
+    for (int k = 0; k < tt.n; k++) free(tt.pat[k]);
+    return rc;
 }

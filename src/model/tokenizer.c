@@ -369,6 +369,7 @@ struct iqf_vocab {
 
     int32_t bos, eos, eot, eom, unk, pad, sep, linefeed;
     bool add_bos, add_eos, add_space_prefix, clean_spaces;
+    bool spm_split;      /* no token has U+2581 after a non-U+2581 byte (see spm_tokenize) */
     int32_t byte_tok[256];     /* SPM byte fallback (<0xXX>, else the 1-byte string) */
     int32_t raw_byte_tok[256]; /* BPE: the 1-byte string */
     unsigned char bmap[256][2]; /* BPE: UTF-8 of gpt2_byte_cpt(b) */
@@ -880,6 +881,20 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
         memcpy(v->bmap[c], u, v->bmap_len[c]);
     }
 
+    /* may SPM cut the text before U+2581 runs? */
+    v->spm_split = true;
+    for (int32_t i = 0; i < n && v->spm_split; i++) {
+        const unsigned char *t = (const unsigned char *)v->text + v->tok_off[i];
+        uint32_t l = v->tok_len[i];
+        for (uint32_t p = 1; p + 3 <= l; p++) {
+            if (t[p] == 0xE2 && t[p + 1] == 0x96 && t[p + 2] == 0x81 &&
+                !(p >= 3 && t[p - 3] == 0xE2 && t[p - 2] == 0x96 && t[p - 1] == 0x81)) {
+                v->spm_split = false;
+                break;
+            }
+        }
+    }
+
     /* newline token */
     if (type == IQF_VOCAB_SPM) {
         v->linefeed = v->byte_tok['\n'] >= 0 ? v->byte_tok['\n'] : v->pad;
@@ -1042,11 +1057,18 @@ static void spm_add(const iqf_vocab *v, scratch *w, const unsigned char *t, int3
     heap_push(&w->h, (bigram){ v->scores[id], l, r, size });
 }
 
-static void spm_tokenize(const iqf_vocab *v, scratch *w, const unsigned char *t, size_t n, ibuf *out) {
-    if (n == 0) return;
-    if (!split_symbols(w, t, n)) { w->oom = true; return; }
+static bool is_ws_sym(const unsigned char *t, const sym *s) {
+    return s->n == 3 && t[s->off] == 0xE2 && t[s->off + 1] == 0x96 && t[s->off + 2] == 0x81;
+}
+
+/* Merges symbols [a, b) (linked among themselves) and appends their tokens. */
+static void spm_chunk(const iqf_vocab *v, scratch *w, const unsigned char *t, int32_t a, int32_t b, ibuf *out) {
+    for (int32_t i = a; i < b; i++) {
+        w->s[i].prev = i == a ? -1 : i - 1;
+        w->s[i].next = i + 1 == b ? -1 : i + 1;
+    }
     w->h.n = 0;
-    for (size_t i = 1; i < w->ns; i++) spm_add(v, w, t, (int32_t)i - 1, (int32_t)i);
+    for (int32_t i = a + 1; i < b; i++) spm_add(v, w, t, i - 1, i);
     while (w->h.n > 0 && !w->h.oom) {
         bigram g = heap_pop(&w->h);
         sym *ls = &w->s[g.left], *rs = &w->s[g.right];
@@ -1059,17 +1081,38 @@ static void spm_tokenize(const iqf_vocab *v, scratch *w, const unsigned char *t,
         spm_add(v, w, t, g.left, ls->next);
     }
     if (w->h.oom) { w->oom = true; return; }
-    for (int32_t i = 0; i != -1; i = w->s[i].next) {
+    for (int32_t i = a; i != -1; i = w->s[i].next) {
         const sym *s = &w->s[i];
         int32_t id = iqf_vocab_find(v, (const char *)t + s->off, s->n);
         if (id >= 0) { ib_push(out, id); continue; }
         /* not a token: byte fallback (llama.cpp aborts if a byte has no token; we emit unk
          * or drop the byte) */
         for (uint32_t j = 0; j < s->n; j++) {
-            int32_t b = v->byte_tok[t[s->off + j]];
-            if (b < 0) b = v->unk;
-            if (b >= 0) ib_push(out, b);
+            int32_t bt = v->byte_tok[t[s->off + j]];
+            if (bt < 0) bt = v->unk;
+            if (bt >= 0) ib_push(out, bt);
         }
+    }
+}
+
+/* llm_tokenizer_spm_session::tokenize. llama.cpp merges the whole fragment in one heap. When no
+ * token of the vocab has U+2581 right after something that is not U+2581 (v->spm_split: true
+ * for SentencePiece vocabs, checked at load), no merge can cross the start of a U+2581 run, so
+ * the text is cut there into words that are merged independently: the same merges happen in
+ * the same relative order (the heap order restricted to one word is unchanged), with small
+ * heaps instead of one of the size of the text. */
+static void spm_tokenize(const iqf_vocab *v, scratch *w, const unsigned char *t, size_t n, ibuf *out) {
+    if (n == 0) return;
+    if (!split_symbols(w, t, n)) { w->oom = true; return; }
+    int32_t ns = (int32_t)w->ns, a = 0;
+    for (int32_t i = 1; i <= ns && !w->oom; i++) {
+        if (i < ns) {
+            if (!v->spm_split || !is_ws_sym(t, &w->s[i])) continue;
+            uint32_t off = w->s[i].off;
+            if (off >= 3 && t[off - 3] == 0xE2 && t[off - 2] == 0x96 && t[off - 1] == 0x81) continue;
+        }
+        spm_chunk(v, w, t, a, i, out);
+        a = i;
     }
 }
 

@@ -1,0 +1,41 @@
+/* gen_main.c - iqf-genmodel: writes the synthetic Mistral-shaped model and its imatrix.
+ * usage: iqf-genmodel OUT.gguf [--scale S] [--layers N] [--type f16|bf16|f32] [--seed N]
+ *                     [--tied] [--imatrix IM.gguf] [--imatrix-dat IM.dat] */
+#include "genmodel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    iqf_genmodel_opts o = iqf_genmodel_default_opts();
+    const char *out = NULL, *img = NULL, *imd = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool v = i + 1 < argc;
+        if (!strcmp(a, "--scale") && v) o.scale = atoi(argv[++i]);
+        else if (!strcmp(a, "--layers") && v) o.n_layer = atoi(argv[++i]);
+        else if (!strcmp(a, "--seed") && v) o.seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--tied")) o.tied = true;
+        else if (!strcmp(a, "--imatrix") && v) img = argv[++i];
+        else if (!strcmp(a, "--imatrix-dat") && v) imd = argv[++i];
+        else if (!strcmp(a, "--type") && v) {
+            o.type = iqf_type_from_name(argv[++i]);
+        } else if (a[0] != '-' && !out) out = a;
+        else {
+            fprintf(stderr, "usage: iqf-genmodel OUT.gguf [--scale S] [--layers N] [--type f16|bf16|f32] "
+                            "[--seed N] [--tied] [--imatrix IM.gguf] [--imatrix-dat IM.dat]\n");
+            return 2;
+        }
+    }
+    if (!out) {
+        fprintf(stderr, "iqf-genmodel: missing output path\n");
+        return 2;
+    }
+    char err[512];
+    if (iqf_genmodel_write(&o, out, img, imd, err, sizeof err) != IQF_OK) {
+        fprintf(stderr, "iqf-genmodel: %s\n", err);
+        return 1;
+    }
+    return 0;
+}

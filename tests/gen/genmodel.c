@@ -1,0 +1,276 @@
+/*
+ * genmodel.c - synthetic Mistral-shaped model + imatrix (see genmodel.h).
+ *
+ * Weight statistics, loosely after real checkpoints: w[i][j] = sigma * r_i * c_j * z, where
+ * z is standard normal with 1% of values scaled by 4 (heavy tails), r_i = exp(0.15 N) a per-row
+ * scale, c_j = exp(0.25 N) a per-input-channel scale shared by the matrices that read the same
+ * activations (so the imatrix correlates with the weights, as in trained models). Norm weights
+ * are 1 + 0.05 N. The imatrix value of channel j is exp(N) * (1 + 30 * [j is one of 1% outlier
+ * channels]) / c_j^2 scaled per input kind, as E[x^2] of activations.
+ */
+#include "genmodel.h"
+
+#include "quantize/imatrix.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rng {
+    uint64_t s;
+    bool have;
+    double spare;
+} rng;
+
+static uint64_t next(rng *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double uni(rng *r) { return ((double)(next(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+static double normal(rng *r) {
+    if (r->have) {
+        r->have = false;
+        return r->spare;
+    }
+    double u1 = uni(r), u2 = uni(r);
+    double m = sqrt(-2.0 * log(u1));
+    r->spare = m * sin(6.283185307179586 * u2);
+    r->have = true;
+    return m * cos(6.283185307179586 * u2);
+}
+
+static rng seeded(uint64_t seed, uint64_t a, uint64_t b) {
+    rng r = { seed * 0x9e3779b97f4a7c15ull ^ (a + 1) * 0xbf58476d1ce4e5b9ull ^ (b + 7) * 0x94d049bb133111ebull, false, 0 };
+    next(&r);
+    return r;
+}
+
+iqf_genmodel_opts iqf_genmodel_default_opts(void) {
+    iqf_genmodel_opts o = { 1, 2, IQF_TYPE_F16, 1, false };
+    return o;
+}
+
+static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* Input kinds: which activations a matrix reads. */
+enum { IN_EMBD = 0, IN_ATTN = 1, IN_ATTN_OUT = 2, IN_FFN = 3, IN_FFN_DOWN = 4, IN_OUTPUT = 5 };
+
+typedef struct gtensor {
+    char name[64];
+    int n_dims;
+    int64_t ne[2];
+    int kind;     /* IN_*; -1 for a norm vector */
+    int layer;
+    double sigma;
+} gtensor;
+
+static void put_row(const iqf_genmodel_opts *o, const float *x, int64_t n, void *dst) {
+    if (o->type == IQF_TYPE_F32) {
+        memcpy(dst, x, (size_t)n * 4);
+    } else if (o->type == IQF_TYPE_F16) {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = iqf_fp32_to_fp16(x[i]);
+    } else {
+        uint16_t *d = dst;
+        for (int64_t i = 0; i < n; i++) d[i] = iqf_fp32_to_bf16(x[i]);
+    }
+}
+
+/* Per-input-channel scales c_j for (layer, kind). */
+static void channel_scales(uint64_t seed, int layer, int kind, int64_t n, float *c) {
+    rng r = seeded(seed, 1000 + (uint64_t)layer, (uint64_t)kind);
+    for (int64_t j = 0; j < n; j++) c[j] = (float)exp(0.25 * normal(&r));
+}
+
+iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path, const char *imatrix_gguf,
+                              const char *imatrix_dat, char *err, size_t errlen) {
+    if (!o || !model_path || o->scale < 1 || o->n_layer < 1 || o->n_layer > 512 ||
+        (o->type != IQF_TYPE_F16 && o->type != IQF_TYPE_BF16 && o->type != IQF_TYPE_F32))
+        return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: bad options");
+    const int64_t n_embd = 4096 / o->scale, n_ff = 14336 / o->scale, n_vocab = 32000 / o->scale;
+    const int64_t n_head = 32, n_head_kv = 8, head_dim = n_embd / n_head, n_kv = head_dim * n_head_kv;
+    if (n_embd < 32 || head_dim < 1)
+        return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: scale %d too large", o->scale);
+
+    const int nt_max = 3 + 9 * o->n_layer;
+    gtensor *ts = calloc((size_t)nt_max, sizeof *ts);
+    if (!ts) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    int nt = 0;
+#define ADD(nm, nd, a, b, k, l, sg)                                     \
+    do {                                                                \
+        gtensor *t_ = &ts[nt++];                                        \
+        snprintf(t_->name, sizeof t_->name, "%s", nm);                  \
+        t_->n_dims = nd;                                                \
+        t_->ne[0] = a;                                                  \
+        t_->ne[1] = b;                                                  \
+        t_->kind = k;                                                   \
+        t_->layer = l;                                                  \
+        t_->sigma = sg;                                                 \
+    } while (0)
+    /* File order as convert_hf_to_gguf writes llama models (not the loader's order). */
+    ADD("token_embd.weight", 2, n_embd, n_vocab, IN_EMBD, -1, 0.02);
+    const double s_in = 1.0 / sqrt((double)n_embd), s_ff = 1.0 / sqrt((double)n_ff);
+    for (int l = 0; l < o->n_layer; l++) {
+        char b[64];
+        snprintf(b, sizeof b, "blk.%d.attn_norm.weight", l);
+        ADD(b, 1, n_embd, 1, -1, l, 0);
+        snprintf(b, sizeof b, "blk.%d.ffn_down.weight", l);
+        ADD(b, 2, n_ff, n_embd, IN_FFN_DOWN, l, 0.8 * s_ff);
+        snprintf(b, sizeof b, "blk.%d.ffn_gate.weight", l);
+        ADD(b, 2, n_embd, n_ff, IN_FFN, l, 0.8 * s_in);
+        snprintf(b, sizeof b, "blk.%d.ffn_up.weight", l);
+        ADD(b, 2, n_embd, n_ff, IN_FFN, l, 0.8 * s_in);
+        snprintf(b, sizeof b, "blk.%d.ffn_norm.weight", l);
+        ADD(b, 1, n_embd, 1, -1, l, 0);
+        snprintf(b, sizeof b, "blk.%d.attn_k.weight", l);
+        ADD(b, 2, n_embd, n_kv, IN_ATTN, l, 1.2 * s_in);
+        snprintf(b, sizeof b, "blk.%d.attn_output.weight", l);
+        ADD(b, 2, n_embd, n_embd, IN_ATTN_OUT, l, 0.7 * s_in);
+        snprintf(b, sizeof b, "blk.%d.attn_q.weight", l);
+        ADD(b, 2, n_embd, n_embd, IN_ATTN, l, 1.2 * s_in);
+        snprintf(b, sizeof b, "blk.%d.attn_v.weight", l);
+        ADD(b, 2, n_embd, n_kv, IN_ATTN, l, 0.6 * s_in);
+    }
+    ADD("output_norm.weight", 1, n_embd, 1, -1, -1, 0);
+    if (!o->tied) ADD("output.weight", 2, n_embd, n_vocab, IN_OUTPUT, -1, 0.8 * s_in);
+#undef ADD
+
+    iqf_status st = IQF_OK;
+    float *row = malloc((size_t)(n_ff > n_vocab ? n_ff : n_vocab) * sizeof(float) * 2);
+    float *cs = malloc((size_t)(n_ff > n_embd ? n_ff : n_embd) * sizeof(float));
+    void *out = malloc((size_t)(n_ff > n_vocab ? n_ff : n_vocab) * 4);
+    iqf_gguf_writer *w = NULL;
+    if (!row || !cs || !out) {
+        st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        goto done;
+    }
+    w = iqf_gguf_writer_open(model_path, err, errlen);
+    if (!w) {
+        st = IQF_E_IO;
+        goto done;
+    }
+    char nm[128];
+    snprintf(nm, sizeof nm, "Mistral-shaped synthetic (scale 1/%d, %d layers)", o->scale, o->n_layer);
+    st = iqf_gguf_writer_set_str(w, "general.architecture", "llama");
+    if (!st) st = iqf_gguf_writer_set_str(w, "general.name", nm);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.context_length", 32768);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)n_embd);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.block_count", (uint32_t)o->n_layer);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)n_ff);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)head_dim);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)n_head);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)n_head_kv);
+    if (!st) st = iqf_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    if (!st) st = iqf_gguf_writer_set_f32(w, "llama.rope.freq_base", 1000000.0f);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)n_vocab);
+    if (!st)
+        st = iqf_gguf_writer_set_u32(w, "general.file_type",
+                                     o->type == IQF_TYPE_F32 ? 0 : o->type == IQF_TYPE_F16 ? 1 : 32);
+    for (int i = 0; i < nt && !st; i++) {
+        int64_t ne[2] = { ts[i].ne[0], ts[i].ne[1] };
+        /* Norms are F32 as convert writes them. */
+        st = iqf_gguf_writer_add_tensor(w, ts[i].name, ts[i].n_dims, ne, ts[i].kind < 0 ? IQF_TYPE_F32 : o->type);
+    }
+    if (!st) st = iqf_gguf_writer_write_header(w);
+    for (int i = 0; i < nt && !st; i++) {
+        const gtensor *t = &ts[i];
+        rng r = seeded(o->seed, 1 + (uint64_t)i, 99);
+        if (t->kind < 0) {
+            for (int64_t j = 0; j < t->ne[0]; j++) row[j] = (float)(1.0 + 0.05 * normal(&r));
+            st = iqf_gguf_writer_write_data(w, row, (size_t)t->ne[0] * 4);
+            continue;
+        }
+        const int64_t ncols = t->ne[0];
+        if (t->kind == IN_EMBD)
+            for (int64_t j = 0; j < ncols; j++) cs[j] = 1.0f;
+        else
+            channel_scales(o->seed, t->layer, t->kind, ncols, cs);
+        const size_t rs = iqf_row_size(o->type, ncols);
+        for (int64_t i1 = 0; i1 < t->ne[1] && !st; i1++) {
+            const double rsc = t->sigma * exp(0.15 * normal(&r));
+            for (int64_t j = 0; j < ncols; j++) {
+                double z = normal(&r);
+                if ((next(&r) & 127) == 0) z *= 4.0;
+                row[j] = (float)(rsc * cs[j] * z);
+            }
+            put_row(o, row, ncols, out);
+            st = iqf_gguf_writer_write_data(w, out, rs);
+        }
+    }
+    if (st) {
+        fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
+        iqf_gguf_writer_abort(w);
+        w = NULL;
+        goto done;
+    }
+    st = iqf_gguf_writer_finish(w, err, errlen);
+    w = NULL;
+    if (st) goto done;
+
+    if (imatrix_gguf || imatrix_dat) {
+        /* One entry per blk.* matrix; matrices reading the same input share the values. */
+        int ne_ = 0;
+        iqf_imatrix_stats *stats = calloc((size_t)nt, sizeof *stats);
+        float **sums = calloc((size_t)nt, sizeof *sums);
+        static const int64_t counts[1] = { 100 * 512 };
+        if (!stats || !sums) {
+            free(stats);
+            free(sums);
+            st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int i = 0; i < nt && !st; i++) {
+            const gtensor *t = &ts[i];
+            if (t->layer < 0 || t->kind < 0) continue;
+            const int64_t n = t->ne[0];
+            float *s = malloc((size_t)n * sizeof(float));
+            if (!s) {
+                st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+                break;
+            }
+            channel_scales(o->seed, t->layer, t->kind, n, cs);
+            rng r = seeded(o->seed, 5000 + (uint64_t)t->layer, (uint64_t)t->kind);
+            const double base = t->kind == IN_FFN_DOWN ? 0.05 : t->kind == IN_ATTN_OUT ? 0.3 : 1.0;
+            for (int64_t j = 0; j < n; j++) {
+                double v = base * exp(normal(&r));
+                if ((next(&r) % 100) == 0) v *= 30.0;
+                v /= (double)cs[j] * cs[j];
+                s[j] = (float)(v * (double)counts[0]);
+            }
+            sums[ne_] = s;
+            stats[ne_].name = t->name;
+            stats[ne_].ne0 = n;
+            stats[ne_].n_mat = 1;
+            stats[ne_].sum_x2 = s;
+            stats[ne_].counts = counts;
+            ne_++;
+        }
+        iqf_imatrix_meta meta = { 100, 512, "synthetic" };
+        if (!st && imatrix_gguf) st = iqf_imatrix_write_gguf(imatrix_gguf, stats, ne_, &meta, err, errlen);
+        if (!st && imatrix_dat) st = iqf_imatrix_write_dat(imatrix_dat, stats, ne_, &meta, err, errlen);
+        for (int i = 0; i < ne_; i++) free(sums[i]);
+        free(sums);
+        free(stats);
+    }
+done:
+    if (w) iqf_gguf_writer_abort(w);
+    free(row);
+    free(cs);
+    free(out);
+    free(ts);
+    return st;
+}

@@ -1,0 +1,30 @@
+/*
+ * genmodel.h - writes a synthetic llama-architecture GGUF model with Mistral-7B's structure
+ * (n_embd 4096, n_ff 14336, 32 heads / 8 KV heads, vocab 32000) divided by a scale factor, with
+ * realistic weight statistics, plus a matching importance matrix (GGUF and legacy .dat).
+ * Deterministic for a given seed. Used by the tests, the benchmark and `make demo`.
+ */
+#ifndef IQF_GENMODEL_H
+#define IQF_GENMODEL_H
+
+#include "iqforge.h"
+
+#include <stdint.h>
+
+typedef struct iqf_genmodel_opts {
+    int scale;      /* 1: Mistral-7B shapes; s: every width / s (heads stay 32/8) */
+    int n_layer;    /* layers (Mistral has 32) */
+    int type;       /* IQF_TYPE_F16, IQF_TYPE_BF16 or IQF_TYPE_F32 */
+    uint64_t seed;
+    bool tied;      /* no output.weight (tied embeddings) */
+} iqf_genmodel_opts;
+
+iqf_genmodel_opts iqf_genmodel_default_opts(void); /* scale 1, 2 layers, F16, seed 1 */
+
+/* Writes the model to `model_path` and, if not NULL, the imatrix to `imatrix_gguf` / `imatrix_dat`
+ * (entries for every blk.* weight matrix, 100 chunks of 512 tokens, dataset "synthetic"). */
+iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path,
+                              const char *imatrix_gguf, const char *imatrix_dat, char *err,
+                              size_t errlen);
+
+#endif

@@ -1,0 +1,191 @@
+/*
+ * llama_oracle.h - calls the oracle's llama_model_quantize (libllama from npm
+ * @node-llama-cpp/linux-x64@3.22.1, llama/ggml 0.25.1) the way tools/quantize/quantize.cpp does,
+ * for differential tests and the benchmark. Header-only (static functions); needs oracle.h.
+ *
+ * The parameter struct is declared here exactly as in llama.h of that version. The imatrix goes
+ * through params.imatrix as {name, data, size} records (a C structure in this version), with the
+ * values llama-quantize would pass (already divided by the counts); the imatrix KVs go through
+ * kv_overrides as quantize.cpp builds them.
+ */
+#ifndef IQF_LLAMA_ORACLE_H
+#define IQF_LLAMA_ORACLE_H
+
+#include "oracle.h"
+#include "quantize/imatrix.h"
+
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct lo_imatrix_data {
+    const char *name;
+    const float *data;
+    size_t size;
+};
+struct lo_kv_override {
+    int tag; /* 0 int, 1 float, 2 bool, 3 str */
+    char key[128];
+    union {
+        int64_t val_i64;
+        double val_f64;
+        bool val_bool;
+        char val_str[128];
+    };
+};
+struct lo_tensor_override {
+    const char *pattern;
+    int type;
+};
+typedef struct lo_quantize_params {
+    int32_t nthread;
+    int ftype;
+    int output_tensor_type;
+    int token_embedding_type;
+    bool allow_requantize;
+    bool quantize_output_tensor;
+    bool only_copy;
+    bool pure;
+    bool keep_split;
+    bool dry_run;
+    const struct lo_imatrix_data *imatrix;
+    const struct lo_kv_override *kv_overrides;
+    const struct lo_tensor_override *tt_overrides;
+    const int32_t *prune_layers;
+    size_t max_buf_size;
+} lo_quantize_params;
+
+typedef struct lo_api {
+    void *h;
+    void (*backend_init)(void);
+    lo_quantize_params (*default_params)(void);
+    uint32_t (*quantize)(const char *, const char *, const lo_quantize_params *);
+    void (*log_set)(void (*)(int, const char *, void *), void *);
+} lo_api;
+
+static void lo_quiet_log(int level, const char *text, void *ud) {
+    (void)level;
+    (void)ud;
+    if (getenv("IQF_ORACLE_VERBOSE")) fputs(text, stderr);
+}
+
+/* Loads libllama once. Returns NULL (with a note on stderr) if it is not there. */
+static lo_api *lo_load(void) {
+    static lo_api api;
+    static bool tried;
+    if (api.h) return &api;
+    if (tried) return NULL;
+    tried = true;
+    if (!oracle_load()) return NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/libllama.v0.5.0.so", oracle_lib_dir());
+    api.h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!api.h) {
+        snprintf(path, sizeof path, "%s/libllama.so", oracle_lib_dir());
+        api.h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!api.h) {
+        fprintf(stderr, "libllama not loadable: %s\n", dlerror());
+        return NULL;
+    }
+    *(void **)&api.backend_init = dlsym(api.h, "llama_backend_init");
+    *(void **)&api.default_params = dlsym(api.h, "llama_model_quantize_default_params");
+    *(void **)&api.quantize = dlsym(api.h, "llama_model_quantize");
+    *(void **)&api.log_set = dlsym(api.h, "llama_log_set");
+    if (!api.backend_init || !api.default_params || !api.quantize || !api.log_set) {
+        fprintf(stderr, "libllama: missing symbols\n");
+        api.h = NULL;
+        return NULL;
+    }
+    api.log_set(lo_quiet_log, NULL);
+    api.backend_init();
+    return &api;
+}
+
+/* As the llama_model_quantize_default_params of this version (checked by lo_check_layout). */
+static bool lo_check_layout(lo_api *api) {
+    lo_quantize_params p = api->default_params();
+    return p.nthread == 0 && p.ftype == 7 && p.output_tensor_type == 43 && p.token_embedding_type == 43 &&
+           !p.allow_requantize && p.quantize_output_tensor && !p.only_copy && !p.pure && !p.keep_split &&
+           !p.dry_run && !p.imatrix && !p.kv_overrides && !p.tt_overrides && !p.prune_layers &&
+           p.max_buf_size == 8ull * 1024 * 1024 * 1024;
+}
+
+typedef struct lo_opts {
+    int ftype;
+    int nthread;
+    const iqf_imatrix *im;        /* loaded + filtered, or NULL */
+    const char *imatrix_path;     /* for quantize.imatrix.file */
+    int output_tensor_type;       /* -1: default */
+    int token_embedding_type;     /* -1: default */
+    bool leave_output, pure, allow_requantize;
+    const char *const *tt_pat;    /* --tensor-type */
+    const int *tt_type;
+    int n_tt;
+} lo_opts;
+
+/* Runs the oracle; returns its status (0 = success). */
+static uint32_t lo_quantize(lo_api *api, const char *in, const char *out, const lo_opts *o) {
+    lo_quantize_params p = api->default_params();
+    p.ftype = o->ftype;
+    p.nthread = o->nthread;
+    if (o->output_tensor_type >= 0) p.output_tensor_type = o->output_tensor_type;
+    if (o->token_embedding_type >= 0) p.token_embedding_type = o->token_embedding_type;
+    p.quantize_output_tensor = !o->leave_output;
+    p.pure = o->pure;
+    p.allow_requantize = o->allow_requantize;
+    struct lo_imatrix_data *id = NULL;
+    struct lo_kv_override kv[5];
+    struct lo_tensor_override *tt = NULL;
+    memset(kv, 0, sizeof kv);
+    if (o->im && o->im->n_entries > 0) {
+        id = calloc((size_t)o->im->n_entries + 1, sizeof *id);
+        for (int i = 0; i < o->im->n_entries; i++) {
+            id[i].name = o->im->entries[i].name;
+            id[i].data = o->im->entries[i].values;
+            id[i].size = (size_t)o->im->entries[i].n;
+        }
+        p.imatrix = id;
+        int k = 0;
+        kv[k].tag = 3;
+        snprintf(kv[k].key, sizeof kv[k].key, "quantize.imatrix.file");
+        snprintf(kv[k].val_str, sizeof kv[k].val_str, "%s", o->imatrix_path ? o->imatrix_path : "");
+        k++;
+        if (o->im->n_datasets > 0) {
+            kv[k].tag = 3;
+            snprintf(kv[k].key, sizeof kv[k].key, "quantize.imatrix.dataset");
+            snprintf(kv[k].val_str, sizeof kv[k].val_str, "%s", o->im->datasets[0]);
+            k++;
+        }
+        kv[k].tag = 0;
+        snprintf(kv[k].key, sizeof kv[k].key, "quantize.imatrix.entries_count");
+        kv[k].val_i64 = o->im->n_entries;
+        k++;
+        if (o->im->chunk_count > 0) {
+            kv[k].tag = 0;
+            snprintf(kv[k].key, sizeof kv[k].key, "quantize.imatrix.chunks_count");
+            kv[k].val_i64 = o->im->chunk_count;
+            k++;
+        }
+        kv[k].key[0] = 0;
+        p.kv_overrides = kv;
+    }
+    if (o->n_tt > 0) {
+        tt = calloc((size_t)o->n_tt + 1, sizeof *tt);
+        for (int i = 0; i < o->n_tt; i++) {
+            tt[i].pattern = o->tt_pat[i];
+            tt[i].type = o->tt_type[i];
+        }
+        tt[o->n_tt].type = 43;
+        p.tt_overrides = tt;
+    }
+    uint32_t rc = api->quantize(in, out, &p);
+    free(id);
+    free(tt);
+    return rc;
+}
+
+#endif
