@@ -4,7 +4,7 @@
  * in 256-wide flattened rows with the tiled imatrix and decoded back, then perplexity on
  * tests/data/text/tinystories-valid-excerpt.txt (-c 256, all chunks) and KL-divergence against
  * the float32 model. Tolerances: PPL 0.05%, mean KLD 1%, same-top rate 0.25 percentage points.
- * Under IQF_SANITIZED=1 only two rows run.
+ * Under IQF_SANITIZED=1 one row runs on 8 chunks, checked loosely (the references need all 60).
  */
 #include "iqforge.h"
 #include "model/tokenizer.h"
@@ -66,14 +66,14 @@ int main(void) {
     snprintf(base, sizeof base, "/tmp/iqf_test_sim_%d.kld", (int)getpid());
     iqf_context *c = NULL;
     CHECK(iqf_context_new(m, 256, 2, &c, err, sizeof err) == IQF_OK, "%s", err);
-    iqf_ppl_params pb = { 256, -1, base, NULL, NULL };
+    bool quick = getenv("IQF_SANITIZED") != NULL;
+    iqf_ppl_params pb = { 256, quick ? 8 : -1, base, NULL, NULL };
     iqf_ppl_result r;
     CHECK(iqf_perplexity(c, toks, (size_t)n, &pb, &r, err, sizeof err) == IQF_OK, "%s", err);
     iqf_context_free(c);
     iqf_model_free(m);
 
-    bool quick = getenv("IQF_SANITIZED") != NULL;
-    int n_rungs = quick ? 2 : (int)(sizeof ladder / sizeof ladder[0]);
+    int n_rungs = quick ? 1 : (int)(sizeof ladder / sizeof ladder[0]);
     for (int i = 0; i < n_rungs; i++) {
         const rung *g = &ladder[i];
         int type = iqf_type_from_name(g->type);
@@ -97,9 +97,15 @@ int main(void) {
         if (c && iqf_perplexity(c, NULL, 0, &pk, &r, err, sizeof err) == IQF_OK) {
             printf("| %-8s | %-3s | PPL %9.4f (ref %9.4f) | KLD %.6f (ref %.6f) | same top %.3f%% (ref %.3f%%) |\n",
                    g->type, g->imatrix ? "yes" : "no", r.ppl, g->ppl, r.kld_mean, g->kld, 100 * r.same_top, g->same_top);
-            CHECK(fabs(r.ppl / g->ppl - 1) < 5e-4, "%s PPL %.4f vs %.4f", g->type, r.ppl, g->ppl);
-            CHECK(fabs(r.kld_mean / g->kld - 1) < 1e-2, "%s KLD %.6f vs %.6f", g->type, r.kld_mean, g->kld);
-            CHECK(fabs(100 * r.same_top - g->same_top) < 0.25, "%s same top %.3f vs %.3f", g->type, 100 * r.same_top, g->same_top);
+            if (quick) {
+                CHECK(r.n_chunks == 8 && r.ppl > 6 && r.ppl < 2 * g->ppl && r.kld_mean > 0.5 * g->kld &&
+                      r.kld_mean < 2 * g->kld, "%s: PPL %.4f KLD %.4f", g->type, r.ppl, r.kld_mean);
+            } else {
+                CHECK(fabs(r.ppl / g->ppl - 1) < 5e-4, "%s PPL %.4f vs %.4f", g->type, r.ppl, g->ppl);
+                CHECK(fabs(r.kld_mean / g->kld - 1) < 1e-2, "%s KLD %.6f vs %.6f", g->type, r.kld_mean, g->kld);
+                CHECK(fabs(100 * r.same_top - g->same_top) < 0.25, "%s same top %.3f vs %.3f", g->type,
+                      100 * r.same_top, g->same_top);
+            }
         } else {
             CHECK(0, "%s: %s", g->type, err);
         }
