@@ -128,6 +128,22 @@ int main(void) {
     st = iqf_model_load(tmp, NULL, &m, err, sizeof err);
     CHECK(st == IQF_E_FORMAT && strstr(err, "missing tensor blk.3.ffn_up.weight"), "tensor: %d %s", st, err);
     iqf_model_free(m);
+    /* Tied embeddings: without output.weight the output projection is token_embd. */
+    CHECK(patched_copy(tmp, "output.weight", "outpux.weight"), "patch");
+    m = NULL;
+    st = iqf_model_load(tmp, NULL, &m, err, sizeof err);
+    CHECK(st == IQF_OK && m && iqf_model_get_info(m)->tied_output, "tied: %d %s", st, err);
+    if (m) {
+        iqf_context *c = NULL;
+        float *l = malloc(sizeof(float) * 512);
+        int32_t bos = 1;
+        CHECK(iqf_context_new(m, 4, 1, &c, err, sizeof err) == IQF_OK &&
+              iqf_decode(c, &bos, 1, 0, 0, l, err, sizeof err) == IQF_OK && isfinite(l[0]) && isfinite(l[511]),
+              "tied decode: %s", err);
+        free(l);
+        iqf_context_free(c);
+        iqf_model_free(m);
+    }
     remove(tmp);
     st = iqf_model_load("/nonexistent/x.gguf", NULL, &m, err, sizeof err);
     CHECK(st != IQF_OK && m == NULL, "missing file");
