@@ -40,7 +40,7 @@ static char *greedy(const iqf_model *m, int n_gen, int n_threads) {
 }
 
 /* Copies the model file with `from` replaced by `to` (same length) at its first occurrence
- * after byte `after`. */
+ * (fl bytes). */
 static bool patched_copy_n(const char *dst, const char *from, const char *to, size_t fl) {
     size_t n;
     char *buf = read_file(src_path(MODEL), &n);
