@@ -29,7 +29,7 @@ int main(void) {
     CHECK(iqf_quantize(IQF_TYPE_IQ3_XXS, w, q, N, K, NULL, NULL, NULL, 0) == IQF_OK, "quantize");
     CHECK(iqf_dequantize(IQF_TYPE_IQ3_XXS, q, wd, N, K, 1, NULL, 0) == IQF_OK, "dequantize");
 
-    int8_t *xq = malloc(T * K);
+    uint8_t *xq = malloc(T * K);
     float *xd = malloc(sizeof(float) * T * (K / 256));
     iqf_mm_quantize_act(x, K, T, K, xq, xd);
     /* Q8_K: the largest magnitude maps to -127 (ggml scales by -127/max), |q| <= 127 */
@@ -43,10 +43,10 @@ int main(void) {
                 CHECK(xd[t * (K / 256) + b] == 0, "zero block scale");
                 continue;
             }
-            CHECK(xq[t * K + b * 256 + imax] == -127, "max -> -127 (t %d b %d: %d)", t, b, xq[t * K + b * 256 + imax]);
+            CHECK(xq[t * K + b * 256 + imax] == 1, "max -> -127 (t %d b %d: %d)", t, b, xq[t * K + b * 256 + imax] - 128);
             double err = 0;
             for (int j = 0; j < 256; j++)
-                err = fmax(err, fabs(v[j] - xd[t * (K / 256) + b] * xq[t * K + b * 256 + j]));
+                err = fmax(err, fabs(v[j] - xd[t * (K / 256) + b] * (xq[t * K + b * 256 + j] - 128)));
             CHECK(err <= fabs(xd[t * (K / 256) + b]) * 0.5001, "rounding %g", err);
         }
 
@@ -57,26 +57,27 @@ int main(void) {
     wt.nrows = N;
     wt.row_bytes = rb;
     wt.data = q;
-    uint8_t *tile = malloc(iqf_mm_int8_row_bytes(K) * 16);
+    uint8_t *tile = malloc(iqf_mm_int8_tile_bytes(K));
     float *y = malloc(sizeof(float) * T * N);
+    for (int lvl = IQF_SIMD_AVX2; lvl <= (int)iqf_simd_detect(); lvl++) {
     for (int r0 = 0; r0 < N; r0 += 16) {
         int nr = N - r0 < 16 ? N - r0 : 16;
-        iqf_mm_int8_decode(&wt, r0, nr, tile);
-        iqf_mm_int8_kernel(tile, nr, K, xq, xd, T, y + r0, N);
+        iqf_mm_int8_tile(&wt, r0, nr, tile, xq, xd, T, y + r0, N, (iqf_simd)lvl);
     }
     double worst = 0;
     for (int t = 0; t < T; t++)
         for (int n = 0; n < N; n++) {
             double ref = 0, mag = 0;
             for (int k = 0; k < K; k++) {
-                double xv = (double)xd[t * (K / 256) + k / 256] * xq[t * K + k];
+                double xv = (double)xd[t * (K / 256) + k / 256] * (xq[t * K + k] - 128);
                 ref += (double)wd[n * K + k] * xv;
                 mag += fabs((double)wd[n * K + k] * xv);
             }
             worst = fmax(worst, fabs(y[t * N + n] - ref) / (mag + 1e-30));
         }
-    printf("iq3_xxs integer kernel: worst error %.3g of the sum of |products|\n", worst);
-    CHECK(worst < 1e-6, "integer kernel error %g", worst);
+    printf("iq3_xxs integer kernel (%s): worst error %.3g of the sum of |products|\n", iqf_simd_name((iqf_simd)lvl), worst);
+    CHECK(worst < 1e-6, "integer kernel error %g (%s)", worst, iqf_simd_name((iqf_simd)lvl));
+    }
     free(w); free(wd); free(x); free(q); free(xq); free(xd); free(tile); free(y);
     return test_finish("test_model_kernels");
 }

@@ -217,8 +217,7 @@ static void mm_range(void *arg, int64_t b, int64_t e, int tid) {
         uint8_t *buf = (uint8_t *)(c->wtile + (size_t)tid * IQF_MM_TILE * (size_t)c->max_ncols);
         for (int64_t r0 = b; r0 < e; r0 += IQF_MM_TILE) {
             int nr = (int)(e - r0 < IQF_MM_TILE ? e - r0 : IQF_MM_TILE);
-            iqf_mm_int8_decode(w, r0, nr, buf);
-            iqf_mm_int8_kernel(buf, nr, K, c->xq, c->xd, j->T, j->y + r0, j->ldy);
+            iqf_mm_int8_tile(w, r0, nr, buf, c->xq, c->xd, j->T, j->y + r0, j->ldy, c->simd);
         }
         return;
     }

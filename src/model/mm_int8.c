@@ -21,12 +21,12 @@ bool iqf_mm_int8_supported(int type, iqf_simd s) {
     return s >= IQF_SIMD_AVX2 && type == IQF_TYPE_IQ3_XXS;
 }
 
-/* ggml's quantize_row_q8_K_ref, per 256 values (K a multiple of 256). */
-void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, int8_t *xq, float *xd) {
+/* ggml's quantize_row_q8_K_ref, per 256 values (K a multiple of 256); stored as q + 128. */
+void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, uint8_t *xq, float *xd) {
     const int64_t nb = K / QK_K;
     for (int t = 0; t < T; t++) {
         const float *xr = x + (int64_t)t * ldx;
-        int8_t *q = xq + (int64_t)t * K;
+        uint8_t *q = xq + (int64_t)t * K;
         float *d = xd + (int64_t)t * nb;
         for (int64_t b = 0; b < nb; b++) {
             const float *v = xr + b * QK_K;
@@ -37,53 +37,66 @@ void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, int8_t *
             }
             if (!amax) {
                 d[b] = 0;
-                memset(q + b * QK_K, 0, QK_K);
+                memset(q + b * QK_K, 128, QK_K);
                 continue;
             }
             const float iscale = -127.f / mx;
             for (int j = 0; j < QK_K; j++) {
                 int vi = iqf_nearest_int(iscale * v[j]);
-                q[b * QK_K + j] = (int8_t)(vi < 127 ? vi : 127);
+                q[b * QK_K + j] = (uint8_t)((vi < 127 ? vi : 127) + 128);
             }
             d[b] = 1 / iscale;
         }
     }
 }
 
-/* Tile layout per row: K magnitudes (u8), K signs (+1/-1 as int8), K/32 int16 scales, K/256
- * float block scales. */
-size_t iqf_mm_int8_row_bytes(int64_t K) { return (size_t)(2 * K + K / 32 * 2 + K / QK_K * 4); }
+/* Tile layout per row: K signed weights (int8, = +/-grid), K/32 int16 sub-block scales, K/256
+ * float block scales, K/256 int32 sums (sum over sub-blocks of scale * sum of weights: the
+ * correction for activations stored as unsigned q+128). */
+size_t iqf_mm_int8_row_bytes(int64_t K) { return (size_t)(K + K / 32 * 2 + K / QK_K * 8); }
 
 typedef struct {
     iqf_half d;
     uint8_t qs[3 * QK_K / 8];
 } blk_iq3_xxs;
 
+/* 8 sign bits -> 8 bytes 0xFF (bit set) / 0x00. */
+static inline uint64_t sign_bytes(uint8_t s) {
+    uint64_t v = ((uint64_t)s * 0x0101010101010101ull) & 0x8040201008040201ull;
+    v = ((v + 0x7F7F7F7F7F7F7F7Full) | v) & 0x8080808080808080ull; /* 0x80 where non-zero */
+    return (v >> 7) * 0xFF;
+}
+
 static void decode_iq3_xxs(const uint8_t *src, int64_t K, uint8_t *row) {
     const int64_t nb = K / QK_K;
-    uint8_t *mag = row, *sgn = row + K;
-    int16_t sc[QK_K / 32];
-    uint8_t *scp = row + 2 * K, *dp = scp + K / 32 * 2;
+    int8_t *wq = (int8_t *)row;
+    uint8_t *scp = row + K, *dp = scp + K / 32 * 2, *sp = dp + nb * 4;
     for (int64_t b = 0; b < nb; b++) {
         blk_iq3_xxs blk;
         memcpy(&blk, src + b * sizeof(blk_iq3_xxs), sizeof blk);
         const float d = 0.25f * IQF_FP16_TO_FP32(blk.d);
         memcpy(dp + b * 4, &d, 4);
         const uint8_t *qs = blk.qs, *sas = blk.qs + QK_K / 4;
+        int32_t wsum = 0;
         for (int ib = 0; ib < QK_K / 32; ib++) {
             uint32_t aux;
             memcpy(&aux, sas + 4 * ib, 4);
-            sc[ib] = (int16_t)(2 * (aux >> 28) + 1);
+            const int16_t sc = (int16_t)(2 * (aux >> 28) + 1);
+            memcpy(scp + (b * (QK_K / 32) + ib) * 2, &sc, 2);
+            int32_t sub = 0;
             for (int l = 0; l < 4; l++) {
-                const uint8_t signs = iqf_iq3_ksigns[(aux >> 7 * l) & 127];
+                const uint64_t m = sign_bytes(iqf_iq3_ksigns[(aux >> 7 * l) & 127]);
                 uint32_t g[2] = { iqf_iq3xxs_grid[qs[8 * ib + 2 * l]], iqf_iq3xxs_grid[qs[8 * ib + 2 * l + 1]] };
-                uint8_t *m = mag + b * QK_K + ib * 32 + l * 8;
-                int8_t *s = (int8_t *)sgn + b * QK_K + ib * 32 + l * 8;
-                memcpy(m, g, 8);
-                for (int j = 0; j < 8; j++) s[j] = (signs >> j) & 1 ? -1 : 1;
+                uint64_t v;
+                memcpy(&v, g, 8);
+                v = (v ^ m) + (m & 0x0101010101010101ull); /* negate the flagged bytes (no carries: g <= 62) */
+                int8_t *o = wq + b * QK_K + ib * 32 + l * 8;
+                memcpy(o, &v, 8);
+                for (int j = 0; j < 8; j++) sub += o[j];
             }
+            wsum += sc * sub;
         }
-        memcpy(scp + b * (QK_K / 32) * 2, sc, sizeof sc);
+        memcpy(sp + b * 4, &wsum, 4);
     }
 }
 
@@ -100,48 +113,214 @@ __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* Y[t][n] for t < T, n < nr from a decoded tile. 4 token rows x 1 weight row per step. */
-__attribute__((target("avx2,fma"))) void iqf_mm_int8_kernel(const uint8_t *tile, int nr, int64_t K,
-                                                            const int8_t *xq, const float *xd, int T,
-                                                            float *Y, int64_t ldy) {
-    const size_t rb = iqf_mm_int8_row_bytes(K);
+/* Y[t][n] for t < T, n < nr from a decoded tile, 4 token rows x 1 weight row per step. Per 32
+ * products: maddubs(q+128, w) and a multiply-add of the int16 pairs by the sub-block scale
+ * (one VNNI dpwssd, or madd + add). The 128*w excess is removed with the row's block sums. */
+#define IQF_INT8_KERNEL(NAME, TARGET, SCALE_ADD)                                                     \
+    __attribute__((target(TARGET))) static void NAME(const uint8_t *tile, int nr, int64_t K,        \
+                                                     const uint8_t *xq, const float *xd, int T,     \
+                                                     float *Y, int64_t ldy) {                       \
+        const size_t rb = iqf_mm_int8_row_bytes(K);                                                  \
+        const int64_t nb = K / QK_K;                                                                 \
+        for (int t = 0; t < T; t += 4) {                                                             \
+            const int nt = T - t < 4 ? T - t : 4;                                                    \
+            const uint8_t *x0 = xq + (int64_t)(t + (0 < nt ? 0 : nt - 1)) * K;                       \
+            const uint8_t *x1 = xq + (int64_t)(t + (1 < nt ? 1 : nt - 1)) * K;                       \
+            const uint8_t *x2 = xq + (int64_t)(t + (2 < nt ? 2 : nt - 1)) * K;                       \
+            const uint8_t *x3 = xq + (int64_t)(t + (3 < nt ? 3 : nt - 1)) * K;                       \
+            const float *d0 = xd + (x0 - xq) / K * nb, *d1 = xd + (x1 - xq) / K * nb;                \
+            const float *d2 = xd + (x2 - xq) / K * nb, *d3 = xd + (x3 - xq) / K * nb;                \
+            for (int n = 0; n < nr; n++) {                                                           \
+                const uint8_t *row = tile + (size_t)n * rb;                                          \
+                const int16_t *sc = (const int16_t *)(row + K);                                      \
+                const float *dw = (const float *)(row + K + K / 32 * 2);                             \
+                const int32_t *ws = (const int32_t *)(row + K + K / 32 * 2 + nb * 4);                \
+                __m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;                          \
+                for (int64_t b = 0; b < nb; b++) {                                                   \
+                    const __m256i c0 = _mm256_set_epi32(0, 0, 0, 0, 0, 0, 0, -128 * ws[b]);          \
+                    __m256i s0 = c0, s1 = c0, s2 = c0, s3 = c0;                                      \
+                    for (int sb = 0; sb < QK_K / 32; sb++) {                                         \
+                        const int64_t k = b * QK_K + sb * 32;                                        \
+                        const __m256i w = _mm256_loadu_si256((const __m256i *)(row + k));            \
+                        const __m256i scl = _mm256_set1_epi16(sc[b * (QK_K / 32) + sb]);            \
+                        __m256i p;                                                                   \
+                        p = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(x0 + k)), w);  \
+                        s0 = SCALE_ADD(s0, p, scl);                                                  \
+                        p = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(x1 + k)), w);  \
+                        s1 = SCALE_ADD(s1, p, scl);                                                  \
+                        p = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(x2 + k)), w);  \
+                        s2 = SCALE_ADD(s2, p, scl);                                                  \
+                        p = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(x3 + k)), w);  \
+                        s3 = SCALE_ADD(s3, p, scl);                                                  \
+                    }                                                                                \
+                    const float d = dw[b];                                                           \
+                    f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d * d0[b]), f0);     \
+                    f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(d * d1[b]), f1);     \
+                    f2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s2), _mm256_set1_ps(d * d2[b]), f2);     \
+                    f3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s3), _mm256_set1_ps(d * d3[b]), f3);     \
+                }                                                                                    \
+                const float r[4] = { hsum8(f0), hsum8(f1), hsum8(f2), hsum8(f3) };                   \
+                for (int i = 0; i < nt; i++) Y[(int64_t)(t + i) * ldy + n] = r[i];                   \
+            }                                                                                        \
+        }                                                                                            \
+    }
+
+#define MADD_ADD(acc, p, s) _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
+IQF_INT8_KERNEL(kernel_avx2, "avx2,fma", MADD_ADD)
+
+/* ---------------------------------------------------------------------------------------------
+ * AVX-512 VNNI panel kernel. A tile of 16 rows is repacked into 2 panels of 8 rows in which every
+ * 32-byte step holds 4 consecutive weights of each of the 8 rows, so one vpdpbusd with the
+ * 4 activation bytes broadcast computes 32 products for 8 rows at once (ggml's IQ gemm does the
+ * same). Per 32-weight sub-block the 8 rows' integer scales are applied with one vpmulld; per
+ * 256-block the float scales; the outputs of 8 rows come out in one vector (no horizontal sums).
+ * Panel layout: K/4 steps x 32 bytes; then K/32 x 8 int32 scales; K/256 x 8 float scales;
+ * K/256 x 8 int32 corrections (-128 * sum of scale * weights).
+ * ------------------------------------------------------------------------------------------- */
+static size_t panel_bytes(int64_t K) { return (size_t)(8 * K + K / 32 * 32 + K / QK_K * 64); }
+
+size_t iqf_mm_int8_tile_bytes(int64_t K) { return 2 * panel_bytes(K) + iqf_mm_int8_row_bytes(K); }
+
+static void decode_panels(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf) {
+    const int64_t K = w->ncols, nb = K / QK_K;
+    uint8_t *tmp = buf + 2 * panel_bytes(K);
+    for (int p = 0; p < 2; p++) {
+        uint8_t *pw = buf + (size_t)p * panel_bytes(K);
+        int32_t *psc = (int32_t *)(pw + 8 * K);
+        float *pd = (float *)(pw + 8 * K + K / 32 * 32);
+        int32_t *pc = (int32_t *)(pw + 8 * K + K / 32 * 32 + nb * 32);
+        for (int j = 0; j < 8; j++) {
+            const int r = p * 8 + j;
+            if (r < nr) {
+                decode_iq3_xxs(w->data + (size_t)(r0 + r) * w->row_bytes, K, tmp);
+            } else {
+                memset(tmp, 0, iqf_mm_int8_row_bytes(K));
+            }
+            const int16_t *sc = (const int16_t *)(tmp + K);
+            const float *dw = (const float *)(tmp + K + K / 32 * 2);
+            const int32_t *ws = (const int32_t *)(tmp + K + K / 32 * 2 + nb * 4);
+            for (int64_t k = 0; k < K; k += 4) memcpy(pw + k * 8 + 4 * j, tmp + k, 4);
+            for (int64_t s = 0; s < K / 32; s++) psc[s * 8 + j] = sc[s];
+            for (int64_t b = 0; b < nb; b++) {
+                pd[b * 8 + j] = dw[b];
+                pc[b * 8 + j] = -128 * ws[b];
+            }
+        }
+    }
+}
+
+/* acc += a (u8) . b (s8) in groups of 4. Inline asm: GCC copies the accumulator register around
+ * the intrinsic in this loop (one extra move per product instruction). */
+__attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni"))) static inline __m256i
+dpbusd(__m256i acc, __m256i a, __m256i b) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+}
+
+__attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni"))) static void
+kernel_panels(const uint8_t *buf, int nr, int64_t K, const uint8_t *xq, const float *xd, int T,
+              float *Y, int64_t ldy) {
     const int64_t nb = K / QK_K;
-    int t = 0;
-    for (; t < T; t += 4) {
+    const size_t pb = panel_bytes(K);
+    const uint8_t *w0 = buf, *w1 = buf + pb;
+    const int32_t *sc0 = (const int32_t *)(w0 + 8 * K), *sc1 = (const int32_t *)(w1 + 8 * K);
+    const float *dw0 = (const float *)(w0 + 8 * K + K / 32 * 32), *dw1 = (const float *)(w1 + 8 * K + K / 32 * 32);
+    const int32_t *cr0 = (const int32_t *)(w0 + 8 * K + K / 32 * 32 + nb * 32);
+    const int32_t *cr1 = (const int32_t *)(w1 + 8 * K + K / 32 * 32 + nb * 32);
+    const bool two = nr > 8;
+    for (int t = 0; t < T; t += 4) {
         const int nt = T - t < 4 ? T - t : 4;
-        const int8_t *x[4];
+        const uint8_t *x[4];
         const float *dx[4];
         for (int i = 0; i < 4; i++) {
             const int ti = t + (i < nt ? i : nt - 1);
             x[i] = xq + (int64_t)ti * K;
             dx[i] = xd + (int64_t)ti * nb;
         }
-        for (int n = 0; n < nr; n++) {
-            const uint8_t *mag = tile + (size_t)n * rb, *sgn = mag + K;
-            const int16_t *sc = (const int16_t *)(mag + 2 * K);
-            const float *dw = (const float *)(mag + 2 * K + K / 32 * 2);
-            __m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;
-            for (int64_t b = 0; b < nb; b++) {
-                __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-                const int64_t o = b * QK_K;
-                for (int sb = 0; sb < QK_K / 32; sb++) {
-                    const int64_t k = o + sb * 32;
-                    const __m256i m = _mm256_loadu_si256((const __m256i *)(mag + k));
-                    const __m256i g = _mm256_loadu_si256((const __m256i *)(sgn + k));
-                    const __m256i scl = _mm256_set1_epi16(sc[b * (QK_K / 32) + sb]);
-                    s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(x[0] + k)), g)), scl));
-                    s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(x[1] + k)), g)), scl));
-                    s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(x[2] + k)), g)), scl));
-                    s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(_mm256_maddubs_epi16(m, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(x[3] + k)), g)), scl));
+        __m256 f00 = _mm256_setzero_ps(), f01 = f00, f02 = f00, f03 = f00;
+        __m256 f10 = f00, f11 = f00, f12 = f00, f13 = f00;
+        for (int64_t b = 0; b < nb; b++) {
+            __m256i a00 = _mm256_loadu_si256((const __m256i *)(cr0 + b * 8)), a01 = a00, a02 = a00, a03 = a00;
+            __m256i a10 = _mm256_loadu_si256((const __m256i *)(cr1 + b * 8)), a11 = a10, a12 = a10, a13 = a10;
+            for (int sb = 0; sb < QK_K / 32; sb++) {
+                const int64_t k0 = b * QK_K + sb * 32;
+                __m256i s00 = _mm256_setzero_si256(), s01 = s00, s02 = s00, s03 = s00;
+                __m256i s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+                for (int64_t k = k0; k < k0 + 32; k += 4) {
+                    const __m256i p0 = _mm256_loadu_si256((const __m256i *)(w0 + k * 8));
+                    const __m256i p1 = _mm256_loadu_si256((const __m256i *)(w1 + k * 8));
+                    int32_t v;
+                    memcpy(&v, x[0] + k, 4);
+                    __m256i xb = _mm256_set1_epi32(v);
+                    s00 = dpbusd(s00, xb, p0);
+                    s10 = dpbusd(s10, xb, p1);
+                    memcpy(&v, x[1] + k, 4);
+                    xb = _mm256_set1_epi32(v);
+                    s01 = dpbusd(s01, xb, p0);
+                    s11 = dpbusd(s11, xb, p1);
+                    memcpy(&v, x[2] + k, 4);
+                    xb = _mm256_set1_epi32(v);
+                    s02 = dpbusd(s02, xb, p0);
+                    s12 = dpbusd(s12, xb, p1);
+                    memcpy(&v, x[3] + k, 4);
+                    xb = _mm256_set1_epi32(v);
+                    s03 = dpbusd(s03, xb, p0);
+                    s13 = dpbusd(s13, xb, p1);
                 }
-                const float d = dw[b];
-                f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d * dx[0][b]), f0);
-                f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(d * dx[1][b]), f1);
-                f2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s2), _mm256_set1_ps(d * dx[2][b]), f2);
-                f3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s3), _mm256_set1_ps(d * dx[3][b]), f3);
+                const __m256i q0 = _mm256_loadu_si256((const __m256i *)(sc0 + (b * 8 + sb) * 8));
+                const __m256i q1 = _mm256_loadu_si256((const __m256i *)(sc1 + (b * 8 + sb) * 8));
+                a00 = _mm256_add_epi32(a00, _mm256_mullo_epi32(s00, q0));
+                a01 = _mm256_add_epi32(a01, _mm256_mullo_epi32(s01, q0));
+                a02 = _mm256_add_epi32(a02, _mm256_mullo_epi32(s02, q0));
+                a03 = _mm256_add_epi32(a03, _mm256_mullo_epi32(s03, q0));
+                a10 = _mm256_add_epi32(a10, _mm256_mullo_epi32(s10, q1));
+                a11 = _mm256_add_epi32(a11, _mm256_mullo_epi32(s11, q1));
+                a12 = _mm256_add_epi32(a12, _mm256_mullo_epi32(s12, q1));
+                a13 = _mm256_add_epi32(a13, _mm256_mullo_epi32(s13, q1));
             }
-            const float r[4] = { hsum8(f0), hsum8(f1), hsum8(f2), hsum8(f3) };
-            for (int i = 0; i < nt; i++) Y[(int64_t)(t + i) * ldy + n] = r[i];
+            const __m256 d0 = _mm256_loadu_ps(dw0 + b * 8), d1 = _mm256_loadu_ps(dw1 + b * 8);
+            f00 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a00), _mm256_mul_ps(d0, _mm256_set1_ps(dx[0][b])), f00);
+            f01 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a01), _mm256_mul_ps(d0, _mm256_set1_ps(dx[1][b])), f01);
+            f02 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a02), _mm256_mul_ps(d0, _mm256_set1_ps(dx[2][b])), f02);
+            f03 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a03), _mm256_mul_ps(d0, _mm256_set1_ps(dx[3][b])), f03);
+            f10 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a10), _mm256_mul_ps(d1, _mm256_set1_ps(dx[0][b])), f10);
+            f11 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a11), _mm256_mul_ps(d1, _mm256_set1_ps(dx[1][b])), f11);
+            f12 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a12), _mm256_mul_ps(d1, _mm256_set1_ps(dx[2][b])), f12);
+            f13 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a13), _mm256_mul_ps(d1, _mm256_set1_ps(dx[3][b])), f13);
         }
+        float o[2][4][8];
+        _mm256_storeu_ps(o[0][0], f00);
+        _mm256_storeu_ps(o[0][1], f01);
+        _mm256_storeu_ps(o[0][2], f02);
+        _mm256_storeu_ps(o[0][3], f03);
+        _mm256_storeu_ps(o[1][0], f10);
+        _mm256_storeu_ps(o[1][1], f11);
+        _mm256_storeu_ps(o[1][2], f12);
+        _mm256_storeu_ps(o[1][3], f13);
+        for (int i = 0; i < nt; i++)
+            for (int n = 0; n < nr; n++) Y[(int64_t)(t + i) * ldy + n] = o[n / 8][i][n % 8];
+        (void)two;
+    }
+}
+
+static bool have_vnni(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+}
+
+/* Decodes rows r0..r0+nr (nr <= 16) of w into buf (iqf_mm_int8_tile_bytes) and multiplies. */
+void iqf_mm_int8_tile(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf, const uint8_t *xq,
+                      const float *xd, int T, float *Y, int64_t ldy, iqf_simd s) {
+    const int64_t K = w->ncols;
+    if (s >= IQF_SIMD_AVX512 && have_vnni()) {
+        decode_panels(w, r0, nr, buf);
+        kernel_panels(buf, nr, K, xq, xd, T, Y, ldy);
+    } else {
+        iqf_mm_int8_decode(w, r0, nr, buf);
+        kernel_avx2(buf, nr, K, xq, xd, T, Y, ldy);
     }
 }
