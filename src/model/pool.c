@@ -1,4 +1,12 @@
-/* pool.c - persistent worker pool (see pool.h). */
+/*
+ * pool.c - persistent worker pool (see pool.h).
+ *
+ * The work counter packs the loop's generation (high 24 bits) with the next item (low 40 bits);
+ * a chunk is claimed with a compare-and-swap that fails once the generation has moved on. The
+ * caller waits for the items to be DONE, not for every worker to check in: on an oversubscribed
+ * machine a worker that wakes late simply finds nothing left and goes back to sleep, instead of
+ * holding up every matrix product.
+ */
 #include "pool.h"
 
 #include "iqforge.h"
@@ -8,19 +16,22 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#define GEN_SHIFT 40
+#define ITEM_MASK ((UINT64_C(1) << GEN_SHIFT) - 1)
+
 struct iqf_pool {
     int n_threads;
     pthread_t *tids;
     pthread_mutex_t mu;
-    pthread_cond_t wake, done;
-    uint64_t generation; /* bumped for each loop (under mu) */
-    int busy;            /* workers still inside the current loop (under mu) */
+    pthread_cond_t wake, done_cv;
+    uint64_t generation; /* under mu; also the high bits of `next` */
     bool quit;
-    /* the current loop */
+    /* the current loop (written by the caller before the generation is published) */
     iqf_pool_fn fn;
     void *arg;
-    int64_t n, grain;
-    atomic_int_fast64_t next;
+    _Atomic int64_t n, grain; /* read by late workers while the caller sets up a new loop */
+    _Atomic uint64_t next;  /* generation << 40 | next item */
+    _Atomic int64_t done;   /* items finished in this generation */
 };
 
 typedef struct warg {
@@ -28,12 +39,24 @@ typedef struct warg {
     int id;
 } warg;
 
-static void run_chunks(iqf_pool *p, int id) {
+/* Runs chunks of generation `gen` until none are left; returns when the counter moved on. */
+static void run_chunks(iqf_pool *p, uint64_t gen, int id) {
+    const uint64_t tag = (gen & 0xFFFFFF) << GEN_SHIFT;
     for (;;) {
-        int64_t b = atomic_fetch_add(&p->next, p->grain);
-        if (b >= p->n) break;
-        int64_t e = b + p->grain < p->n ? b + p->grain : p->n;
+        uint64_t v = atomic_load(&p->next);
+        if ((v & ~ITEM_MASK) != tag) return;
+        const int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+        const int64_t grain = atomic_load_explicit(&p->grain, memory_order_relaxed);
+        int64_t b = (int64_t)(v & ITEM_MASK);
+        if (b >= n) return;
+        int64_t e = b + grain < n ? b + grain : n;
+        if (!atomic_compare_exchange_weak(&p->next, &v, tag | (uint64_t)e)) continue;
         p->fn(p->arg, b, e, id);
+        if (atomic_fetch_add(&p->done, e - b) + (e - b) == n) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done_cv);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
@@ -49,9 +72,8 @@ static void *worker_main(void *vp) {
         if (p->quit) break;
         seen = p->generation;
         pthread_mutex_unlock(&p->mu);
-        run_chunks(p, id);
+        run_chunks(p, seen, id);
         pthread_mutex_lock(&p->mu);
-        if (--p->busy == 0) pthread_cond_signal(&p->done);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -65,7 +87,11 @@ iqf_pool *iqf_pool_new(int n_threads) {
     if (!p->tids) { free(p); return NULL; }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
-    pthread_cond_init(&p->done, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    atomic_init(&p->next, 0);
+    atomic_init(&p->done, 0);
+    atomic_init(&p->n, 0);
+    atomic_init(&p->grain, 1);
     p->n_threads = 1;
     for (int t = 1; t < n_threads; t++) {
         warg *w = malloc(sizeof *w);
@@ -87,7 +113,7 @@ void iqf_pool_free(iqf_pool *p) {
     for (int t = 1; t < p->n_threads; t++) pthread_join(p->tids[t], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
-    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->done_cv);
     free(p->tids);
     free(p);
 }
@@ -102,17 +128,22 @@ void iqf_pool_run(iqf_pool *p, int64_t n, int64_t grain, iqf_pool_fn fn, void *a
         return;
     }
     pthread_mutex_lock(&p->mu);
+    /* Every chunk of the previous loop is done, so no worker is inside fn; late workers may
+     * still read the counter, and see the new generation's tag only from here on. */
     p->fn = fn;
     p->arg = arg;
-    p->n = n;
-    p->grain = grain;
-    atomic_store(&p->next, 0);
-    p->busy = p->n_threads - 1;
+    atomic_store_explicit(&p->n, n, memory_order_relaxed);
+    atomic_store_explicit(&p->grain, grain, memory_order_relaxed);
+    atomic_store(&p->done, 0);
     p->generation++;
+    const uint64_t gen = p->generation;
+    atomic_store(&p->next, (gen & 0xFFFFFF) << GEN_SHIFT);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
-    run_chunks(p, 0);
-    pthread_mutex_lock(&p->mu);
-    while (p->busy > 0) pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    run_chunks(p, gen, 0);
+    if (atomic_load(&p->done) < n) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load(&p->done) < n) pthread_cond_wait(&p->done_cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
 }
