@@ -116,6 +116,25 @@ int main(void) {
         iqf_context_free(cs);
         free(a); free(b); free(s);
     }
+    /* A call longer than the 512-token step is split: same logits as 100-token calls. */
+    {
+        enum { N = 600, V = 512 };
+        int32_t *toks = malloc(sizeof(int32_t) * N);
+        tu_rng r = { 11 };
+        for (int i = 0; i < N; i++) toks[i] = (int32_t)(tu_next(&r) % V);
+        float *a = malloc(sizeof(float) * 100 * V), *b = malloc(sizeof(float) * 100 * V);
+        iqf_context *c = NULL;
+        CHECK(iqf_context_new(m, N, 2, &c, err, sizeof err) == IQF_OK, "%s", err);
+        CHECK(iqf_decode(c, toks, N, 0, N - 100, a, err, sizeof err) == IQF_OK, "%s", err);
+        iqf_context_reset(c);
+        for (int s = 0; s < N; s += 100)
+            CHECK(iqf_decode(c, toks + s, 100, s, 0, b, err, sizeof err) == IQF_OK, "%s", err);
+        double md = 0;
+        for (int i = 0; i < 100 * V; i++) md = fmax(md, fabs(a[i] - b[i]));
+        CHECK(md < 1e-4, "split decode differs by %g", md);
+        iqf_context_free(c);
+        free(toks); free(a); free(b);
+    }
     iqf_model_free(m);
 
     /* Load errors. */

@@ -61,7 +61,7 @@ iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_con
     if (!c) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
     c->m = m;
     c->n_ctx = n_ctx;
-    c->max_batch = n_ctx;
+    c->max_batch = n_ctx < IQF_MAX_BATCH ? n_ctx : IQF_MAX_BATCH; /* longer inputs go in pieces */
     c->simd = iqf_simd_detect();
     const char *force = getenv("IQF_SIMD");
     if (force && !strcmp(force, "scalar")) c->simd = IQF_SIMD_SCALAR;
@@ -181,21 +181,11 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     }
 }
 
-iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,
-                      float *logits, char *err, size_t errlen) {
-    if (!c || (!tokens && T > 0) || T < 0 || pos < 0)
-        return fail(err, errlen, IQF_E_INVALID_ARG, "bad decode arguments");
+/* One piece of at most max_batch tokens (arguments checked by iqf_decode). */
+static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,
+                         float *logits) {
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
-    if (T == 0) return IQF_OK;
-    if (pos > c->n_past) return fail(err, errlen, IQF_E_INVALID_ARG, "position %d skips past the cache (%d)", pos, c->n_past);
-    if ((int64_t)pos + T > c->n_ctx)
-        return fail(err, errlen, IQF_E_INVALID_ARG, "positions %d..%d exceed the context of %d", pos, pos + T - 1, c->n_ctx);
-    if (first_out < 0 || first_out > T) first_out = T;
-    for (int t = 0; t < T; t++)
-        if (tokens[t] < 0 || tokens[t] >= h->n_vocab)
-            return fail(err, errlen, IQF_E_INVALID_ARG, "token id %d out of range [0, %d)", tokens[t], h->n_vocab);
-
     const int E = h->n_embd, H = h->n_head, hd = E / H, qdim = H * hd;
     const int kvdim = hd * h->n_head_kv, F = h->n_ff, L = h->n_layer;
     const float eps = h->rms_eps;
@@ -256,6 +246,30 @@ iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int T, int pos, int
         float *xs = c->x + (int64_t)first_out * E, *xns = c->xn + (int64_t)first_out * E;
         for (int t = 0; t < n_out; t++) rmsnorm(xs + (int64_t)t * E, m->output_norm, xns + (int64_t)t * E, E, eps);
         iqf_matmul(c, &m->output, xns, E, n_out, logits, h->n_vocab);
+    }
+}
+
+iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,
+                      float *logits, char *err, size_t errlen) {
+    if (!c || (!tokens && T > 0) || T < 0 || pos < 0)
+        return fail(err, errlen, IQF_E_INVALID_ARG, "bad decode arguments");
+    const iqf_model_info *h = &c->m->info;
+    if (T == 0) return IQF_OK;
+    if (pos > c->n_past) return fail(err, errlen, IQF_E_INVALID_ARG, "position %d skips past the cache (%d)", pos, c->n_past);
+    if ((int64_t)pos + T > c->n_ctx)
+        return fail(err, errlen, IQF_E_INVALID_ARG, "positions %d..%d exceed the context of %d", pos, pos + T - 1, c->n_ctx);
+    if (first_out < 0 || first_out > T) first_out = T;
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= h->n_vocab)
+            return fail(err, errlen, IQF_E_INVALID_ARG, "token id %d out of range [0, %d)", tokens[t], h->n_vocab);
+    for (int s = 0; s < T; s += c->max_batch) {
+        const int n = T - s < c->max_batch ? T - s : c->max_batch;
+        /* rows of this piece whose logits are wanted: from max(first_out - s, 0), or none */
+        int fo = first_out - s;
+        if (fo < 0) fo = 0;
+        if (fo > n) fo = n;
+        float *lo = logits && fo < n ? logits + (size_t)(s + fo - first_out) * (size_t)h->n_vocab : NULL;
+        decode_batch(c, tokens + s, n, pos + s, lo ? fo : n, lo);
     }
     return IQF_OK;
 }

@@ -46,6 +46,8 @@ struct iqf_model {
 
 /* Per-thread scratch for decoding a tile of weight rows. */
 #define IQF_MM_TILE 16
+/* Tokens per forward step; longer decode calls are split (bounds the scratch buffers). */
+#define IQF_MAX_BATCH 512
 
 /* Imatrix accumulation: one slot per weight id. */
 typedef struct iqf_imat_acc {
