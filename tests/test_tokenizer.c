@@ -526,7 +526,21 @@ static void test_oracle_live(void) {
             size_t m = 0;
             int k = 1 + (int)(tu_next(&r) % 16);
             for (int j = 0; j < k; j++) {
-                if (tu_next(&r) % 5 == 0) {
+                uint64_t pick = tu_next(&r) % 10;
+                if (pick < 2) { /* a random code point: below U+0800, below U+10000, or any */
+                    uint64_t x = tu_next(&r);
+                    uint32_t cp = (uint32_t)((x >> 8) % ((x & 3) == 0 ? 0x800u : (x & 3) == 1 ? 0x10000u : 0x110000u));
+                    unsigned char u[4];
+                    int len;
+                    if (cp < 0x80) { u[0] = (unsigned char)cp; len = 1; }
+                    else if (cp < 0x800) { u[0] = (unsigned char)(0xC0 | (cp >> 6)); u[1] = (unsigned char)(0x80 | (cp & 0x3F)); len = 2; }
+                    else if (cp < 0x10000) { u[0] = (unsigned char)(0xE0 | (cp >> 12)); u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)); u[2] = (unsigned char)(0x80 | (cp & 0x3F)); len = 3; }
+                    else { u[0] = (unsigned char)(0xF0 | (cp >> 18)); u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F)); u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (unsigned char)(0x80 | (cp & 0x3F)); len = 4; }
+                    memcpy(text + m, u, (size_t)len);
+                    m += (size_t)len;
+                    continue;
+                }
+                if (pick < 4) {
                     unsigned c = (unsigned)(tu_next(&r) & 0xFF);
                     if (c >= 0xF5 && c <= 0xF7) c = 0xF4; /* libllama throws on code points > U+10FFFF */
                     text[m++] = (char)c;
