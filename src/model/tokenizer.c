@@ -354,6 +354,8 @@ struct iqf_vocab {
     uint32_t *tok_hash;
     float *scores;
     uint32_t *attr;
+    uint32_t max_tok_len;
+    uint32_t max_mleft, max_mright; /* longest merge sides */
     uint32_t hmask;      /* token hash table: hmask+1 slots of ids (-1 empty) */
     int32_t *htab;
 
@@ -409,7 +411,7 @@ int32_t iqf_vocab_find(const iqf_vocab *v, const char *s, size_t n) {
 }
 
 static int32_t merge_rank(const iqf_vocab *v, const char *l, size_t ln, const char *r, size_t rn) {
-    if (!v->mtab) return -1;
+    if (!v->mtab || ln > v->max_mleft || rn > v->max_mright) return -1;
     uint32_t h = hash_bytes(hash_bytes(HASH_SEED, (const unsigned char *)l, ln) ^ 0x9E3779B9u,
                             (const unsigned char *)r, rn);
     for (uint32_t i = h & v->mmask;; i = (i + 1) & v->mmask) {
@@ -488,6 +490,7 @@ static unsigned char token_byte(const char *t, size_t n) {
 }
 
 static void build_piece(const iqf_vocab *v, int32_t id, sbuf *b) {
+    const size_t start = b->n;
     const char *t = v->text + v->tok_off[id];
     size_t n = v->tok_len[id];
     uint32_t a = v->attr[id];
@@ -515,7 +518,9 @@ static void build_piece(const iqf_vocab *v, int32_t id, sbuf *b) {
                         snprintf(hx, sizeof hx, "%02x", u[j]);
                         sb_put(b, hx, 2);
                     }
-                    sb_put(b, t, n);
+                    /* llama.cpp appends the whole token text for every such code point, which
+                     * is quadratic in the token length; we stop copying it past 64 KiB. */
+                    if (b->n - start + n <= 65536) sb_put(b, t, n);
                     sb_put(b, "]", 1);
                 }
             }
@@ -631,6 +636,7 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
             }
             v->tok_off[i] = b.n;
             v->tok_len[i] = (uint32_t)l;
+            if ((uint32_t)l > v->max_tok_len) v->max_tok_len = (uint32_t)l;
             sb_put(&b, s, (size_t)l);
             v->tok_hash[i] = hash_bytes(HASH_SEED, (const unsigned char *)s, (size_t)l);
         }
@@ -701,6 +707,8 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
             if (sp < (size_t)l) {
                 m->llen = (uint32_t)sp;
                 m->rlen = (uint32_t)(l - sp - 1);
+                if (m->llen > v->max_mleft) v->max_mleft = m->llen;
+                if (m->rlen > v->max_mright) v->max_mright = m->rlen;
                 sb_put(&b, s, sp);
                 sb_put(&b, s + sp + 1, m->rlen);
             } else {
@@ -1052,6 +1060,7 @@ static bool split_symbols(scratch *w, const unsigned char *t, size_t n) {
 static void spm_add(const iqf_vocab *v, scratch *w, const unsigned char *t, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     uint32_t size = w->s[l].n + w->s[r].n;
+    if (size > v->max_tok_len) return;
     int32_t id = iqf_vocab_find(v, (const char *)t + w->s[l].off, size);
     if (id < 0) return;
     heap_push(&w->h, (bigram){ v->scores[id], l, r, size });
@@ -1226,6 +1235,12 @@ static void bpe_tokenize(const iqf_vocab *v, scratch *w, const unsigned char *t,
 /* tokenizer_st_partition: fragments of raw text and special tokens. */
 typedef struct frag { int32_t token; size_t off, len; } frag; /* token < 0: raw text */
 
+#define GRAM_WORDS (1u << 14) /* 2^20 bits */
+static uint32_t gram_hash(const unsigned char *p) {
+    uint32_t x = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16;
+    return (x * 0x9E3779B1u) >> 12;
+}
+
 static bool is_space_c(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 static frag *partition(const iqf_vocab *v, const char *text, size_t len, bool parse_special, size_t *nfrag) {
@@ -1235,12 +1250,34 @@ static frag *partition(const iqf_vocab *v, const char *text, size_t len, bool pa
     if (len > 0) f[n++] = (frag){ -1, 0, len };
     frag *g = NULL;
     size_t gcap = 0;
+    /* Many special tokens over a long text (e.g. parse_special with thousands of control
+     * tokens): a bitmap of the text's 3-byte grams rejects most tokens without a scan. */
+    uint64_t *grams = NULL;
+    int32_t considered = 0;
+    for (int32_t si = 0; si < v->n_special; si++)
+        if (parse_special || !(v->attr[v->special[si]] & (IQF_TOKATTR_CONTROL | IQF_TOKATTR_UNKNOWN))) considered++;
+    if (len >= 3 && (uint64_t)considered * len > (1u << 22)) {
+        grams = calloc(GRAM_WORDS, sizeof(uint64_t));
+        if (grams)
+            for (size_t i = 0; i + 3 <= len; i++) {
+                uint32_t h = gram_hash((const unsigned char *)text + i);
+                grams[h >> 6] |= 1ull << (h & 63);
+            }
+    }
     for (int32_t si = 0; si < v->n_special; si++) {
         int32_t id = v->special[si];
         uint32_t a = v->attr[id];
         if (!parse_special && (a & (IQF_TOKATTR_CONTROL | IQF_TOKATTR_UNKNOWN))) continue;
         const char *st = v->text + v->tok_off[id];
         size_t sl = v->tok_len[id];
+        if (grams && sl >= 3) {
+            bool maybe = true;
+            for (size_t i = 0; i + 3 <= sl && i < 16 && maybe; i++) {
+                uint32_t h = gram_hash((const unsigned char *)st + i);
+                maybe = (grams[h >> 6] >> (h & 63)) & 1;
+            }
+            if (!maybe) continue;
+        }
         /* quick reject: any raw fragment containing the text? */
         bool any = false;
         for (size_t k = 0; k < n && !any; k++)
@@ -1248,14 +1285,14 @@ static frag *partition(const iqf_vocab *v, const char *text, size_t len, bool pa
         if (!any) continue;
         size_t gn = 0;
         for (size_t k = 0; k < n; k++) {
-            if (!grow((void **)&g, &gcap, gn + 3, sizeof *g)) { free(f); free(g); return NULL; }
+            if (!grow((void **)&g, &gcap, gn + 3, sizeof *g)) { free(f); free(g); free(grams); return NULL; }
             if (f[k].token >= 0) { g[gn++] = f[k]; continue; }
             size_t off = f[k].off, l = f[k].len;
             for (;;) {
                 const char *m = l ? memmem(text + off, l, st, sl) : NULL;
                 if (!m) { if (l > 0) g[gn++] = (frag){ -1, off, l }; break; }
                 size_t mp = (size_t)(m - text);
-                if (!grow((void **)&g, &gcap, gn + 3, sizeof *g)) { free(f); free(g); return NULL; }
+                if (!grow((void **)&g, &gcap, gn + 3, sizeof *g)) { free(f); free(g); free(grams); return NULL; }
                 if (mp > off) {
                     size_t ll = mp - off;
                     if (a & IQF_TOKATTR_LSTRIP)
@@ -1279,6 +1316,7 @@ static frag *partition(const iqf_vocab *v, const char *text, size_t len, bool pa
         n = gn;
     }
     free(g);
+    free(grams);
     *nfrag = n;
     return f;
 }
@@ -1389,7 +1427,7 @@ int32_t iqf_detokenize(const iqf_vocab *v, const int32_t *tokens, int32_t n_toke
         const char *p = iqf_token_piece(v, tokens[i], unparse_special, &n);
         if (remove_space && n && *p == ' ') { p++; n--; }
         remove_space = false;
-        if (total + (int64_t)n <= text_max) memcpy(text + total, p, n);
+        if (n && total + (int64_t)n <= text_max) memcpy(text + total, p, n);
         total += (int64_t)n;
         if (total > INT32_MAX) return IQF_TOKENIZE_ERROR;
     }
