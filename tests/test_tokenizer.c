@@ -8,6 +8,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,11 +576,41 @@ static void test_oracle_live(void) {
     free(a); free(b); free(ta); free(tb);
 }
 
+/* One vocab, several threads tokenizing at once: same ids as alone (the vocab is read-only). */
+typedef struct thr_arg { const iqf_vocab *v; int bad; } thr_arg;
+
+static void *thr_main(void *p) {
+    thr_arg *a = p;
+    int32_t out[2048];
+    const int reps = getenv("IQF_SANITIZED") ? 5 : 50;
+    for (int r = 0; r < reps; r++) {
+        int32_t n = iqf_tokenize(a->v, stories_text, strlen(stories_text), true, out, 2048);
+        if (!same_ids(out, n, stories_ids, (int32_t)(sizeof stories_ids / sizeof stories_ids[0]))) a->bad++;
+    }
+    return NULL;
+}
+
+static void test_threads(void) {
+    iqf_vocab *v = load_vocab("tests/data/stories260K/stories260K-f32.gguf");
+    if (!v) return;
+    pthread_t th[4];
+    thr_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thr_arg){ v, 0 };
+        CHECK(pthread_create(&th[i], NULL, thr_main, &args[i]) == 0, "pthread_create");
+    }
+    int bad = 0;
+    for (int i = 0; i < 4; i++) { pthread_join(th[i], NULL); bad += args[i].bad; }
+    CHECK(bad == 0, "%d concurrent tokenizations differ", bad);
+    iqf_vocab_free(v);
+}
+
 int main(void) {
     test_vectors("ggml-vocab-llama-spm.gguf");
     test_vectors("ggml-vocab-phi-3.gguf");
     test_vectors("ggml-vocab-gpt-2.gguf");
     test_stories();
+    test_threads();
     test_recorded_cases();
     test_detokenize();
     test_hostile_text();
