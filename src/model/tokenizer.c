@@ -922,16 +922,16 @@ oom:
 /* ------------------------------------------------------------------------------------------ */
 /* Accessors                                                                                   */
 
-iqf_vocab_type iqf_vocab_get_type(const iqf_vocab *v) { return v->type; }
+iqf_vocab_type iqf_vocab_get_type(const iqf_vocab *v) { return v ? v->type : (iqf_vocab_type)0; }
 int32_t iqf_vocab_n_tokens(const iqf_vocab *v) { return v ? v->n_tokens : 0; }
-int32_t iqf_vocab_bos(const iqf_vocab *v) { return v->bos; }
-int32_t iqf_vocab_eos(const iqf_vocab *v) { return v->eos; }
-int32_t iqf_vocab_eot(const iqf_vocab *v) { return v->eot; }
-int32_t iqf_vocab_unk(const iqf_vocab *v) { return v->unk; }
-int32_t iqf_vocab_pad(const iqf_vocab *v) { return v->pad; }
-int32_t iqf_vocab_newline(const iqf_vocab *v) { return v->linefeed; }
-bool iqf_vocab_add_bos(const iqf_vocab *v) { return v->add_bos && v->bos != IQF_TOKEN_NULL; }
-bool iqf_vocab_add_eos(const iqf_vocab *v) { return v->add_eos && v->eos != IQF_TOKEN_NULL; }
+int32_t iqf_vocab_bos(const iqf_vocab *v) { return v ? v->bos : IQF_TOKEN_NULL; }
+int32_t iqf_vocab_eos(const iqf_vocab *v) { return v ? v->eos : IQF_TOKEN_NULL; }
+int32_t iqf_vocab_eot(const iqf_vocab *v) { return v ? v->eot : IQF_TOKEN_NULL; }
+int32_t iqf_vocab_unk(const iqf_vocab *v) { return v ? v->unk : IQF_TOKEN_NULL; }
+int32_t iqf_vocab_pad(const iqf_vocab *v) { return v ? v->pad : IQF_TOKEN_NULL; }
+int32_t iqf_vocab_newline(const iqf_vocab *v) { return v ? v->linefeed : IQF_TOKEN_NULL; }
+bool iqf_vocab_add_bos(const iqf_vocab *v) { return v && v->add_bos && v->bos != IQF_TOKEN_NULL; }
+bool iqf_vocab_add_eos(const iqf_vocab *v) { return v && v->add_eos && v->eos != IQF_TOKEN_NULL; }
 
 bool iqf_vocab_is_eog(const iqf_vocab *v, int32_t id) {
     if (!v || id < 0) return false;
