@@ -1018,11 +1018,25 @@ static bigram heap_pop(heap *h) {
     return top;
 }
 
+/* Per-call cache word bytes -> token ids. A word's tokens depend on its bytes only (SPM: a
+ * chunk cut before a U+2581 run; BPE: a pre-tokenized word), and running text repeats words,
+ * so most words are merged once per call. */
+typedef struct wslot { uint32_t hash, key_off, key_len, val_off, val_len; } wslot;
+typedef struct wcache {
+    wslot *slots;        /* key_len == UINT32_MAX: empty */
+    uint32_t mask, n;
+    unsigned char *keys; size_t nkeys, capkeys;
+    int32_t *vals; size_t nvals, capvals;
+} wcache;
+#define WC_MAX_KEY 128
+#define WC_MAX_ENTRIES (1u << 16)
+
 typedef struct scratch {
     sym *s; size_t ns, cap;
     heap h;
     unsigned char *buf; size_t nbuf, capbuf;
     uint32_t *cpt; size_t capcpt;
+    wcache wc;
     bool oom;
 } scratch;
 
@@ -1035,6 +1049,49 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
     *p = q;
     *cap = c;
     return true;
+}
+
+/* The cached ids of a word, or NULL (then *h is the hash to pass to wc_put). */
+static const int32_t *wc_get(const wcache *c, const unsigned char *k, size_t n, uint32_t *h, uint32_t *nv) {
+    *h = hash_bytes(HASH_SEED, k, n);
+    if (!c->slots) return NULL;
+    for (uint32_t i = *h & c->mask;; i = (i + 1) & c->mask) {
+        const wslot *e = &c->slots[i];
+        if (e->key_len == UINT32_MAX) return NULL;
+        if (e->hash == *h && e->key_len == n && memcmp(c->keys + e->key_off, k, n) == 0) {
+            *nv = e->val_len;
+            return c->vals + e->val_off;
+        }
+    }
+}
+
+static void wc_put(wcache *c, const unsigned char *k, size_t n, uint32_t h, const int32_t *ids, size_t nids) {
+    if (n > WC_MAX_KEY || c->n >= WC_MAX_ENTRIES || nids > n) return;
+    if (!c->slots || (c->n + 1) * 2 > c->mask + 1) {
+        uint32_t nm = c->slots ? c->mask * 2 + 1 : 1023;
+        wslot *ns = malloc(sizeof(wslot) * ((size_t)nm + 1));
+        if (!ns) return;
+        for (uint32_t i = 0; i <= nm; i++) ns[i].key_len = UINT32_MAX;
+        for (uint32_t i = 0; c->slots && i <= c->mask; i++) {
+            if (c->slots[i].key_len == UINT32_MAX) continue;
+            uint32_t j = c->slots[i].hash & nm;
+            while (ns[j].key_len != UINT32_MAX) j = (j + 1) & nm;
+            ns[j] = c->slots[i];
+        }
+        free(c->slots);
+        c->slots = ns;
+        c->mask = nm;
+    }
+    if (!grow((void **)&c->keys, &c->capkeys, c->nkeys + n + 1, 1)) return;
+    if (!grow((void **)&c->vals, &c->capvals, c->nvals + nids + 1, sizeof(int32_t))) return;
+    uint32_t j = h & c->mask;
+    while (c->slots[j].key_len != UINT32_MAX) j = (j + 1) & c->mask;
+    c->slots[j] = (wslot){ h, (uint32_t)c->nkeys, (uint32_t)n, (uint32_t)c->nvals, (uint32_t)nids };
+    memcpy(c->keys + c->nkeys, k, n);
+    c->nkeys += n;
+    if (nids) memcpy(c->vals + c->nvals, ids, nids * sizeof(int32_t));
+    c->nvals += nids;
+    c->n++;
 }
 
 static bool split_symbols(scratch *w, const unsigned char *t, size_t n) {
@@ -1120,7 +1177,17 @@ static void spm_tokenize(const iqf_vocab *v, scratch *w, const unsigned char *t,
             uint32_t off = w->s[i].off;
             if (off >= 3 && t[off - 3] == 0xE2 && t[off - 2] == 0x96 && t[off - 1] == 0x81) continue;
         }
-        spm_chunk(v, w, t, a, i, out);
+        /* the chunk's bytes: s[a].off .. start of s[i] (or the end) */
+        size_t k0 = w->s[a].off, k1 = i < ns ? w->s[i].off : n;
+        uint32_t h, nv;
+        const int32_t *hit = wc_get(&w->wc, t + k0, k1 - k0, &h, &nv);
+        if (hit) {
+            for (uint32_t j = 0; j < nv; j++) ib_push(out, hit[j]);
+        } else {
+            size_t before = out->n;
+            spm_chunk(v, w, t, a, i, out);
+            if (!out->oom && !w->oom) wc_put(&w->wc, t + k0, k1 - k0, h, out->n > before ? out->p + before : NULL, out->n - before);
+        }
         a = i;
     }
 }
@@ -1187,6 +1254,13 @@ static void bpe_word(const iqf_vocab *v, scratch *w, const uint32_t *c, size_t n
         }
     }
     const unsigned char *t = w->buf;
+    uint32_t h, nv;
+    const int32_t *hit = wc_get(&w->wc, t, m, &h, &nv);
+    if (hit) {
+        for (uint32_t j = 0; j < nv; j++) ib_push(out, hit[j]);
+        return;
+    }
+    const size_t before = out->n;
     if (!split_symbols(w, t, m)) { w->oom = true; return; }
     w->h.n = 0;
     for (size_t i = 1; i < w->ns; i++) {
@@ -1222,6 +1296,7 @@ static void bpe_word(const iqf_vocab *v, scratch *w, const uint32_t *c, size_t n
             if (b >= 0) ib_push(out, b);
         }
     }
+    if (!out->oom) wc_put(&w->wc, t, m, h, out->n > before ? out->p + before : NULL, out->n - before);
 }
 
 static void bpe_tokenize(const iqf_vocab *v, scratch *w, const unsigned char *t, size_t n, ibuf *out) {
@@ -1361,6 +1436,7 @@ static int32_t tokenize_impl(const iqf_vocab *v, const char *text, size_t len, b
     }
     free(f);
     free(w.s); free(w.h.p); free(w.buf); free(w.cpt);
+    free(w.wc.slots); free(w.wc.keys); free(w.wc.vals);
     int32_t ret;
     if (w.oom || o.oom || o.n > (size_t)INT32_MAX) {
         ret = IQF_TOKENIZE_ERROR;
