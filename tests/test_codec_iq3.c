@@ -16,6 +16,53 @@
 static const int types[] = { IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S };
 #define NTYPES ((int)(sizeof types / sizeof types[0]))
 
+/* The neighbour lists equal ggml's construction (distances to every grid point, qsort by
+ * (distance, index), the points at the nwant smallest distinct distances), done independently. */
+static int cmp_pair(const void *a, const void *b) {
+    const int *l = a, *r = b;
+    return l[0] != r[0] ? (l[0] < r[0] ? -1 : 1) : (l[1] < r[1] ? -1 : l[1] > r[1]);
+}
+
+static void test_neighbour_lists(int grid, const uint16_t *keys, int nwant) {
+    int bad = 0, ongrid = 0;
+    static int d2[512][2];
+    for (int key = 0; key < 4096; key++) {
+        int gi = -2;
+        const uint16_t *nb = iqf_iq3_neighbours(grid, key, &gi);
+        int want_gi = -1;
+        for (int j = 0; j < grid; j++)
+            if (keys[j] == key) want_gi = j;
+        if (want_gi >= 0) {
+            ongrid++;
+            bad += nb != NULL || gi != want_gi;
+            continue;
+        }
+        if (!nb || gi != -1) { bad++; continue; }
+        for (int j = 0; j < grid; j++) {
+            int s = 0;
+            for (int c = 0; c < 4; c++) {
+                int d = 2 * ((keys[j] >> 3 * c) & 7) - 2 * ((key >> 3 * c) & 7);
+                s += d * d;
+            }
+            d2[j][0] = s;
+            d2[j][1] = j;
+        }
+        qsort(d2, (size_t)grid, sizeof d2[0], cmp_pair);
+        int n = 0, nhave = 1, cur = d2[0][0];
+        for (int j = 0; j < grid; j++) {
+            if (d2[j][0] > cur) {
+                if (nhave == nwant) break;
+                cur = d2[j][0];
+                nhave++;
+            }
+            n++;
+        }
+        if (nb[0] != n) { bad++; continue; }
+        for (int j = 0; j < n; j++) bad += nb[1 + j] != d2[j][1];
+    }
+    CHECK(bad == 0 && ongrid == grid, "grid %d: %d neighbour-list mismatches, %d keys on the grid", grid, bad, ongrid);
+}
+
 static void test_tables(void) {
     iqf_iq3_table_stats s;
     CHECK(iqf_iq3_tables_stats(256, &s) == 0, "256 grid");
@@ -30,6 +77,8 @@ static void test_tables(void) {
     CHECK(s.n_offgrid == 3584 && s.n_neighbours == 24733 && s.min_list == 3 && s.max_list == 38,
           "512 grid tables: %d %d %d %d", s.n_offgrid, s.n_neighbours, s.min_list, s.max_list);
     CHECK(iqf_iq3_tables_stats(128, &s) == -1, "other grid size");
+    test_neighbour_lists(256, iqf_iq3xxs_keys, 2);
+    test_neighbour_lists(512, iqf_iq3s_keys, 3);
     /* Decoder grids relate to the encoder keys as FORMATS.md section 0 says. */
     int bad = 0;
     for (int k = 0; k < 512; k++) {

@@ -19,6 +19,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <time.h>
 
@@ -69,68 +70,105 @@ static iq3_tab tab_512 = { 512, 3, iqf_iq3s_keys, { 0 }, { 0 }, { { 0 } }, nb_51
 
 static double now_ms(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* Squared lattice distance of the search below; offsets up to this length are pre-sorted. */
+#define IQ3_RMAX 40
+
+/* Appends to list the grid points at squared level distance e from key p (e = the nwant
+ * smallest distinct distances), ordered by (e, grid index): brute force over the grid. Used
+ * only where the lattice walk gives up (no key of the real grids needs it). */
+static int neighbours_brute(const iq3_tab *t, const int p[4], uint16_t *list) {
+    uint8_t e[512];
+    uint64_t present[4] = { 0, 0, 0, 0 };
+    for (int j = 0; j < t->ngrid; j++) {
+        int s = 0;
+        for (int c = 0; c < 4; c++) {
+            const int dd = ((t->keys[j] >> 3 * c) & 7) - p[c];
+            s += dd * dd;
+        }
+        e[j] = (uint8_t)s;
+        present[s >> 6] |= 1ull << (s & 63);
+    }
+    int cnt = 0, have = 0;
+    for (int w = 0; w < 4 && have < t->nwant; w++) {
+        for (uint64_t m = present[w]; m && have < t->nwant; m &= m - 1, have++) {
+            const int v = 64 * w + __builtin_ctzll(m);
+            for (int j = 0; j < t->ngrid; j++)
+                if (e[j] == v) list[cnt++] = (uint16_t)j;
+        }
+    }
+    return cnt;
 }
 
 /*
  * For every 12-bit key not on the grid: the grid points whose squared distance (in level units)
  * is among the nwant smallest distinct distances, ordered by (distance, grid index). This is
- * the order ggml's qsort with iq3_compare_func produces; the lists are identical.
+ * the order ggml's qsort with iq3_compare_func produces, so the lists are identical. Instead of
+ * measuring the distance to every grid point, walk the lattice offsets around the key in order
+ * of increasing squared length r and stop after the nwant-th length that hits the grid.
  */
 static void build_tab(iq3_tab *t) {
     double t0 = now_ms();
     const int n = t->ngrid;
-    uint8_t lv[4][512];
     for (int i = 0; i < 4096; i++) t->kmap[i] = -1;
     for (int k = 0; k < n; k++) {
         uint32_t packed = 0;
         for (int c = 0; c < 4; c++) {
             int l = (t->keys[k] >> 3 * c) & 7;
-            lv[c][k] = (uint8_t)l;
             packed |= (uint32_t)(2 * l + 1) << 8 * c;
             t->gqf[k][c] = (float)(2 * l + 1);
         }
         t->gq[k] = packed;
         t->kmap[t->keys[k]] = k;
     }
+    /* All offsets with 1 <= |d|^2 <= IQ3_RMAX, bucketed by length. */
+    int rstart[IQ3_RMAX + 2] = { 0 };
+    for (int i = 0; i < 13 * 13 * 13 * 13; i++) {
+        const int a = i % 13 - 6, b = i / 13 % 13 - 6, c = i / 169 % 13 - 6, d = i / 2197 - 6;
+        const int r = a * a + b * b + c * c + d * d;
+        if (r >= 1 && r <= IQ3_RMAX) rstart[r + 1]++;
+    }
+    for (int r = 1; r <= IQ3_RMAX; r++) rstart[r + 1] += rstart[r];
+    int8_t (*offs)[4] = malloc((size_t)rstart[IQ3_RMAX + 1] * sizeof *offs);
+    if (offs) {
+        int fill[IQ3_RMAX + 1];
+        memcpy(fill, rstart, sizeof fill);
+        for (int i = 0; i < 13 * 13 * 13 * 13; i++) {
+            const int a = i % 13 - 6, b = i / 13 % 13 - 6, c = i / 169 % 13 - 6, d = i / 2197 - 6;
+            const int r = a * a + b * b + c * c + d * d;
+            if (r < 1 || r > IQ3_RMAX) continue;
+            int8_t *o = offs[fill[r]++];
+            o[0] = (int8_t)a; o[1] = (int8_t)b; o[2] = (int8_t)c; o[3] = (int8_t)d;
+        }
+    }
     int pos = 0, nmin = 1 << 30, nmax = 0, noff = 0;
-    uint8_t e[512];
     for (int i = 0; i < 4096; i++) {
         if (t->kmap[i] >= 0) continue;
-        const int p0 = i & 7, p1 = (i >> 3) & 7, p2 = (i >> 6) & 7, p3 = (i >> 9) & 7;
-        uint64_t present[4] = { 0, 0, 0, 0 };
-        for (int j = 0; j < n; j++) {
-            int a = lv[0][j] - p0, b = lv[1][j] - p1, c = lv[2][j] - p2, d = lv[3][j] - p3;
-            e[j] = (uint8_t)(a * a + b * b + c * c + d * d); /* <= 196 */
-        }
-        for (int j = 0; j < n; j++) present[e[j] >> 6] |= 1ull << (e[j] & 63);
-        /* The nwant-th smallest distinct distance. */
-        int have = 0, emax = 0;
-        for (int w = 0; w < 4 && have < t->nwant; w++) {
-            uint64_t m = present[w];
-            while (m && have < t->nwant) {
-                emax = 64 * w + __builtin_ctzll(m);
-                m &= m - 1;
-                have++;
-            }
-        }
-        /* Collect (in index order), then a stable insertion sort by distance. */
+        const int p[4] = { i & 7, (i >> 3) & 7, (i >> 6) & 7, (i >> 9) & 7 };
         uint16_t list[512];
-        uint8_t le[512];
-        int cnt = 0;
-        for (int j = 0; j < n; j++) {
-            if (e[j] <= emax) {
-                int at = cnt++;
-                while (at > 0 && le[at - 1] > e[j]) {
-                    le[at] = le[at - 1];
-                    list[at] = list[at - 1];
-                    at--;
-                }
-                le[at] = e[j];
-                list[at] = (uint16_t)j;
+        int cnt = 0, have = 0;
+        for (int r = 1; offs && r <= IQ3_RMAX && have < t->nwant; r++) {
+            const int start = cnt;
+            for (int o = rstart[r]; o < rstart[r + 1]; o++) {
+                const int l0 = p[0] + offs[o][0], l1 = p[1] + offs[o][1];
+                const int l2 = p[2] + offs[o][2], l3 = p[3] + offs[o][3];
+                if ((unsigned)l0 > 7 || (unsigned)l1 > 7 || (unsigned)l2 > 7 || (unsigned)l3 > 7) continue;
+                const int g = t->kmap[l0 | l1 << 3 | l2 << 6 | l3 << 9];
+                if (g >= 0) list[cnt++] = (uint16_t)g;
+            }
+            if (cnt == start) continue;
+            have++;
+            for (int x = start + 1; x < cnt; x++) { /* this distance's points by grid index */
+                const uint16_t v = list[x];
+                int y = x;
+                for (; y > start && list[y - 1] > v; y--) list[y] = list[y - 1];
+                list[y] = v;
             }
         }
+        if (have < t->nwant) cnt = neighbours_brute(t, p, list);
         if (pos + 1 + cnt > t->nb_cap) cnt = t->nb_cap - pos - 1; /* cannot happen: fixed data */
         t->kmap[i] = -(pos + 1);
         t->nb[pos++] = (uint16_t)cnt;
@@ -140,6 +178,7 @@ static void build_tab(iq3_tab *t) {
         if (cnt < nmin) nmin = cnt;
         if (cnt > nmax) nmax = cnt;
     }
+    free(offs);
     t->st.n_offgrid = noff;
     t->st.n_neighbours = pos - noff;
     t->st.min_list = nmin;
@@ -164,6 +203,14 @@ int iqf_iq3_tables_stats(int grid_size, iqf_iq3_table_stats *st) {
         return -1;
     }
     return 0;
+}
+
+const uint16_t *iqf_iq3_neighbours(int grid_size, int key, int *grid_index) {
+    iqf_iq3_table_stats st;
+    if (iqf_iq3_tables_stats(grid_size, &st) || key < 0 || key >= 4096) return NULL;
+    const iq3_tab *t = grid_size == 256 ? &tab_256 : &tab_512;
+    *grid_index = t->kmap[key] >= 0 ? t->kmap[key] : -1;
+    return t->kmap[key] >= 0 ? NULL : t->nb - t->kmap[key] - 1;
 }
 
 /* ---------------------------------------------------------------------------------------------
