@@ -265,23 +265,28 @@ static void dequantize_row_iq3_s(const void *vx, float *y, int64_t n) {
 /* ---------------------------------------------------------------------------------------------
  * Encoder: shared pieces
  * ------------------------------------------------------------------------------------------- */
+struct iq3_sub;
 typedef struct iq3_variant {
     const iq3_tab *t;
     int nis;            /* candidate scales is = -nis..nis: 15 (iq3_xxs), 9 (iq3_s) */
     bool init_on_grid;  /* initial on-grid flags before the search (true xxs, false s) */
     bool refine_all;    /* the refinement re-chooses all groups (s) or only off-grid ones (xxs) */
+    /* The implementation (scalar reference or SIMD), all with identical results. */
+    int (*neighbour)(const iq3_tab *t, int u, const float *xval, const float *waux, float scale);
+    void (*prepare)(const float *xb, const float *qw, float sigma2, bool parity,
+                    struct iq3_sub *sb, uint8_t signs[4]);
+    float (*search)(const struct iq3_variant *v, const struct iq3_sub *sb, int8_t L[32]);
 } iq3_variant;
 
 /* One 32-weight sub-block, prepared: |x| (with the parity flip), LS weights, sqrt(weights). */
-typedef struct iq3_sub {
+struct iq3_sub {
     float xval[32];
     float w[32];
     float waux[32];
     float max;
-} iq3_sub;
+};
+typedef struct iq3_sub iq3_sub;
 
-/* Picks the scale and 8 grid points (as levels L) for a sub-block; returns the scale. */
-typedef float (*iq3_search_fn)(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]);
 
 /* ggml's iq3_find_best_neighbour: the first neighbour with the smallest weighted distance. */
 static int best_neighbour(const iq3_tab *t, int u, const float *xval, const float *waux,
@@ -328,7 +333,7 @@ static float refine(const iq3_variant *v, const iq3_sub *sb, float scale, const 
         for (int i = 0; i < 4; i++)
             u |= clamp07(iqf_nearest_int(0.5f * (id * sb->xval[4 * k + i] - 1))) << 3 * i;
         int gi = t->kmap[u];
-        if (gi < 0) gi = best_neighbour(t, u, sb->xval + 4 * k, sb->waux + 4 * k, scale);
+        if (gi < 0) gi = v->neighbour(t, u, sb->xval + 4 * k, sb->waux + 4 * k, scale);
         levels_of(t, gi, L + 4 * k);
     }
     float sumqx = 0, sumq2 = 0;
@@ -638,12 +643,112 @@ static void prepare_sub(const float *xb, const float *qw, float sigma2, bool par
     sb->max = max;
 }
 
+#ifdef IQ3_X86
+/* prepare_sub with the element-wise part in SIMD (the same IEEE operations per value: products,
+ * sqrt, sign tests); the parity fix is prepare_sub's scalar code. */
+static void parity_fix(const float *xb, iq3_sub *sb, uint8_t signs[4]) {
+    for (int k = 0; k < 4; k++) {
+        uint8_t s = signs[k];
+        if (!(__builtin_popcount(s) & 1)) continue;
+        int imin = 0;
+        float min = sb->w[8 * k] * xb[8 * k] * xb[8 * k];
+        for (int i = 1; i < 8; i++) {
+            float ax = sb->w[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+            if (ax < min) {
+                min = ax;
+                imin = i;
+            }
+        }
+        sb->xval[8 * k + imin] = -sb->xval[8 * k + imin];
+        signs[k] = (uint8_t)(s ^ (1 << imin));
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+prepare_sub_avx512(const float *xb, const float *qw, float sigma2, bool parity, iq3_sub *sb,
+                   uint8_t signs[4]) {
+    const __m512 zero = _mm512_setzero_ps(), s2 = _mm512_set1_ps(sigma2);
+    uint32_t neg = 0;
+    for (int h = 0; h < 2; h++) {
+        const __m512 x = _mm512_loadu_ps(xb + 16 * h);
+        const __m512 xx = _mm512_mul_ps(x, x);
+        const __m512 w = qw ? _mm512_mul_ps(_mm512_loadu_ps(qw + 16 * h), _mm512_sqrt_ps(_mm512_add_ps(s2, xx))) : xx;
+        _mm512_storeu_ps(sb->w + 16 * h, w);
+        _mm512_storeu_ps(sb->waux + 16 * h, _mm512_sqrt_ps(w));
+        const __mmask16 ge = _mm512_cmp_ps_mask(x, zero, _CMP_GE_OQ);
+        _mm512_storeu_ps(sb->xval + 16 * h, _mm512_mask_blend_ps(ge, _mm512_sub_ps(zero, x), x));
+        neg |= (uint32_t)(uint16_t)~ge << 16 * h;
+    }
+    for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(neg >> 8 * k);
+    if (parity) parity_fix(xb, sb, signs);
+    const __m512 m = _mm512_max_ps(_mm512_loadu_ps(sb->xval), _mm512_loadu_ps(sb->xval + 16));
+    sb->max = _mm512_reduce_max_ps(m);
+}
+
+__attribute__((target("avx2"))) static void prepare_sub_avx2(const float *xb, const float *qw,
+                                                             float sigma2, bool parity,
+                                                             iq3_sub *sb, uint8_t signs[4]) {
+    const __m256 zero = _mm256_setzero_ps(), s2 = _mm256_set1_ps(sigma2);
+    __m256 m = _mm256_set1_ps(-FLT_MAX);
+    for (int h = 0; h < 4; h++) {
+        const __m256 x = _mm256_loadu_ps(xb + 8 * h);
+        const __m256 xx = _mm256_mul_ps(x, x);
+        const __m256 w = qw ? _mm256_mul_ps(_mm256_loadu_ps(qw + 8 * h), _mm256_sqrt_ps(_mm256_add_ps(s2, xx))) : xx;
+        _mm256_storeu_ps(sb->w + 8 * h, w);
+        _mm256_storeu_ps(sb->waux + 8 * h, _mm256_sqrt_ps(w));
+        const __m256 ge = _mm256_cmp_ps(x, zero, _CMP_GE_OQ);
+        _mm256_storeu_ps(sb->xval + 8 * h, _mm256_blendv_ps(_mm256_sub_ps(zero, x), x, ge));
+        signs[h] = (uint8_t)(~_mm256_movemask_ps(ge) & 255);
+    }
+    if (parity) parity_fix(xb, sb, signs);
+    for (int h = 0; h < 4; h++) m = _mm256_max_ps(m, _mm256_loadu_ps(sb->xval + 8 * h));
+    __m128 r = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    r = _mm_max_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_max_ss(r, _mm_shuffle_ps(r, r, 1));
+    sb->max = _mm_cvtss_f32(r);
+}
+
+/* best_neighbour with 16 neighbours per vector; the first minimum wins as in the scalar scan. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static int
+best_neighbour_avx512(const iq3_tab *t, int u, const float *xval, const float *waux, float scale) {
+    const uint16_t *nb = t->nb - t->kmap[u] - 1;
+    const int cnt = nb[0];
+    const __m512 vs = _mm512_set1_ps(scale), fmax = _mm512_set1_ps(FLT_MAX);
+    const __m512i m255 = _mm512_set1_epi32(255);
+    float best = FLT_MAX;
+    int gi = -1;
+    for (int j0 = 0; j0 < cnt; j0 += 16) {
+        const int m = cnt - j0 < 16 ? cnt - j0 : 16;
+        const __mmask16 km = (__mmask16)((1u << m) - 1);
+        const __m512i idx = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(km, nb + 1 + j0));
+        const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), km, idx, (const int *)t->gq, 4);
+        __m512 d2 = _mm512_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            const __m512 q = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(g, 8 * i), m255));
+            const __m512 d = _mm512_sub_ps(_mm512_mul_ps(vs, q), _mm512_set1_ps(xval[i]));
+            const __m512 a = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(waux[i]), d), d);
+            d2 = i ? _mm512_add_ps(d2, a) : a;
+        }
+        const __mmask16 ok = _mm512_mask_cmp_ps_mask(km, d2, fmax, _CMP_LT_OQ);
+        if (!ok) continue;
+        const __m512 dm = _mm512_mask_blend_ps(ok, fmax, d2);
+        const float mn = _mm512_reduce_min_ps(dm);
+        if (mn < best) {
+            const __mmask16 eq = _mm512_mask_cmp_ps_mask(ok, dm, _mm512_set1_ps(mn), _CMP_EQ_OQ);
+            best = mn;
+            gi = nb[1 + j0 + __builtin_ctz((unsigned)eq)];
+        }
+    }
+    return gi >= 0 ? gi : nb[1];
+}
+#endif
+
 static inline int scale_nibble(float id, float scale) {
     int l = iqf_nearest_int(0.5f * (id * scale - 1));
     return l < 0 ? 0 : l > 15 ? 15 : l;
 }
 
-static void quantize_block_iq3_xxs(const iq3_variant *v, iq3_search_fn search, const float *xbl,
+static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
                                    const float *qwbl, block_iq3_xxs *y) {
     const iq3_tab *t = v->t;
     uint8_t q3[3 * QK_K / 8];
@@ -658,13 +763,13 @@ static void quantize_block_iq3_xxs(const iq3_variant *v, iq3_search_fn search, c
     for (int ib = 0; ib < QK_K / 32; ib++) {
         iq3_sub sb;
         uint8_t signs[4];
-        prepare_sub(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, true, &sb, signs);
+        v->prepare(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, true, &sb, signs);
         if (sb.max < 1e-8f) { /* GROUP_MAX_EPS_IQ3_XXS: grid index 0, signs +, scale 0 */
             scales[ib] = 0;
             continue;
         }
         int8_t L[32];
-        float scale = search(v, &sb, L);
+        float scale = v->search(v, &sb, L);
         if (scale < 0) { /* ggml: "should never happen"; flips the scale and the signs */
             scale = -scale;
             for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(~signs[k] & 127);
@@ -709,7 +814,7 @@ static bool sub_is_zero(const float *xb) {
  * (a corrupt block). Here every sub-block is written to its own slot; the all-zero one keeps
  * ggml's bytes for it (index 0, signs +, scale nibble 0).
  */
-static void quantize_block_iq3_s(const iq3_variant *v, iq3_search_fn search, const float *xbl,
+static void quantize_block_iq3_s(const iq3_variant *v, const float *xbl,
                                  const float *qwbl, block_iq3_s *y) {
     const iq3_tab *t = v->t;
     float scales[QK_K / 32];
@@ -721,13 +826,13 @@ static void quantize_block_iq3_s(const iq3_variant *v, iq3_search_fn search, con
     for (int ib = 0; ib < QK_K / 32; ib++) {
         iq3_sub sb;
         uint8_t signs[4];
-        prepare_sub(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, false, &sb, signs);
+        v->prepare(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, false, &sb, signs);
         if (!sb.max) {
             scales[ib] = 0;
             continue;
         }
         int8_t L[32];
-        float scale = search(v, &sb, L);
+        float scale = v->search(v, &sb, L);
         if (scale < 0) {
             scale = -scale;
             for (int k = 0; k < 4; k++) signs[k] = (uint8_t)~signs[k];
@@ -768,31 +873,41 @@ static void quantize_block_iq3_s(const iq3_variant *v, iq3_search_fn search, con
 /* ---------------------------------------------------------------------------------------------
  * Entry points
  * ------------------------------------------------------------------------------------------- */
-static iq3_search_fn pick_search(const iqf_qctx *ctx) {
+/* The implementation for the context's SIMD level (all give identical bytes). */
+static void pick_impl(const iqf_qctx *ctx, iq3_variant *v) {
+    v->neighbour = best_neighbour;
+    v->prepare = prepare_sub;
+    v->search = search_ref;
 #ifdef IQ3_X86
-    if (ctx->simd == IQF_SIMD_AVX512) return search_avx512;
-    if (ctx->simd == IQF_SIMD_AVX2) return search_avx2;
-#endif
+    if (ctx->simd == IQF_SIMD_AVX512) {
+        v->neighbour = best_neighbour_avx512;
+        v->prepare = prepare_sub_avx512;
+        v->search = search_avx512;
+    } else if (ctx->simd == IQF_SIMD_AVX2) {
+        v->prepare = prepare_sub_avx2;
+        v->search = search_avx2;
+    }
+#else
     (void)ctx;
-    return search_ref;
+#endif
 }
 
 static void quantize_row_iq3_xxs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
                                  const float *qw) {
-    const iq3_variant v = { &tab_256, 15, true, false };
-    const iq3_search_fn search = pick_search(ctx);
+    iq3_variant v = { &tab_256, 15, true, false, NULL, NULL, NULL };
+    pick_impl(ctx, &v);
     block_iq3_xxs *y = vy;
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++)
-        quantize_block_iq3_xxs(&v, search, x + QK_K * ibl, qw ? qw + QK_K * ibl : NULL, y + ibl);
+        quantize_block_iq3_xxs(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : NULL, y + ibl);
 }
 
 static void quantize_row_iq3_s(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
                                const float *qw) {
-    const iq3_variant v = { &tab_512, 9, false, true };
-    const iq3_search_fn search = pick_search(ctx);
+    iq3_variant v = { &tab_512, 9, false, true, NULL, NULL, NULL };
+    pick_impl(ctx, &v);
     block_iq3_s *y = vy;
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++)
-        quantize_block_iq3_s(&v, search, x + QK_K * ibl, qw ? qw + QK_K * ibl : NULL, y + ibl);
+        quantize_block_iq3_s(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : NULL, y + ibl);
 }
 
 const iqf_codec iqf_codecs_iq3[] = {
