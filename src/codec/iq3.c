@@ -398,7 +398,7 @@ static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
  * ------------------------------------------------------------------------------------------- */
 typedef struct iq3_cands {
     float sumqx[32], sumq2[32];
-    int32_t gsel[8][32]; /* grid index chosen for group k by candidate c */
+    int32_t gkey[8][32]; /* key of the grid point chosen for group k by candidate c */
     uint32_t off[8];     /* bit c: group k of candidate c was off the grid */
 } iq3_cands;
 
@@ -435,7 +435,7 @@ static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_ca
         for (int k = 0; k < 8; k++) on[k] = v->init_on_grid;
     } else {
         for (int k = 0; k < 8; k++) {
-            levels_of(v->t, cd->gsel[k][win], L + 4 * k);
+            for (int i = 0; i < 4; i++) L[4 * k + i] = (int8_t)((cd->gkey[k][win] >> 3 * i) & 7);
             on[k] = !((cd->off[k] >> win) & 1);
         }
     }
@@ -456,7 +456,7 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
     const __m256 magic = _mm256_set1_ps(12582912.f);
     const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
     const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
-    const __m256i m255 = _mm256_set1_epi32(255), minus1 = _mm256_set1_epi32(-1);
+    const __m256i ione = _mm256_set1_epi32(1);
     for (int vi = 0; vi < nvec; vi++) {
         const __m256 vid = _mm256_load_ps(ids + 8 * vi), vs = _mm256_load_ps(scl + 8 * vi);
         __m256 sqx = _mm256_setzero_ps(), sq2 = _mm256_setzero_ps();
@@ -471,8 +471,9 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
                 l = _mm256_min_epi32(_mm256_max_epi32(l, zero), seven);
                 u = _mm256_or_si256(u, _mm256_slli_epi32(l, 3 * i));
             }
-            __m256i gi = _mm256_i32gather_epi32(t->kmap, u, 4);
+            const __m256i gi = _mm256_i32gather_epi32(t->kmap, u, 4);
             int offm = _mm256_movemask_ps(_mm256_castsi256_ps(gi));
+            __m256i key = u;
             cd.off[k] |= (uint32_t)offm << 8 * vi;
             if (offm) {
                 int32_t ua[8];
@@ -488,7 +489,7 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
                     const uint16_t *nb = t->nb - t->kmap[u0] - 1;
                     const int cnt = nb[0];
                     __m256 best = _mm256_set1_ps(FLT_MAX);
-                    __m256i bi = minus1;
+                    __m256i bk = _mm256_set1_epi32(t->keys[nb[1]]); /* kept if nothing beats FLT_MAX */
                     for (int j = 1; j <= cnt; j++) {
                         const float *pg = t->gqf[nb[j]];
                         __m256 d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[0])), x0);
@@ -501,16 +502,15 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
                         d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w3, d), d));
                         const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
                         best = _mm256_blendv_ps(best, d2, lt);
-                        bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(nb[j]), _mm256_castps_si256(lt));
+                        bk = _mm256_blendv_epi8(bk, _mm256_set1_epi32(t->keys[nb[j]]), _mm256_castps_si256(lt));
                     }
-                    bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(nb[1]), _mm256_cmpeq_epi32(bi, minus1));
-                    gi = _mm256_blendv_epi8(gi, bi, mm);
+                    key = _mm256_blendv_epi8(key, bk, mm);
                 }
             }
-            _mm256_storeu_si256((__m256i *)(cd.gsel[k] + 8 * vi), gi);
-            const __m256i g = _mm256_i32gather_epi32((const int *)t->gq, gi, 4);
+            _mm256_storeu_si256((__m256i *)(cd.gkey[k] + 8 * vi), key);
             for (int i = 0; i < 4; i++) {
-                const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(g, 8 * i), m255));
+                const __m256i l = _mm256_and_si256(_mm256_srli_epi32(key, 3 * i), seven);
+                const __m256 q = _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_slli_epi32(l, 1), ione));
                 sqx = _mm256_add_ps(sqx, _mm256_mul_ps(_mm256_set1_ps(wx[4 * k + i]), q));
                 sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(sb->w[4 * k + i]), q), q));
             }
@@ -534,7 +534,7 @@ search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
     const __m512 magic = _mm512_set1_ps(12582912.f);
     const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
     const __m512i zero = _mm512_setzero_si512(), seven = _mm512_set1_epi32(7);
-    const __m512i m255 = _mm512_set1_epi32(255), minus1 = _mm512_set1_epi32(-1);
+    const __m512i ione = _mm512_set1_epi32(1);
     for (int vi = 0; vi < nvec; vi++) {
         const __m512 vid = _mm512_load_ps(ids + 16 * vi), vs = _mm512_load_ps(scl + 16 * vi);
         __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
@@ -549,8 +549,9 @@ search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
                 l = _mm512_min_epi32(_mm512_max_epi32(l, zero), seven);
                 u = _mm512_or_si512(u, _mm512_slli_epi32(l, 3 * i));
             }
-            __m512i gi = _mm512_i32gather_epi32(u, t->kmap, 4);
+            const __m512i gi = _mm512_i32gather_epi32(u, t->kmap, 4);
             __mmask16 offm = _mm512_movepi32_mask(gi);
+            __m512i key = u;
             cd.off[k] |= (uint32_t)offm << 16 * vi;
             if (offm) {
                 int32_t ua[16];
@@ -566,7 +567,7 @@ search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
                     const uint16_t *nb = t->nb - t->kmap[u0] - 1;
                     const int cnt = nb[0];
                     __m512 best = _mm512_set1_ps(FLT_MAX);
-                    __m512i bi = _mm512_set1_epi32(nb[1]); /* kept if nothing beats FLT_MAX */
+                    __m512i bk = _mm512_set1_epi32(t->keys[nb[1]]); /* kept if nothing beats FLT_MAX */
                     for (int j = 1; j <= cnt; j++) {
                         const float *pg = t->gqf[nb[j]];
                         __m512 d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[0])), x0);
@@ -579,15 +580,15 @@ search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
                         d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w3, d), d));
                         const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
                         best = _mm512_mask_mov_ps(best, lt, d2);
-                        bi = _mm512_mask_set1_epi32(bi, lt, nb[j]);
+                        bk = _mm512_mask_mov_epi32(bk, lt, _mm512_set1_epi32(t->keys[nb[j]]));
                     }
-                    gi = _mm512_mask_mov_epi32(gi, mm, bi);
+                    key = _mm512_mask_mov_epi32(key, mm, bk);
                 }
             }
-            _mm512_storeu_si512(cd.gsel[k] + 16 * vi, gi);
-            const __m512i g = _mm512_i32gather_epi32(gi, (const int *)t->gq, 4);
+            _mm512_storeu_si512(cd.gkey[k] + 16 * vi, key);
             for (int i = 0; i < 4; i++) {
-                const __m512 q = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(g, 8 * i), m255));
+                const __m512i l = _mm512_and_si512(_mm512_srli_epi32(key, 3 * i), seven);
+                const __m512 q = _mm512_cvtepi32_ps(_mm512_or_si512(_mm512_slli_epi32(l, 1), ione));
                 sqx = _mm512_add_ps(sqx, _mm512_mul_ps(_mm512_set1_ps(wx[4 * k + i]), q));
                 sq2 = _mm512_add_ps(sq2, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(sb->w[4 * k + i]), q), q));
             }
@@ -595,7 +596,6 @@ search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
         _mm512_storeu_ps(cd.sumqx + 16 * vi, sqx);
         _mm512_storeu_ps(cd.sumq2 + 16 * vi, sq2);
     }
-    (void)minus1;
     return finish_search(v, sb, &cd, L);
 }
 #endif
