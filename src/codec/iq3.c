@@ -521,6 +521,35 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
     return finish_search(v, sb, &cd, L);
 }
 
+/* The neighbour search of one key for 16 candidate scales vs (lanes): the key of the first
+ * neighbour with the smallest distance, per lane (search_ref's best_neighbour, lane-wise).
+ * Kept out of line: inside the search loop the compiler runs out of vector registers. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"), noinline)) static __m512i
+nb_keys16(const iq3_tab *t, const uint16_t *nb, __m512 vs, const float *xk, const float *wk) {
+    const __m512 x0 = _mm512_set1_ps(xk[0]), x1 = _mm512_set1_ps(xk[1]);
+    const __m512 x2 = _mm512_set1_ps(xk[2]), x3 = _mm512_set1_ps(xk[3]);
+    const __m512 w0 = _mm512_set1_ps(wk[0]), w1 = _mm512_set1_ps(wk[1]);
+    const __m512 w2 = _mm512_set1_ps(wk[2]), w3 = _mm512_set1_ps(wk[3]);
+    const int cnt = nb[0];
+    __m512 best = _mm512_set1_ps(FLT_MAX);
+    __m512i bk = _mm512_set1_epi32(t->keys[nb[1]]); /* kept if nothing beats FLT_MAX */
+    for (int j = 1; j <= cnt; j++) {
+        const float *pg = t->gqf[nb[j]];
+        __m512 d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[0])), x0);
+        __m512 d2 = _mm512_mul_ps(_mm512_mul_ps(w0, d), d);
+        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[1])), x1);
+        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w1, d), d));
+        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[2])), x2);
+        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w2, d), d));
+        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[3])), x3);
+        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w3, d), d));
+        const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
+        best = _mm512_mask_mov_ps(best, lt, d2);
+        bk = _mm512_mask_mov_epi32(bk, lt, _mm512_set1_epi32(t->keys[nb[j]]));
+    }
+    return bk;
+}
+
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static float
 search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
     const iq3_tab *t = v->t;
@@ -556,32 +585,12 @@ search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
             if (offm) {
                 int32_t ua[16];
                 _mm512_storeu_si512(ua, u);
-                const __m512 x0 = _mm512_set1_ps(xk[0]), x1 = _mm512_set1_ps(xk[1]);
-                const __m512 x2 = _mm512_set1_ps(xk[2]), x3 = _mm512_set1_ps(xk[3]);
-                const __m512 w0 = _mm512_set1_ps(wk[0]), w1 = _mm512_set1_ps(wk[1]);
-                const __m512 w2 = _mm512_set1_ps(wk[2]), w3 = _mm512_set1_ps(wk[3]);
                 while (offm) {
                     const int u0 = ua[__builtin_ctz((unsigned)offm)];
                     const __mmask16 mm = _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(u0));
                     offm &= (__mmask16)~mm;
                     const uint16_t *nb = t->nb - t->kmap[u0] - 1;
-                    const int cnt = nb[0];
-                    __m512 best = _mm512_set1_ps(FLT_MAX);
-                    __m512i bk = _mm512_set1_epi32(t->keys[nb[1]]); /* kept if nothing beats FLT_MAX */
-                    for (int j = 1; j <= cnt; j++) {
-                        const float *pg = t->gqf[nb[j]];
-                        __m512 d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[0])), x0);
-                        __m512 d2 = _mm512_mul_ps(_mm512_mul_ps(w0, d), d);
-                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[1])), x1);
-                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w1, d), d));
-                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[2])), x2);
-                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w2, d), d));
-                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[3])), x3);
-                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w3, d), d));
-                        const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
-                        best = _mm512_mask_mov_ps(best, lt, d2);
-                        bk = _mm512_mask_mov_epi32(bk, lt, _mm512_set1_epi32(t->keys[nb[j]]));
-                    }
+                    const __m512i bk = nb_keys16(t, nb, vs, xk, wk);
                     key = _mm512_mask_mov_epi32(key, mm, bk);
                 }
             }
