@@ -59,14 +59,15 @@ typedef struct iq3_tab {
     uint32_t gq[512];       /* the grid as 4 int8 odd levels 2l+1 (ggml's "the_grid") */
     float gqf[512][4];      /* the same as floats */
     uint16_t *nb;
+    uint16_t *nbk;          /* parallel to nb: the neighbours' keys (nbk[start] = count too) */
     int nb_cap;
     iqf_iq3_table_stats st;
 } iq3_tab;
 
-static uint16_t nb_256[IQ3_NB_CAP_256];
-static uint16_t nb_512[IQ3_NB_CAP_512];
-static iq3_tab tab_256 = { 256, 2, iqf_iq3xxs_keys, { 0 }, { 0 }, { { 0 } }, nb_256, IQ3_NB_CAP_256, { 0 } };
-static iq3_tab tab_512 = { 512, 3, iqf_iq3s_keys, { 0 }, { 0 }, { { 0 } }, nb_512, IQ3_NB_CAP_512, { 0 } };
+static uint16_t nb_256[IQ3_NB_CAP_256], nbk_256[IQ3_NB_CAP_256];
+static uint16_t nb_512[IQ3_NB_CAP_512], nbk_512[IQ3_NB_CAP_512];
+static iq3_tab tab_256 = { 256, 2, iqf_iq3xxs_keys, { 0 }, { 0 }, { { 0 } }, nb_256, nbk_256, IQ3_NB_CAP_256, { 0 } };
+static iq3_tab tab_512 = { 512, 3, iqf_iq3s_keys, { 0 }, { 0 }, { { 0 } }, nb_512, nbk_512, IQ3_NB_CAP_512, { 0 } };
 
 static double now_ms(void) {
     struct timespec ts;
@@ -171,8 +172,10 @@ static void build_tab(iq3_tab *t) {
         if (have < t->nwant) cnt = neighbours_brute(t, p, list);
         if (pos + 1 + cnt > t->nb_cap) cnt = t->nb_cap - pos - 1; /* cannot happen: fixed data */
         t->kmap[i] = -(pos + 1);
+        t->nbk[pos] = (uint16_t)cnt;
         t->nb[pos++] = (uint16_t)cnt;
         memcpy(t->nb + pos, list, (size_t)cnt * sizeof(uint16_t));
+        for (int j = 0; j < cnt; j++) t->nbk[pos + j] = t->keys[list[j]];
         pos += cnt;
         noff++;
         if (cnt < nmin) nmin = cnt;
@@ -443,6 +446,31 @@ static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_ca
 }
 
 #ifdef IQ3_X86
+/*
+ * The neighbour search of one key for 8 (AVX2) / 16 (AVX-512) candidate scales at once. A holds,
+ * per coordinate i and level l, the term waux_i*(s*q_l - x_i)^2 for every lane (the same float
+ * operations as best_neighbour, computed once per group instead of once per neighbour), so a
+ * neighbour costs 3 adds in best_neighbour's order. Returns per lane the key of the first
+ * neighbour with the smallest distance (the first one if none is below FLT_MAX).
+ * Out of line: inside the search loop the compiler runs out of vector registers.
+ */
+__attribute__((target("avx2"), noinline)) static __m256i nb_keys8(const uint16_t *nbk,
+                                                                 const __m256 *A) {
+    const int cnt = nbk[0];
+    __m256 best = _mm256_set1_ps(FLT_MAX);
+    __m256i bk = _mm256_set1_epi32(nbk[1]);
+    for (int j = 1; j <= cnt; j++) {
+        const int key = nbk[j];
+        __m256 d2 = _mm256_add_ps(A[key & 7], A[8 + ((key >> 3) & 7)]);
+        d2 = _mm256_add_ps(d2, A[16 + ((key >> 6) & 7)]);
+        d2 = _mm256_add_ps(d2, A[24 + (key >> 9)]);
+        const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
+        best = _mm256_blendv_ps(best, d2, lt);
+        bk = _mm256_blendv_epi8(bk, _mm256_set1_epi32(key), _mm256_castps_si256(lt));
+    }
+    return bk;
+}
+
 __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, const iq3_sub *sb,
                                                         int8_t L[32]) {
     const iq3_tab *t = v->t;
@@ -454,11 +482,13 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
     memset(cd.off, 0, sizeof cd.off);
     const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
     const __m256 magic = _mm256_set1_ps(12582912.f);
+    const __m256 qtab = _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15);
     const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
     const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
-    const __m256i ione = _mm256_set1_epi32(1);
+    __m256 sq[8], A[32];
     for (int vi = 0; vi < nvec; vi++) {
         const __m256 vid = _mm256_load_ps(ids + 8 * vi), vs = _mm256_load_ps(scl + 8 * vi);
+        for (int l = 0; l < 8; l++) sq[l] = _mm256_mul_ps(vs, _mm256_set1_ps((float)(2 * l + 1)));
         __m256 sqx = _mm256_setzero_ps(), sq2 = _mm256_setzero_ps();
         for (int k = 0; k < 8; k++) {
             const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
@@ -476,41 +506,27 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
             __m256i key = u;
             cd.off[k] |= (uint32_t)offm << 8 * vi;
             if (offm) {
+                for (int i = 0; i < 4; i++) {
+                    const __m256 xi = _mm256_set1_ps(xk[i]), wi = _mm256_set1_ps(wk[i]);
+                    for (int l = 0; l < 8; l++) {
+                        const __m256 d = _mm256_sub_ps(sq[l], xi);
+                        A[8 * i + l] = _mm256_mul_ps(_mm256_mul_ps(wi, d), d);
+                    }
+                }
                 int32_t ua[8];
                 _mm256_storeu_si256((__m256i *)ua, u);
-                const __m256 x0 = _mm256_set1_ps(xk[0]), x1 = _mm256_set1_ps(xk[1]);
-                const __m256 x2 = _mm256_set1_ps(xk[2]), x3 = _mm256_set1_ps(xk[3]);
-                const __m256 w0 = _mm256_set1_ps(wk[0]), w1 = _mm256_set1_ps(wk[1]);
-                const __m256 w2 = _mm256_set1_ps(wk[2]), w3 = _mm256_set1_ps(wk[3]);
                 while (offm) {
                     const int u0 = ua[__builtin_ctz((unsigned)offm)];
                     const __m256i mm = _mm256_cmpeq_epi32(u, _mm256_set1_epi32(u0));
                     offm &= ~_mm256_movemask_ps(_mm256_castsi256_ps(mm));
-                    const uint16_t *nb = t->nb - t->kmap[u0] - 1;
-                    const int cnt = nb[0];
-                    __m256 best = _mm256_set1_ps(FLT_MAX);
-                    __m256i bk = _mm256_set1_epi32(t->keys[nb[1]]); /* kept if nothing beats FLT_MAX */
-                    for (int j = 1; j <= cnt; j++) {
-                        const float *pg = t->gqf[nb[j]];
-                        __m256 d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[0])), x0);
-                        __m256 d2 = _mm256_mul_ps(_mm256_mul_ps(w0, d), d);
-                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[1])), x1);
-                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w1, d), d));
-                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[2])), x2);
-                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w2, d), d));
-                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[3])), x3);
-                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w3, d), d));
-                        const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
-                        best = _mm256_blendv_ps(best, d2, lt);
-                        bk = _mm256_blendv_epi8(bk, _mm256_set1_epi32(t->keys[nb[j]]), _mm256_castps_si256(lt));
-                    }
+                    const __m256i bk = nb_keys8(t->nbk - t->kmap[u0] - 1, A);
                     key = _mm256_blendv_epi8(key, bk, mm);
                 }
             }
             _mm256_storeu_si256((__m256i *)(cd.gkey[k] + 8 * vi), key);
             for (int i = 0; i < 4; i++) {
                 const __m256i l = _mm256_and_si256(_mm256_srli_epi32(key, 3 * i), seven);
-                const __m256 q = _mm256_cvtepi32_ps(_mm256_or_si256(_mm256_slli_epi32(l, 1), ione));
+                const __m256 q = _mm256_permutevar8x32_ps(qtab, l);
                 sqx = _mm256_add_ps(sqx, _mm256_mul_ps(_mm256_set1_ps(wx[4 * k + i]), q));
                 sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(sb->w[4 * k + i]), q), q));
             }
@@ -521,31 +537,19 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
     return finish_search(v, sb, &cd, L);
 }
 
-/* The neighbour search of one key for 16 candidate scales vs (lanes): the key of the first
- * neighbour with the smallest distance, per lane (search_ref's best_neighbour, lane-wise).
- * Kept out of line: inside the search loop the compiler runs out of vector registers. */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"), noinline)) static __m512i
-nb_keys16(const iq3_tab *t, const uint16_t *nb, __m512 vs, const float *xk, const float *wk) {
-    const __m512 x0 = _mm512_set1_ps(xk[0]), x1 = _mm512_set1_ps(xk[1]);
-    const __m512 x2 = _mm512_set1_ps(xk[2]), x3 = _mm512_set1_ps(xk[3]);
-    const __m512 w0 = _mm512_set1_ps(wk[0]), w1 = _mm512_set1_ps(wk[1]);
-    const __m512 w2 = _mm512_set1_ps(wk[2]), w3 = _mm512_set1_ps(wk[3]);
-    const int cnt = nb[0];
+nb_keys16(const uint16_t *nbk, const __m512 *A) {
+    const int cnt = nbk[0];
     __m512 best = _mm512_set1_ps(FLT_MAX);
-    __m512i bk = _mm512_set1_epi32(t->keys[nb[1]]); /* kept if nothing beats FLT_MAX */
+    __m512i bk = _mm512_set1_epi32(nbk[1]);
     for (int j = 1; j <= cnt; j++) {
-        const float *pg = t->gqf[nb[j]];
-        __m512 d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[0])), x0);
-        __m512 d2 = _mm512_mul_ps(_mm512_mul_ps(w0, d), d);
-        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[1])), x1);
-        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w1, d), d));
-        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[2])), x2);
-        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w2, d), d));
-        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[3])), x3);
-        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w3, d), d));
+        const int key = nbk[j];
+        __m512 d2 = _mm512_add_ps(A[key & 7], A[8 + ((key >> 3) & 7)]);
+        d2 = _mm512_add_ps(d2, A[16 + ((key >> 6) & 7)]);
+        d2 = _mm512_add_ps(d2, A[24 + (key >> 9)]);
         const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
         best = _mm512_mask_mov_ps(best, lt, d2);
-        bk = _mm512_mask_mov_epi32(bk, lt, _mm512_set1_epi32(t->keys[nb[j]]));
+        bk = _mm512_mask_mov_epi32(bk, lt, _mm512_set1_epi32(key));
     }
     return bk;
 }
@@ -561,11 +565,13 @@ search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
     memset(cd.off, 0, sizeof cd.off);
     const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
     const __m512 magic = _mm512_set1_ps(12582912.f);
+    const __m512 qtab = _mm512_setr_ps(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
     const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
     const __m512i zero = _mm512_setzero_si512(), seven = _mm512_set1_epi32(7);
-    const __m512i ione = _mm512_set1_epi32(1);
+    __m512 sq[8], A[32];
     for (int vi = 0; vi < nvec; vi++) {
         const __m512 vid = _mm512_load_ps(ids + 16 * vi), vs = _mm512_load_ps(scl + 16 * vi);
+        for (int l = 0; l < 8; l++) sq[l] = _mm512_mul_ps(vs, _mm512_set1_ps((float)(2 * l + 1)));
         __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
         for (int k = 0; k < 8; k++) {
             const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
@@ -583,21 +589,27 @@ search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
             __m512i key = u;
             cd.off[k] |= (uint32_t)offm << 16 * vi;
             if (offm) {
+                for (int i = 0; i < 4; i++) {
+                    const __m512 xi = _mm512_set1_ps(xk[i]), wi = _mm512_set1_ps(wk[i]);
+                    for (int l = 0; l < 8; l++) {
+                        const __m512 d = _mm512_sub_ps(sq[l], xi);
+                        A[8 * i + l] = _mm512_mul_ps(_mm512_mul_ps(wi, d), d);
+                    }
+                }
                 int32_t ua[16];
                 _mm512_storeu_si512(ua, u);
                 while (offm) {
                     const int u0 = ua[__builtin_ctz((unsigned)offm)];
                     const __mmask16 mm = _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(u0));
                     offm &= (__mmask16)~mm;
-                    const uint16_t *nb = t->nb - t->kmap[u0] - 1;
-                    const __m512i bk = nb_keys16(t, nb, vs, xk, wk);
+                    const __m512i bk = nb_keys16(t->nbk - t->kmap[u0] - 1, A);
                     key = _mm512_mask_mov_epi32(key, mm, bk);
                 }
             }
             _mm512_storeu_si512(cd.gkey[k] + 16 * vi, key);
             for (int i = 0; i < 4; i++) {
                 const __m512i l = _mm512_and_si512(_mm512_srli_epi32(key, 3 * i), seven);
-                const __m512 q = _mm512_cvtepi32_ps(_mm512_or_si512(_mm512_slli_epi32(l, 1), ione));
+                const __m512 q = _mm512_permutexvar_ps(l, qtab);
                 sqx = _mm512_add_ps(sqx, _mm512_mul_ps(_mm512_set1_ps(wx[4 * k + i]), q));
                 sq2 = _mm512_add_ps(sq2, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(sb->w[4 * k + i]), q), q));
             }
