@@ -465,8 +465,8 @@ __attribute__((target("avx2"), noinline)) static __m256i nb_keys8(const uint16_t
         d2 = _mm256_add_ps(d2, A[16 + ((key >> 6) & 7)]);
         d2 = _mm256_add_ps(d2, A[24 + (key >> 9)]);
         const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
-        best = _mm256_blendv_ps(best, d2, lt);
         bk = _mm256_blendv_epi8(bk, _mm256_set1_epi32(key), _mm256_castps_si256(lt));
+        best = _mm256_min_ps(d2, best); /* d2 < best ? d2 : best, a short dependency chain */
     }
     return bk;
 }
@@ -490,8 +490,10 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
         const __m256 vid = _mm256_load_ps(ids + 8 * vi), vs = _mm256_load_ps(scl + 8 * vi);
         for (int l = 0; l < 8; l++) sq[l] = _mm256_mul_ps(vs, _mm256_set1_ps((float)(2 * l + 1)));
         __m256 sqx = _mm256_setzero_ps(), sq2 = _mm256_setzero_ps();
+        /* Keys and key-map lookups of all 8 groups first: the gathers overlap. */
+        __m256i uk[8], gk[8];
         for (int k = 0; k < 8; k++) {
-            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+            const float *xk = sb->xval + 4 * k;
             __m256i u = zero;
             for (int i = 0; i < 4; i++) {
                 __m256 tt = _mm256_mul_ps(vid, _mm256_set1_ps(xk[i]));
@@ -501,8 +503,13 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
                 l = _mm256_min_epi32(_mm256_max_epi32(l, zero), seven);
                 u = _mm256_or_si256(u, _mm256_slli_epi32(l, 3 * i));
             }
-            const __m256i gi = _mm256_i32gather_epi32(t->kmap, u, 4);
-            int offm = _mm256_movemask_ps(_mm256_castsi256_ps(gi));
+            uk[k] = u;
+            gk[k] = _mm256_i32gather_epi32(t->kmap, u, 4);
+        }
+        for (int k = 0; k < 8; k++) {
+            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+            const __m256i u = uk[k];
+            int offm = _mm256_movemask_ps(_mm256_castsi256_ps(gk[k]));
             __m256i key = u;
             cd.off[k] |= (uint32_t)offm << 8 * vi;
             if (offm) {
@@ -548,8 +555,8 @@ nb_keys16(const uint16_t *nbk, const __m512 *A) {
         d2 = _mm512_add_ps(d2, A[16 + ((key >> 6) & 7)]);
         d2 = _mm512_add_ps(d2, A[24 + (key >> 9)]);
         const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
-        best = _mm512_mask_mov_ps(best, lt, d2);
         bk = _mm512_mask_mov_epi32(bk, lt, _mm512_set1_epi32(key));
+        best = _mm512_min_ps(d2, best); /* d2 < best ? d2 : best, a short dependency chain */
     }
     return bk;
 }
@@ -573,8 +580,10 @@ search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
         const __m512 vid = _mm512_load_ps(ids + 16 * vi), vs = _mm512_load_ps(scl + 16 * vi);
         for (int l = 0; l < 8; l++) sq[l] = _mm512_mul_ps(vs, _mm512_set1_ps((float)(2 * l + 1)));
         __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
+        /* Keys and key-map lookups of all 8 groups first: the gathers overlap. */
+        __m512i uk[8], gk[8];
         for (int k = 0; k < 8; k++) {
-            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+            const float *xk = sb->xval + 4 * k;
             __m512i u = zero;
             for (int i = 0; i < 4; i++) {
                 __m512 tt = _mm512_mul_ps(vid, _mm512_set1_ps(xk[i]));
@@ -584,8 +593,13 @@ search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
                 l = _mm512_min_epi32(_mm512_max_epi32(l, zero), seven);
                 u = _mm512_or_si512(u, _mm512_slli_epi32(l, 3 * i));
             }
-            const __m512i gi = _mm512_i32gather_epi32(u, t->kmap, 4);
-            __mmask16 offm = _mm512_movepi32_mask(gi);
+            uk[k] = u;
+            gk[k] = _mm512_i32gather_epi32(u, t->kmap, 4);
+        }
+        for (int k = 0; k < 8; k++) {
+            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+            const __m512i u = uk[k];
+            __mmask16 offm = _mm512_movepi32_mask(gk[k]);
             __m512i key = u;
             cd.off[k] |= (uint32_t)offm << 16 * vi;
             if (offm) {
