@@ -416,7 +416,7 @@ static int candidate_scales(const iq3_variant *v, const iq3_sub *sb, int width, 
         ids[c] = (15 + (float)is * 0.2f) / sb->max;
         scl[c] = 1 / ids[c];
     }
-    return nlanes / width;
+    return nlanes;
 }
 
 static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_cands *cd,
@@ -471,76 +471,80 @@ __attribute__((target("avx2"), noinline)) static __m256i nb_keys8(const uint16_t
     return bk;
 }
 
-__attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, const iq3_sub *sb,
-                                                        int8_t L[32]) {
+/* Evaluates the 8 candidate scales in lanes c0..c0+7 (ids, scl indexed by lane) into cd. */
+__attribute__((target("avx2"))) static void cands8(const iq3_variant *v, const iq3_sub *sb,
+                                                  const float *wx, const float *ids,
+                                                  const float *scl, int c0, iq3_cands *cd) {
     const iq3_tab *t = v->t;
-    float ids[32] __attribute__((aligned(32))), scl[32] __attribute__((aligned(32)));
-    float wx[32];
-    const int nvec = candidate_scales(v, sb, 8, ids, scl);
-    for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
-    iq3_cands cd;
-    memset(cd.off, 0, sizeof cd.off);
     const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
     const __m256 magic = _mm256_set1_ps(12582912.f);
     const __m256 qtab = _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15);
     const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
     const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
     __m256 sq[8], A[32];
-    for (int vi = 0; vi < nvec; vi++) {
-        const __m256 vid = _mm256_load_ps(ids + 8 * vi), vs = _mm256_load_ps(scl + 8 * vi);
-        for (int l = 0; l < 8; l++) sq[l] = _mm256_mul_ps(vs, _mm256_set1_ps((float)(2 * l + 1)));
-        __m256 sqx = _mm256_setzero_ps(), sq2 = _mm256_setzero_ps();
-        /* Keys and key-map lookups of all 8 groups first: the gathers overlap. */
-        __m256i uk[8], gk[8];
-        for (int k = 0; k < 8; k++) {
-            const float *xk = sb->xval + 4 * k;
-            __m256i u = zero;
-            for (int i = 0; i < 4; i++) {
-                __m256 tt = _mm256_mul_ps(vid, _mm256_set1_ps(xk[i]));
-                tt = _mm256_mul_ps(half, _mm256_sub_ps(tt, one));
-                tt = _mm256_add_ps(tt, magic);
-                __m256i l = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(tt), mant), bias);
-                l = _mm256_min_epi32(_mm256_max_epi32(l, zero), seven);
-                u = _mm256_or_si256(u, _mm256_slli_epi32(l, 3 * i));
-            }
-            uk[k] = u;
-            gk[k] = _mm256_i32gather_epi32(t->kmap, u, 4);
+    const __m256 vid = _mm256_loadu_ps(ids + c0), vs = _mm256_loadu_ps(scl + c0);
+    for (int l = 0; l < 8; l++) sq[l] = _mm256_mul_ps(vs, _mm256_set1_ps((float)(2 * l + 1)));
+    __m256 sqx = _mm256_setzero_ps(), sq2 = _mm256_setzero_ps();
+    /* Keys and key-map lookups of all 8 groups first: the gathers overlap. */
+    __m256i uk[8], gk[8];
+    for (int k = 0; k < 8; k++) {
+        const float *xk = sb->xval + 4 * k;
+        __m256i u = zero;
+        for (int i = 0; i < 4; i++) {
+            __m256 tt = _mm256_mul_ps(vid, _mm256_set1_ps(xk[i]));
+            tt = _mm256_mul_ps(half, _mm256_sub_ps(tt, one));
+            tt = _mm256_add_ps(tt, magic);
+            __m256i l = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(tt), mant), bias);
+            l = _mm256_min_epi32(_mm256_max_epi32(l, zero), seven);
+            u = _mm256_or_si256(u, _mm256_slli_epi32(l, 3 * i));
         }
-        for (int k = 0; k < 8; k++) {
-            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
-            const __m256i u = uk[k];
-            int offm = _mm256_movemask_ps(_mm256_castsi256_ps(gk[k]));
-            __m256i key = u;
-            cd.off[k] |= (uint32_t)offm << 8 * vi;
-            if (offm) {
-                for (int i = 0; i < 4; i++) {
-                    const __m256 xi = _mm256_set1_ps(xk[i]), wi = _mm256_set1_ps(wk[i]);
-                    for (int l = 0; l < 8; l++) {
-                        const __m256 d = _mm256_sub_ps(sq[l], xi);
-                        A[8 * i + l] = _mm256_mul_ps(_mm256_mul_ps(wi, d), d);
-                    }
-                }
-                int32_t ua[8];
-                _mm256_storeu_si256((__m256i *)ua, u);
-                while (offm) {
-                    const int u0 = ua[__builtin_ctz((unsigned)offm)];
-                    const __m256i mm = _mm256_cmpeq_epi32(u, _mm256_set1_epi32(u0));
-                    offm &= ~_mm256_movemask_ps(_mm256_castsi256_ps(mm));
-                    const __m256i bk = nb_keys8(t->nbk - t->kmap[u0] - 1, A);
-                    key = _mm256_blendv_epi8(key, bk, mm);
-                }
-            }
-            _mm256_storeu_si256((__m256i *)(cd.gkey[k] + 8 * vi), key);
-            for (int i = 0; i < 4; i++) {
-                const __m256i l = _mm256_and_si256(_mm256_srli_epi32(key, 3 * i), seven);
-                const __m256 q = _mm256_permutevar8x32_ps(qtab, l);
-                sqx = _mm256_add_ps(sqx, _mm256_mul_ps(_mm256_set1_ps(wx[4 * k + i]), q));
-                sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(sb->w[4 * k + i]), q), q));
-            }
-        }
-        _mm256_storeu_ps(cd.sumqx + 8 * vi, sqx);
-        _mm256_storeu_ps(cd.sumq2 + 8 * vi, sq2);
+        uk[k] = u;
+        gk[k] = _mm256_i32gather_epi32(t->kmap, u, 4);
     }
+    for (int k = 0; k < 8; k++) {
+        const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+        const __m256i u = uk[k];
+        int offm = _mm256_movemask_ps(_mm256_castsi256_ps(gk[k]));
+        __m256i key = u;
+        cd->off[k] |= (uint32_t)offm << c0;
+        if (offm) {
+            for (int i = 0; i < 4; i++) {
+                const __m256 xi = _mm256_set1_ps(xk[i]), wi = _mm256_set1_ps(wk[i]);
+                for (int l = 0; l < 8; l++) {
+                    const __m256 d = _mm256_sub_ps(sq[l], xi);
+                    A[8 * i + l] = _mm256_mul_ps(_mm256_mul_ps(wi, d), d);
+                }
+            }
+            int32_t ua[8];
+            _mm256_storeu_si256((__m256i *)ua, u);
+            while (offm) {
+                const int u0 = ua[__builtin_ctz((unsigned)offm)];
+                const __m256i mm = _mm256_cmpeq_epi32(u, _mm256_set1_epi32(u0));
+                offm &= ~_mm256_movemask_ps(_mm256_castsi256_ps(mm));
+                const __m256i bk = nb_keys8(t->nbk - t->kmap[u0] - 1, A);
+                key = _mm256_blendv_epi8(key, bk, mm);
+            }
+        }
+        _mm256_storeu_si256((__m256i *)(cd->gkey[k] + c0), key);
+        for (int i = 0; i < 4; i++) {
+            const __m256i l = _mm256_and_si256(_mm256_srli_epi32(key, 3 * i), seven);
+            const __m256 q = _mm256_permutevar8x32_ps(qtab, l);
+            sqx = _mm256_add_ps(sqx, _mm256_mul_ps(_mm256_set1_ps(wx[4 * k + i]), q));
+            sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(sb->w[4 * k + i]), q), q));
+        }
+    }
+    _mm256_storeu_ps(cd->sumqx + c0, sqx);
+    _mm256_storeu_ps(cd->sumq2 + c0, sq2);
+}
+
+__attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, const iq3_sub *sb,
+                                                        int8_t L[32]) {
+    float ids[32], scl[32], wx[32];
+    const int nlanes = candidate_scales(v, sb, 8, ids, scl);
+    for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
+    iq3_cands cd;
+    memset(cd.off, 0, sizeof cd.off);
+    for (int c0 = 0; c0 < nlanes; c0 += 8) cands8(v, sb, wx, ids, scl, c0, &cd);
     return finish_search(v, sb, &cd, L);
 }
 
@@ -561,76 +565,83 @@ nb_keys16(const uint16_t *nbk, const __m512 *A) {
     return bk;
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static float
-search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
+/* Evaluates the 16 candidate scales in lanes c0..c0+15 into cd (as cands8). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+cands16(const iq3_variant *v, const iq3_sub *sb, const float *wx, const float *ids,
+        const float *scl, int c0, iq3_cands *cd) {
     const iq3_tab *t = v->t;
-    float ids[32] __attribute__((aligned(64))), scl[32] __attribute__((aligned(64)));
-    float wx[32];
-    const int nvec = candidate_scales(v, sb, 16, ids, scl);
-    for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
-    iq3_cands cd;
-    memset(cd.off, 0, sizeof cd.off);
     const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
     const __m512 magic = _mm512_set1_ps(12582912.f);
     const __m512 qtab = _mm512_setr_ps(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
     const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
     const __m512i zero = _mm512_setzero_si512(), seven = _mm512_set1_epi32(7);
     __m512 sq[8], A[32];
-    for (int vi = 0; vi < nvec; vi++) {
-        const __m512 vid = _mm512_load_ps(ids + 16 * vi), vs = _mm512_load_ps(scl + 16 * vi);
-        for (int l = 0; l < 8; l++) sq[l] = _mm512_mul_ps(vs, _mm512_set1_ps((float)(2 * l + 1)));
-        __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
-        /* Keys and key-map lookups of all 8 groups first: the gathers overlap. */
-        __m512i uk[8], gk[8];
-        for (int k = 0; k < 8; k++) {
-            const float *xk = sb->xval + 4 * k;
-            __m512i u = zero;
-            for (int i = 0; i < 4; i++) {
-                __m512 tt = _mm512_mul_ps(vid, _mm512_set1_ps(xk[i]));
-                tt = _mm512_mul_ps(half, _mm512_sub_ps(tt, one));
-                tt = _mm512_add_ps(tt, magic);
-                __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(tt), mant), bias);
-                l = _mm512_min_epi32(_mm512_max_epi32(l, zero), seven);
-                u = _mm512_or_si512(u, _mm512_slli_epi32(l, 3 * i));
-            }
-            uk[k] = u;
-            gk[k] = _mm512_i32gather_epi32(u, t->kmap, 4);
+    const __m512 vid = _mm512_loadu_ps(ids + c0), vs = _mm512_loadu_ps(scl + c0);
+    for (int l = 0; l < 8; l++) sq[l] = _mm512_mul_ps(vs, _mm512_set1_ps((float)(2 * l + 1)));
+    __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
+    __m512i uk[8], gk[8];
+    for (int k = 0; k < 8; k++) {
+        const float *xk = sb->xval + 4 * k;
+        __m512i u = zero;
+        for (int i = 0; i < 4; i++) {
+            __m512 tt = _mm512_mul_ps(vid, _mm512_set1_ps(xk[i]));
+            tt = _mm512_mul_ps(half, _mm512_sub_ps(tt, one));
+            tt = _mm512_add_ps(tt, magic);
+            __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(tt), mant), bias);
+            l = _mm512_min_epi32(_mm512_max_epi32(l, zero), seven);
+            u = _mm512_or_si512(u, _mm512_slli_epi32(l, 3 * i));
         }
-        for (int k = 0; k < 8; k++) {
-            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
-            const __m512i u = uk[k];
-            __mmask16 offm = _mm512_movepi32_mask(gk[k]);
-            __m512i key = u;
-            cd.off[k] |= (uint32_t)offm << 16 * vi;
-            if (offm) {
-                for (int i = 0; i < 4; i++) {
-                    const __m512 xi = _mm512_set1_ps(xk[i]), wi = _mm512_set1_ps(wk[i]);
-                    for (int l = 0; l < 8; l++) {
-                        const __m512 d = _mm512_sub_ps(sq[l], xi);
-                        A[8 * i + l] = _mm512_mul_ps(_mm512_mul_ps(wi, d), d);
-                    }
-                }
-                int32_t ua[16];
-                _mm512_storeu_si512(ua, u);
-                while (offm) {
-                    const int u0 = ua[__builtin_ctz((unsigned)offm)];
-                    const __mmask16 mm = _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(u0));
-                    offm &= (__mmask16)~mm;
-                    const __m512i bk = nb_keys16(t->nbk - t->kmap[u0] - 1, A);
-                    key = _mm512_mask_mov_epi32(key, mm, bk);
-                }
-            }
-            _mm512_storeu_si512(cd.gkey[k] + 16 * vi, key);
-            for (int i = 0; i < 4; i++) {
-                const __m512i l = _mm512_and_si512(_mm512_srli_epi32(key, 3 * i), seven);
-                const __m512 q = _mm512_permutexvar_ps(l, qtab);
-                sqx = _mm512_add_ps(sqx, _mm512_mul_ps(_mm512_set1_ps(wx[4 * k + i]), q));
-                sq2 = _mm512_add_ps(sq2, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(sb->w[4 * k + i]), q), q));
-            }
-        }
-        _mm512_storeu_ps(cd.sumqx + 16 * vi, sqx);
-        _mm512_storeu_ps(cd.sumq2 + 16 * vi, sq2);
+        uk[k] = u;
+        gk[k] = _mm512_i32gather_epi32(u, t->kmap, 4);
     }
+    for (int k = 0; k < 8; k++) {
+        const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+        const __m512i u = uk[k];
+        __mmask16 offm = _mm512_movepi32_mask(gk[k]);
+        __m512i key = u;
+        cd->off[k] |= (uint32_t)offm << c0;
+        if (offm) {
+            for (int i = 0; i < 4; i++) {
+                const __m512 xi = _mm512_set1_ps(xk[i]), wi = _mm512_set1_ps(wk[i]);
+                for (int l = 0; l < 8; l++) {
+                    const __m512 d = _mm512_sub_ps(sq[l], xi);
+                    A[8 * i + l] = _mm512_mul_ps(_mm512_mul_ps(wi, d), d);
+                }
+            }
+            int32_t ua[16];
+            _mm512_storeu_si512(ua, u);
+            while (offm) {
+                const int u0 = ua[__builtin_ctz((unsigned)offm)];
+                const __mmask16 mm = _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(u0));
+                offm &= (__mmask16)~mm;
+                const __m512i bk = nb_keys16(t->nbk - t->kmap[u0] - 1, A);
+                key = _mm512_mask_mov_epi32(key, mm, bk);
+            }
+        }
+        _mm512_storeu_si512(cd->gkey[k] + c0, key);
+        for (int i = 0; i < 4; i++) {
+            const __m512i l = _mm512_and_si512(_mm512_srli_epi32(key, 3 * i), seven);
+            const __m512 q = _mm512_permutexvar_ps(l, qtab);
+            sqx = _mm512_add_ps(sqx, _mm512_mul_ps(_mm512_set1_ps(wx[4 * k + i]), q));
+            sq2 = _mm512_add_ps(sq2, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(sb->w[4 * k + i]), q), q));
+        }
+    }
+    _mm512_storeu_ps(cd->sumqx + c0, sqx);
+    _mm512_storeu_ps(cd->sumq2 + c0, sq2);
+}
+
+/* 16 lanes at a time; a remainder of at most 8 candidates (iq3_s: 19 = 16 + 3) takes the
+ * 8-lane code, which costs half as much. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static float
+search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
+    float ids[32], scl[32], wx[32];
+    const int nlanes = candidate_scales(v, sb, 8, ids, scl);
+    for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
+    iq3_cands cd;
+    memset(cd.off, 0, sizeof cd.off);
+    int c0 = 0;
+    for (; c0 + 16 <= nlanes; c0 += 16) cands16(v, sb, wx, ids, scl, c0, &cd);
+    if (c0 < nlanes) cands8(v, sb, wx, ids, scl, c0, &cd);
     return finish_search(v, sb, &cd, L);
 }
 #endif
