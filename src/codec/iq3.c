@@ -754,38 +754,50 @@ __attribute__((target("avx2"))) static void prepare_sub_avx2(const float *xb, co
     sb->max = _mm_cvtss_f32(r);
 }
 
-/* best_neighbour with 16 neighbours per vector; the first minimum wins as in the scalar scan. */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static int
-best_neighbour_avx512(const iq3_tab *t, int u, const float *xval, const float *waux, float scale) {
-    const uint16_t *nb = t->nb - t->kmap[u] - 1;
-    const int cnt = nb[0];
-    const __m512 vs = _mm512_set1_ps(scale), fmax = _mm512_set1_ps(FLT_MAX);
-    const __m512i m255 = _mm512_set1_epi32(255);
+/* best_neighbour for one scale: the 32 terms waux_i*(scale*q_l - x_i)^2 (coordinate i, level l)
+ * in SIMD with best_neighbour's operations, then per neighbour 3 adds in its order; strict <
+ * keeps the first minimum. */
+static inline int nb_scan(const iq3_tab *t, int u, const float *A) {
+    const uint16_t *nbk = t->nbk - t->kmap[u] - 1;
+    const int cnt = nbk[0];
     float best = FLT_MAX;
-    int gi = -1;
-    for (int j0 = 0; j0 < cnt; j0 += 16) {
-        const int m = cnt - j0 < 16 ? cnt - j0 : 16;
-        const __mmask16 km = (__mmask16)((1u << m) - 1);
-        const __m512i idx = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(km, nb + 1 + j0));
-        const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), km, idx, (const int *)t->gq, 4);
-        __m512 d2 = _mm512_setzero_ps();
-        for (int i = 0; i < 4; i++) {
-            const __m512 q = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(g, 8 * i), m255));
-            const __m512 d = _mm512_sub_ps(_mm512_mul_ps(vs, q), _mm512_set1_ps(xval[i]));
-            const __m512 a = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(waux[i]), d), d);
-            d2 = i ? _mm512_add_ps(d2, a) : a;
-        }
-        const __mmask16 ok = _mm512_mask_cmp_ps_mask(km, d2, fmax, _CMP_LT_OQ);
-        if (!ok) continue;
-        const __m512 dm = _mm512_mask_blend_ps(ok, fmax, d2);
-        const float mn = _mm512_reduce_min_ps(dm);
-        if (mn < best) {
-            const __mmask16 eq = _mm512_mask_cmp_ps_mask(ok, dm, _mm512_set1_ps(mn), _CMP_EQ_OQ);
-            best = mn;
-            gi = nb[1 + j0 + __builtin_ctz((unsigned)eq)];
+    int bk = nbk[1]; /* kept if nothing beats FLT_MAX */
+    for (int j = 1; j <= cnt; j++) {
+        const int key = nbk[j];
+        float d2 = A[key & 7] + A[8 + ((key >> 3) & 7)];
+        d2 += A[16 + ((key >> 6) & 7)];
+        d2 += A[24 + (key >> 9)];
+        if (d2 < best) {
+            best = d2;
+            bk = key;
         }
     }
-    return gi >= 0 ? gi : nb[1];
+    return t->kmap[bk];
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static int
+best_neighbour_avx512(const iq3_tab *t, int u, const float *xval, const float *waux, float scale) {
+    float A[32];
+    const __m512 sq = _mm512_mul_ps(_mm512_set1_ps(scale), _mm512_setr_ps(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15));
+    for (int h = 0; h < 2; h++) {
+        const __m512 x = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(xval[2 * h]), _mm512_set1_ps(xval[2 * h + 1]));
+        const __m512 w = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(waux[2 * h]), _mm512_set1_ps(waux[2 * h + 1]));
+        const __m512 d = _mm512_sub_ps(sq, x);
+        _mm512_storeu_ps(A + 16 * h, _mm512_mul_ps(_mm512_mul_ps(w, d), d));
+    }
+    return nb_scan(t, u, A);
+}
+
+__attribute__((target("avx2"))) static int best_neighbour_avx2(const iq3_tab *t, int u,
+                                                              const float *xval,
+                                                              const float *waux, float scale) {
+    float A[32];
+    const __m256 sq = _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15));
+    for (int i = 0; i < 4; i++) {
+        const __m256 d = _mm256_sub_ps(sq, _mm256_set1_ps(xval[i]));
+        _mm256_storeu_ps(A + 8 * i, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(waux[i]), d), d));
+    }
+    return nb_scan(t, u, A);
 }
 #endif
 
@@ -930,6 +942,7 @@ static void pick_impl(const iqf_qctx *ctx, iq3_variant *v) {
         v->prepare = prepare_sub_avx512;
         v->search = search_avx512;
     } else if (ctx->simd == IQF_SIMD_AVX2) {
+        v->neighbour = best_neighbour_avx2;
         v->prepare = prepare_sub_avx2;
         v->search = search_avx2;
     }
