@@ -126,14 +126,14 @@ static void test_validation(void) {
 
 static void test_random(void) {
     const bool san = getenv("IQF_SANITIZED") && atoi(getenv("IQF_SANITIZED"));
-    const int nseeds = san ? 1 : 3;
-    static const int64_t lens[] = { 256, 768, 2048 };
+    const int nseeds = san ? 1 : 6;
+    static const int64_t lens[] = { 256, 768, 2048, 4096 };
     for (int ti = 0; ti < NTYPES; ti++) {
         for (int d = 0; d < QGEN_N; d++) {
             for (int m = 0; m < QGEN_IMAT_N; m++) {
                 for (int s = 0; s < nseeds; s++) {
-                    const int64_t cols = lens[(d + m + s) % 3];
-                    const int64_t rows = cols == 2048 ? 3 : 6;
+                    const int64_t cols = lens[(d + m + s) % 4];
+                    const int64_t rows = cols >= 2048 ? 2 : 6;
                     float *x = malloc(sizeof(float) * (size_t)(rows * cols));
                     float *im = malloc(sizeof(float) * (size_t)cols);
                     const uint64_t seed = 1000 + 37 * (uint64_t)s + 7 * (uint64_t)d + (uint64_t)m;
