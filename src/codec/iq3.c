@@ -7,11 +7,14 @@
  * Structure
  *  - Tables (key map, neighbour lists) are generated from the grid keys in iq3_grids.c on first
  *    use (pthread_once).
- *  - The encoder is one block routine shared by both types (iq3_variant holds the differences).
- *    Per 32-weight sub-block it prepares weights, |x| and signs, then calls a "search" that picks
- *    the scale and the 8 grid points. search_ref is the plain scalar reference; the AVX2/AVX-512
- *    searches (iq3_simd.c style, below) evaluate several candidate scales at once, one per lane,
- *    with exactly the reference's float operations per lane, so the bytes are identical.
+ *  - The encoder is one block routine per type around shared pieces (iq3_variant holds the
+ *    differences and the implementation chosen for the SIMD level). Per 32-weight sub-block it
+ *    prepares weights, |x| and signs, then calls a "search" that picks the scale and the 8 grid
+ *    points. search_ref is the plain scalar reference (ggml's loop); the AVX2/AVX-512 searches
+ *    evaluate several candidate scales at once, one per lane, with exactly the reference's float
+ *    operations per lane, so the bytes are identical at every level (tests check all of them).
+ *  - Only IQF_MODE_COMPAT exists; a better mode would replace the search or re-choose the grid
+ *    points at the final decoded scale inside the same block routines.
  */
 #include "codec.h"
 #include "iq3_grids.h"
@@ -23,7 +26,8 @@
 #include <stdbool.h>
 #include <time.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+/* -DIQF_IQ3_PORTABLE builds only the portable code (to check that it stands alone). */
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(IQF_IQ3_PORTABLE)
 #define IQ3_X86 1
 #include <immintrin.h>
 #endif
@@ -399,6 +403,7 @@ static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
  * key), masked to the lanes that have that key. The sequential acceptance over the candidates
  * and the refinement are the scalar code (finish_search).
  * ------------------------------------------------------------------------------------------- */
+#ifdef IQ3_X86
 typedef struct iq3_cands {
     float sumqx[32], sumq2[32];
     int32_t gkey[8][32]; /* key of the grid point chosen for group k by candidate c */
@@ -445,7 +450,6 @@ static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_ca
     return refine(v, sb, scale, on, L);
 }
 
-#ifdef IQ3_X86
 /*
  * The neighbour search of one key for 8 (AVX2) / 16 (AVX-512) candidate scales at once. A holds,
  * per coordinate i and level l, the term waux_i*(s*q_l - x_i)^2 for every lane (the same float
