@@ -64,14 +64,16 @@ typedef struct iq3_tab {
     float gqf[512][4];      /* the same as floats */
     uint16_t *nb;
     uint16_t *nbk;          /* parallel to nb: the neighbours' keys (nbk[start] = count too) */
+    uint8_t (*nbo)[4];      /* parallel to nb: per coordinate i, 8*i + level (SIMD tables) */
     int nb_cap;
     iqf_iq3_table_stats st;
 } iq3_tab;
 
 static uint16_t nb_256[IQ3_NB_CAP_256], nbk_256[IQ3_NB_CAP_256];
 static uint16_t nb_512[IQ3_NB_CAP_512], nbk_512[IQ3_NB_CAP_512];
-static iq3_tab tab_256 = { 256, 2, iqf_iq3xxs_keys, { 0 }, { 0 }, { { 0 } }, nb_256, nbk_256, IQ3_NB_CAP_256, { 0 } };
-static iq3_tab tab_512 = { 512, 3, iqf_iq3s_keys, { 0 }, { 0 }, { { 0 } }, nb_512, nbk_512, IQ3_NB_CAP_512, { 0 } };
+static uint8_t nbo_256[IQ3_NB_CAP_256][4], nbo_512[IQ3_NB_CAP_512][4];
+static iq3_tab tab_256 = { 256, 2, iqf_iq3xxs_keys, { 0 }, { 0 }, { { 0 } }, nb_256, nbk_256, nbo_256, IQ3_NB_CAP_256, { 0 } };
+static iq3_tab tab_512 = { 512, 3, iqf_iq3s_keys, { 0 }, { 0 }, { { 0 } }, nb_512, nbk_512, nbo_512, IQ3_NB_CAP_512, { 0 } };
 
 static double now_ms(void) {
     struct timespec ts;
@@ -179,7 +181,11 @@ static void build_tab(iq3_tab *t) {
         t->nbk[pos] = (uint16_t)cnt;
         t->nb[pos++] = (uint16_t)cnt;
         memcpy(t->nb + pos, list, (size_t)cnt * sizeof(uint16_t));
-        for (int j = 0; j < cnt; j++) t->nbk[pos + j] = t->keys[list[j]];
+        for (int j = 0; j < cnt; j++) {
+            const int key = t->keys[list[j]];
+            t->nbk[pos + j] = (uint16_t)key;
+            for (int c = 0; c < 4; c++) t->nbo[pos + j][c] = (uint8_t)(8 * c + ((key >> 3 * c) & 7));
+        }
         pos += cnt;
         noff++;
         if (cnt < nmin) nmin = cnt;
@@ -459,15 +465,17 @@ static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_ca
  * Out of line: inside the search loop the compiler runs out of vector registers.
  */
 __attribute__((target("avx2"), noinline)) static __m256i nb_keys8(const uint16_t *nbk,
+                                                                 const uint8_t (*nbo)[4],
                                                                  const __m256 *A) {
     const int cnt = nbk[0];
     __m256 best = _mm256_set1_ps(FLT_MAX);
     __m256i bk = _mm256_set1_epi32(nbk[1]);
     for (int j = 1; j <= cnt; j++) {
         const int key = nbk[j];
-        __m256 d2 = _mm256_add_ps(A[key & 7], A[8 + ((key >> 3) & 7)]);
-        d2 = _mm256_add_ps(d2, A[16 + ((key >> 6) & 7)]);
-        d2 = _mm256_add_ps(d2, A[24 + (key >> 9)]);
+        const uint8_t *o = nbo[j];
+        __m256 d2 = _mm256_add_ps(A[o[0]], A[o[1]]);
+        d2 = _mm256_add_ps(d2, A[o[2]]);
+        d2 = _mm256_add_ps(d2, A[o[3]]);
         const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
         bk = _mm256_blendv_epi8(bk, _mm256_set1_epi32(key), _mm256_castps_si256(lt));
         best = _mm256_min_ps(d2, best); /* d2 < best ? d2 : best, a short dependency chain */
@@ -525,7 +533,7 @@ __attribute__((target("avx2"))) static void cands8(const iq3_variant *v, const i
                 const int u0 = ua[__builtin_ctz((unsigned)offm)];
                 const __m256i mm = _mm256_cmpeq_epi32(u, _mm256_set1_epi32(u0));
                 offm &= ~_mm256_movemask_ps(_mm256_castsi256_ps(mm));
-                const __m256i bk = nb_keys8(t->nbk - t->kmap[u0] - 1, A);
+                const __m256i bk = nb_keys8(t->nbk - t->kmap[u0] - 1, t->nbo - t->kmap[u0] - 1, A);
                 key = _mm256_blendv_epi8(key, bk, mm);
             }
         }
@@ -553,15 +561,16 @@ __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, c
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"), noinline)) static __m512i
-nb_keys16(const uint16_t *nbk, const __m512 *A) {
+nb_keys16(const uint16_t *nbk, const uint8_t (*nbo)[4], const __m512 *A) {
     const int cnt = nbk[0];
     __m512 best = _mm512_set1_ps(FLT_MAX);
     __m512i bk = _mm512_set1_epi32(nbk[1]);
     for (int j = 1; j <= cnt; j++) {
         const int key = nbk[j];
-        __m512 d2 = _mm512_add_ps(A[key & 7], A[8 + ((key >> 3) & 7)]);
-        d2 = _mm512_add_ps(d2, A[16 + ((key >> 6) & 7)]);
-        d2 = _mm512_add_ps(d2, A[24 + (key >> 9)]);
+        const uint8_t *o = nbo[j];
+        __m512 d2 = _mm512_add_ps(A[o[0]], A[o[1]]);
+        d2 = _mm512_add_ps(d2, A[o[2]]);
+        d2 = _mm512_add_ps(d2, A[o[3]]);
         const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
         bk = _mm512_mask_mov_epi32(bk, lt, _mm512_set1_epi32(key));
         best = _mm512_min_ps(d2, best); /* d2 < best ? d2 : best, a short dependency chain */
@@ -618,7 +627,7 @@ cands16(const iq3_variant *v, const iq3_sub *sb, const float *wx, const float *i
                 const int u0 = ua[__builtin_ctz((unsigned)offm)];
                 const __mmask16 mm = _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(u0));
                 offm &= (__mmask16)~mm;
-                const __m512i bk = nb_keys16(t->nbk - t->kmap[u0] - 1, A);
+                const __m512i bk = nb_keys16(t->nbk - t->kmap[u0] - 1, t->nbo - t->kmap[u0] - 1, A);
                 key = _mm512_mask_mov_epi32(key, mm, bk);
             }
         }
