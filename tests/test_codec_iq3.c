@@ -197,6 +197,11 @@ static void test_edges(void) {
         qgen_diff(type, x, 4, C, imz, label);
         for (int i = 0; i < C; i++) imz[i] = (i % 3) ? 1.0f : 0.0f;
         qgen_diff(type, x, 4, C, imz, label);
+        /* -0.0 importance (accepted by the registry: not < 0) and values of both zero signs. */
+        for (int i = 0; i < C; i++) imz[i] = (i % 5 == 1) ? -0.0f : im[i];
+        for (int i = 0; i < 4 * C; i++) if (i % 7 == 3) x[i] = (i & 8) ? -0.0f : 0.0f;
+        snprintf(label, sizeof label, "%s imatrix -0.0", name);
+        qgen_diff(type, x, 4, C, imz, label);
 
         /* Only the parity-flipped value carries weight: the fitted scale comes out negative
          * (ggml's "should never happen" branch that flips the signs). */
