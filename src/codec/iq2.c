@@ -184,6 +184,8 @@ typedef struct enc_ops {
     void (*round)(cand_set *cs, const float *xval, int ng);
     /* step C: cs->sumqx/sumq2 from cs->key (final keys); wx = weight*xval */
     void (*sums)(cand_set *cs, const float *wx, const float *weight, int ng);
+    /* step B: kmap lookups and neighbour searches; NULL = the generic resolve() */
+    void (*resolve)(const iqf_iqgrid *g, cand_set *cs, const float *xval, const float *waux, int ng);
 } enc_ops;
 
 /* The 24 terms (waux_i * diff) * diff, diff = scale*q - xval_i, q = 1, 3, 5: e[4i + l]. */
@@ -210,15 +212,19 @@ static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const f
     int j = 1;
     /* four neighbours side by side (independent sums, each in ggml's order) */
     for (; j + 3 <= n; j += 4) {
-        float d[4] = { 0, 0, 0, 0 };
-        for (int i = 0; i < 8; i++)
-            for (int t = 0; t < 4; t++) d[t] += e[4 * i + ((nk[j + t] >> 2 * i) & 3)];
-        for (int t = 0; t < 4; t++) {
-            if (d[t] < best) {
-                best = d[t];
-                gi = nb[j + t];
-            }
+        const unsigned k0 = nk[j], k1 = nk[j + 1], k2 = nk[j + 2], k3 = nk[j + 3];
+        float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+        for (int i = 0; i < 8; i++) {
+            const float *ei = e + 4 * i;
+            d0 += ei[(k0 >> 2 * i) & 3];
+            d1 += ei[(k1 >> 2 * i) & 3];
+            d2 += ei[(k2 >> 2 * i) & 3];
+            d3 += ei[(k3 >> 2 * i) & 3];
         }
+        if (d0 < best) { best = d0; gi = nb[j]; }
+        if (d1 < best) { best = d1; gi = nb[j + 1]; }
+        if (d2 < best) { best = d2; gi = nb[j + 2]; }
+        if (d3 < best) { best = d3; gi = nb[j + 3]; }
     }
     for (; j <= n; j++) {
         float d2 = 0;
@@ -258,7 +264,7 @@ static void sums_scalar(cand_set *cs, const float *wx, const float *weight, int 
     }
 }
 
-static const enc_ops ops_scalar = { best_nb_scalar, round_scalar, sums_scalar };
+static const enc_ops ops_scalar = { best_nb_scalar, round_scalar, sums_scalar, NULL };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -360,7 +366,7 @@ T_AVX2 static void sums_avx2(cand_set *cs, const float *wx, const float *weight,
     }
 }
 
-static const enc_ops ops_avx2 = { best_nb_avx2, round_avx2, sums_avx2 };
+static const enc_ops ops_avx2 = { best_nb_avx2, round_avx2, sums_avx2, NULL };
 
 T_AVX512 static inline __m512i nearest_avx512(__m512 v) {
     __m512i b = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12582912.f)));
@@ -368,19 +374,15 @@ T_AVX512 static inline __m512i nearest_avx512(__m512 v) {
                             _mm512_set1_epi32(0x400000));
 }
 
-T_AVX512 static int best_nb_avx512(const iqf_iqgrid *g, int u, const float *xval,
-                                   const float *waux, float scale) {
-    const __m512 sq = _mm512_setr_ps(scale * 1.f, scale * 3.f, scale * 5.f, 0.f, scale * 1.f,
-                                     scale * 3.f, scale * 5.f, 0.f, scale * 1.f, scale * 3.f,
-                                     scale * 5.f, 0.f, scale * 1.f, scale * 3.f, scale * 5.f, 0.f);
-    const __m512 xv = _mm512_castps256_ps512(_mm256_loadu_ps(xval));
-    const __m512 wv = _mm512_castps256_ps512(_mm256_loadu_ps(waux));
-    const __m512i ilo = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    const __m512i ihi = _mm512_add_epi32(ilo, _mm512_set1_epi32(4));
-    __m512 dlo = _mm512_sub_ps(sq, _mm512_permutexvar_ps(ilo, xv));
-    __m512 dhi = _mm512_sub_ps(sq, _mm512_permutexvar_ps(ihi, xv));
-    const __m512 elo = _mm512_mul_ps(_mm512_mul_ps(_mm512_permutexvar_ps(ilo, wv), dlo), dlo);
-    const __m512 ehi = _mm512_mul_ps(_mm512_mul_ps(_mm512_permutexvar_ps(ihi, wv), dhi), dhi);
+/* The search with the group's values and weights already spread as [x0 x0 x0 x0 x1 ...]. */
+T_AVX512 static inline int best_nb_avx512_core(const iqf_iqgrid *g, int u, __m512 xlo, __m512 xhi,
+                                               __m512 wlo, __m512 whi, float scale) {
+    const __m512 sq = _mm512_mul_ps(_mm512_set1_ps(scale),
+                                    _mm512_setr_ps(1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f, 1.f, 3.f,
+                                                   5.f, 0.f, 1.f, 3.f, 5.f, 0.f));
+    const __m512 dlo = _mm512_sub_ps(sq, xlo), dhi = _mm512_sub_ps(sq, xhi);
+    const __m512 elo = _mm512_mul_ps(_mm512_mul_ps(wlo, dlo), dlo);
+    const __m512 ehi = _mm512_mul_ps(_mm512_mul_ps(whi, dhi), dhi);
     const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
     const uint16_t *nk = g->nbkeys + (nb - g->neighbours);
     const int n = nb[0];
@@ -407,6 +409,41 @@ T_AVX512 static int best_nb_avx512(const iqf_iqgrid *g, int u, const float *xval
         }
     }
     return gi >= 0 ? gi : nb[1];
+}
+
+T_AVX512 static inline void spread8_avx512(const float *v, __m512 *lo, __m512 *hi) {
+    const __m512i ilo = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i ihi = _mm512_add_epi32(ilo, _mm512_set1_epi32(4));
+    const __m512 vv = _mm512_castps256_ps512(_mm256_loadu_ps(v));
+    *lo = _mm512_permutexvar_ps(ilo, vv);
+    *hi = _mm512_permutexvar_ps(ihi, vv);
+}
+
+T_AVX512 static int best_nb_avx512(const iqf_iqgrid *g, int u, const float *xval,
+                                   const float *waux, float scale) {
+    __m512 xlo, xhi, wlo, whi;
+    spread8_avx512(xval, &xlo, &xhi);
+    spread8_avx512(waux, &wlo, &whi);
+    return best_nb_avx512_core(g, u, xlo, xhi, wlo, whi, scale);
+}
+
+T_AVX512 static void resolve_avx512(const iqf_iqgrid *g, cand_set *cs, const float *xval,
+                                    const float *waux, int ng) {
+    for (int k = 0; k < ng; k++) {
+        __m512 xlo, xhi, wlo, whi;
+        spread8_avx512(xval + 8 * k, &xlo, &xhi);
+        spread8_avx512(waux + 8 * k, &wlo, &whi);
+        for (int c = 0; c < cs->nc; c++) {
+            int u = cs->key[k][c];
+            int gi = g->kmap[u];
+            cs->og[k][c] = gi >= 0;
+            if (gi < 0) {
+                gi = best_nb_avx512_core(g, u, xlo, xhi, wlo, whi, cs->sc[c]);
+                cs->key[k][c] = g->keys[gi];
+            }
+            cs->gi[k][c] = gi;
+        }
+    }
 }
 
 T_AVX512 static void round_avx512(cand_set *cs, const float *xval, int ng) {
@@ -445,7 +482,7 @@ T_AVX512 static void sums_avx512(cand_set *cs, const float *wx, const float *wei
     }
 }
 
-static const enc_ops ops_avx512 = { best_nb_avx512, round_avx512, sums_avx512 };
+static const enc_ops ops_avx512 = { best_nb_avx512, round_avx512, sums_avx512, resolve_avx512 };
 #endif
 
 static const enc_ops *select_ops(const iqf_qctx *ctx) {
@@ -461,6 +498,10 @@ static const enc_ops *select_ops(const iqf_qctx *ctx) {
 /* step B: kmap lookups, neighbour search for the off-grid groups; key := the grid point's key */
 static void resolve(const enc_ops *E, const iqf_iqgrid *g, cand_set *cs, const float *xval,
                     const float *waux, int ng) {
+    if (E->resolve) {
+        E->resolve(g, cs, xval, waux, ng);
+        return;
+    }
     for (int c = 0; c < cs->nc; c++) {
         for (int k = 0; k < ng; k++) {
             int u = cs->key[k][c];
