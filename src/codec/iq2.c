@@ -264,6 +264,26 @@ static void sums_scalar(cand_set *cs, const float *wx, const float *weight, int 
     }
 }
 
+/* step B, first half: all kmap lookups (independent loads), then prefetches of the off-grid
+ * keys' neighbour lists, so that the cache misses overlap instead of queueing one by one. */
+static inline void lookup_prefetch(const iqf_iqgrid *g, cand_set *cs, int ng) {
+    for (int k = 0; k < ng; k++) {
+        for (int c = 0; c < cs->nc; c++) {
+            int gi = g->kmap[cs->key[k][c]];
+            cs->gi[k][c] = gi;
+            cs->og[k][c] = gi >= 0;
+        }
+    }
+    for (int k = 0; k < ng; k++) {
+        for (int c = 0; c < cs->nc; c++) {
+            if (cs->og[k][c]) continue;
+            const uint16_t *nb = iqf_iqgrid_neighbours(g, cs->key[k][c]);
+            __builtin_prefetch(nb);
+            __builtin_prefetch(g->nbkeys + (nb - g->neighbours));
+        }
+    }
+}
+
 static const enc_ops ops_scalar = { best_nb_scalar, round_scalar, sums_scalar, NULL };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -427,21 +447,90 @@ T_AVX512 static int best_nb_avx512(const iqf_iqgrid *g, int u, const float *xval
     return best_nb_avx512_core(g, u, xlo, xhi, wlo, whi, scale);
 }
 
+/* Two searches with lists of at most 8 points in one vector: lanes 0-7 the first (tables
+ * *a), lanes 8-15 the second (tables *b); permutex2var picks from either. */
+T_AVX512 static inline void best_nb_pair_avx512(const iqf_iqgrid *g, int ua, int ub, __m512 xlo,
+                                                __m512 xhi, __m512 wlo, __m512 whi, float sa,
+                                                float sb, int *ga, int *gb) {
+    const __m512 lev = _mm512_setr_ps(1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
+                                      1.f, 3.f, 5.f, 0.f);
+    const __m512 sqa = _mm512_mul_ps(_mm512_set1_ps(sa), lev);
+    const __m512 sqb = _mm512_mul_ps(_mm512_set1_ps(sb), lev);
+    __m512 d;
+    d = _mm512_sub_ps(sqa, xlo);
+    const __m512 alo = _mm512_mul_ps(_mm512_mul_ps(wlo, d), d);
+    d = _mm512_sub_ps(sqa, xhi);
+    const __m512 ahi = _mm512_mul_ps(_mm512_mul_ps(whi, d), d);
+    d = _mm512_sub_ps(sqb, xlo);
+    const __m512 blo = _mm512_mul_ps(_mm512_mul_ps(wlo, d), d);
+    d = _mm512_sub_ps(sqb, xhi);
+    const __m512 bhi = _mm512_mul_ps(_mm512_mul_ps(whi, d), d);
+    const uint16_t *nba = iqf_iqgrid_neighbours(g, ua), *nbb = iqf_iqgrid_neighbours(g, ub);
+    const uint16_t *nka = g->nbkeys + (nba - g->neighbours), *nkb = g->nbkeys + (nbb - g->neighbours);
+    const int na = nba[0], nb = nbb[0];
+    __m256i k16 = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(nka + 1))),
+        _mm_loadu_si128((const __m128i *)(nkb + 1)), 1);
+    const __m512i keys = _mm512_cvtepu16_epi32(k16);
+    const __m512i three = _mm512_set1_epi32(3);
+    const __m512i off = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+    __m512 d2 = _mm512_setzero_ps();
+    for (int i = 0; i < 8; i++) {
+        __m512i l = _mm512_and_si512(_mm512_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
+        l = _mm512_add_epi32(l, _mm512_add_epi32(off, _mm512_set1_epi32(4 * (i & 3))));
+        d2 = _mm512_add_ps(d2, i < 4 ? _mm512_permutex2var_ps(alo, l, blo)
+                                     : _mm512_permutex2var_ps(ahi, l, bhi));
+    }
+    __mmask16 ma = (__mmask16)((1u << na) - 1), mb = (__mmask16)(((1u << nb) - 1) << 8);
+    __mmask16 ord = _mm512_cmp_ps_mask(d2, d2, _CMP_ORD_Q);
+    ma &= ord;
+    mb &= ord;
+    d2 = _mm512_mask_blend_ps(ma | mb, _mm512_set1_ps(INFINITY), d2);
+    float mna = _mm512_mask_reduce_min_ps(ma, d2), mnb = _mm512_mask_reduce_min_ps(mb, d2);
+    *ga = nba[1];
+    *gb = nbb[1];
+    if (mna < FLT_MAX) {
+        __mmask16 eq = _mm512_mask_cmp_ps_mask(ma, d2, _mm512_set1_ps(mna), _CMP_EQ_OQ);
+        *ga = nba[1 + __builtin_ctz((unsigned)eq)];
+    }
+    if (mnb < FLT_MAX) {
+        __mmask16 eq = _mm512_mask_cmp_ps_mask(mb, d2, _mm512_set1_ps(mnb), _CMP_EQ_OQ);
+        *gb = nbb[1 + __builtin_ctz((unsigned)eq) - 8];
+    }
+}
+
 T_AVX512 static void resolve_avx512(const iqf_iqgrid *g, cand_set *cs, const float *xval,
                                     const float *waux, int ng) {
+    lookup_prefetch(g, cs, ng);
     for (int k = 0; k < ng; k++) {
         __m512 xlo, xhi, wlo, whi;
         spread8_avx512(xval + 8 * k, &xlo, &xhi);
         spread8_avx512(waux + 8 * k, &wlo, &whi);
+        int pend = -1; /* an off-grid candidate with a short list waiting for a partner */
         for (int c = 0; c < cs->nc; c++) {
+            if (cs->og[k][c]) continue;
             int u = cs->key[k][c];
-            int gi = g->kmap[u];
-            cs->og[k][c] = gi >= 0;
-            if (gi < 0) {
-                gi = best_nb_avx512_core(g, u, xlo, xhi, wlo, whi, cs->sc[c]);
+            if (iqf_iqgrid_neighbours(g, u)[0] > 8) {
+                int gi = best_nb_avx512_core(g, u, xlo, xhi, wlo, whi, cs->sc[c]);
+                cs->gi[k][c] = gi;
                 cs->key[k][c] = g->keys[gi];
+            } else if (pend < 0) {
+                pend = c;
+            } else {
+                int ga, gb;
+                best_nb_pair_avx512(g, cs->key[k][pend], u, xlo, xhi, wlo, whi, cs->sc[pend],
+                                    cs->sc[c], &ga, &gb);
+                cs->gi[k][pend] = ga;
+                cs->key[k][pend] = g->keys[ga];
+                cs->gi[k][c] = gb;
+                cs->key[k][c] = g->keys[gb];
+                pend = -1;
             }
-            cs->gi[k][c] = gi;
+        }
+        if (pend >= 0) {
+            int gi = best_nb_avx512_core(g, cs->key[k][pend], xlo, xhi, wlo, whi, cs->sc[pend]);
+            cs->gi[k][pend] = gi;
+            cs->key[k][pend] = g->keys[gi];
         }
     }
 }
@@ -502,16 +591,13 @@ static void resolve(const enc_ops *E, const iqf_iqgrid *g, cand_set *cs, const f
         E->resolve(g, cs, xval, waux, ng);
         return;
     }
-    for (int c = 0; c < cs->nc; c++) {
-        for (int k = 0; k < ng; k++) {
-            int u = cs->key[k][c];
-            int gi = g->kmap[u];
-            cs->og[k][c] = gi >= 0;
-            if (gi < 0) {
-                gi = E->best_nb(g, u, xval + 8 * k, waux + 8 * k, cs->sc[c]);
-                cs->key[k][c] = g->keys[gi];
-            }
+    lookup_prefetch(g, cs, ng);
+    for (int k = 0; k < ng; k++) {
+        for (int c = 0; c < cs->nc; c++) {
+            if (cs->og[k][c]) continue;
+            int gi = E->best_nb(g, cs->key[k][c], xval + 8 * k, waux + 8 * k, cs->sc[c]);
             cs->gi[k][c] = gi;
+            cs->key[k][c] = g->keys[gi];
         }
     }
 }
