@@ -717,17 +717,26 @@ static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
 
 /* Signs of 8 values; with `parity`, flips the least important one if the count of negatives is
  * odd (ggml's even-parity trick: the stored 7 bits imply the 8th). */
+/* The largest of n (multiple of 4) values, as a tree: the same number as ggml's running MAX
+ * (only the sign of a zero result could differ, and every use of it is `max < eps` first). */
+static inline float max_of(const float *v, int n) {
+    float m[4] = { v[0], v[1], v[2], v[3] };
+    for (int i = 4; i < n; i += 4)
+        for (int t = 0; t < 4; t++) m[t] = v[i + t] > m[t] ? v[i + t] : m[t];
+    float a = m[0] > m[1] ? m[0] : m[1], b = m[2] > m[3] ? m[2] : m[3];
+    return a > b ? a : b;
+}
+
 static inline uint8_t signs8(const float *xb, const float *weight, float *xval, bool parity) {
-    int nflip = 0;
-    uint8_t s = 0;
+    /* branch-free: xval = x >= 0 ? x : -x (a sign-bit flip, so -0 stays -0 as in ggml) */
+    unsigned nflip = 0, s = 0;
     for (int i = 0; i < 8; i++) {
-        if (xb[i] >= 0) {
-            xval[i] = xb[i];
-        } else {
-            xval[i] = -xb[i];
-            nflip++;
-            s |= (uint8_t)(1u << i);
-        }
+        unsigned neg = xb[i] < 0;
+        union { float f; uint32_t u; } v = { xb[i] };
+        v.u ^= neg << 31;
+        xval[i] = v.f;
+        nflip += neg;
+        s |= neg << i;
     }
     if (parity && (nflip & 1)) {
         int imin = 0;
@@ -740,9 +749,9 @@ static inline uint8_t signs8(const float *xb, const float *weight, float *xval, 
             }
         }
         xval[imin] = -xval[imin];
-        s ^= (uint8_t)(1u << imin);
+        s ^= 1u << imin;
     }
-    return parity ? (uint8_t)(s & 127) : s;
+    return parity ? (uint8_t)(s & 127) : (uint8_t)s;
 }
 
 static inline float sum_sq256(const float *x) {
@@ -764,8 +773,8 @@ static bool xxs_subblock(const enc_ops *E, const iqf_iqgrid *g, const float *xb,
     for (int i = 0; i < 32; i++) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
     for (int i = 0; i < 32; i++) waux[i] = sqrtf(weight[i]);
     for (int k = 0; k < 4; k++) bsigns[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, true);
-    float max = xval[0];
-    for (int i = 1; i < 32; i++) max = xval[i] > max ? xval[i] : max;
+    float max;
+    max = max_of(xval, 32);
     if (max < GROUP_MAX_EPS) return false;
     float scale = make_qp_quants(32, kMaxQ + 1, xval, Lqp, weight);
     float eff_max = scale * (float)kMaxQ;
@@ -918,8 +927,8 @@ static void quantize_row_iq2_xs(const iqf_qctx *ctx, const float *x, void *vy, i
             for (int i = 0; i < 16; i++) weight[i] = w[i] * sqrtf(sigma2 + xb[i] * xb[i]);
             for (int i = 0; i < 16; i++) waux[i] = sqrtf(weight[i]);
             for (int k = 0; k < 2; k++) bs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, true);
-            float max = xval[0];
-            for (int i = 1; i < 16; i++) max = xval[i] > max ? xval[i] : max;
+            float max;
+            max = max_of(xval, 16);
             scales[ib] = 0;
             if (max < GROUP_MAX_EPS) continue;
             int gidx[2];
@@ -974,8 +983,8 @@ static void quantize_row_iq2_s(const iqf_qctx *ctx, const float *x, void *vy, in
             }
             for (int i = 0; i < 16; i++) waux[i] = sqrtf(weight[i]);
             for (int k = 0; k < 2; k++) bs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, false);
-            float max = xval[0];
-            for (int i = 1; i < 16; i++) max = xval[i] > max ? xval[i] : max;
+            float max;
+            max = max_of(xval, 16);
             scales[ib] = 0;
             if (max < GROUP_MAX_EPS_IQ2_S) continue;
             int gidx[2];
