@@ -210,16 +210,54 @@ static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const f
     float best = FLT_MAX;
     int gi = -1;
     int j = 1;
+    /* eight, then four neighbours side by side (independent sums, each in ggml's order; enough
+     * chains to hide the add latency) */
+    for (; j + 7 <= n; j += 8) {
+        unsigned k0 = nk[j], k1 = nk[j + 1], k2 = nk[j + 2], k3 = nk[j + 3];
+        unsigned k4 = nk[j + 4], k5 = nk[j + 5], k6 = nk[j + 6], k7 = nk[j + 7];
+        float d0 = 0, d1 = 0, d2 = 0, d3 = 0, d4 = 0, d5 = 0, d6 = 0, d7 = 0;
+        for (int i = 0; i < 8; i++) {
+            const float *ei = e + 4 * i;
+            d0 += ei[k0 & 3];
+            d1 += ei[k1 & 3];
+            d2 += ei[k2 & 3];
+            d3 += ei[k3 & 3];
+            d4 += ei[k4 & 3];
+            d5 += ei[k5 & 3];
+            d6 += ei[k6 & 3];
+            d7 += ei[k7 & 3];
+            k0 >>= 2;
+            k1 >>= 2;
+            k2 >>= 2;
+            k3 >>= 2;
+            k4 >>= 2;
+            k5 >>= 2;
+            k6 >>= 2;
+            k7 >>= 2;
+        }
+        if (d0 < best) { best = d0; gi = nb[j]; }
+        if (d1 < best) { best = d1; gi = nb[j + 1]; }
+        if (d2 < best) { best = d2; gi = nb[j + 2]; }
+        if (d3 < best) { best = d3; gi = nb[j + 3]; }
+        if (d4 < best) { best = d4; gi = nb[j + 4]; }
+        if (d5 < best) { best = d5; gi = nb[j + 5]; }
+        if (d6 < best) { best = d6; gi = nb[j + 6]; }
+        if (d7 < best) { best = d7; gi = nb[j + 7]; }
+    }
     /* four neighbours side by side (independent sums, each in ggml's order) */
     for (; j + 3 <= n; j += 4) {
-        const unsigned k0 = nk[j], k1 = nk[j + 1], k2 = nk[j + 2], k3 = nk[j + 3];
+        unsigned k0 = nk[j], k1 = nk[j + 1], k2 = nk[j + 2], k3 = nk[j + 3];
         float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
         for (int i = 0; i < 8; i++) {
             const float *ei = e + 4 * i;
-            d0 += ei[(k0 >> 2 * i) & 3];
-            d1 += ei[(k1 >> 2 * i) & 3];
-            d2 += ei[(k2 >> 2 * i) & 3];
-            d3 += ei[(k3 >> 2 * i) & 3];
+            d0 += ei[k0 & 3];
+            d1 += ei[k1 & 3];
+            d2 += ei[k2 & 3];
+            d3 += ei[k3 & 3];
+            k0 >>= 2;
+            k1 >>= 2;
+            k2 >>= 2;
+            k3 >>= 2;
         }
         if (d0 < best) { best = d0; gi = nb[j]; }
         if (d1 < best) { best = d1; gi = nb[j + 1]; }
@@ -228,7 +266,8 @@ static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const f
     }
     for (; j <= n; j++) {
         float d2 = 0;
-        for (int i = 0; i < 8; i++) d2 += e[4 * i + ((nk[j] >> 2 * i) & 3)];
+        unsigned k = nk[j];
+        for (int i = 0; i < 8; i++, k >>= 2) d2 += e[4 * i + (k & 3)];
         if (d2 < best) {
             best = d2;
             gi = nb[j];
@@ -300,22 +339,36 @@ T_AVX2 static inline __m256i nearest_avx2(__m256 v) {
                             _mm256_set1_epi32(0x400000));
 }
 
-T_AVX2 static int best_nb_avx2(const iqf_iqgrid *g, int u, const float *xval, const float *waux,
-                               float scale) {
-    _Alignas(32) float e[32];
-    {
-        const __m256 sq = _mm256_setr_ps(scale * 1.f, scale * 3.f, scale * 5.f, 0.f, scale * 1.f,
-                                         scale * 3.f, scale * 5.f, 0.f);
-        const __m256 xv = _mm256_loadu_ps(xval), wv = _mm256_loadu_ps(waux);
-        for (int p = 0; p < 4; p++) {
-            const __m256i idx = _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
-                                                  2 * p + 1, 2 * p + 1);
-            __m256 diff = _mm256_sub_ps(sq, _mm256_permutevar8x32_ps(xv, idx));
-            __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_permutevar8x32_ps(wv, idx), diff), diff);
-            _mm256_store_ps(e + 8 * p, t);
-        }
-        /* lane 3 of each quad: (w*(0-x))*(0-x), never selected (keys have no level 3) */
+/* A group's values and weights spread for the table build: quad p = coordinates 2p, 2p+1, each
+ * repeated 4 times (one slot per level). */
+typedef struct spread_avx2 {
+    __m256 x[4], w[4];
+} spread_avx2;
+
+T_AVX2 static inline void spread8_avx2(const float *xval, const float *waux, spread_avx2 *sp) {
+    const __m256 xv = _mm256_loadu_ps(xval), wv = _mm256_loadu_ps(waux);
+    for (int p = 0; p < 4; p++) {
+        const __m256i idx = _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
+                                              2 * p + 1, 2 * p + 1);
+        sp->x[p] = _mm256_permutevar8x32_ps(xv, idx);
+        sp->w[p] = _mm256_permutevar8x32_ps(wv, idx);
     }
+}
+
+/* e[4i + l] = (waux_i * diff) * diff, diff = scale*q_l - xval_i (slot l = 3 unused) */
+T_AVX2 static inline void terms_avx2(float *e, const spread_avx2 *sp, float scale) {
+    const __m256 sq = _mm256_mul_ps(_mm256_set1_ps(scale),
+                                    _mm256_setr_ps(1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f));
+    for (int p = 0; p < 4; p++) {
+        __m256 diff = _mm256_sub_ps(sq, sp->x[p]);
+        _mm256_store_ps(e + 8 * p, _mm256_mul_ps(_mm256_mul_ps(sp->w[p], diff), diff));
+    }
+}
+
+T_AVX2 static int best_nb_avx2_core(const iqf_iqgrid *g, int u, const spread_avx2 *sp,
+                                    float scale) {
+    _Alignas(32) float e[32];
+    terms_avx2(e, sp, scale);
     __m256 tab[8];
     for (int i = 0; i < 8; i++) tab[i] = _mm256_broadcast_ps((const __m128 *)(e + 4 * i));
     const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
@@ -348,6 +401,82 @@ T_AVX2 static int best_nb_avx2(const iqf_iqgrid *g, int u, const float *xval, co
         }
     }
     return gi >= 0 ? gi : nb[1];
+}
+
+/* Two searches with lists of at most 4 points in one vector (lanes 0-3 and 4-7). */
+T_AVX2 static inline void best_nb_pair_avx2(const iqf_iqgrid *g, int ua, int ub,
+                                            const spread_avx2 *sp, float sa, float sb, int *ga,
+                                            int *gb) {
+    _Alignas(32) float ea[32], eb[32];
+    terms_avx2(ea, sp, sa);
+    terms_avx2(eb, sp, sb);
+    const uint16_t *nba = iqf_iqgrid_neighbours(g, ua), *nbb = iqf_iqgrid_neighbours(g, ub);
+    const uint16_t *nka = g->nbkeys + (nba - g->neighbours), *nkb = g->nbkeys + (nbb - g->neighbours);
+    const int na = nba[0], nb = nbb[0];
+    const __m128i k8 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(nka + 1)),
+                                          _mm_loadl_epi64((const __m128i *)(nkb + 1)));
+    const __m256i keys = _mm256_cvtepu16_epi32(k8);
+    const __m256i three = _mm256_set1_epi32(3);
+    const __m256i off = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    __m256 d2 = _mm256_setzero_ps();
+    for (int i = 0; i < 8; i++) {
+        const __m256 t = _mm256_set_m128(_mm_load_ps(eb + 4 * i), _mm_load_ps(ea + 4 * i));
+        __m256i l = _mm256_and_si256(_mm256_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
+        d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(t, _mm256_add_epi32(l, off)));
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3);
+    const __m256i cnt = _mm256_setr_epi32(na, na, na, na, nb, nb, nb, nb);
+    __m256 valid = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(cnt, lane)),
+                                 _mm256_cmp_ps(d2, d2, _CMP_ORD_Q));
+    d2 = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), d2, valid);
+    __m256 m = _mm256_min_ps(d2, _mm256_shuffle_ps(d2, d2, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+    unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ));
+    float mna = _mm256_cvtss_f32(m);
+    float mnb = _mm_cvtss_f32(_mm256_extractf128_ps(m, 1));
+    *ga = mna < FLT_MAX ? nba[1 + __builtin_ctz(eq & 15)] : nba[1];
+    *gb = mnb < FLT_MAX ? nbb[1 + __builtin_ctz(eq >> 4)] : nbb[1];
+}
+
+T_AVX2 static int best_nb_avx2(const iqf_iqgrid *g, int u, const float *xval, const float *waux,
+                               float scale) {
+    spread_avx2 sp;
+    spread8_avx2(xval, waux, &sp);
+    return best_nb_avx2_core(g, u, &sp, scale);
+}
+
+T_AVX2 static void resolve_avx2(const iqf_iqgrid *g, cand_set *cs, const float *xval,
+                                const float *waux, int ng) {
+    lookup_prefetch(g, cs, ng);
+    for (int k = 0; k < ng; k++) {
+        spread_avx2 sp;
+        spread8_avx2(xval + 8 * k, waux + 8 * k, &sp);
+        int pend = -1; /* an off-grid candidate with a short list waiting for a partner */
+        for (int c = 0; c < cs->nc; c++) {
+            if (cs->og[k][c]) continue;
+            int u = cs->key[k][c];
+            if (iqf_iqgrid_neighbours(g, u)[0] > 4) {
+                int gi = best_nb_avx2_core(g, u, &sp, cs->sc[c]);
+                cs->gi[k][c] = gi;
+                cs->key[k][c] = g->keys[gi];
+            } else if (pend < 0) {
+                pend = c;
+            } else {
+                int ga, gb;
+                best_nb_pair_avx2(g, cs->key[k][pend], u, &sp, cs->sc[pend], cs->sc[c], &ga, &gb);
+                cs->gi[k][pend] = ga;
+                cs->key[k][pend] = g->keys[ga];
+                cs->gi[k][c] = gb;
+                cs->key[k][c] = g->keys[gb];
+                pend = -1;
+            }
+        }
+        if (pend >= 0) {
+            int gi = best_nb_avx2_core(g, cs->key[k][pend], &sp, cs->sc[pend]);
+            cs->gi[k][pend] = gi;
+            cs->key[k][pend] = g->keys[gi];
+        }
+    }
 }
 
 T_AVX2 static void round_avx2(cand_set *cs, const float *xval, int ng) {
@@ -386,7 +515,7 @@ T_AVX2 static void sums_avx2(cand_set *cs, const float *wx, const float *weight,
     }
 }
 
-static const enc_ops ops_avx2 = { best_nb_avx2, round_avx2, sums_avx2, NULL };
+static const enc_ops ops_avx2 = { best_nb_avx2, round_avx2, sums_avx2, resolve_avx2 };
 
 T_AVX512 static inline __m512i nearest_avx512(__m512 v) {
     __m512i b = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12582912.f)));
