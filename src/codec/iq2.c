@@ -162,6 +162,9 @@ static void dequantize_row_iq2_s(const void *vx, float *y, int64_t n) {
 
 #define MAXC 32 /* candidate lanes (IQ2_XS/S use 19, IQ2_XXS 13) */
 
+/* Full unrolling of the 8-coordinate loops: constant shifts, tables kept in registers. */
+#define IQF_UNROLL8 _Pragma("GCC unroll 8")
+
 typedef struct cand_set {
     _Alignas(64) float id[MAXC]; /* inverse scale */
     _Alignas(64) float sc[MAXC]; /* 1/id: the scale of the neighbour search */
@@ -216,6 +219,7 @@ static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const f
         unsigned k0 = nk[j], k1 = nk[j + 1], k2 = nk[j + 2], k3 = nk[j + 3];
         unsigned k4 = nk[j + 4], k5 = nk[j + 5], k6 = nk[j + 6], k7 = nk[j + 7];
         float d0 = 0, d1 = 0, d2 = 0, d3 = 0, d4 = 0, d5 = 0, d6 = 0, d7 = 0;
+        IQF_UNROLL8
         for (int i = 0; i < 8; i++) {
             const float *ei = e + 4 * i;
             d0 += ei[k0 & 3];
@@ -248,6 +252,7 @@ static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const f
     for (; j + 3 <= n; j += 4) {
         unsigned k0 = nk[j], k1 = nk[j + 1], k2 = nk[j + 2], k3 = nk[j + 3];
         float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+        IQF_UNROLL8
         for (int i = 0; i < 8; i++) {
             const float *ei = e + 4 * i;
             d0 += ei[k0 & 3];
@@ -267,6 +272,7 @@ static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const f
     for (; j <= n; j++) {
         float d2 = 0;
         unsigned k = nk[j];
+        IQF_UNROLL8
         for (int i = 0; i < 8; i++, k >>= 2) d2 += e[4 * i + (k & 3)];
         if (d2 < best) {
             best = d2;
@@ -370,6 +376,7 @@ T_AVX2 static int best_nb_avx2_core(const iqf_iqgrid *g, int u, const spread_avx
     _Alignas(32) float e[32];
     terms_avx2(e, sp, scale);
     __m256 tab[8];
+    IQF_UNROLL8
     for (int i = 0; i < 8; i++) tab[i] = _mm256_broadcast_ps((const __m128 *)(e + 4 * i));
     const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
     const uint16_t *nk = g->nbkeys + (nb - g->neighbours);
@@ -382,6 +389,7 @@ T_AVX2 static int best_nb_avx2_core(const iqf_iqgrid *g, int u, const spread_avx
     for (int base = 1; base <= n; base += 8) {
         __m256i keys = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(nk + base)));
         __m256 d2 = _mm256_setzero_ps();
+        IQF_UNROLL8
         for (int i = 0; i < 8; i++) {
             __m256i l = _mm256_and_si256(_mm256_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
             d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(tab[i], l));
@@ -419,6 +427,7 @@ T_AVX2 static inline void best_nb_pair_avx2(const iqf_iqgrid *g, int ua, int ub,
     const __m256i three = _mm256_set1_epi32(3);
     const __m256i off = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
     __m256 d2 = _mm256_setzero_ps();
+    IQF_UNROLL8
     for (int i = 0; i < 8; i++) {
         const __m256 t = _mm256_set_m128(_mm_load_ps(eb + 4 * i), _mm_load_ps(ea + 4 * i));
         __m256i l = _mm256_and_si256(_mm256_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
@@ -455,7 +464,11 @@ T_AVX2 static void resolve_avx2(const iqf_iqgrid *g, cand_set *cs, const float *
         for (int c = 0; c < cs->nc; c++) {
             if (cs->og[k][c]) continue;
             int u = cs->key[k][c];
-            if (iqf_iqgrid_neighbours(g, u)[0] > 4) {
+            const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
+            if (nb[0] == 1) { /* a single candidate: ggml's search returns it */
+                cs->gi[k][c] = nb[1];
+                cs->key[k][c] = g->keys[nb[1]];
+            } else if (nb[0] > 4) {
                 int gi = best_nb_avx2_core(g, u, &sp, cs->sc[c]);
                 cs->gi[k][c] = gi;
                 cs->key[k][c] = g->keys[gi];
@@ -486,6 +499,7 @@ T_AVX2 static void round_avx2(cand_set *cs, const float *xval, int ng) {
         const __m256 id = _mm256_load_ps(cs->id + v);
         for (int k = 0; k < ng; k++) {
             __m256i u = zero;
+            IQF_UNROLL8
             for (int i = 0; i < 8; i++) {
                 __m256 t = _mm256_mul_ps(id, _mm256_set1_ps(xval[8 * k + i]));
                 t = _mm256_mul_ps(half, _mm256_sub_ps(t, one));
@@ -503,6 +517,7 @@ T_AVX2 static void sums_avx2(cand_set *cs, const float *wx, const float *weight,
         __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
         for (int k = 0; k < ng; k++) {
             const __m256i key = _mm256_load_si256((const __m256i *)(cs->key[k] + v));
+            IQF_UNROLL8
             for (int i = 0; i < 8; i++) {
                 __m256i l = _mm256_and_si256(_mm256_srl_epi32(key, _mm_cvtsi32_si128(2 * i)), three);
                 __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), one));
@@ -541,6 +556,7 @@ T_AVX512 static inline int best_nb_avx512_core(const iqf_iqgrid *g, int u, __m51
     for (int base = 1; base <= n; base += 16) {
         __m512i keys = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(nk + base)));
         __m512 d2 = _mm512_setzero_ps();
+        IQF_UNROLL8
         for (int i = 0; i < 8; i++) {
             __m512i l = _mm512_and_si512(_mm512_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
             l = _mm512_add_epi32(l, _mm512_set1_epi32(4 * (i & 3)));
@@ -604,6 +620,7 @@ T_AVX512 static inline void best_nb_pair_avx512(const iqf_iqgrid *g, int ua, int
     const __m512i three = _mm512_set1_epi32(3);
     const __m512i off = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
     __m512 d2 = _mm512_setzero_ps();
+    IQF_UNROLL8
     for (int i = 0; i < 8; i++) {
         __m512i l = _mm512_and_si512(_mm512_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
         l = _mm512_add_epi32(l, _mm512_add_epi32(off, _mm512_set1_epi32(4 * (i & 3))));
@@ -639,7 +656,11 @@ T_AVX512 static void resolve_avx512(const iqf_iqgrid *g, cand_set *cs, const flo
         for (int c = 0; c < cs->nc; c++) {
             if (cs->og[k][c]) continue;
             int u = cs->key[k][c];
-            if (iqf_iqgrid_neighbours(g, u)[0] > 8) {
+            const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
+            if (nb[0] == 1) { /* a single candidate: ggml's search returns it */
+                cs->gi[k][c] = nb[1];
+                cs->key[k][c] = g->keys[nb[1]];
+            } else if (nb[0] > 8) {
                 int gi = best_nb_avx512_core(g, u, xlo, xhi, wlo, whi, cs->sc[c]);
                 cs->gi[k][c] = gi;
                 cs->key[k][c] = g->keys[gi];
@@ -671,6 +692,7 @@ T_AVX512 static void round_avx512(cand_set *cs, const float *xval, int ng) {
         const __m512 id = _mm512_load_ps(cs->id + v);
         for (int k = 0; k < ng; k++) {
             __m512i u = zero;
+            IQF_UNROLL8
             for (int i = 0; i < 8; i++) {
                 __m512 t = _mm512_mul_ps(id, _mm512_set1_ps(xval[8 * k + i]));
                 t = _mm512_mul_ps(half, _mm512_sub_ps(t, one));
@@ -688,6 +710,7 @@ T_AVX512 static void sums_avx512(cand_set *cs, const float *wx, const float *wei
         __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
         for (int k = 0; k < ng; k++) {
             const __m512i key = _mm512_load_si512((const __m512i *)(cs->key[k] + v));
+            IQF_UNROLL8
             for (int i = 0; i < 8; i++) {
                 __m512i l = _mm512_and_si512(_mm512_srl_epi32(key, _mm_cvtsi32_si128(2 * i)), three);
                 __m512 q = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_add_epi32(l, l), one));
@@ -724,7 +747,9 @@ static void resolve(const enc_ops *E, const iqf_iqgrid *g, cand_set *cs, const f
     for (int k = 0; k < ng; k++) {
         for (int c = 0; c < cs->nc; c++) {
             if (cs->og[k][c]) continue;
-            int gi = E->best_nb(g, cs->key[k][c], xval + 8 * k, waux + 8 * k, cs->sc[c]);
+            const uint16_t *nb = iqf_iqgrid_neighbours(g, cs->key[k][c]);
+            int gi = nb[0] == 1 ? nb[1]
+                                : E->best_nb(g, cs->key[k][c], xval + 8 * k, waux + 8 * k, cs->sc[c]);
             cs->gi[k][c] = gi;
             cs->key[k][c] = g->keys[gi];
         }
