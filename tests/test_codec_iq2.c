@@ -13,6 +13,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -170,6 +171,24 @@ static void test_grids(bool full, bool sanitized) {
     free(tab);
 }
 
+/* First use from many threads at once: every thread gets the same, complete table. */
+static void *grab(void *arg) {
+    const iqf_iqgrid **out = arg;
+    *out = iqf_iqgrid_get(IQF_IQGRID_IQ1S);
+    return NULL;
+}
+
+static void test_concurrent_init(void) {
+    enum { NT = 6 };
+    pthread_t th[NT];
+    const iqf_iqgrid *got[NT] = { 0 };
+    for (int i = 0; i < NT; i++) pthread_create(&th[i], NULL, grab, &got[i]);
+    for (int i = 0; i < NT; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < NT; i++)
+        CHECK(got[i] != NULL && got[i] == got[0] && got[i]->n_neighbours == 1333695,
+              "thread %d got table %p", i, (const void *)got[i]);
+}
+
 static const int types[3] = { IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S };
 
 /* Every distribution x imatrix variant x seed, several row lengths, against the oracle. */
@@ -283,6 +302,7 @@ int main(void) {
     bool sanitized = san && *san == '1';
     const char *fe = getenv("IQF_IQGRID_FULL");
     bool full = fe && *fe == '1';
+    test_concurrent_init();
     test_grids(full, sanitized);
     test_decode_zero();
     oracle_require();
