@@ -22,6 +22,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -60,8 +61,10 @@ void iqf_iq4_sumsq(iqf_simd simd, const float *x, int stride, int len, int count
  * Tables
  * ------------------------------------------------------------------------------------------- */
 static uint64_t iq1s_grid[NGRID_IQ1S]; /* dequantization grid: 8 int8 in {-1, 0, 1} */
-static uint32_t grid_keys32[NGRID_IQ1S]; /* 2-bit level keys widened for gathers */
 static const iqf_iqgrid *grid1;
+/* Keys of the neighbour lists, parallel to grid1->neighbours (so SIMD code loads 16 keys instead
+ * of gathering them); padded by 32 entries for whole-vector loads. NULL if out of memory. */
+static uint16_t *nb_keys;
 static pthread_once_t iq1_once = PTHREAD_ONCE_INIT;
 
 /* The split pairs (i1 <= i2 <= bs) in the reference's order, 16 per vector. */
@@ -84,8 +87,18 @@ static void fill_pairs(iq1_pairs *p, int bs) {
 static void iq1_build(void) {
     static const int8_t lev[3] = { -1, 0, 1 };
     iqf_iqgrid_decode_table(iqf_iq1s_keys, NGRID_IQ1S, lev, iq1s_grid);
-    for (int k = 0; k < NGRID_IQ1S; k++) grid_keys32[k] = iqf_iq1s_keys[k];
     grid1 = iqf_iqgrid_get(IQF_IQGRID_IQ1S);
+    if (grid1) {
+        size_t len = (size_t)grid1->n_offgrid + (size_t)grid1->n_neighbours;
+        nb_keys = calloc(len + 32, sizeof(uint16_t));
+        if (nb_keys) {
+            for (size_t pos = 0; pos < len;) {
+                int n = grid1->neighbours[pos];
+                for (int j = 1; j <= n; j++) nb_keys[pos + j] = iqf_iq1s_keys[grid1->neighbours[pos + j]];
+                pos += (size_t)n + 1;
+            }
+        }
+    }
     fill_pairs(&pairs_s16, 32);
     fill_pairs(&pairs_m16, 16);
 }
@@ -168,8 +181,9 @@ static void sort_order_scalar(const float *x, int n, int *order) {
 
 /* iq1_find_best_neighbour2: the neighbour minimising Σ (w*(scale*xg[l]-x))*(scale*xg[l]-x),
  * first one on ties. Writes the grid index (or -1 if no distance is below FLT_MAX). */
-static int best_neighbour_scalar(const uint16_t *nb, const float *xval, const float *weight,
-                                 float scale, const float *xg) {
+static int best_neighbour_scalar(const uint16_t *nb, const uint16_t *nbk, const float *xval,
+                                 const float *weight, float scale, const float *xg) {
+    (void)nbk;
     int n = nb[0];
     float best_score = FLT_MAX;
     int grid_index = -1;
@@ -193,8 +207,8 @@ static int best_neighbour_scalar(const uint16_t *nb, const float *xval, const fl
 /* Off-grid group: its best neighbour. The reference then scans the whole grid with an
  * out-of-bounds read and aborts if nothing is found either (only possible when every distance
  * overflows to inf or is NaN); here the first neighbour is taken instead (docs/compat/iq1iq4.md). */
-typedef int (*neighbour_fn)(const uint16_t *nb, const float *xval, const float *weight,
-                            float scale, const float *xg);
+typedef int (*neighbour_fn)(const uint16_t *nb, const uint16_t *nbk, const float *xval,
+                            const float *weight, float scale, const float *xg);
 
 /* ---------------------------------------------------------------------------------------------
  * Kernel sets
@@ -202,6 +216,7 @@ typedef int (*neighbour_fn)(const uint16_t *nb, const float *xval, const float *
 typedef struct iq1_kernels {
     iqf_simd simd;
     neighbour_fn neighbour;
+    void (*sort)(const float *x, int n, int *order);
     /* IQ1_S split search over prefix sums sumx/sumw (33 entries): returns best_shift (0 if
      * nothing accepted) and sets *i1, *i2, *scale exactly as the reference's double loop. */
     int (*search_s)(const float *sumx, const float *sumw, float *scale, int *i1, int *i2);
@@ -371,6 +386,10 @@ static inline bool accept1(iq1_acc *a, float sqx, float sq2, int i1, int i2, int
     return false;
 }
 
+#ifndef IQ1_COUNT
+#define IQ1_COUNT(x) ((void)0)
+#endif
+
 /* Exact replay of the acceptance sequence from position (v0, l0, k0) on. */
 static void replay_from(const iq1_cands *c, condmask_fn cm, iq1_acc *a, int v0, int l0, int k0) {
     const int K = c->K, W = c->W;
@@ -430,13 +449,17 @@ static void select_best(const iq1_cands *c, condmask_fn cm, iq1_acc *a) {
             inner = f > inner ? f : inner;
         }
     }
-    float U = before > inner ? before : inner;
+    float U0 = before > inner ? before : inner;
     if (gl < 0) {
         replay_from(c, cm, a, 0, 0, 0);
         return;
     }
+    /* U >= every exact f before g (approximation error < 2^-20 relative for sq2 in
+     * [2^-60, 2^60]; an underflowing sqx^2 means f < 2^-64). */
+    float U = U0 < 0 ? U0 : (float)((double)U0 * (1.0 + 0x1p-17) + 0x1p-64);
     float sx = X[gk * W + gl], s2 = Q[gk * W + gl];
     if (!(sx * sx > U * s2)) {
+        IQ1_COUNT(anchor_fail);
         replay_from(c, cm, a, 0, 0, 0);
         return;
     }
@@ -465,15 +488,20 @@ AVX512_TARGET static unsigned condmask_avx512(const float *sqx, const float *sq2
 AVX512_TARGET static inline void store_vec_avx512(iq1_cands *c, const __m512 *sqx, const __m512 *sq2,
                                                   int K, __mmask16 valid, int i1, int i2, int nl) {
     const int v = c->nv++;
-    const __m512 zero = _mm512_setzero_ps();
+    const __m512 zero = _mm512_setzero_ps(), lo = _mm512_set1_ps(0x1p-60f), hi = _mm512_set1_ps(0x1p60f);
     __m512 fmax = _mm512_set1_ps(-FLT_MAX);
     __mmask16 nan = 0;
     for (int k = 0; k < K; k++) {
         _mm512_storeu_ps(c->sqx + (size_t)(v * K + k) * 16, sqx[k]);
         _mm512_storeu_ps(c->sq2 + (size_t)(v * K + k) * 16, sq2[k]);
         __mmask16 ok = _mm512_mask_cmp_ps_mask(valid, sq2[k], zero, _CMP_GT_OQ);
-        __m512 f = _mm512_mul_ps(_mm512_maskz_div_ps(ok, sqx[k], sq2[k]), sqx[k]);
-        nan |= _mm512_mask_cmp_ps_mask(ok, f, f, _CMP_UNORD_Q);
+        /* approximate f (see select_best): sqx^2 / sq2 with rcp14 and one Newton step (relative
+         * error < 2^-21), trusted for sq2 in [2^-60, 2^60] */
+        __m512 r = _mm512_rcp14_ps(sq2[k]);
+        r = _mm512_mul_ps(r, _mm512_fnmadd_ps(sq2[k], r, _mm512_set1_ps(2.f)));
+        __m512 f = _mm512_mul_ps(_mm512_mul_ps(sqx[k], sqx[k]), r);
+        nan |= _mm512_mask_cmp_ps_mask(ok, f, f, _CMP_UNORD_Q) | _mm512_mask_cmp_ps_mask(ok, sq2[k], lo, _CMP_LT_OQ) |
+               _mm512_mask_cmp_ps_mask(ok, sq2[k], hi, _CMP_GT_OQ);
         f = _mm512_mask_mov_ps(_mm512_set1_ps(-FLT_MAX), ok, f);
         _mm512_storeu_ps(c->f + (size_t)(v * K + k) * 16, f);
         fmax = _mm512_max_ps(fmax, f);
@@ -630,9 +658,11 @@ AVX512_TARGET static int search_m_avx512(const float px[2][17], const float pw[2
 /* Neighbour search, 16 neighbours per vector. term table T_i: lane e holds
  * (w_i*(scale*xg[e&3] - x_i))*(scale*xg[e&3] - x_i), so permutexvar by key >> 2i (low 4 bits)
  * picks the term of coordinate i's level. */
-AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const float *xval,
-                                               const float *weight, float scale, const float *xg) {
+AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_t *nbk,
+                                               const float *xval, const float *weight, float scale,
+                                               const float *xg) {
     const int n = nb[0];
+    if (n > 240) return best_neighbour_scalar(nb, nbk, xval, weight, scale, xg);
     const float sq0 = scale * xg[0], sq1 = scale * xg[1], sq2 = scale * xg[2];
     const __m512 SQ = _mm512_setr_ps(sq0, sq1, sq2, sq0, sq0, sq1, sq2, sq0, sq0, sq1, sq2, sq0, sq0,
                                      sq1, sq2, sq0);
@@ -641,28 +671,51 @@ AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const float *
         __m512 diff = _mm512_sub_ps(SQ, _mm512_set1_ps(xval[i]));
         T[i] = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(weight[i]), diff), diff);
     }
-    const __m512 fmax = _mm512_set1_ps(FLT_MAX);
-    float best_score = FLT_MAX;
-    int grid_index = -1;
+    /* All distances, then one minimum (NaN never wins, as in `d2 < best`), then its first
+     * occurrence: the reference's strict-< scan. */
+    float d2buf[256];
+    __m512 vmin = _mm512_set1_ps(INFINITY);
     for (int j0 = 0; j0 < n; j0 += 16) {
-        int nl = n - j0 < 16 ? n - j0 : 16;
-        __mmask16 valid = (__mmask16)((1u << nl) - 1);
-        __m512i idx = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(valid, nb + 1 + j0));
-        __m512i keys = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, idx,
-                                                   (const int *)grid_keys32, 4);
+        __m512i keys = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(nbk + 1 + j0)));
         __m512 d2 = _mm512_setzero_ps();
         for (int i = 0; i < 8; i++)
             d2 = _mm512_add_ps(d2, _mm512_permutexvar_ps(_mm512_srli_epi32(keys, 2 * i), T[i]));
-        __mmask16 ok = _mm512_mask_cmp_ps_mask(valid, d2, fmax, _CMP_LT_OQ);
-        if (!ok) continue;
-        float m = _mm512_mask_reduce_min_ps(ok, d2);
-        if (m < best_score) {
-            __mmask16 eq = _mm512_mask_cmp_ps_mask(ok, d2, _mm512_set1_ps(m), _CMP_EQ_OQ);
-            best_score = m;
-            grid_index = nb[1 + j0 + __builtin_ctz((unsigned)eq)];
+        if (n - j0 < 16) d2 = _mm512_mask_mov_ps(_mm512_set1_ps(INFINITY), (__mmask16)((1u << (n - j0)) - 1), d2);
+        _mm512_storeu_ps(d2buf + j0, d2);
+        vmin = _mm512_min_ps(d2, vmin);
+    }
+    const float m = _mm512_reduce_min_ps(vmin);
+    if (!(m < FLT_MAX)) return -1;
+    const __m512 vm = _mm512_set1_ps(m);
+    for (int j0 = 0;; j0 += 16) {
+        __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(d2buf + j0), vm, _CMP_EQ_OQ);
+        if (eq) return nb[1 + j0 + __builtin_ctz((unsigned)eq)];
+    }
+}
+
+/* Positions in the reference's sort order (see sort_order_scalar) by ranks: rank_i = #{j: x_j <
+ * x_i} + #{j < i: x_j == x_i}, all lanes i at once per j. n = 16 or 32. */
+AVX512_TARGET static void sort_order_avx512(const float *x, int n, int *order) {
+    const __m512 X0 = _mm512_loadu_ps(x);
+    const __m512 X1 = n > 16 ? _mm512_loadu_ps(x + 16) : _mm512_setzero_ps();
+    const __m512i one = _mm512_set1_epi32(1);
+    __m512i R0 = _mm512_setzero_si512(), R1 = _mm512_setzero_si512();
+    for (int j = 0; j < n; j++) {
+        const __m512 xj = _mm512_set1_ps(x[j]);
+        const __mmask16 after0 = (__mmask16)(j < 16 ? 0xffffu << (j + 1) : 0);
+        const __mmask16 after1 = (__mmask16)(j < 16 ? 0xffffu : 0xffffu << (j - 15));
+        __mmask16 m0 = _mm512_cmp_ps_mask(X0, xj, _CMP_GT_OQ) |
+                       _mm512_mask_cmp_ps_mask(after0, X0, xj, _CMP_EQ_OQ);
+        R0 = _mm512_mask_add_epi32(R0, m0, R0, one);
+        if (n > 16) {
+            __mmask16 m1 = _mm512_cmp_ps_mask(X1, xj, _CMP_GT_OQ) |
+                           _mm512_mask_cmp_ps_mask(after1, X1, xj, _CMP_EQ_OQ);
+            R1 = _mm512_mask_add_epi32(R1, m1, R1, one);
         }
     }
-    return grid_index;
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    _mm512_i32scatter_epi32(order, R0, iota, 4);
+    if (n > 16) _mm512_i32scatter_epi32(order, R1, _mm512_add_epi32(iota, _mm512_set1_epi32(16)), 4);
 }
 
 /* ---- AVX2 ---- */
@@ -688,8 +741,13 @@ AVX2_TARGET static inline void store_vec_avx2(iq1_cands *c, const __m256 *sqx, c
         _mm256_storeu_ps(c->sqx + (size_t)(v * K + k) * 8, sqx[k]);
         _mm256_storeu_ps(c->sq2 + (size_t)(v * K + k) * 8, sq2[k]);
         __m256 ok = _mm256_and_ps(lanes, _mm256_cmp_ps(sq2[k], _mm256_setzero_ps(), _CMP_GT_OQ));
-        __m256 f = _mm256_mul_ps(_mm256_div_ps(sqx[k], sq2[k]), sqx[k]);
-        nan = _mm256_or_ps(nan, _mm256_and_ps(ok, _mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
+        __m256 r = _mm256_rcp_ps(sq2[k]);
+        r = _mm256_mul_ps(r, _mm256_fnmadd_ps(sq2[k], r, _mm256_set1_ps(2.f)));
+        __m256 f = _mm256_mul_ps(_mm256_mul_ps(sqx[k], sqx[k]), r);
+        __m256 bad = _mm256_or_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q),
+                                  _mm256_or_ps(_mm256_cmp_ps(sq2[k], _mm256_set1_ps(0x1p-60f), _CMP_LT_OQ),
+                                               _mm256_cmp_ps(sq2[k], _mm256_set1_ps(0x1p60f), _CMP_GT_OQ)));
+        nan = _mm256_or_ps(nan, _mm256_and_ps(ok, bad));
         f = _mm256_blendv_ps(_mm256_set1_ps(-FLT_MAX), f, ok);
         _mm256_storeu_ps(c->f + (size_t)(v * K + k) * 8, f);
         fmax = _mm256_max_ps(fmax, f);
@@ -813,8 +871,9 @@ AVX2_TARGET static int search_m_avx2(const float px[2][17], const float pw[2][17
     return a.i1 < 0 || a.i2 < 0 ? -1 : a.k;
 }
 
-AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const float *xval,
-                                           const float *weight, float scale, const float *xg) {
+AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *nbk,
+                                           const float *xval, const float *weight, float scale,
+                                           const float *xg) {
     const int n = nb[0];
     const float sq0 = scale * xg[0], sq1 = scale * xg[1], sq2 = scale * xg[2];
     const __m256 SQ = _mm256_setr_ps(sq0, sq1, sq2, sq0, sq0, sq1, sq2, sq0);
@@ -827,9 +886,7 @@ AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const float *xval
     int grid_index = -1;
     for (int j0 = 0; j0 < n; j0 += 8) {
         int nl = n - j0 < 8 ? n - j0 : 8;
-        int32_t keys[8] = { 0 };
-        for (int l = 0; l < nl; l++) keys[l] = (int32_t)grid_keys32[nb[1 + j0 + l]];
-        __m256i k = _mm256_loadu_si256((const __m256i *)keys);
+        __m256i k = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(nbk + 1 + j0)));
         __m256 d2 = _mm256_setzero_ps();
         for (int i = 0; i < 8; i++)
             d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(T[i], _mm256_srli_epi32(k, 2 * i)));
@@ -847,10 +904,11 @@ AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const float *xval
 #endif
 
 static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
-    iq1_kernels k = { ctx->simd, best_neighbour_scalar, search_s_scalar, search_m_scalar };
+    iq1_kernels k = { ctx->simd, best_neighbour_scalar, sort_order_scalar, search_s_scalar, search_m_scalar };
 #ifdef IQ1_X86
     if (ctx->simd >= IQF_SIMD_AVX512) {
         k.neighbour = best_neighbour_avx512;
+        k.sort = sort_order_avx512;
         k.search_s = search_s_avx512;
         k.search_m = search_m_avx512;
     } else if (ctx->simd >= IQF_SIMD_AVX2) {
@@ -872,7 +930,8 @@ static int group_index(const iq1_kernels *K, int8_t *L, const float *xb, const f
     if (gi >= 0) return gi;
     *on_grid = false;
     const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
-    gi = K->neighbour(nb, xb, w, scale, xx);
+    gi = nb_keys ? K->neighbour(nb, nb_keys + (nb - g->neighbours), xb, w, scale, xx)
+                 : best_neighbour_scalar(nb, NULL, xb, w, scale, xx);
     if (gi < 0) gi = nb[1];
     uint16_t key = iqf_iq1s_keys[gi];
     for (int i = 0; i < 8; ++i) L[i] = (int8_t)((key >> 2 * i) & 3);
@@ -907,7 +966,7 @@ static void iq1_s_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             shifts[ib] = 1;
             continue;
         }
-        sort_order_scalar(xb, block_size, order);
+        K->sort(xb, block_size, order);
         sumx[0] = sumw[0] = 0;
         for (int j = 0; j < block_size; ++j) {
             int i = order[j];
@@ -1006,17 +1065,25 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             shifts[ib] = 0;
             continue;
         }
-        sort_order_scalar(xb, block_size, order);
+        K->sort(xb, block_size, order);
         float px[2][17], pw[2][17];
         px[0][0] = px[1][0] = 0;
         pw[0][0] = pw[1][0] = 0;
+        float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0; /* running px/pw of each half */
         for (int j = 0; j < block_size; ++j) {
             const int i = order[j];
-            const int h = i < block_size / 2 ? 0 : 1;
-            px[h][j + 1] = px[h][j] + weight[i] * xb[i];
-            px[1 - h][j + 1] = px[1 - h][j];
-            pw[h][j + 1] = pw[h][j] + weight[i];
-            pw[1 - h][j + 1] = pw[1 - h][j];
+            const float wx = weight[i] * xb[i], wi = weight[i];
+            if (i < block_size / 2) {
+                sx0 = sx0 + wx;
+                sw0 = sw0 + wi;
+            } else {
+                sx1 = sx1 + wx;
+                sw1 = sw1 + wi;
+            }
+            px[0][j + 1] = sx0;
+            px[1][j + 1] = sx1;
+            pw[0][j + 1] = sw0;
+            pw[1][j + 1] = sw1;
         }
         float scale = max;
         int besti1, besti2;
