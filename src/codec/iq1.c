@@ -352,7 +352,10 @@ typedef struct iq1_cands {
     const int8_t *li1, *li2; /* or, when not NULL, lane l of vector v is (li1, li2)[v*W + l] */
     float vmax[IQ1_MAXV];
     float sqx[2048], sq2[2048]; /* [(v*K + k)*W + lane] */
-    float f[2048];              /* (sqx/sq2)*sqx where sq2 > 0, else -FLT_MAX */
+    float f[2048];              /* approximately (sqx/sq2)*sqx where sq2 > 0, else -FLT_MAX */
+    float vmaxv[IQ1_MAXV * 16]; /* AVX-512: per vector, the lane-wise max of f over variants */
+    /* finds the anchor vector (see select_best); NULL: from vmax[] */
+    int (*anchor)(const struct iq1_cands *c, float *M, float *before);
 } iq1_cands;
 
 typedef struct iq1_acc {
@@ -425,13 +428,17 @@ static void select_best(const iq1_cands *c, condmask_fn cm, iq1_acc *a) {
     }
     float M = -FLT_MAX, before = -FLT_MAX, run = -FLT_MAX;
     int gv = -1;
-    for (int v = 0; v < c->nv; v++) {
-        if (c->vmax[v] > M) {
-            M = c->vmax[v];
-            gv = v;
-            before = run;
+    if (c->anchor) {
+        gv = c->anchor(c, &M, &before);
+    } else {
+        for (int v = 0; v < c->nv; v++) {
+            if (c->vmax[v] > M) {
+                M = c->vmax[v];
+                gv = v;
+                before = run;
+            }
+            run = c->vmax[v] > run ? c->vmax[v] : run;
         }
-        run = c->vmax[v] > run ? c->vmax[v] : run;
     }
     if (gv < 0) return; /* no candidate with sq2 > 0: nothing is ever accepted */
     const float *X = c->sqx + (size_t)gv * K * W, *Q = c->sq2 + (size_t)gv * K * W;
@@ -486,31 +493,51 @@ AVX512_TARGET static unsigned condmask_avx512(const float *sqx, const float *sq2
 
 /* Stores one vector of K variants and its largest valid f. */
 AVX512_TARGET static inline void store_vec_avx512(iq1_cands *c, const __m512 *sqx, const __m512 *sq2,
-                                                  int K, __mmask16 valid, int i1, int i2, int nl) {
+                                                  int K, __mmask16 valid, int nl) {
     const int v = c->nv++;
-    const __m512 zero = _mm512_setzero_ps(), lo = _mm512_set1_ps(0x1p-60f), hi = _mm512_set1_ps(0x1p60f);
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512i lo = _mm512_set1_epi32(0x21800000 /* 2^-60 */), span = _mm512_set1_epi32(120 << 23);
     __m512 fmax = _mm512_set1_ps(-FLT_MAX);
-    __mmask16 nan = 0;
+    __mmask16 bad = 0;
     for (int k = 0; k < K; k++) {
         _mm512_storeu_ps(c->sqx + (size_t)(v * K + k) * 16, sqx[k]);
         _mm512_storeu_ps(c->sq2 + (size_t)(v * K + k) * 16, sq2[k]);
         __mmask16 ok = _mm512_mask_cmp_ps_mask(valid, sq2[k], zero, _CMP_GT_OQ);
         /* approximate f (see select_best): sqx^2 / sq2 with rcp14 and one Newton step (relative
-         * error < 2^-21), trusted for sq2 in [2^-60, 2^60] */
+         * error < 2^-21), trusted for sq2 in [2^-60, 2^60] (checked on the bit pattern). A NaN f
+         * (NaN sqx: never accepted) loses every max below. */
         __m512 r = _mm512_rcp14_ps(sq2[k]);
         r = _mm512_mul_ps(r, _mm512_fnmadd_ps(sq2[k], r, _mm512_set1_ps(2.f)));
         __m512 f = _mm512_mul_ps(_mm512_mul_ps(sqx[k], sqx[k]), r);
-        nan |= _mm512_mask_cmp_ps_mask(ok, f, f, _CMP_UNORD_Q) | _mm512_mask_cmp_ps_mask(ok, sq2[k], lo, _CMP_LT_OQ) |
-               _mm512_mask_cmp_ps_mask(ok, sq2[k], hi, _CMP_GT_OQ);
+        bad |= _mm512_mask_cmpgt_epu32_mask(ok, _mm512_sub_epi32(_mm512_castps_si512(sq2[k]), lo), span);
         f = _mm512_mask_mov_ps(_mm512_set1_ps(-FLT_MAX), ok, f);
         _mm512_storeu_ps(c->f + (size_t)(v * K + k) * 16, f);
-        fmax = _mm512_max_ps(fmax, f);
+        fmax = _mm512_max_ps(f, fmax);
     }
-    if (nan) c->nan = true;
-    c->vmax[v] = _mm512_reduce_max_ps(fmax);
-    c->i1[v] = (int8_t)i1;
-    c->i2[v] = (int8_t)i2;
+    if (bad) c->nan = true;
+    _mm512_storeu_ps(c->vmaxv + (size_t)v * 16, fmax);
     c->nl[v] = (int8_t)nl;
+}
+
+/* Anchor vector: gv = first vector holding the largest f, M = that f, before = the largest f
+ * of the vectors before gv (all from the lane-wise maxima). */
+AVX512_TARGET static int anchor_avx512(const iq1_cands *c, float *M, float *before) {
+    __m512 gm = _mm512_set1_ps(-FLT_MAX);
+    for (int v = 0; v < c->nv; v++) gm = _mm512_max_ps(_mm512_loadu_ps(c->vmaxv + (size_t)v * 16), gm);
+    const float m = _mm512_reduce_max_ps(gm);
+    if (!(m > -FLT_MAX)) return -1;
+    const __m512 vm = _mm512_set1_ps(m);
+    __m512 bm = _mm512_set1_ps(-FLT_MAX);
+    for (int v = 0; v < c->nv; v++) {
+        __m512 x = _mm512_loadu_ps(c->vmaxv + (size_t)v * 16);
+        if (_mm512_cmp_ps_mask(x, vm, _CMP_EQ_OQ)) {
+            *M = m;
+            *before = _mm512_reduce_max_ps(bm);
+            return v;
+        }
+        bm = _mm512_max_ps(x, bm);
+    }
+    return -1;
 }
 
 /* IQ1_S: lane = one (i1, i2) pair of the reference's order (pairs_s16: 561 pairs, 36 vectors);
@@ -548,6 +575,7 @@ AVX512_TARGET static int search_s_avx512(const float *sumx, const float *sumw, f
     c.nan = false;
     c.li1 = pairs_s16.i1;
     c.li2 = pairs_s16.i2;
+    c.anchor = anchor_avx512;
     const __m512 p1 = _mm512_set1_ps(x_p[1]), m1 = _mm512_set1_ps(x_m[1]);
     for (int v = 0; v < 35; v++) {
         const __m512i idx1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_s16.i1 + 16 * v)));
@@ -569,7 +597,7 @@ AVX512_TARGET static int search_s_avx512(const float *sumx, const float *sumw, f
             sq2[0] = _mm512_mask_mov_ps(sq2[0], 1, _mm512_set1_ps(p2_));
             sq2[1] = _mm512_mask_mov_ps(sq2[1], 1, _mm512_set1_ps(m2_));
         }
-        store_vec_avx512(&c, sqx, sq2, 2, 0xffff, 0, 0, 16);
+        store_vec_avx512(&c, sqx, sq2, 2, 0xffff, 16);
     }
 #undef T1
 #undef T2
@@ -578,7 +606,7 @@ AVX512_TARGET static int search_s_avx512(const float *sumx, const float *sumw, f
         scalar_pair_s(sumx, sumw, bs, bs, &px_, &mx_, &p2_, &m2_);
         __m512 sqx[2] = { _mm512_set1_ps(px_), _mm512_set1_ps(mx_) };
         __m512 sq2[2] = { _mm512_set1_ps(p2_), _mm512_set1_ps(m2_) };
-        store_vec_avx512(&c, sqx, sq2, 2, 1, 0, 0, 1);
+        store_vec_avx512(&c, sqx, sq2, 2, 1, 1);
     }
     iq1_acc a = { -FLT_MAX, *scale_out, -1, -1, 0 };
     select_best(&c, condmask_avx512, &a);
@@ -615,6 +643,7 @@ AVX512_TARGET static int search_m_avx512(const float px[2][17], const float pw[2
     c.nan = false;
     c.li1 = pairs_m16.i1;
     c.li2 = pairs_m16.i2;
+    c.anchor = anchor_avx512;
     __m512 Tp[2], Tm[2], TWp[2], TWm[2];
     for (int h = 0; h < 2; h++) {
         Tp[h] = _mm512_set1_ps(px[h][bs] * p2);
@@ -644,7 +673,7 @@ AVX512_TARGET static int search_m_avx512(const float px[2][17], const float pw[2
         sq2[1] = _mm512_add_ps(q2p0, q2m1);
         sq2[2] = _mm512_add_ps(q2m0, q2p1);
         sq2[3] = _mm512_add_ps(q2m0, q2m1);
-        store_vec_avx512(&c, sqx, sq2, 4, (__mmask16)((1u << nl) - 1), 0, 0, nl);
+        store_vec_avx512(&c, sqx, sq2, 4, (__mmask16)((1u << nl) - 1), nl);
     }
 #undef TB
     iq1_acc a = { -FLT_MAX, *scale_out, -1, -1, 0 };
@@ -783,6 +812,7 @@ AVX2_TARGET static int search_s_avx2(const float *sumx, const float *sumw, float
     c.W = 8;
     c.nan = false;
     c.li1 = c.li2 = NULL;
+    c.anchor = NULL;
     const __m256 p1 = _mm256_set1_ps(x_p[1]), m1 = _mm256_set1_ps(x_m[1]);
     for (int i1 = 0; i1 <= bs; ++i1) {
         const float A = sumx[i1] - sumx[0], WA = sumw[i1] - sumw[0];
@@ -832,6 +862,7 @@ AVX2_TARGET static int search_m_avx2(const float px[2][17], const float pw[2][17
     c.W = 8;
     c.nan = false;
     c.li1 = c.li2 = NULL;
+    c.anchor = NULL;
     for (int i1 = 0; i1 <= bs; ++i1) {
         __m256 Tp[2], Tm[2], Sp[2], Sm[2], P1[2];
         for (int h = 0; h < 2; h++) {
@@ -1073,13 +1104,13 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
         for (int j = 0; j < block_size; ++j) {
             const int i = order[j];
             const float wx = weight[i] * xb[i], wi = weight[i];
-            if (i < block_size / 2) {
-                sx0 = sx0 + wx;
-                sw0 = sw0 + wi;
-            } else {
-                sx1 = sx1 + wx;
-                sw1 = sw1 + wi;
-            }
+            /* Branch-free: the other half adds +0, which leaves it unchanged (these sums start
+             * at +0 and so are never -0). */
+            const bool lo = i < block_size / 2;
+            sx0 = sx0 + (lo ? wx : 0.f);
+            sw0 = sw0 + (lo ? wi : 0.f);
+            sx1 = sx1 + (lo ? 0.f : wx);
+            sw1 = sw1 + (lo ? 0.f : wi);
             px[0][j + 1] = sx0;
             px[1][j + 1] = sx1;
             pw[0][j + 1] = sw0;
