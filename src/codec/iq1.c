@@ -224,8 +224,9 @@ typedef struct iq1_kernels {
     int (*search_m)(const float px[2][17], const float pw[2][17], float *scale, int *i1, int *i2);
 } iq1_kernels;
 
-static const float x_p[3] = { -1 + IQ1S_DELTA, IQ1S_DELTA, 1 + IQ1S_DELTA };
-static const float x_m[3] = { -1 - IQ1S_DELTA, -IQ1S_DELTA, 1 - IQ1S_DELTA };
+/* padded to 4 for 128-bit loads */
+static const float x_p[4] = { -1 + IQ1S_DELTA, IQ1S_DELTA, 1 + IQ1S_DELTA, 0 };
+static const float x_m[4] = { -1 - IQ1S_DELTA, -IQ1S_DELTA, 1 - IQ1S_DELTA, 0 };
 
 static int search_s_scalar(const float *sumx, const float *sumw, float *scale_out, int *bi1,
                            int *bi2) {
@@ -692,22 +693,28 @@ AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_
                                                const float *xg) {
     const int n = nb[0];
     if (n > 240) return best_neighbour_scalar(nb, nbk, xval, weight, scale, xg);
-    const float sq0 = scale * xg[0], sq1 = scale * xg[1], sq2 = scale * xg[2];
-    const __m512 SQ = _mm512_setr_ps(sq0, sq1, sq2, sq0, sq0, sq1, sq2, sq0, sq0, sq1, sq2, sq0, sq0,
-                                     sq1, sq2, sq0);
+    /* Lane e of T[i] (i >= 2): term of level e & 3; T01 lane e = (0 + term0[e & 3]) +
+     * term1[e >> 2], the reference's first two steps of d2 for levels (e & 3, e >> 2). */
+    const __m512 vs = _mm512_set1_ps(scale);
+    const __m512 g0 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 1, 2, 0, 0, 1, 2, 0, 0, 1, 2, 0, 0, 1, 2, 0),
+                                            _mm512_castps128_ps512(_mm_loadu_ps(xg)));
+    const __m512 g1 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0),
+                                            _mm512_castps128_ps512(_mm_loadu_ps(xg)));
+    const __m512 SQ = _mm512_mul_ps(vs, g0), SQ1 = _mm512_mul_ps(vs, g1);
     __m512 T[8];
     for (int i = 0; i < 8; i++) {
-        __m512 diff = _mm512_sub_ps(SQ, _mm512_set1_ps(xval[i]));
+        __m512 diff = _mm512_sub_ps(i == 1 ? SQ1 : SQ, _mm512_set1_ps(xval[i]));
         T[i] = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(weight[i]), diff), diff);
     }
+    const __m512 T01 = _mm512_add_ps(_mm512_add_ps(_mm512_setzero_ps(), T[0]), T[1]);
     /* All distances, then one minimum (NaN never wins, as in `d2 < best`), then its first
      * occurrence: the reference's strict-< scan. */
     float d2buf[256];
     __m512 vmin = _mm512_set1_ps(INFINITY);
     for (int j0 = 0; j0 < n; j0 += 16) {
         __m512i keys = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(nbk + 1 + j0)));
-        __m512 d2 = _mm512_setzero_ps();
-        for (int i = 0; i < 8; i++)
+        __m512 d2 = _mm512_permutexvar_ps(keys, T01);
+        for (int i = 2; i < 8; i++)
             d2 = _mm512_add_ps(d2, _mm512_permutexvar_ps(_mm512_srli_epi32(keys, 2 * i), T[i]));
         if (n - j0 < 16) d2 = _mm512_mask_mov_ps(_mm512_set1_ps(INFINITY), (__mmask16)((1u << (n - j0)) - 1), d2);
         _mm512_storeu_ps(d2buf + j0, d2);
