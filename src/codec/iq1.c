@@ -352,9 +352,10 @@ typedef struct iq1_cands {
     int8_t i1[IQ1_MAXV], i2[IQ1_MAXV], nl[IQ1_MAXV]; /* i1-major layout: lane l is (i1, i2 + l) */
     const int8_t *li1, *li2; /* or, when not NULL, lane l of vector v is (li1, li2)[v*W + l] */
     float vmax[IQ1_MAXV];
-    float sqx[2048], sq2[2048]; /* [(v*K + k)*W + lane] */
-    float f[2048];              /* approximately (sqx/sq2)*sqx where sq2 > 0, else -FLT_MAX */
-    float vmaxv[IQ1_MAXV * 16]; /* AVX-512: per vector, the lane-wise max of f over variants */
+    _Alignas(64) float sqx[2048]; /* [(v*K + k)*W + lane]; 64-byte aligned: whole-line vectors */
+    _Alignas(64) float sq2[2048];
+    _Alignas(64) float f[2048];   /* approximately (sqx/sq2)*sqx where sq2 > 0, else -FLT_MAX */
+    _Alignas(64) float vmaxv[IQ1_MAXV * 16]; /* AVX-512: per vector, lane-wise max of f */
     /* finds the anchor vector (see select_best); NULL: from vmax[] */
     int (*anchor)(const struct iq1_cands *c, float *M, float *before);
 } iq1_cands;
@@ -549,7 +550,8 @@ AVX512_TARGET static int search_s_avx512(const float *sumx, const float *sumw, f
                                          int *bi1, int *bi2) {
     const int bs = 32;
     /* i1-indexed: Ap, Am, WAp, WAm, X1, W1; i2-indexed (entry i2-1): X2, W2, Cp, Cm, WCp, WCm. */
-    float t1[6][32], t2[6][32];
+    _Alignas(64) float t1[6][32];
+    _Alignas(64) float t2[6][32];
     for (int i = 0; i < 32; i++) {
         const float A = sumx[i] - sumx[0], WA = sumw[i] - sumw[0];
         t1[0][i] = A * x_p[0];
@@ -627,7 +629,7 @@ AVX512_TARGET static int search_m_avx512(const float px[2][17], const float pw[2
     const float cm1 = x_m[0] * x_m[0] - x_m[1] * x_m[1];
     const float cm2 = x_m[1] * x_m[1] - x_m[2] * x_m[2];
     /* per half: px, pw*cp1, pw*cp2, pw*cm1, pw*cm2 (17 entries, padded to 32) */
-    float t[2][5][32];
+    _Alignas(64) float t[2][5][32];
     for (int h = 0; h < 2; h++)
         for (int i = 0; i < 32; i++) {
             const int j = i <= bs ? i : bs;
@@ -709,7 +711,7 @@ AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_
     const __m512 T01 = _mm512_add_ps(_mm512_add_ps(_mm512_setzero_ps(), T[0]), T[1]);
     /* All distances, then one minimum (NaN never wins, as in `d2 < best`), then its first
      * occurrence: the reference's strict-< scan. */
-    float d2buf[256];
+    _Alignas(64) float d2buf[256];
     __m512 vmin = _mm512_set1_ps(INFINITY);
     for (int j0 = 0; j0 < n; j0 += 16) {
         __m512i keys = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(nbk + 1 + j0)));
