@@ -552,22 +552,30 @@ AVX512_TARGET static int search_s_avx512(const float *sumx, const float *sumw, f
     /* i1-indexed: Ap, Am, WAp, WAm, X1, W1; i2-indexed (entry i2-1): X2, W2, Cp, Cm, WCp, WCm. */
     _Alignas(64) float t1[6][32];
     _Alignas(64) float t2[6][32];
-    for (int i = 0; i < 32; i++) {
-        const float A = sumx[i] - sumx[0], WA = sumw[i] - sumw[0];
-        t1[0][i] = A * x_p[0];
-        t1[1][i] = A * x_m[0];
-        t1[2][i] = WA * x_p[0] * x_p[0];
-        t1[3][i] = WA * x_m[0] * x_m[0];
-        t1[4][i] = sumx[i];
-        t1[5][i] = sumw[i];
-        const int i2 = i + 1;
-        const float C = sumx[bs] - sumx[i2], WC = sumw[bs] - sumw[i2];
-        t2[0][i] = sumx[i2];
-        t2[1][i] = sumw[i2];
-        t2[2][i] = C * x_p[2];
-        t2[3][i] = C * x_m[2];
-        t2[4][i] = WC * x_p[2] * x_p[2];
-        t2[5][i] = WC * x_m[2] * x_m[2];
+    {
+        const __m512 p0 = _mm512_set1_ps(x_p[0]), m0 = _mm512_set1_ps(x_m[0]);
+        const __m512 p2 = _mm512_set1_ps(x_p[2]), m2 = _mm512_set1_ps(x_m[2]);
+        const __m512 sx0 = _mm512_set1_ps(sumx[0]), sw0 = _mm512_set1_ps(sumw[0]);
+        const __m512 sxb = _mm512_set1_ps(sumx[bs]), swb = _mm512_set1_ps(sumw[bs]);
+        for (int h = 0; h < 32; h += 16) {
+            const __m512 X = _mm512_loadu_ps(sumx + h), Wv = _mm512_loadu_ps(sumw + h);
+            const __m512 A = _mm512_sub_ps(X, sx0), WA = _mm512_sub_ps(Wv, sw0);
+            _mm512_store_ps(t1[0] + h, _mm512_mul_ps(A, p0));
+            _mm512_store_ps(t1[1] + h, _mm512_mul_ps(A, m0));
+            _mm512_store_ps(t1[2] + h, _mm512_mul_ps(_mm512_mul_ps(WA, p0), p0));
+            _mm512_store_ps(t1[3] + h, _mm512_mul_ps(_mm512_mul_ps(WA, m0), m0));
+            _mm512_store_ps(t1[4] + h, X);
+            _mm512_store_ps(t1[5] + h, Wv);
+            /* i2-indexed, entry i = value at i2 = i + 1 */
+            const __m512 X2 = _mm512_loadu_ps(sumx + h + 1), W2 = _mm512_loadu_ps(sumw + h + 1);
+            const __m512 C = _mm512_sub_ps(sxb, X2), WC = _mm512_sub_ps(swb, W2);
+            _mm512_store_ps(t2[0] + h, X2);
+            _mm512_store_ps(t2[1] + h, W2);
+            _mm512_store_ps(t2[2] + h, _mm512_mul_ps(C, p2));
+            _mm512_store_ps(t2[3] + h, _mm512_mul_ps(C, m2));
+            _mm512_store_ps(t2[4] + h, _mm512_mul_ps(_mm512_mul_ps(WC, p2), p2));
+            _mm512_store_ps(t2[5] + h, _mm512_mul_ps(_mm512_mul_ps(WC, m2), m2));
+        }
     }
 #define T1(j) _mm512_permutex2var_ps(_mm512_loadu_ps(t1[j]), idx1, _mm512_loadu_ps(t1[j] + 16))
 #define T2(j) _mm512_permutex2var_ps(_mm512_loadu_ps(t2[j]), idx2, _mm512_loadu_ps(t2[j] + 16))
@@ -630,15 +638,19 @@ AVX512_TARGET static int search_m_avx512(const float px[2][17], const float pw[2
     const float cm2 = x_m[1] * x_m[1] - x_m[2] * x_m[2];
     /* per half: px, pw*cp1, pw*cp2, pw*cm1, pw*cm2 (17 entries, padded to 32) */
     _Alignas(64) float t[2][5][32];
-    for (int h = 0; h < 2; h++)
-        for (int i = 0; i < 32; i++) {
-            const int j = i <= bs ? i : bs;
-            t[h][0][i] = px[h][j];
-            t[h][1][i] = pw[h][j] * cp1;
-            t[h][2][i] = pw[h][j] * cp2;
-            t[h][3][i] = pw[h][j] * cm1;
-            t[h][4][i] = pw[h][j] * cm2;
+    for (int h = 0; h < 2; h++) {
+        /* entries 0..15, then entry 16 repeated (indices above 16 are never used) */
+        const __m512 x0 = _mm512_loadu_ps(px[h]), x1 = _mm512_set1_ps(px[h][bs]);
+        const __m512 w0 = _mm512_loadu_ps(pw[h]), w1 = _mm512_set1_ps(pw[h][bs]);
+        const float cc[4] = { cp1, cp2, cm1, cm2 };
+        _mm512_store_ps(t[h][0], x0);
+        _mm512_store_ps(t[h][0] + 16, x1);
+        for (int j = 0; j < 4; j++) {
+            const __m512 cj = _mm512_set1_ps(cc[j]);
+            _mm512_store_ps(t[h][j + 1], _mm512_mul_ps(w0, cj));
+            _mm512_store_ps(t[h][j + 1] + 16, _mm512_mul_ps(w1, cj));
         }
+    }
     iq1_cands c;
     c.nv = 0;
     c.K = 4;
