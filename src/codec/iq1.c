@@ -179,6 +179,17 @@ static void sort_order_scalar(const float *x, int n, int *order) {
     }
 }
 
+static float weights_scalar(const float *xb, const float *qw, float sigma2, int n, float *w) {
+    if (qw) {
+        for (int i = 0; i < n; ++i) w[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+    } else {
+        for (int i = 0; i < n; ++i) w[i] = xb[i] * xb[i];
+    }
+    float max = fabsf(xb[0]);
+    for (int i = 1; i < n; ++i) max = max > fabsf(xb[i]) ? max : fabsf(xb[i]);
+    return max;
+}
+
 /* iq1_find_best_neighbour2: the neighbour minimising Σ (w*(scale*xg[l]-x))*(scale*xg[l]-x),
  * first one on ties. Writes the grid index (or -1 if no distance is below FLT_MAX). */
 static int best_neighbour_scalar(const uint16_t *nb, const uint16_t *nbk, const float *xval,
@@ -217,6 +228,8 @@ typedef struct iq1_kernels {
     iqf_simd simd;
     neighbour_fn neighbour;
     void (*sort)(const float *x, int n, int *order);
+    /* weights of n (16 or 32) values: qw*sqrt(sigma2 + x^2), or x^2 without qw; returns max|x| */
+    float (*weights)(const float *xb, const float *qw, float sigma2, int n, float *w);
     /* IQ1_S split search over prefix sums sumx/sumw (33 entries): returns best_shift (0 if
      * nothing accepted) and sets *i1, *i2, *scale exactly as the reference's double loop. */
     int (*search_s)(const float *sumx, const float *sumw, float *scale, int *i1, int *i2);
@@ -743,6 +756,18 @@ AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_
     }
 }
 
+AVX512_TARGET static float weights_avx512(const float *xb, const float *qw, float sigma2, int n,
+                                         float *w) {
+    __m512 mx = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        __m512 x = _mm512_loadu_ps(xb + i), x2 = _mm512_mul_ps(x, x);
+        if (qw) x2 = _mm512_mul_ps(_mm512_loadu_ps(qw + i), _mm512_sqrt_ps(_mm512_add_ps(_mm512_set1_ps(sigma2), x2)));
+        _mm512_storeu_ps(w + i, x2);
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(x));
+    }
+    return _mm512_reduce_max_ps(mx);
+}
+
 /* Positions in the reference's sort order (see sort_order_scalar) by ranks: rank_i = #{j: x_j <
  * x_i} + #{j < i: x_j == x_i}, all lanes i at once per j. n = 16 or 32. */
 AVX512_TARGET static void sort_order_avx512(const float *x, int n, int *order) {
@@ -956,11 +981,13 @@ AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *n
 #endif
 
 static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
-    iq1_kernels k = { ctx->simd, best_neighbour_scalar, sort_order_scalar, search_s_scalar, search_m_scalar };
+    iq1_kernels k = { ctx->simd, best_neighbour_scalar, sort_order_scalar, weights_scalar, search_s_scalar,
+                      search_m_scalar };
 #ifdef IQ1_X86
     if (ctx->simd >= IQF_SIMD_AVX512) {
         k.neighbour = best_neighbour_avx512;
         k.sort = sort_order_avx512;
+        k.weights = weights_avx512;
         k.search_s = search_s_avx512;
         k.search_m = search_m_avx512;
     } else if (ctx->simd >= IQF_SIMD_AVX2) {
@@ -1009,10 +1036,7 @@ static void iq1_s_superblock(const iq1_kernels *K, const float *xbl, float sumx2
 
     for (int ib = 0; ib < QK_K / block_size; ++ib) {
         const float *xb = xbl + block_size * ib;
-        const float *qw = qwbl + block_size * ib;
-        for (int i = 0; i < block_size; ++i) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
-        float max = fabsf(xb[0]);
-        for (int i = 1; i < block_size; ++i) max = max > fabsf(xb[i]) ? max : fabsf(xb[i]);
+        float max = K->weights(xb, qwbl + block_size * ib, sigma2, block_size, weight);
         if (max < GROUP_MAX_EPS_IQ1_S) {
             scales[ib] = 0;
             shifts[ib] = 1;
@@ -1090,7 +1114,7 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
                              const float *qwbl) {
     const int block_size = 16;
     static const uint8_t masks[4] = { 0x00, 0x80, 0x08, 0x88 };
-    float scales[QK_K / 16], weight[16];
+    float scales[QK_K / 16], wall[QK_K];
     int8_t L[16], shifts[QK_K / 16];
     int order[16];
     uint16_t index[2];
@@ -1104,14 +1128,9 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
 
     for (int ib = 0; ib < QK_K / block_size; ++ib) {
         const float *xb = xbl + block_size * ib;
-        if (qwbl) {
-            const float *qw = qwbl + block_size * ib;
-            for (int i = 0; i < block_size; ++i) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
-        } else {
-            for (int i = 0; i < block_size; ++i) weight[i] = xb[i] * xb[i];
-        }
-        float max = fabsf(xb[0]);
-        for (int i = 1; i < block_size; ++i) max = max > fabsf(xb[i]) ? max : fabsf(xb[i]);
+        float *weight = wall + block_size * ib; /* kept for the final pass, which in the
+                                                   reference recomputes the same values */
+        float max = K->weights(xb, qwbl ? qwbl + block_size * ib : NULL, sigma2, block_size, weight);
         if (max < GROUP_MAX_EPS_IQ1_M) {
             scales[ib] = 0;
             shifts[ib] = 0;
@@ -1195,12 +1214,7 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
         sc[ib / 4] |= (uint16_t)(l << 3 * (ib % 4));
         y->qh[ib] |= masks[shifts[ib]];
         const float *xb = xbl + block_size * ib;
-        if (qwbl) {
-            const float *qw = qwbl + block_size * ib;
-            for (int i = 0; i < block_size; ++i) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
-        } else {
-            for (int i = 0; i < block_size; ++i) weight[i] = xb[i] * xb[i];
-        }
+        const float *weight = wall + block_size * ib;
         for (int k = 0; k < block_size / 8; ++k) {
             if (k == 0) xx = shifts[ib] < 2 ? x_p : x_m;
             else xx = shifts[ib] % 2 == 0 ? x_p : x_m;
