@@ -190,6 +190,31 @@ static float weights_scalar(const float *xb, const float *qw, float sigma2, int 
     return max;
 }
 
+/* IQ1_M: sort order and the per-half prefix sums px/pw over the sorted values. */
+static void sort_prefix_m_scalar(const float *xb, const float *weight, int *order, float px[2][17],
+                                 float pw[2][17]) {
+    const int block_size = 16;
+    sort_order_scalar(xb, block_size, order);
+    px[0][0] = px[1][0] = 0;
+    pw[0][0] = pw[1][0] = 0;
+    float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0; /* running px/pw of each half */
+    for (int j = 0; j < block_size; ++j) {
+        const int i = order[j];
+        const float wx = weight[i] * xb[i], wi = weight[i];
+        /* Branch-free: the other half adds +0, which leaves it unchanged (these sums start
+         * at +0 and so are never -0). */
+        const bool lo = i < block_size / 2;
+        sx0 = sx0 + (lo ? wx : 0.f);
+        sw0 = sw0 + (lo ? wi : 0.f);
+        sx1 = sx1 + (lo ? 0.f : wx);
+        sw1 = sw1 + (lo ? 0.f : wi);
+        px[0][j + 1] = sx0;
+        px[1][j + 1] = sx1;
+        pw[0][j + 1] = sw0;
+        pw[1][j + 1] = sw1;
+    }
+}
+
 /* iq1_find_best_neighbour2: the neighbour minimising Σ (w*(scale*xg[l]-x))*(scale*xg[l]-x),
  * first one on ties. Writes the grid index (or -1 if no distance is below FLT_MAX). */
 static int best_neighbour_scalar(const uint16_t *nb, const uint16_t *nbk, const float *xval,
@@ -230,6 +255,8 @@ typedef struct iq1_kernels {
     void (*sort)(const float *x, int n, int *order);
     /* weights of n (16 or 32) values: qw*sqrt(sigma2 + x^2), or x^2 without qw; returns max|x| */
     float (*weights)(const float *xb, const float *qw, float sigma2, int n, float *w);
+    void (*sort_prefix_m)(const float *xb, const float *weight, int *order, float px[2][17],
+                          float pw[2][17]);
     /* IQ1_S split search over prefix sums sumx/sumw (33 entries): returns best_shift (0 if
      * nothing accepted) and sets *i1, *i2, *scale exactly as the reference's double loop. */
     int (*search_s)(const float *sumx, const float *sumw, float *scale, int *i1, int *i2);
@@ -768,6 +795,52 @@ AVX512_TARGET static float weights_avx512(const float *xb, const float *qw, floa
     return _mm512_reduce_max_ps(mx);
 }
 
+/* IQ1_M sort + prefix sums: ranks as in sort_order_avx512, then the inverse permutation in a
+ * register (order[r] = i with rank_i = r), the sorted products by permutes, and the sequential
+ * sums over contiguous data. */
+AVX512_TARGET static void sort_prefix_m_avx512(const float *xb, const float *weight, int *order,
+                                               float px[2][17], float pw[2][17]) {
+    const __m512 X = _mm512_loadu_ps(xb);
+    const __m512i one = _mm512_set1_epi32(1);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i R = _mm512_setzero_si512();
+    for (int j = 0; j < 16; j++) {
+        const __m512 xj = _mm512_set1_ps(xb[j]);
+        __mmask16 m = _mm512_cmp_ps_mask(X, xj, _CMP_GT_OQ) |
+                      _mm512_mask_cmp_ps_mask((__mmask16)(0xffffu << (j + 1)), X, xj, _CMP_EQ_OQ);
+        R = _mm512_mask_add_epi32(R, m, R, one);
+    }
+    __m512i O = _mm512_setzero_si512();
+    for (int i = 0; i < 16; i++) {
+        __mmask16 at = _mm512_cmpeq_epi32_mask(iota, _mm512_permutexvar_epi32(_mm512_set1_epi32(i), R));
+        O = _mm512_mask_mov_epi32(O, at, _mm512_set1_epi32(i));
+    }
+    _mm512_storeu_si512(order, O);
+    const __m512 W = _mm512_loadu_ps(weight);
+    const __m512 WX = _mm512_mul_ps(W, X);
+    const __mmask16 lo = _mm512_cmplt_epi32_mask(O, _mm512_set1_epi32(8));
+    const __m512 sw = _mm512_permutexvar_ps(O, W), swx = _mm512_permutexvar_ps(O, WX);
+    /* per sorted position: the increment of each half (+0 for the other half, see the scalar) */
+    _Alignas(64) float ax0[16], ax1[16], aw0[16], aw1[16];
+    _mm512_store_ps(ax0, _mm512_maskz_mov_ps(lo, swx));
+    _mm512_store_ps(ax1, _mm512_maskz_mov_ps((__mmask16)~lo, swx));
+    _mm512_store_ps(aw0, _mm512_maskz_mov_ps(lo, sw));
+    _mm512_store_ps(aw1, _mm512_maskz_mov_ps((__mmask16)~lo, sw));
+    float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0;
+    px[0][0] = px[1][0] = 0;
+    pw[0][0] = pw[1][0] = 0;
+    for (int j = 0; j < 16; ++j) {
+        sx0 = sx0 + ax0[j];
+        sw0 = sw0 + aw0[j];
+        sx1 = sx1 + ax1[j];
+        sw1 = sw1 + aw1[j];
+        px[0][j + 1] = sx0;
+        px[1][j + 1] = sx1;
+        pw[0][j + 1] = sw0;
+        pw[1][j + 1] = sw1;
+    }
+}
+
 /* Positions in the reference's sort order (see sort_order_scalar) by ranks: rank_i = #{j: x_j <
  * x_i} + #{j < i: x_j == x_i}, all lanes i at once per j. n = 16 or 32. */
 AVX512_TARGET static void sort_order_avx512(const float *x, int n, int *order) {
@@ -981,13 +1054,14 @@ AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *n
 #endif
 
 static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
-    iq1_kernels k = { ctx->simd, best_neighbour_scalar, sort_order_scalar, weights_scalar, search_s_scalar,
-                      search_m_scalar };
+    iq1_kernels k = { ctx->simd, best_neighbour_scalar, sort_order_scalar, weights_scalar,
+                      sort_prefix_m_scalar, search_s_scalar, search_m_scalar };
 #ifdef IQ1_X86
     if (ctx->simd >= IQF_SIMD_AVX512) {
         k.neighbour = best_neighbour_avx512;
         k.sort = sort_order_avx512;
         k.weights = weights_avx512;
+        k.sort_prefix_m = sort_prefix_m_avx512;
         k.search_s = search_s_avx512;
         k.search_m = search_m_avx512;
     } else if (ctx->simd >= IQF_SIMD_AVX2) {
@@ -1136,26 +1210,8 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             shifts[ib] = 0;
             continue;
         }
-        K->sort(xb, block_size, order);
         float px[2][17], pw[2][17];
-        px[0][0] = px[1][0] = 0;
-        pw[0][0] = pw[1][0] = 0;
-        float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0; /* running px/pw of each half */
-        for (int j = 0; j < block_size; ++j) {
-            const int i = order[j];
-            const float wx = weight[i] * xb[i], wi = weight[i];
-            /* Branch-free: the other half adds +0, which leaves it unchanged (these sums start
-             * at +0 and so are never -0). */
-            const bool lo = i < block_size / 2;
-            sx0 = sx0 + (lo ? wx : 0.f);
-            sw0 = sw0 + (lo ? wi : 0.f);
-            sx1 = sx1 + (lo ? 0.f : wx);
-            sw1 = sw1 + (lo ? 0.f : wi);
-            px[0][j + 1] = sx0;
-            px[1][j + 1] = sx1;
-            pw[0][j + 1] = sw0;
-            pw[1][j + 1] = sw1;
-        }
+        K->sort_prefix_m(xb, weight, order, px, pw);
         float scale = max;
         int besti1, besti2;
         int best_k = K->search_m((const float(*)[17])px, (const float(*)[17])pw, &scale, &besti1, &besti2);
