@@ -190,6 +190,18 @@ static float weights_scalar(const float *xb, const float *qw, float sigma2, int 
     return max;
 }
 
+/* IQ1_S: sort order and the prefix sums sumx/sumw over the sorted values. */
+static void sort_prefix_s_scalar(const float *xb, const float *weight, int *order, float *sumx,
+                                 float *sumw) {
+    sort_order_scalar(xb, 32, order);
+    sumx[0] = sumw[0] = 0;
+    for (int j = 0; j < 32; ++j) {
+        int i = order[j];
+        sumx[j + 1] = sumx[j] + weight[i] * xb[i];
+        sumw[j + 1] = sumw[j] + weight[i];
+    }
+}
+
 /* IQ1_M: sort order and the per-half prefix sums px/pw over the sorted values. */
 static void sort_prefix_m_scalar(const float *xb, const float *weight, int *order, float px[2][17],
                                  float pw[2][17]) {
@@ -252,11 +264,11 @@ typedef int (*neighbour_fn)(const uint16_t *nb, const uint16_t *nbk, const float
 typedef struct iq1_kernels {
     iqf_simd simd;
     neighbour_fn neighbour;
-    void (*sort)(const float *x, int n, int *order);
     /* weights of n (16 or 32) values: qw*sqrt(sigma2 + x^2), or x^2 without qw; returns max|x| */
     float (*weights)(const float *xb, const float *qw, float sigma2, int n, float *w);
     void (*sort_prefix_m)(const float *xb, const float *weight, int *order, float px[2][17],
                           float pw[2][17]);
+    void (*sort_prefix_s)(const float *xb, const float *weight, int *order, float *sumx, float *sumw);
     /* IQ1_S split search over prefix sums sumx/sumw (33 entries): returns best_shift (0 if
      * nothing accepted) and sets *i1, *i2, *scale exactly as the reference's double loop. */
     int (*search_s)(const float *sumx, const float *sumw, float *scale, int *i1, int *i2);
@@ -795,7 +807,7 @@ AVX512_TARGET static float weights_avx512(const float *xb, const float *qw, floa
     return _mm512_reduce_max_ps(mx);
 }
 
-/* IQ1_M sort + prefix sums: ranks as in sort_order_avx512, then the inverse permutation in a
+/* IQ1_M sort + prefix sums: ranks rank_i = #{j: x_j < x_i} + #{j < i: x_j == x_i}, then the inverse permutation in a
  * register (order[r] = i with rank_i = r), the sorted products by permutes, and the sequential
  * sums over contiguous data. */
 AVX512_TARGET static void sort_prefix_m_avx512(const float *xb, const float *weight, int *order,
@@ -841,30 +853,48 @@ AVX512_TARGET static void sort_prefix_m_avx512(const float *xb, const float *wei
     }
 }
 
-/* Positions in the reference's sort order (see sort_order_scalar) by ranks: rank_i = #{j: x_j <
- * x_i} + #{j < i: x_j == x_i}, all lanes i at once per j. n = 16 or 32. */
-AVX512_TARGET static void sort_order_avx512(const float *x, int n, int *order) {
-    const __m512 X0 = _mm512_loadu_ps(x);
-    const __m512 X1 = n > 16 ? _mm512_loadu_ps(x + 16) : _mm512_setzero_ps();
+/* IQ1_S sort + prefix sums, as sort_prefix_m_avx512 for 32 values. */
+AVX512_TARGET static void sort_prefix_s_avx512(const float *xb, const float *weight, int *order,
+                                               float *sumx, float *sumw) {
+    const __m512 X0 = _mm512_loadu_ps(xb), X1 = _mm512_loadu_ps(xb + 16);
     const __m512i one = _mm512_set1_epi32(1);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i iota16 = _mm512_add_epi32(iota, _mm512_set1_epi32(16));
     __m512i R0 = _mm512_setzero_si512(), R1 = _mm512_setzero_si512();
-    for (int j = 0; j < n; j++) {
-        const __m512 xj = _mm512_set1_ps(x[j]);
+    for (int j = 0; j < 32; j++) {
+        const __m512 xj = _mm512_set1_ps(xb[j]);
         const __mmask16 after0 = (__mmask16)(j < 16 ? 0xffffu << (j + 1) : 0);
         const __mmask16 after1 = (__mmask16)(j < 16 ? 0xffffu : 0xffffu << (j - 15));
-        __mmask16 m0 = _mm512_cmp_ps_mask(X0, xj, _CMP_GT_OQ) |
-                       _mm512_mask_cmp_ps_mask(after0, X0, xj, _CMP_EQ_OQ);
+        __mmask16 m0 = _mm512_cmp_ps_mask(X0, xj, _CMP_GT_OQ) | _mm512_mask_cmp_ps_mask(after0, X0, xj, _CMP_EQ_OQ);
+        __mmask16 m1 = _mm512_cmp_ps_mask(X1, xj, _CMP_GT_OQ) | _mm512_mask_cmp_ps_mask(after1, X1, xj, _CMP_EQ_OQ);
         R0 = _mm512_mask_add_epi32(R0, m0, R0, one);
-        if (n > 16) {
-            __mmask16 m1 = _mm512_cmp_ps_mask(X1, xj, _CMP_GT_OQ) |
-                           _mm512_mask_cmp_ps_mask(after1, X1, xj, _CMP_EQ_OQ);
-            R1 = _mm512_mask_add_epi32(R1, m1, R1, one);
-        }
+        R1 = _mm512_mask_add_epi32(R1, m1, R1, one);
     }
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    _mm512_i32scatter_epi32(order, R0, iota, 4);
-    if (n > 16) _mm512_i32scatter_epi32(order, R1, _mm512_add_epi32(iota, _mm512_set1_epi32(16)), 4);
+    __m512i O0 = _mm512_setzero_si512(), O1 = _mm512_setzero_si512();
+    for (int i = 0; i < 32; i++) {
+        const __m512i Ri = _mm512_permutexvar_epi32(_mm512_set1_epi32(i & 15), i < 16 ? R0 : R1);
+        O0 = _mm512_mask_mov_epi32(O0, _mm512_cmpeq_epi32_mask(iota, Ri), _mm512_set1_epi32(i));
+        O1 = _mm512_mask_mov_epi32(O1, _mm512_cmpeq_epi32_mask(iota16, Ri), _mm512_set1_epi32(i));
+    }
+    _mm512_storeu_si512(order, O0);
+    _mm512_storeu_si512(order + 16, O1);
+    const __m512 W0 = _mm512_loadu_ps(weight), W1 = _mm512_loadu_ps(weight + 16);
+    const __m512 WX0 = _mm512_mul_ps(W0, X0), WX1 = _mm512_mul_ps(W1, X1);
+    _Alignas(64) float ax[32], aw[32];
+    _mm512_store_ps(ax, _mm512_permutex2var_ps(WX0, O0, WX1));
+    _mm512_store_ps(ax + 16, _mm512_permutex2var_ps(WX0, O1, WX1));
+    _mm512_store_ps(aw, _mm512_permutex2var_ps(W0, O0, W1));
+    _mm512_store_ps(aw + 16, _mm512_permutex2var_ps(W0, O1, W1));
+    float sx = 0, sw = 0;
+    sumx[0] = sumw[0] = 0;
+    for (int j = 0; j < 32; ++j) {
+        sx = sx + ax[j];
+        sw = sw + aw[j];
+        sumx[j + 1] = sx;
+        sumw[j + 1] = sw;
+    }
 }
+
 
 /* ---- AVX2 ---- */
 
@@ -1054,14 +1084,14 @@ AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *n
 #endif
 
 static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
-    iq1_kernels k = { ctx->simd, best_neighbour_scalar, sort_order_scalar, weights_scalar,
-                      sort_prefix_m_scalar, search_s_scalar, search_m_scalar };
+    iq1_kernels k = { ctx->simd, best_neighbour_scalar, weights_scalar,
+                      sort_prefix_m_scalar, sort_prefix_s_scalar, search_s_scalar, search_m_scalar };
 #ifdef IQ1_X86
     if (ctx->simd >= IQF_SIMD_AVX512) {
         k.neighbour = best_neighbour_avx512;
-        k.sort = sort_order_avx512;
         k.weights = weights_avx512;
         k.sort_prefix_m = sort_prefix_m_avx512;
+        k.sort_prefix_s = sort_prefix_s_avx512;
         k.search_s = search_s_avx512;
         k.search_m = search_m_avx512;
     } else if (ctx->simd >= IQF_SIMD_AVX2) {
@@ -1116,13 +1146,7 @@ static void iq1_s_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             shifts[ib] = 1;
             continue;
         }
-        K->sort(xb, block_size, order);
-        sumx[0] = sumw[0] = 0;
-        for (int j = 0; j < block_size; ++j) {
-            int i = order[j];
-            sumx[j + 1] = sumx[j] + weight[i] * xb[i];
-            sumw[j + 1] = sumw[j] + weight[i];
-        }
+        K->sort_prefix_s(xb, weight, order, sumx, sumw);
         float scale = max;
         int besti1, besti2;
         int best_shift = K->search_s(sumx, sumw, &scale, &besti1, &besti2);
