@@ -546,13 +546,14 @@ AVX512_TARGET static unsigned condmask_avx512(const float *sqx, const float *sq2
 }
 
 /* Stores one vector of K variants and its largest valid f. */
-AVX512_TARGET static inline void store_vec_avx512(iq1_cands *c, const __m512 *sqx, const __m512 *sq2,
-                                                  int K, __mmask16 valid, int nl) {
+AVX512_TARGET __attribute__((always_inline)) static inline void
+store_vec_avx512(iq1_cands *c, const __m512 *sqx, const __m512 *sq2, int K, __mmask16 valid, int nl) {
     const int v = c->nv++;
     const __m512 zero = _mm512_setzero_ps();
     const __m512i lo = _mm512_set1_epi32(0x21800000 /* 2^-60 */), span = _mm512_set1_epi32(120 << 23);
     __m512 fmax = _mm512_set1_ps(-FLT_MAX);
     __mmask16 bad = 0;
+#pragma GCC unroll 4
     for (int k = 0; k < K; k++) {
         _mm512_storeu_ps(c->sqx + (size_t)(v * K + k) * 16, sqx[k]);
         _mm512_storeu_ps(c->sq2 + (size_t)(v * K + k) * 16, sq2[k]);
@@ -909,7 +910,7 @@ AVX2_TARGET static unsigned condmask_avx2(const float *sqx, const float *sq2, in
     return (unsigned)_mm256_movemask_ps(any);
 }
 
-AVX2_TARGET static inline void store_vec_avx2(iq1_cands *c, const __m256 *sqx, const __m256 *sq2,
+AVX2_TARGET __attribute__((always_inline)) static inline void store_vec_avx2(iq1_cands *c, const __m256 *sqx, const __m256 *sq2,
                                               int K, int nl, int i1, int i2) {
     const int v = c->nv++;
     const __m256 lanes = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nl),
