@@ -74,7 +74,7 @@ static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 if (max_min > 0) {
                     float iscale = 15.f / max_min;
                     for (int j = 0; j < 16; ++j)
-                        b->scales[j] = (uint8_t)(b->scales[j] | (iqf_nearest_int(iscale * mn[j]) << 4));
+                        b->scales[j] = (uint8_t)(b->scales[j] | ((unsigned)iqf_nearest_int(iscale * mn[j]) << 4));
                     b->dmin = IQF_FP32_TO_FP16(max_min / 15.f);
                 } else {
                     b->dmin = IQF_FP32_TO_FP16(0.f);
