@@ -346,6 +346,16 @@ void kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const f
                                        L + (size_t)g * n, &mins[g], Laux, rmin, rdelta, nstep, use_mad);
 }
 
+void kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *qw, float sigma2, float *w) {
+    int64_t j = 0;
+#ifdef KQ_HAVE_X86
+    if (simd == IQF_SIMD_AVX512) j = impl_weights_avx512(n, x, qw, sigma2, w);
+    else if (simd == IQF_SIMD_AVX2) j = impl_weights_avx2(n, x, qw, sigma2, w);
+#endif
+    (void)simd;
+    for (; j < n; ++j) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+
 void kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, const float *dm,
                 int lo, int hi, int off, uint8_t *L) {
 #ifdef KQ_HAVE_X86
@@ -366,6 +376,7 @@ void kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, c
 }
 
 #else /* KQ_LANES_PASS: one group per lane, KQ_W lanes */
+#include <immintrin.h>
 
 #define VF KQ_SFX(vf)
 #define VI KQ_SFX(vi)
@@ -420,7 +431,7 @@ static inline KQ_TGT bool KQ_SFX(any)(VI m) {
 /* make_qx_quants(n, nmax, x, L, 1, w) per lane; xt/wt are [n][KQ_W]; wt NULL: w = x*x. */
 static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const float *wt, int8_t *Lt,
                                     float *sc) {
-    VI Lb[32], Lc[32];
+    VI Lb[32];
     const VF zero = splatf(0.f);
     VF max = zero, amax = zero;
     for (int i = 0; i < n; i++) {
@@ -431,16 +442,22 @@ static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const floa
     }
     const VI allzero = amax < splatf(KQ_GROUP_MAX_EPS);
     const VI lo = splati(-nmax), hi = splati(nmax - 1);
+    /* Per-value weights w and products w*x are the same for every candidate scale. */
+    VF wv[32], wx[32];
+    for (int i = 0; i < n; i++) {
+        VF x = ldf(xt + i * KQ_W);
+        wv[i] = wt ? ldf(wt + i * KQ_W) : x * x;
+        wx[i] = wv[i] * x;
+    }
     VF iscale = splatf((float)-nmax) / max;
     VF sumlx = zero, suml2 = zero;
     for (int i = 0; i < n; i++) {
         VF x = ldf(xt + i * KQ_W);
-        VF w = wt ? ldf(wt + i * KQ_W) : x * x;
         VI l = clampi(nearest(iscale * x), lo, hi);
         Lb[i] = l;
         VF lf = tof(l);
-        sumlx = sumlx + w * x * lf;
-        suml2 = suml2 + w * lf * lf;
+        sumlx = sumlx + wx[i] * lf;
+        suml2 = suml2 + wv[i] * lf * lf;
     }
     VF scale = self(suml2 != zero, sumlx / suml2, zero);
     VF best = scale * sumlx;
@@ -452,16 +469,14 @@ static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const floa
         suml2 = zero;
         for (int i = 0; i < n; i++) {
             VF x = ldf(xt + i * KQ_W);
-            VF w = wt ? ldf(wt + i * KQ_W) : x * x;
-            VI l = clampi(nearest(iscale * x), lo, hi);
-            Lc[i] = l;
-            VF lf = tof(l);
-            sumlx = sumlx + w * x * lf;
-            suml2 = suml2 + w * lf * lf;
+            VF lf = tof(clampi(nearest(iscale * x), lo, hi));
+            sumlx = sumlx + wx[i] * lf;
+            suml2 = suml2 + wv[i] * lf * lf;
         }
         VI upd = (suml2 > zero) & (sumlx * sumlx > best * suml2);
         if (!anym(upd)) continue;
-        for (int i = 0; i < n; i++) Lb[i] = seli(upd, Lc[i], Lb[i]);
+        for (int i = 0; i < n; i++)
+            Lb[i] = seli(upd, clampi(nearest(iscale * ldf(xt + i * KQ_W)), lo, hi), Lb[i]);
         scale = self(upd, sumlx / suml2, scale);
         best = self(upd, scale * sumlx, best);
     }
@@ -664,6 +679,25 @@ static KQ_TGT void KQ_SFX(qkx_batch)(int G, int n, int nmax, const float *x, con
             mins[g0 + k] = mn[k];
         }
     }
+}
+
+/* kq_impl_weights: whole vectors; returns how many values it did (sqrt is correctly rounded). */
+static KQ_TGT int64_t KQ_SFX(impl_weights)(int64_t n, const float *x, const float *qw, float sigma2,
+                                           float *w) {
+    const VF s2 = splatf(sigma2);
+    int64_t j = 0;
+    for (; j + KQ_W <= n; j += KQ_W) {
+        VF xv = ldf(x + j), q = ldf(qw + j);
+        VF a = s2 + xv * xv;
+#if KQ_W == 8
+        VF r = (VF)_mm256_sqrt_ps((__m256)a);
+#else
+        VF r = (VF)_mm512_sqrt_ps((__m512)a);
+#endif
+        r = q * r;
+        memcpy(w + j, &r, sizeof r);
+    }
+    return j;
 }
 
 /* kq_requant: lanes over the values of one group. */

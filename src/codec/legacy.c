@@ -50,9 +50,6 @@ static float row_sigma2(const float *x, int64_t n) {
     return sum_x2 / n;
 }
 
-static void impl_weights(const float *x, const float *qw, int64_t nvals, float sigma2, float *w) {
-    for (int64_t j = 0; j < nvals; ++j) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
-}
 
 /* ================================ q4_0 ================================ */
 static void q4_0_ref(const float *x, block_q4_0 *y, int64_t nb) {
@@ -88,7 +85,7 @@ static void quantize_row_q4_0(const iqf_qctx *ctx, const float *x, void *vy, int
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
         int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
         const float *xb = x + b0 * QK;
-        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
         kq_qx_batch(ctx->simd, G, QK, 8, xb, w, L, sc);
         for (int g = 0; g < G; g++) {
             block_q4_0 *b = &y[b0 + g];
@@ -146,7 +143,7 @@ static void quantize_row_q4_1(const iqf_qctx *ctx, const float *x, void *vy, int
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
         int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
         const float *xb = x + b0 * QK;
-        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
         kq_qkx_batch(ctx->simd, G, QK, 15, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
         for (int g = 0; g < G; g++) {
             block_q4_1 *b = &y[b0 + g];
@@ -213,7 +210,7 @@ static void quantize_row_q5_0(const iqf_qctx *ctx, const float *x, void *vy, int
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
         int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
         const float *xb = x + b0 * QK;
-        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
         kq_qx_batch(ctx->simd, G, QK, 16, xb, w, L, sc);
         for (int g = 0; g < G; g++) {
             block_q5_0 *b = &y[b0 + g];
@@ -273,7 +270,7 @@ static void quantize_row_q5_1(const iqf_qctx *ctx, const float *x, void *vy, int
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
         int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
         const float *xb = x + b0 * QK;
-        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
         kq_qkx_batch(ctx->simd, G, QK, 31, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
         for (int g = 0; g < G; g++) {
             block_q5_1 *b = &y[b0 + g];
