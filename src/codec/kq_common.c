@@ -412,9 +412,17 @@ static inline KQ_TGT VI KQ_SFX(clampi)(VI l, VI lo, VI hi) {
     return KQ_SFX(seli)(l > lo, l, lo);
 }
 static inline KQ_TGT bool KQ_SFX(any)(VI m) {
-    int32_t r = 0;
-    for (int k = 0; k < KQ_W; k++) r |= m[k];
-    return r != 0;
+#if KQ_W == 8
+    return !_mm256_testz_si256((__m256i)m, (__m256i)m);
+#else
+    return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+#endif
+}
+/* Narrowing store of KQ_W lanes (values fit in 8 bits). */
+static inline KQ_TGT void KQ_SFX(st8)(VI l, void *dst) {
+    typedef uint8_t VB8 __attribute__((vector_size(KQ_W)));
+    VB8 b = __builtin_convertvector(l, VB8);
+    memcpy(dst, &b, KQ_W);
 }
 
 #define splatf KQ_SFX(splatf)
@@ -429,7 +437,7 @@ static inline KQ_TGT bool KQ_SFX(any)(VI m) {
 #define anym KQ_SFX(any)
 
 /* make_qx_quants(n, nmax, x, L, 1, w) per lane; xt/wt are [n][KQ_W]; wt NULL: w = x*x. */
-static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const float *wt, int8_t *Lt,
+static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const float *wt, VI *Lout,
                                     float *sc) {
     VI Lb[32];
     const VF zero = splatf(0.f);
@@ -490,14 +498,14 @@ static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const floa
     const VI vn = splati(nmax);
     for (int i = 0; i < n; i++) {
         VI l = seli(allzero, splati(0), Lb[i] + vn);
-        for (int k = 0; k < KQ_W; k++) Lt[i * KQ_W + k] = (int8_t)l[k];
+        Lout[i] = l;
     }
     scale = self(allzero, zero, scale);
     memcpy(sc, &scale, sizeof scale);
 }
 
 /* make_q3_quants(n, nmax, x, L, true) per lane. */
-static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, int8_t *Lt, float *sc) {
+static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, VI *Lout, float *sc) {
     VI Lb[32];
     const VF zero = splatf(0.f);
     VF max = zero, amax = zero;
@@ -547,7 +555,7 @@ static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, int8_t *Lt
     const VI vn = splati(nmax);
     for (int i = 0; i < n; i++) {
         VI l = seli(allzero, splati(0), Lb[i] + vn);
-        for (int k = 0; k < KQ_W; k++) Lt[i * KQ_W + k] = (int8_t)l[k];
+        Lout[i] = l;
     }
     VF scale = self(suml2 > zero, sumlx / suml2, zero);
     scale = self(allzero, zero, scale);
@@ -555,7 +563,7 @@ static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, int8_t *Lt
 }
 
 /* make_qkx2/3_quants per lane (weights given). */
-static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const float *wt, uint8_t *Lt,
+static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const float *wt, VI *Lout,
                                      float *sc, float *mn, float rmin, float rdelta, int nstep,
                                      bool use_mad) {
     VI Lb[32], La[32];
@@ -622,7 +630,7 @@ static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const flo
     }
     for (int i = 0; i < n; i++) {
         VI l = seli(degen, splati(0), Lb[i]);
-        for (int k = 0; k < KQ_W; k++) Lt[i * KQ_W + k] = (uint8_t)l[k];
+        Lout[i] = l;
     }
     scale = self(degen, zero, scale);
     min = self(degen, min0, min);
@@ -631,42 +639,96 @@ static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const flo
     memcpy(mn, &nm, sizeof nm);
 }
 
-/* Gather KQ_W groups (padding with the last one) into [n][KQ_W]. */
+/* In-register transpose of a KQ_W x KQ_W tile of 32-bit values: out[c][k] = in[k][c]. */
+static inline KQ_TGT void KQ_SFX(transpose)(const VF *in, VF *out) {
+#if KQ_W == 8
+    __m256 t[8], u[8];
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_ps((__m256)in[2 * k], (__m256)in[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_ps((__m256)in[2 * k], (__m256)in[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) {
+        __m256d a = _mm256_castps_pd(t[4 * k]), b = _mm256_castps_pd(t[4 * k + 2]);
+        __m256d c = _mm256_castps_pd(t[4 * k + 1]), d = _mm256_castps_pd(t[4 * k + 3]);
+        u[4 * k + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, b));
+        u[4 * k + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, b));
+        u[4 * k + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(c, d));
+        u[4 * k + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(c, d));
+    }
+    for (int j = 0; j < 4; j++) {
+        out[j] = (VF)_mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        out[4 + j] = (VF)_mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+#else
+    __m512 t[16], u[16];
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_ps((__m512)in[2 * k], (__m512)in[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_ps((__m512)in[2 * k], (__m512)in[2 * k + 1]);
+    }
+    for (int k = 0; k < 4; k++) {
+        __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 2]);
+        __m512d c = _mm512_castps_pd(t[4 * k + 1]), d = _mm512_castps_pd(t[4 * k + 3]);
+        u[4 * k + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        u[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        u[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        u[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), v2 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
+        __m512 w = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
+        out[j] = (VF)_mm512_shuffle_f32x4(v, w, 0x88);
+        out[4 + j] = (VF)_mm512_shuffle_f32x4(v, w, 0xDD);
+        out[8 + j] = (VF)_mm512_shuffle_f32x4(v2, w2, 0x88);
+        out[12 + j] = (VF)_mm512_shuffle_f32x4(v2, w2, 0xDD);
+    }
+#endif
+}
+
+/* Gather KQ_W groups of n values (n a multiple of KQ_W; lanes >= cnt repeat the last group)
+ * into [n][KQ_W]. */
 static inline KQ_TGT void KQ_SFX(gather)(int cnt, int n, const float *src, float *dst) {
-    for (int k = 0; k < KQ_W; k++) {
-        const float *s = src + (size_t)(k < cnt ? k : cnt - 1) * n;
-        for (int i = 0; i < n; i++) dst[i * KQ_W + k] = s[i];
+    VF rows[KQ_W], cols[KQ_W];
+    for (int i0 = 0; i0 < n; i0 += KQ_W) {
+        for (int k = 0; k < KQ_W; k++) rows[k] = ldf(src + (size_t)(k < cnt ? k : cnt - 1) * n + i0);
+        KQ_SFX(transpose)(rows, cols);
+        memcpy(dst + (size_t)i0 * KQ_W, cols, sizeof cols);
+    }
+}
+
+/* Codes per lane (Lv[i] = value i of every lane) back to group-major bytes, lanes < cnt. */
+static inline KQ_TGT void KQ_SFX(scatter)(int cnt, int n, const VI *Lv, void *dst) {
+    VF rows[KQ_W], cols[KQ_W];
+    for (int i0 = 0; i0 < n; i0 += KQ_W) {
+        for (int c = 0; c < KQ_W; c++) rows[c] = (VF)Lv[i0 + c];
+        KQ_SFX(transpose)(rows, cols);
+        for (int k = 0; k < cnt; k++) KQ_SFX(st8)((VI)cols[k], (uint8_t *)dst + (size_t)k * n + i0);
     }
 }
 
 static KQ_TGT void KQ_SFX(qx_batch)(int G, int n, int nmax, const float *x, const float *qw,
                                     int8_t *L, float *scales) {
     float xt[32 * KQ_W], wt[32 * KQ_W], sc[KQ_W];
-    int8_t Lt[32 * KQ_W];
+    VI Lv[32];
     for (int g0 = 0; g0 < G; g0 += KQ_W) {
         int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
         KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
         if (qw) KQ_SFX(gather)(cnt, n, qw + (size_t)g0 * n, wt);
-        KQ_SFX(qx_lanes)(n, nmax, xt, qw ? wt : NULL, Lt, sc);
-        for (int k = 0; k < cnt; k++) {
-            for (int i = 0; i < n; i++) L[(size_t)(g0 + k) * n + i] = Lt[i * KQ_W + k];
-            scales[g0 + k] = sc[k];
-        }
+        KQ_SFX(qx_lanes)(n, nmax, xt, qw ? wt : NULL, Lv, sc);
+        KQ_SFX(scatter)(cnt, n, Lv, L + (size_t)g0 * n);
+        for (int k = 0; k < cnt; k++) scales[g0 + k] = sc[k];
     }
 }
 
 static KQ_TGT void KQ_SFX(q3_batch)(int G, int n, int nmax, const float *x, int8_t *L,
                                     float *scales) {
     float xt[32 * KQ_W], sc[KQ_W];
-    int8_t Lt[32 * KQ_W];
+    VI Lv[32];
     for (int g0 = 0; g0 < G; g0 += KQ_W) {
         int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
         KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
-        KQ_SFX(q3_lanes)(n, nmax, xt, Lt, sc);
-        for (int k = 0; k < cnt; k++) {
-            for (int i = 0; i < n; i++) L[(size_t)(g0 + k) * n + i] = Lt[i * KQ_W + k];
-            scales[g0 + k] = sc[k];
-        }
+        KQ_SFX(q3_lanes)(n, nmax, xt, Lv, sc);
+        KQ_SFX(scatter)(cnt, n, Lv, L + (size_t)g0 * n);
+        for (int k = 0; k < cnt; k++) scales[g0 + k] = sc[k];
     }
 }
 
@@ -674,14 +736,14 @@ static KQ_TGT void KQ_SFX(qkx_batch)(int G, int n, int nmax, const float *x, con
                                      uint8_t *L, float *scales, float *mins, float rmin,
                                      float rdelta, int nstep, bool use_mad) {
     float xt[32 * KQ_W], wt[32 * KQ_W], sc[KQ_W], mn[KQ_W];
-    uint8_t Lt[32 * KQ_W];
+    VI Lv[32];
     for (int g0 = 0; g0 < G; g0 += KQ_W) {
         int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
         KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
         KQ_SFX(gather)(cnt, n, w + (size_t)g0 * n, wt);
-        KQ_SFX(qkx_lanes)(n, nmax, xt, wt, Lt, sc, mn, rmin, rdelta, nstep, use_mad);
+        KQ_SFX(qkx_lanes)(n, nmax, xt, wt, Lv, sc, mn, rmin, rdelta, nstep, use_mad);
+        KQ_SFX(scatter)(cnt, n, Lv, L + (size_t)g0 * n);
         for (int k = 0; k < cnt; k++) {
-            for (int i = 0; i < n; i++) L[(size_t)(g0 + k) * n + i] = Lt[i * KQ_W + k];
             scales[g0 + k] = sc[k];
             mins[g0 + k] = mn[k];
         }
