@@ -4,7 +4,8 @@
  * and the whole file must be identical.
  *
  * Model: the generated Mistral-shaped model (tests/gen) at scale 1/16 (n_embd 256, n_ff 896,
- * 32/8 heads, vocab 2000), 4 layers, F16, with its imatrix. n_ff 896 is not a multiple of 256,
+ * 32/8 heads, vocab 2000), 4 layers (1 under IQF_SANITIZED), F16, with its imatrix.
+ * argv[1] picks a subset of file types (iq2, iq3; none: K/legacy + options), see main(). n_ff 896 is not a multiple of 256,
  * so ffn_down also exercises the shape fallbacks. A BF16 and an F32 variant run for two types.
  * Every file type whose tensor types this build can encode is compared; the others are listed as
  * not verifiable yet (under CI=true an encodable file type that differs is a failure, as always).
@@ -15,6 +16,7 @@
 #include "ggufcmp.h"
 #include "llama_oracle.h"
 #include "testutil.h"
+#include "util/progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +74,9 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
         p.tensor_type_types = types;
         p.n_tensor_types = 1;
     }
+    double t0 = iqf_now();
     iqf_status st = iqf_model_quantize(r->model, got, &p, NULL, NULL, err, sizeof err);
+    double t1 = iqf_now();
     if (st == IQF_E_UNSUPPORTED && strstr(err, "cannot be encoded by this build")) {
         iqf_imatrix_free(&im);
         fprintf(stderr, "%s: not verifiable yet (%s)\n", label, err);
@@ -92,6 +96,8 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     o.tt_type = types;
     o.n_tt = r->tt_pat ? 1 : 0;
     uint32_t orc = lo_quantize(api, r->model, ref, &o);
+    fprintf(stderr, "%-36s iqforge %.2f s (%d threads), oracle %.2f s (2 threads)\n", label, t1 - t0,
+            r->threads_ours, iqf_now() - t1);
     iqf_imatrix_free(&im);
     CHECK(st == IQF_OK, "%s: iqforge failed: %s", label, err);
     CHECK(orc == 0, "%s: oracle failed (IQF_ORACLE_VERBOSE=1 shows its log)", label);
@@ -103,7 +109,9 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     return d == 0;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    const char *subset = argc > 1 ? argv[1] : NULL;
+    const bool sanitized = getenv("IQF_SANITIZED") && atoi(getenv("IQF_SANITIZED")) > 0;
     oracle_require();
     lo_api *api = lo_load();
     if (!api) {
@@ -121,7 +129,7 @@ int main(void) {
     char err[512];
     iqf_genmodel_opts go = iqf_genmodel_default_opts();
     go.scale = 16;
-    go.n_layer = 4;
+    go.n_layer = sanitized ? 1 : 4;
     const char *model = tmp("m16.gguf"), *img = tmp("m16.imatrix.gguf"), *imd = tmp("m16.imatrix.dat");
     char model_s[512], img_s[512], imd_s[512];
     snprintf(model_s, sizeof model_s, "%s", model);
@@ -129,12 +137,22 @@ int main(void) {
     snprintf(imd_s, sizeof imd_s, "%s", imd);
     CHECK(iqf_genmodel_write(&go, model_s, img_s, imd_s, err, sizeof err) == IQF_OK, "genmodel: %s", err);
 
-    static const char *const ftypes[] = {
-        "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_S", "IQ3_M", "IQ4_NL",
-        "IQ4_XS", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K",
-        "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ3_XS", "Q2_K_S",
-    };
-    const int n_ft = (int)(sizeof ftypes / sizeof ftypes[0]);
+    /* Subsets, so each ctest entry stays short: "iq2" (IQ1/IQ2 file types), "iq3" (IQ3/IQ4),
+     * default (no argument): K-quant and legacy file types plus the options and input types. */
+    static const char *const ft_iq2[] = { "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M" };
+    static const char *const ft_iq3[] = { "IQ3_XXS", "IQ3_S", "IQ3_M", "IQ3_XS", "IQ4_NL", "IQ4_XS" };
+    static const char *const ft_k[] = { "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S",
+                                        "Q5_K_M", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K_S" };
+    const char *const *ftypes = ft_k;
+    int n_ft = (int)(sizeof ft_k / sizeof ft_k[0]);
+    if (subset && !strcmp(subset, "iq2")) {
+        ftypes = ft_iq2;
+        n_ft = (int)(sizeof ft_iq2 / sizeof ft_iq2[0]);
+    } else if (subset && !strcmp(subset, "iq3")) {
+        ftypes = ft_iq3;
+        n_ft = (int)(sizeof ft_iq3 / sizeof ft_iq3[0]);
+    }
+    if (sanitized && n_ft > 3) n_ft = 3;
     int n_ok = 0, n_skip = 0;
     for (int i = 0; i < n_ft; i++) {
         run r = { model_s, img_s, iqf_ftype_from_name(ftypes[i]), 1 + (i % 3), false, false, -1, -1, NULL, 0 };
@@ -151,6 +169,7 @@ int main(void) {
             strcat(unverified, ftypes[i]);
         }
     }
+    if (subset) goto finish;
     /* Without an imatrix (types that allow it), the legacy .dat imatrix, other input types, and
      * the options. Each only where encodable. */
     const run extra[] = {
@@ -172,10 +191,11 @@ int main(void) {
         "IQ3_XXS .dat imatrix", "Q4_0 .dat imatrix", "Q4_K_M --pure", "Q4_K_M --leave-output-tensor",
         "Q4_K_M output q8_0 embd q4_0", "Q4_K_M --tensor-type attn_(q|k)=q5_0", "F16", "BF16",
     };
-    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) run_pair(api, &extra[i], extra_names[i]);
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+        if (!sanitized || i % 4 == 0) run_pair(api, &extra[i], extra_names[i]);
 
     /* BF16 and F32 inputs. */
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < (sanitized ? 1 : 2); k++) {
         iqf_genmodel_opts g2 = go;
         g2.n_layer = 2;
         g2.type = k ? IQF_TYPE_F32 : IQF_TYPE_BF16;
@@ -189,6 +209,7 @@ int main(void) {
         unlink(mp);
     }
 
+finish:
     fprintf(stderr, "verified against the oracle (%d):%s\nnot encodable by this build yet (%d):%s\n", n_ok,
             verified, n_skip, unverified);
     unlink(model_s);

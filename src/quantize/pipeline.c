@@ -239,22 +239,25 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     /* Every check before writing anything. */
     int n_matched = 0;
     bool will_require_imatrix = false;
+    /* As the reference's preliminary loop: a file type that needs an imatrix fails first. */
     for (int64_t i = 0; i < nt; i++) {
-        plan_item *it = &items[i];
-        const iqf_gguf_tensor *t = it->t;
-        it->choice = rc[i];
-        const int nt_ = it->choice.type;
-        if (have_im && iqf_imatrix_find(&im, t->name)) n_matched++;
-        if (!have_im && it->choice.allows_quantization && it->choice.requires_imatrix) {
+        items[i].choice = rc[i];
+        if (!have_im && rc[i].allows_quantization && rc[i].requires_imatrix) {
             if (params->dry_run) {
                 will_require_imatrix = true;
             } else {
                 st = fail(err, errlen, IQF_E_NEED_IMATRIX,
                           "this quantization requires an importance matrix (--imatrix): tensor %s would be %s",
-                          t->name, tname(nt_));
+                          items[i].t->name, tname(rc[i].type));
                 goto done;
             }
         }
+    }
+    for (int64_t i = 0; i < nt; i++) {
+        plan_item *it = &items[i];
+        const iqf_gguf_tensor *t = it->t;
+        const int nt_ = it->choice.type;
+        if (have_im && iqf_imatrix_find(&im, t->name)) n_matched++;
         if (nt_ == t->type) continue;
         rep.n_quantized++;
         if (!iqf_type_get(nt_)) {
@@ -262,16 +265,17 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             goto done;
         }
         if (!is_float_type(t->type)) {
-            if (!iqf_type_get(t->type)->is_quantized || !iqf_can_decode(t->type)) {
-                st = fail(err, errlen, IQF_E_UNSUPPORTED, "%s: tensor %s has type %s, which cannot be converted",
-                          in, t->name, tname(t->type));
-                goto done;
-            }
-            if (!params->allow_requantize) {
+            if (iqf_type_get(t->type)->is_quantized && !params->allow_requantize) {
                 st = fail(err, errlen, IQF_E_UNSUPPORTED,
                           "%s: tensor %s is already quantized (%s); requantizing is disabled "
                           "(--allow-requantize; inputs should be F32, F16 or BF16)",
                           in, t->name, tname(t->type));
+                goto done;
+            }
+            if (!iqf_type_get(t->type)->is_quantized || !iqf_can_decode(t->type)) {
+                st = fail(err, errlen, IQF_E_UNSUPPORTED,
+                          "%s: tensor %s has type %s, which cannot be converted (inputs: F32, F16, BF16)", in,
+                          t->name, tname(t->type));
                 goto done;
             }
         }
