@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* FILE, for the inference section's log streams */
 
 #ifdef __cplusplus
 extern "C" {
@@ -336,6 +337,8 @@ int64_t iqf_gguf_tensor_nelements(const iqf_gguf_tensor *t);
  * The output layout is ggml's (gguf.cpp): v3, KVs in order, infos in order,
  * offset_i = offset_{i-1} + PAD(nbytes_{i-1}, align), zero padding after every tensor, where align
  * is general.alignment (must then be a u32 power of two <= IQF_GGUF_MAX_ALIGN) or 32.
+ * (ggml itself ignores general.alignment set on a context it did not read and lays out at 32;
+ * files without that key, i.e. nearly all, are byte-identical to gguf_write_to_file's.)
  * Every call after a failure fails again with the same message (errors are sticky); only
  * finish/abort free the writer. A file that does not end up complete never appears at `path`.
  * Errors: IQF_E_INVALID_ARG (NULL/empty key or name, unknown vtype, same file as an input, call
@@ -486,7 +489,125 @@ iqf_status iqf_model_quantize(const char *in, const char *out,
 /* ---------------------------------------------------------------------------------------------
  * Inference: model, tokenizer, evaluation (src/model)
  * ------------------------------------------------------------------------------------------- */
-/* (model API goes here) */
+/*
+ * Loading. iqf_model_load maps a GGUF file with the GGUF reader and checks that it is a llama-
+ * architecture model (general.architecture "llama"; mistral checkpoints converted by llama.cpp
+ * use it too) whose tensors are all present with the shapes the hyperparameters imply. Weights
+ * stay in the file's types; matrix products decode them tile by tile.
+ * Errors: IQF_E_IO (open/map), IQF_E_FORMAT (not GGUF, missing or inconsistent key or tensor,
+ * "unsupported architecture"), IQF_E_UNSUPPORTED (a weight type this build cannot decode),
+ * IQF_E_NOMEM; with a one-line message "PATH: what is wrong".
+ */
+typedef struct iqf_model iqf_model;
+typedef struct iqf_context iqf_context;
+
+typedef struct iqf_model_info {
+    char arch[32];
+    int n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_rot, n_ctx_train;
+    float rope_base;   /* llama.rope.freq_base, default 10000 */
+    float rms_eps;     /* llama.attention.layer_norm_rms_epsilon, default 1e-5 */
+    int bos_id, eos_id;        /* -1 if absent */
+    bool add_bos;              /* tokenizer.ggml.add_bos_token (default true for "llama" vocab) */
+    bool tied_output;          /* output.weight absent: token_embd is used */
+    int64_t n_params;
+} iqf_model_info;
+
+/* Importance-matrix lookup for simulated quantization: the mean-x^2 row for weight `name`
+ * (n = its row length floats), or NULL if there is none. */
+typedef const float *(*iqf_imatrix_lookup_fn)(void *user, const char *name, int64_t n);
+
+typedef struct iqf_model_params {
+    /* Simulated quantization: -1 = off. Otherwise every blk.*.{attn_q,attn_k,attn_v,attn_output,
+     * ffn_gate,ffn_up,ffn_down}.weight is read as float32, cut into rows of 256 in row-major
+     * order, quantized with iqf_quantize to this type and decoded back (float32 kept in memory).
+     * The importance row of a 256-chunk at flat index f is im[(f + j) mod ncols]. */
+    int simulate_type;
+    iqf_imatrix_lookup_fn imatrix;  /* NULL: no imatrix */
+    void *imatrix_user;
+    int n_threads;                  /* for the simulation; <= 0: all CPUs */
+} iqf_model_params;
+
+iqf_model_params iqf_model_default_params(void);
+iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
+                          char *err, size_t errlen);
+void iqf_model_free(iqf_model *m); /* NULL is fine */
+const iqf_model_info *iqf_model_get_info(const iqf_model *m);
+/* The GGUF the model was loaded from (for the tokenizer); lives as long as the model. */
+const iqf_gguf *iqf_model_gguf(const iqf_model *m);
+/* The text piece of a token as stored in tokenizer.ggml.tokens, with SentencePiece's U+2581
+ * turned into a space and <0xXX> byte tokens into that byte; control tokens give "". Writes at
+ * most cap bytes (no NUL) and returns the piece's length. */
+int iqf_model_token_piece(const iqf_model *m, int token, char *buf, int cap);
+
+/* A context: KV cache for n_ctx positions, scratch buffers and a pool of n_threads threads
+ * (<= 0: all CPUs). One context is used by one thread at a time. */
+iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
+                           char *err, size_t errlen);
+void iqf_context_free(iqf_context *c);
+void iqf_context_reset(iqf_context *c); /* empties the KV cache */
+int iqf_context_n_ctx(const iqf_context *c);
+
+/* Evaluates tokens[0..n) at positions pos..pos+n-1 (pos <= positions already cached; later
+ * cached positions are overwritten). Writes the logits of rows first_out..n-1 to `logits`
+ * ((n - first_out) * n_vocab floats, row-major) unless logits is NULL. */
+iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int n, int pos, int first_out,
+                      float *logits, char *err, size_t errlen);
+
+/*
+ * Perplexity as llama-perplexity computes it: the tokens are cut into n_chunks chunks of n_ctx
+ * tokens (at most n_tokens / n_ctx; at least 2*n_ctx tokens needed), the first token of each
+ * chunk replaced by BOS when the vocabulary adds BOS, each chunk evaluated with an empty KV
+ * cache, and the next-token log-probabilities of positions n_ctx/2 .. n_ctx-2 scored.
+ * KL-divergence: kld_base_out writes the base model's log-probabilities (llama-perplexity's
+ * --kl-divergence-base format: "_logits_", n_ctx, n_vocab, n_chunk, the tokens, then per chunk
+ * uint16-quantized log-probs of the scored positions); kld_in reads such a file and compares.
+ */
+typedef struct iqf_ppl_params {
+    int n_ctx;                 /* tokens per chunk; the context must hold them */
+    int n_chunks;              /* -1: all */
+    const char *kld_base_out;  /* NULL or a file to write */
+    const char *kld_in;        /* NULL or a file to compare against (then tokens may be NULL:
+                                  the file's tokens are used) */
+    FILE *log;                 /* NULL or where the "[1]6.1234,[2]..." progress goes */
+} iqf_ppl_params;
+
+typedef struct iqf_ppl_result {
+    int n_chunks;
+    int64_t n_scored;
+    double ppl, ppl_err;       /* "Final estimate: PPL = ppl +/- ppl_err" */
+    double seconds;            /* evaluation time (forward passes and scoring) */
+    double tokens_per_second;  /* n_chunks * n_ctx / seconds */
+    /* KL-divergence (kld_in set) */
+    double ppl_base, ppl_base_err;
+    double ln_ppl_ratio, ln_ppl_ratio_err, ppl_ratio, ppl_ratio_err;
+    double kld_mean, kld_err, kld_median, kld_max, kld_p99, kld_p999;
+    double same_top, same_top_err;     /* fractions */
+    double dp_rms, dp_rms_err;         /* RMS of the probability difference, fraction */
+} iqf_ppl_result;
+
+iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens,
+                          const iqf_ppl_params *p, iqf_ppl_result *res, char *err, size_t errlen);
+
+/*
+ * Importance-matrix collection (llama-imatrix's method): chunks of n_ctx tokens as for
+ * perplexity (BOS first, fresh KV cache, all positions output), and for every blk.* matrix
+ * product the sum of x^2 per input column over every token row, with the token count.
+ */
+typedef struct iqf_imatrix_data {
+    int n_entries;
+    char (*names)[96];         /* weight names, e.g. "blk.0.attn_q.weight" (sorted by name) */
+    int64_t *ncols;            /* row length of each */
+    float **sum2;              /* raw sums of x^2 (ncols floats each) */
+    int64_t *counts;           /* token rows accumulated */
+    int n_chunks;              /* chunks processed */
+    int chunk_size;            /* n_ctx */
+    double ppl;                /* perplexity of the second halves, as llama-imatrix prints */
+} iqf_imatrix_data;
+
+iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_tokens, int n_ctx,
+                               int n_chunks, FILE *log, iqf_imatrix_data **out, char *err,
+                               size_t errlen);
+void iqf_imatrix_data_free(iqf_imatrix_data *d);
 
 #ifdef __cplusplus
 }

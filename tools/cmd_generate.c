@@ -1,8 +1,112 @@
-/* cmd_generate.c - placeholder until this subcommand lands. */
+/* cmd_generate.c - `iqforge generate`: greedy text generation. */
 #include "cli.h"
 
+#include "iqforge.h"
+#include "model_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: iqforge generate -m MODEL [-p PROMPT] [-n N] [-t THREADS] [-c N_CTX]\n"
+               "                        [--simulate TYPE [--imatrix FILE]]\n\n"
+               "Greedy decoding (argmax at every step) of N tokens (default 128) after BOS and the\n"
+               "prompt; the text goes to stdout.\n");
+}
+
 int cmd_generate(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_error("generate: not implemented yet");
+    const char *model_path = NULL, *prompt = NULL;
+    long long n_gen = 128, n_threads = 0, n_ctx = 0;
+    model_cli_sim sim;
+    model_cli_sim_init(&sim);
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        bool hv = i + 1 < argc;
+        int r;
+        if (cli_is_help(s)) { usage(stdout); return 0; }
+        if ((r = model_cli_sim_arg(&sim, argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
+        if (!strcmp(s, "-m") && hv) model_path = argv[++i];
+        else if (!strcmp(s, "-p") && hv) prompt = argv[++i];
+        else if (!strcmp(s, "-n") && hv) {
+            if (!cli_parse_int(argv[++i], 0, 1 << 24, &n_gen)) return cli_error("generate: bad -n '%s'", argv[i]), 2;
+        } else if (!strcmp(s, "-t") && hv) {
+            if (!cli_parse_int(argv[++i], 0, 4096, &n_threads)) return cli_error("generate: bad -t '%s'", argv[i]), 2;
+        } else if (!strcmp(s, "-c") && hv) {
+            if (!cli_parse_int(argv[++i], 1, 1 << 24, &n_ctx)) return cli_error("generate: bad -c '%s'", argv[i]), 2;
+        } else {
+            usage(stderr);
+            return cli_error("generate: unexpected argument '%s'", s), 2;
+        }
+    }
+    if (!model_path) { usage(stderr); return cli_error("generate: -m MODEL is required"), 2; }
+
+    char err[1024];
+    iqf_model *m = NULL;
+    if (model_cli_load(model_path, &sim, (int)n_threads, &m)) return 1;
+    const iqf_model_info *h = iqf_model_get_info(m);
+
+    int32_t *toks = NULL;
+    int n_prompt = 0;
+    if (model_cli_tokenize(m, prompt ? prompt : "", prompt ? strlen(prompt) : 0, h->add_bos, &toks, &n_prompt)) {
+        iqf_model_free(m);
+        return 1;
+    }
+    if (n_prompt == 0) {
+        /* Nothing to start from: BOS (as llama.cpp does for an empty prompt). */
+        free(toks);
+        toks = malloc(sizeof(int32_t));
+        toks[0] = h->bos_id >= 0 ? h->bos_id : 0;
+        n_prompt = 1;
+    }
+    int ctx_size = n_ctx > 0 ? (int)n_ctx : n_prompt + (int)n_gen;
+    if (ctx_size < n_prompt + (int)n_gen) {
+        free(toks); iqf_model_free(m);
+        return cli_error("generate: the context (%d) cannot hold %d prompt + %lld new tokens", ctx_size, n_prompt, n_gen);
+    }
+    iqf_context *c = NULL;
+    if (iqf_context_new(m, ctx_size, (int)n_threads, &c, err, sizeof err)) {
+        free(toks); iqf_model_free(m);
+        return cli_error("%s", err);
+    }
+    float *logits = malloc(sizeof(float) * (size_t)h->n_vocab);
+    int status = 0;
+    /* Print the prompt pieces (as llama.cpp echoes the prompt), then the generated ones. */
+    bool at_start = true;
+    char piece[256];
+    for (int i = 0; i < n_prompt; i++) {
+        int len = iqf_model_token_piece(m, toks[i], piece, sizeof piece);
+        if (len > (int)sizeof piece) len = sizeof piece;
+        int off = (at_start && len > 0 && piece[0] == ' ') ? 1 : 0;
+        if (len > 0) at_start = false;
+        fwrite(piece + off, 1, (size_t)(len - off), stdout);
+    }
+    if (iqf_decode(c, toks, n_prompt, 0, n_prompt - 1, logits, err, sizeof err)) {
+        status = cli_error("%s", err);
+        goto out;
+    }
+    for (int step = 0; step < n_gen; step++) {
+        int best = 0;
+        for (int v = 1; v < h->n_vocab; v++)
+            if (logits[v] > logits[best]) best = v;
+        if (best == h->eos_id) break;
+        int len = iqf_model_token_piece(m, best, piece, sizeof piece);
+        if (len > (int)sizeof piece) len = sizeof piece;
+        int off = (at_start && len > 0 && piece[0] == ' ') ? 1 : 0;
+        if (len > 0) at_start = false;
+        fwrite(piece + off, 1, (size_t)(len - off), stdout);
+        if (step + 1 == n_gen) break;
+        int32_t t = best;
+        if (iqf_decode(c, &t, 1, n_prompt + step, 0, logits, err, sizeof err)) {
+            status = cli_error("%s", err);
+            break;
+        }
+    }
+    fflush(stdout);
+out:
+    free(logits);
+    free(toks);
+    iqf_context_free(c);
+    iqf_model_free(m);
+    return status;
 }

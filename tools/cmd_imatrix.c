@@ -1,8 +1,95 @@
-/* cmd_imatrix.c - placeholder until this subcommand lands. */
+/* cmd_imatrix.c - `iqforge imatrix`: importance matrix from a text (llama-imatrix's method). */
 #include "cli.h"
 
+#include "iqforge.h"
+#include "model_cli.h"
+#include "quantize/imatrix.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: iqforge imatrix -m MODEL -f TEXT [-o OUT] [-c N_CTX] [--chunks N] [-t THREADS]\n"
+            "                       [--output-format gguf|dat]\n\n"
+            "Runs the model over chunks of N_CTX tokens (default 512) and accumulates, for every\n"
+            "blk.* weight matrix, the sum of x^2 of each input column over all tokens. OUT (default\n"
+            "imatrix.gguf) is written in llama-imatrix's GGUF format, or its legacy .dat format with\n"
+            "--output-format dat (the default when OUT does not end in .gguf).\n");
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
 int cmd_imatrix(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_error("imatrix: not implemented yet");
+    const char *model_path = NULL, *text_path = NULL, *out_path = "imatrix.gguf", *fmt = NULL;
+    long long n_ctx = 512, n_chunks = -1, n_threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        bool hv = i + 1 < argc;
+        if (cli_is_help(s)) { usage(stdout); return 0; }
+        if (!strcmp(s, "-m") && hv) model_path = argv[++i];
+        else if (!strcmp(s, "-f") && hv) text_path = argv[++i];
+        else if (!strcmp(s, "-o") && hv) out_path = argv[++i];
+        else if (!strcmp(s, "--output-format") && hv) fmt = argv[++i];
+        else if (!strcmp(s, "-c") && hv) {
+            if (!cli_parse_int(argv[++i], 4, 1 << 20, &n_ctx)) return cli_error("imatrix: bad -c '%s'", argv[i]), 2;
+        } else if (!strcmp(s, "--chunks") && hv) {
+            if (!cli_parse_int(argv[++i], -1, 1 << 30, &n_chunks)) return cli_error("imatrix: bad --chunks '%s'", argv[i]), 2;
+        } else if (!strcmp(s, "-t") && hv) {
+            if (!cli_parse_int(argv[++i], 0, 4096, &n_threads)) return cli_error("imatrix: bad -t '%s'", argv[i]), 2;
+        } else {
+            usage(stderr);
+            return cli_error("imatrix: unexpected argument '%s'", s), 2;
+        }
+    }
+    if (!model_path || !text_path) { usage(stderr); return cli_error("imatrix: -m MODEL and -f TEXT are required"), 2; }
+    bool dat;
+    if (!fmt) dat = !ends_with(out_path, ".gguf");
+    else if (!strcmp(fmt, "gguf")) dat = false;
+    else if (!strcmp(fmt, "dat")) dat = true;
+    else return cli_error("imatrix: --output-format must be gguf or dat, not '%s'", fmt), 2;
+
+    char err[1024];
+    iqf_model *m = NULL;
+    if (model_cli_load(model_path, NULL, (int)n_threads, &m)) return 1;
+    int status = 0;
+    int32_t *toks = NULL;
+    int n_tok = 0;
+    iqf_context *c = NULL;
+    iqf_imatrix_data *d = NULL;
+    iqf_imatrix_stats *stats = NULL;
+    size_t len;
+    char *text = model_cli_read_text(text_path, &len);
+    if (!text) { status = 1; goto out; }
+    int r = model_cli_tokenize(m, text, len, true, &toks, &n_tok);
+    free(text);
+    if (r) { status = 1; goto out; }
+    fprintf(stderr, "imatrix: tokenized %s: %d tokens\n", text_path, n_tok);
+    if (iqf_context_new(m, (int)n_ctx, (int)n_threads, &c, err, sizeof err)) { status = cli_error("%s", err); goto out; }
+    if (iqf_imatrix_collect(c, toks, (size_t)n_tok, (int)n_ctx, (int)n_chunks, stdout, &d, err, sizeof err)) {
+        status = cli_error("%s", err);
+        goto out;
+    }
+    printf("Final estimate: PPL = %.4f\n", d->ppl);
+    stats = calloc((size_t)d->n_entries + 1, sizeof *stats);
+    if (!stats) { status = cli_error("out of memory"); goto out; }
+    for (int i = 0; i < d->n_entries; i++)
+        stats[i] = (iqf_imatrix_stats){ d->names[i], d->ncols[i], 1, d->sum2[i], &d->counts[i] };
+    iqf_imatrix_meta meta = { d->n_chunks, d->chunk_size, text_path };
+    iqf_status st = dat ? iqf_imatrix_write_dat(out_path, stats, d->n_entries, &meta, err, sizeof err)
+                        : iqf_imatrix_write_gguf(out_path, stats, d->n_entries, &meta, err, sizeof err);
+    if (st) { status = cli_error("%s", err); goto out; }
+    fprintf(stderr, "imatrix: wrote %d entries (%d chunks of %d tokens) to %s (%s)\n", d->n_entries,
+            d->n_chunks, d->chunk_size, out_path, dat ? "legacy .dat" : "GGUF");
+out:
+    free(stats);
+    iqf_imatrix_data_free(d);
+    free(toks);
+    iqf_context_free(c);
+    iqf_model_free(m);
+    return status;
 }

@@ -1,8 +1,119 @@
-/* cmd_perplexity.c - placeholder until this subcommand lands. */
+/* cmd_perplexity.c - `iqforge perplexity`: perplexity and KL-divergence (llama-perplexity's method). */
 #include "cli.h"
 
+#include "iqforge.h"
+#include "model_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: iqforge perplexity -m MODEL -f TEXT [-c N_CTX] [--chunks N] [-t THREADS]\n"
+            "                          [--kld-base OUT.kld | --kld BASE.kld]\n"
+            "                          [--simulate TYPE [--imatrix FILE]]\n\n"
+            "Perplexity over chunks of N_CTX tokens (default 512), scoring the second half of each\n"
+            "chunk, exactly as llama-perplexity. --kld-base saves the model's log-probabilities\n"
+            "(llama-perplexity's --kl-divergence-base format); --kld compares against such a file\n"
+            "(the text is then taken from the file and -f is not needed). --simulate quantizes and\n"
+            "dequantizes every blk.* weight matrix in memory (rows of 256, imatrix tiled).\n");
+}
+
 int cmd_perplexity(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_error("perplexity: not implemented yet");
+    const char *model_path = NULL, *text_path = NULL, *kld_base = NULL, *kld = NULL;
+    long long n_ctx = 512, n_chunks = -1, n_threads = 0;
+    model_cli_sim sim;
+    model_cli_sim_init(&sim);
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        bool hv = i + 1 < argc;
+        int r;
+        if (cli_is_help(s)) { usage(stdout); return 0; }
+        if ((r = model_cli_sim_arg(&sim, argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
+        if (!strcmp(s, "-m") && hv) model_path = argv[++i];
+        else if (!strcmp(s, "-f") && hv) text_path = argv[++i];
+        else if (!strcmp(s, "--kld-base") && hv) kld_base = argv[++i];
+        else if (!strcmp(s, "--kld") && hv) kld = argv[++i];
+        else if (!strcmp(s, "-c") && hv) {
+            if (!cli_parse_int(argv[++i], 4, 1 << 20, &n_ctx)) return cli_error("perplexity: bad -c '%s'", argv[i]), 2;
+        } else if (!strcmp(s, "--chunks") && hv) {
+            if (!cli_parse_int(argv[++i], -1, 1 << 30, &n_chunks)) return cli_error("perplexity: bad --chunks '%s'", argv[i]), 2;
+        } else if (!strcmp(s, "-t") && hv) {
+            if (!cli_parse_int(argv[++i], 0, 4096, &n_threads)) return cli_error("perplexity: bad -t '%s'", argv[i]), 2;
+        } else {
+            usage(stderr);
+            return cli_error("perplexity: unexpected argument '%s'", s), 2;
+        }
+    }
+    if (!model_path) { usage(stderr); return cli_error("perplexity: -m MODEL is required"), 2; }
+    if (!text_path && !kld) { usage(stderr); return cli_error("perplexity: -f TEXT is required"), 2; }
+    if (kld && kld_base) return cli_error("perplexity: --kld and --kld-base exclude each other"), 2;
+
+    char err[1024];
+    iqf_model *m = NULL;
+    if (model_cli_load(model_path, &sim, (int)n_threads, &m)) return 1;
+    int32_t *toks = NULL;
+    int n_tok = 0;
+    int status = 0;
+    iqf_context *c = NULL;
+    if (!kld) {
+        size_t len;
+        char *text = model_cli_read_text(text_path, &len);
+        if (!text) { iqf_model_free(m); return 1; }
+        int r = model_cli_tokenize(m, text, len, true, &toks, &n_tok);
+        free(text);
+        if (r) { iqf_model_free(m); return 1; }
+        fprintf(stderr, "perplexity: tokenized %s: %d tokens\n", text_path, n_tok);
+    } else {
+        /* The context must hold the file's n_ctx: read it from the header. */
+        FILE *f = fopen(kld, "rb");
+        unsigned char hdr[12];
+        if (!f || fread(hdr, 1, 12, f) != 12 || memcmp(hdr, "_logits_", 8)) {
+            if (f) fclose(f);
+            iqf_model_free(m);
+            return cli_error("%s: not a log-probability file (made with --kld-base)", kld);
+        }
+        fclose(f);
+        n_ctx = hdr[8] | hdr[9] << 8 | hdr[10] << 16 | (long long)hdr[11] << 24;
+        if (n_ctx < 4 || n_ctx > (1 << 20)) { iqf_model_free(m); return cli_error("%s: bad n_ctx %lld", kld, n_ctx); }
+    }
+    if (iqf_context_new(m, (int)n_ctx, (int)n_threads, &c, err, sizeof err)) {
+        status = cli_error("%s", err);
+        goto out;
+    }
+    iqf_ppl_params pp = { (int)n_ctx, (int)n_chunks, kld_base, kld, stdout };
+    iqf_ppl_result res;
+    if (!kld)
+        fprintf(stderr, "perplexity: calculating perplexity over %lld chunks, n_ctx=%lld, batch_size=%lld, n_seq=1\n",
+                (long long)((n_chunks >= 0 && n_chunks < n_tok / n_ctx) ? n_chunks : n_tok / n_ctx), n_ctx, n_ctx);
+    if (iqf_perplexity(c, toks, (size_t)n_tok, &pp, &res, err, sizeof err)) {
+        status = cli_error("%s", err);
+        goto out;
+    }
+    if (!kld) {
+        printf("Final estimate: PPL = %.4f +/- %.5f\n", res.ppl, res.ppl_err);
+    } else {
+        printf("\n====== Perplexity statistics ======\n");
+        printf("Mean PPL(Q)                   : %10.6f ± %10.6f\n", res.ppl, res.ppl_err);
+        printf("Mean PPL(base)                : %10.6f ± %10.6f\n", res.ppl_base, res.ppl_base_err);
+        printf("Mean ln(PPL(Q)/PPL(base))     : %10.6f ± %10.6f\n", res.ln_ppl_ratio, res.ln_ppl_ratio_err);
+        printf("Mean PPL(Q)/PPL(base)         : %10.6f ± %10.6f\n", res.ppl_ratio, res.ppl_ratio_err);
+        printf("\n====== KL divergence statistics ======\n");
+        printf("Mean    KLD: %10.6f ± %10.6f\n", res.kld_mean, res.kld_err);
+        printf("Maximum KLD: %10.6f\n", res.kld_max);
+        printf("99.9%%   KLD: %10.6f\n", res.kld_p999);
+        printf("99.0%%   KLD: %10.6f\n", res.kld_p99);
+        printf("Median  KLD: %10.6f\n", res.kld_median);
+        printf("\n====== Token probability statistics ======\n");
+        printf("RMS Δp    : %6.3f ± %5.3f %%\n", 100.0 * res.dp_rms, 100.0 * res.dp_rms_err);
+        printf("Same top p: %6.3f ± %5.3f %%\n", 100.0 * res.same_top, 100.0 * res.same_top_err);
+    }
+    fprintf(stderr, "perplexity: %d chunks of %lld tokens in %.3f s: %.1f tokens/s\n", res.n_chunks, n_ctx,
+            res.seconds, res.tokens_per_second);
+out:
+    free(toks);
+    iqf_context_free(c);
+    iqf_model_free(m);
+    return status;
 }

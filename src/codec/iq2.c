@@ -1,6 +1,887 @@
-/* iq2.c - placeholder: no codecs of this family yet. */
+/*
+ * iq2.c - IQ2_XXS (2.0625 bpw), IQ2_XS (2.3125 bpw) and IQ2_S (2.5625 bpw): decoders and the
+ * compat encoders, byte-identical to ggml 0.25.1 (quantize_row_iq2_xxs_impl / iq2_xs_impl /
+ * iq2_s_impl, make_qp_quants; FORMATS.md sections 0, 5 and 9).
+ *
+ * How the encoders stay exact while being faster than ggml: every float operation that
+ * produces a value ggml compares or stores is done with the same operands in the same order
+ * (no FMA: the tree builds with -ffp-contract=off). What changes is only WHAT is recomputed:
+ *  - the neighbour search evaluates sum_i w_i (s q_i - x_i)^2 for many grid points that share
+ *    the 3 possible q per coordinate, so the 24 terms (w_i*diff)*diff are computed once per
+ *    (scale, group) and each neighbour's distance is the same sequential sum of 8 table values;
+ *  - the per-candidate sums use (w*x)*q and (w*q)*q, which only depend on (i, level) and are
+ *    tabulated per sub-block;
+ *  - SIMD variants (AVX2, AVX-512) vectorise across independent values (the rounding of the 8
+ *    coordinates, the 24 table terms, several neighbours at once) and never reorder a sum.
+ * The scale-search structure is kept in separate functions (search / refine / pack) so that a
+ * better-than-compat mode can later re-choose grid points at the final decoded scale.
+ */
 #include "codec.h"
+#include "iqgrid.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+
+#define GROUP_MAX_EPS 1e-15f
+#define GROUP_MAX_EPS_IQ2_S 1e-8f
+
+typedef struct {
+    iqf_half d;
+    uint16_t qs[QK_K / 8];
+} block_iq2_xxs; /* 2.0625 bpw */
+static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs block");
+
+typedef struct {
+    iqf_half d;
+    uint16_t qs[QK_K / 8];
+    uint8_t scales[QK_K / 32];
+} block_iq2_xs; /* 2.3125 bpw */
+static_assert(sizeof(block_iq2_xs) == 74, "iq2_xs block");
+
+typedef struct {
+    iqf_half d;
+    uint8_t qs[QK_K / 4];
+    uint8_t qh[QK_K / 32];
+    uint8_t scales[QK_K / 32];
+} block_iq2_s; /* 2.5625 bpw */
+static_assert(sizeof(block_iq2_s) == 82, "iq2_s block");
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tables                                                                                      */
+
+/* Decode grids (bytes 8, 25, 43 per level), the sign expansion (7 stored bits, even parity). */
+static uint64_t dec_xxs[256], dec_xs[512], dec_s[1024];
+static uint8_t ksigns[128];
+static const iqf_iqgrid *grid_xxs, *grid_xs, *grid_s;
+
+static void init_decode(void) {
+    static const int8_t lev[3] = { 8, 25, 43 };
+    iqf_iqgrid_decode_table(iqf_iq2xxs_keys, 256, lev, dec_xxs);
+    iqf_iqgrid_decode_table(iqf_iq2xs_keys, 512, lev, dec_xs);
+    iqf_iqgrid_decode_table(iqf_iq2s_keys, 1024, lev, dec_s);
+    for (int i = 0; i < 128; i++) ksigns[i] = (uint8_t)(i | (__builtin_popcount(i) & 1 ? 0x80 : 0));
+}
+static pthread_once_t decode_once = PTHREAD_ONCE_INIT;
+
+static void init_xxs_tables(void) { grid_xxs = iqf_iqgrid_get(IQF_IQGRID_IQ2XXS); }
+static void init_xs_tables(void) { grid_xs = iqf_iqgrid_get(IQF_IQGRID_IQ2XS); }
+static void init_s_tables(void) { grid_s = iqf_iqgrid_get(IQF_IQGRID_IQ2S); }
+static pthread_once_t once_xxs = PTHREAD_ONCE_INIT, once_xs = PTHREAD_ONCE_INIT,
+                      once_s = PTHREAD_ONCE_INIT;
+
+static void init_iq2_xxs(void) {
+    pthread_once(&decode_once, init_decode);
+    pthread_once(&once_xxs, init_xxs_tables);
+}
+static void init_iq2_xs(void) {
+    pthread_once(&decode_once, init_decode);
+    pthread_once(&once_xs, init_xs_tables);
+}
+static void init_iq2_s(void) {
+    pthread_once(&decode_once, init_decode);
+    pthread_once(&once_s, init_s_tables);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Decoders                                                                                    */
+
+static inline void decode8(float *y, float db, uint64_t grid, uint8_t signs) {
+    for (int j = 0; j < 8; j++) {
+        float g = (float)(uint8_t)(grid >> 8 * j);
+        y[j] = db * g * (signs & (1u << j) ? -1.f : 1.f);
+    }
+}
+
+static void dequantize_row_iq2_xxs(const void *vx, float *y, int64_t n) {
+    pthread_once(&decode_once, init_decode);
+    const block_iq2_xxs *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = iqf_fp16_to_fp32(x[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            uint32_t aux[2];
+            memcpy(aux, x[i].qs + 4 * ib, 8);
+            const float db = d * (0.5f + (float)(aux[1] >> 28)) * 0.25f;
+            for (int l = 0; l < 4; l++) {
+                decode8(y, db, dec_xxs[(aux[0] >> 8 * l) & 255], ksigns[(aux[1] >> 7 * l) & 127]);
+                y += 8;
+            }
+        }
+    }
+}
+
+static void dequantize_row_iq2_xs(const void *vx, float *y, int64_t n) {
+    pthread_once(&decode_once, init_decode);
+    const block_iq2_xs *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = iqf_fp16_to_fp32(x[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            float db[2];
+            db[0] = d * (0.5f + (float)(x[i].scales[ib] & 0xf)) * 0.25f;
+            db[1] = d * (0.5f + (float)(x[i].scales[ib] >> 4)) * 0.25f;
+            for (int l = 0; l < 4; l++) {
+                uint16_t q = x[i].qs[4 * ib + l];
+                decode8(y, db[l / 2], dec_xs[q & 511], ksigns[q >> 9]);
+                y += 8;
+            }
+        }
+    }
+}
+
+static void dequantize_row_iq2_s(const void *vx, float *y, int64_t n) {
+    pthread_once(&decode_once, init_decode);
+    const block_iq2_s *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = iqf_fp16_to_fp32(x[i].d);
+        const uint8_t *qs = x[i].qs, *signs = qs + QK_K / 8;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            float db[2];
+            db[0] = d * (0.5f + (float)(x[i].scales[ib] & 0xf)) * 0.25f;
+            db[1] = d * (0.5f + (float)(x[i].scales[ib] >> 4)) * 0.25f;
+            for (int l = 0; l < 4; l++) {
+                int idx = qs[l] | ((x[i].qh[ib] << (8 - 2 * l)) & 0x300);
+                decode8(y, db[l / 2], dec_s[idx], signs[l]);
+                y += 8;
+            }
+            qs += 4;
+            signs += 4;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Encoder building blocks                                                                     */
+/*                                                                                             */
+/* A sub-block's scale search tries NC candidate inverse scales. Per candidate and 8-value group:
+ * round to levels 0..2 (key u), look u up in kmap, and if it is off the grid pick the best
+ * neighbour at that candidate's scale. Then sumqx = sum_i (w_i x_i) q_i and sumq2 =
+ * sum_i (w_i q_i) q_i in index order, and ggml's sequential acceptance test. The candidates are
+ * independent until the acceptance test, so the rounding and the sums run with one candidate per
+ * SIMD lane (each lane doing exactly ggml's operations in ggml's order); the neighbour searches
+ * run one grid neighbour per lane.                                                            */
+
+#define MAXC 32 /* candidate lanes (IQ2_XS/S use 19, IQ2_XXS 13) */
+
+typedef struct cand_set {
+    _Alignas(64) float id[MAXC]; /* inverse scale */
+    _Alignas(64) float sc[MAXC]; /* 1/id: the scale of the neighbour search */
+    _Alignas(64) int32_t key[4][MAXC]; /* per group: rounded key, then the grid point's key */
+    _Alignas(64) float sumqx[MAXC];
+    _Alignas(64) float sumq2[MAXC];
+    int32_t gi[4][MAXC];
+    uint8_t og[4][MAXC];
+    int nc;
+} cand_set;
+
+/* Best neighbour of off-grid key u at `scale` (ggml's iq2_find_best_neighbour): argmin over the
+ * list of sum_i waux_i (scale q_i - xval_i)^2, first minimum wins; returns the grid index. */
+typedef int (*best_nb_fn)(const iqf_iqgrid *g, int u, const float *xval, const float *waux,
+                          float scale);
+
+typedef struct enc_ops {
+    best_nb_fn best_nb;
+    /* step A: cs->key[k][c] = rounded key of group k at cs->id[c], for ng groups */
+    void (*round)(cand_set *cs, const float *xval, int ng);
+    /* step C: cs->sumqx/sumq2 from cs->key (final keys); wx = weight*xval */
+    void (*sums)(cand_set *cs, const float *wx, const float *weight, int ng);
+} enc_ops;
+
+/* The 24 terms (waux_i * diff) * diff, diff = scale*q - xval_i, q = 1, 3, 5: e[4i + l]. */
+static inline void nb_terms(float *e, const float *xval, const float *waux, float scale) {
+    const float sq[3] = { scale * 1.f, scale * 3.f, scale * 5.f };
+    for (int i = 0; i < 8; i++) {
+        for (int l = 0; l < 3; l++) {
+            float diff = sq[l] - xval[i];
+            e[4 * i + l] = waux[i] * diff * diff;
+        }
+        e[4 * i + 3] = 0;
+    }
+}
+
+static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const float *waux,
+                          float scale) {
+    float e[32];
+    nb_terms(e, xval, waux, scale);
+    const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
+    const uint16_t *nk = g->nbkeys + (nb - g->neighbours);
+    const int n = nb[0];
+    float best = FLT_MAX;
+    int gi = -1;
+    int j = 1;
+    /* four neighbours side by side (independent sums, each in ggml's order) */
+    for (; j + 3 <= n; j += 4) {
+        float d[4] = { 0, 0, 0, 0 };
+        for (int i = 0; i < 8; i++)
+            for (int t = 0; t < 4; t++) d[t] += e[4 * i + ((nk[j + t] >> 2 * i) & 3)];
+        for (int t = 0; t < 4; t++) {
+            if (d[t] < best) {
+                best = d[t];
+                gi = nb[j + t];
+            }
+        }
+    }
+    for (; j <= n; j++) {
+        float d2 = 0;
+        for (int i = 0; i < 8; i++) d2 += e[4 * i + ((nk[j] >> 2 * i) & 3)];
+        if (d2 < best) {
+            best = d2;
+            gi = nb[j];
+        }
+    }
+    /* gi < 0 only if every distance is +Inf or NaN: ggml aborts there; take the first. */
+    return gi >= 0 ? gi : nb[1];
+}
+
+static void round_scalar(cand_set *cs, const float *xval, int ng) {
+    for (int k = 0; k < ng; k++) {
+        for (int c = 0; c < cs->nc; c++) cs->key[k][c] = 0;
+        for (int i = 0; i < 8; i++) {
+            for (int c = 0; c < cs->nc; c++) {
+                int l = iqf_nearest_int(0.5f * (cs->id[c] * xval[8 * k + i] - 1));
+                l = l < 0 ? 0 : l > 2 ? 2 : l;
+                cs->key[k][c] |= l << 2 * i;
+            }
+        }
+    }
+}
+
+static void sums_scalar(cand_set *cs, const float *wx, const float *weight, int ng) {
+    for (int c = 0; c < cs->nc; c++) cs->sumqx[c] = cs->sumq2[c] = 0;
+    for (int i = 0; i < 8 * ng; i++) {
+        const int32_t *key = cs->key[i >> 3];
+        const int sh = 2 * (i & 7);
+        for (int c = 0; c < cs->nc; c++) {
+            float q = (float)(2 * ((key[c] >> sh) & 3) + 1);
+            cs->sumqx[c] += wx[i] * q;
+            cs->sumq2[c] += weight[i] * q * q;
+        }
+    }
+}
+
+static const enc_ops ops_scalar = { best_nb_scalar, round_scalar, sums_scalar };
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define IQF_X86 1
+
+#define T_AVX2 __attribute__((target("avx2,fma")))
+#define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+
+/* nearest_int on 8 lanes: (bits(v + 12582912) & 0x7fffff) - 0x400000 */
+T_AVX2 static inline __m256i nearest_avx2(__m256 v) {
+    __m256i b = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12582912.f)));
+    return _mm256_sub_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffff)),
+                            _mm256_set1_epi32(0x400000));
+}
+
+T_AVX2 static int best_nb_avx2(const iqf_iqgrid *g, int u, const float *xval, const float *waux,
+                               float scale) {
+    _Alignas(32) float e[32];
+    {
+        const __m256 sq = _mm256_setr_ps(scale * 1.f, scale * 3.f, scale * 5.f, 0.f, scale * 1.f,
+                                         scale * 3.f, scale * 5.f, 0.f);
+        const __m256 xv = _mm256_loadu_ps(xval), wv = _mm256_loadu_ps(waux);
+        for (int p = 0; p < 4; p++) {
+            const __m256i idx = _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
+                                                  2 * p + 1, 2 * p + 1);
+            __m256 diff = _mm256_sub_ps(sq, _mm256_permutevar8x32_ps(xv, idx));
+            __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_permutevar8x32_ps(wv, idx), diff), diff);
+            _mm256_store_ps(e + 8 * p, t);
+        }
+        /* lane 3 of each quad: (w*(0-x))*(0-x), never selected (keys have no level 3) */
+    }
+    __m256 tab[8];
+    for (int i = 0; i < 8; i++) tab[i] = _mm256_broadcast_ps((const __m128 *)(e + 4 * i));
+    const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
+    const uint16_t *nk = g->nbkeys + (nb - g->neighbours);
+    const int n = nb[0];
+    const __m256i three = _mm256_set1_epi32(3);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    float best = FLT_MAX;
+    int gi = -1;
+    for (int base = 1; base <= n; base += 8) {
+        __m256i keys = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(nk + base)));
+        __m256 d2 = _mm256_setzero_ps();
+        for (int i = 0; i < 8; i++) {
+            __m256i l = _mm256_and_si256(_mm256_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
+            d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(tab[i], l));
+        }
+        __m256 valid = _mm256_and_ps(
+            _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n - base + 1), lane)),
+            _mm256_cmp_ps(d2, d2, _CMP_ORD_Q));
+        d2 = _mm256_blendv_ps(inf, d2, valid);
+        __m256 m = _mm256_min_ps(d2, _mm256_permute2f128_ps(d2, d2, 1));
+        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+        m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+        float mn = _mm256_cvtss_f32(m);
+        if (mn < best) {
+            best = mn;
+            unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ));
+            gi = nb[base + __builtin_ctz(eq)];
+        }
+    }
+    return gi >= 0 ? gi : nb[1];
+}
+
+T_AVX2 static void round_avx2(cand_set *cs, const float *xval, int ng) {
+    const __m256 one = _mm256_set1_ps(1.f), half = _mm256_set1_ps(0.5f);
+    const __m256i zero = _mm256_setzero_si256(), two = _mm256_set1_epi32(2);
+    for (int v = 0; v < cs->nc; v += 8) {
+        const __m256 id = _mm256_load_ps(cs->id + v);
+        for (int k = 0; k < ng; k++) {
+            __m256i u = zero;
+            for (int i = 0; i < 8; i++) {
+                __m256 t = _mm256_mul_ps(id, _mm256_set1_ps(xval[8 * k + i]));
+                t = _mm256_mul_ps(half, _mm256_sub_ps(t, one));
+                __m256i l = _mm256_min_epi32(_mm256_max_epi32(nearest_avx2(t), zero), two);
+                u = _mm256_or_si256(u, _mm256_sll_epi32(l, _mm_cvtsi32_si128(2 * i)));
+            }
+            _mm256_store_si256((__m256i *)(cs->key[k] + v), u);
+        }
+    }
+}
+
+T_AVX2 static void sums_avx2(cand_set *cs, const float *wx, const float *weight, int ng) {
+    const __m256i three = _mm256_set1_epi32(3), one = _mm256_set1_epi32(1);
+    for (int v = 0; v < cs->nc; v += 8) {
+        __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+        for (int k = 0; k < ng; k++) {
+            const __m256i key = _mm256_load_si256((const __m256i *)(cs->key[k] + v));
+            for (int i = 0; i < 8; i++) {
+                __m256i l = _mm256_and_si256(_mm256_srl_epi32(key, _mm_cvtsi32_si128(2 * i)), three);
+                __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), one));
+                a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(wx[8 * k + i]), q));
+                b = _mm256_add_ps(b, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(weight[8 * k + i]), q), q));
+            }
+        }
+        _mm256_store_ps(cs->sumqx + v, a);
+        _mm256_store_ps(cs->sumq2 + v, b);
+    }
+}
+
+static const enc_ops ops_avx2 = { best_nb_avx2, round_avx2, sums_avx2 };
+
+T_AVX512 static inline __m512i nearest_avx512(__m512 v) {
+    __m512i b = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12582912.f)));
+    return _mm512_sub_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x7fffff)),
+                            _mm512_set1_epi32(0x400000));
+}
+
+T_AVX512 static int best_nb_avx512(const iqf_iqgrid *g, int u, const float *xval,
+                                   const float *waux, float scale) {
+    const __m512 sq = _mm512_setr_ps(scale * 1.f, scale * 3.f, scale * 5.f, 0.f, scale * 1.f,
+                                     scale * 3.f, scale * 5.f, 0.f, scale * 1.f, scale * 3.f,
+                                     scale * 5.f, 0.f, scale * 1.f, scale * 3.f, scale * 5.f, 0.f);
+    const __m512 xv = _mm512_castps256_ps512(_mm256_loadu_ps(xval));
+    const __m512 wv = _mm512_castps256_ps512(_mm256_loadu_ps(waux));
+    const __m512i ilo = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i ihi = _mm512_add_epi32(ilo, _mm512_set1_epi32(4));
+    __m512 dlo = _mm512_sub_ps(sq, _mm512_permutexvar_ps(ilo, xv));
+    __m512 dhi = _mm512_sub_ps(sq, _mm512_permutexvar_ps(ihi, xv));
+    const __m512 elo = _mm512_mul_ps(_mm512_mul_ps(_mm512_permutexvar_ps(ilo, wv), dlo), dlo);
+    const __m512 ehi = _mm512_mul_ps(_mm512_mul_ps(_mm512_permutexvar_ps(ihi, wv), dhi), dhi);
+    const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
+    const uint16_t *nk = g->nbkeys + (nb - g->neighbours);
+    const int n = nb[0];
+    const __m512i three = _mm512_set1_epi32(3);
+    float best = FLT_MAX;
+    int gi = -1;
+    for (int base = 1; base <= n; base += 16) {
+        __m512i keys = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(nk + base)));
+        __m512 d2 = _mm512_setzero_ps();
+        for (int i = 0; i < 8; i++) {
+            __m512i l = _mm512_and_si512(_mm512_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
+            l = _mm512_add_epi32(l, _mm512_set1_epi32(4 * (i & 3)));
+            d2 = _mm512_add_ps(d2, _mm512_permutexvar_ps(l, i < 4 ? elo : ehi));
+        }
+        int cnt = n - base + 1;
+        __mmask16 valid = (__mmask16)(cnt >= 16 ? 0xffff : (1u << cnt) - 1);
+        valid &= _mm512_cmp_ps_mask(d2, d2, _CMP_ORD_Q);
+        d2 = _mm512_mask_blend_ps(valid, _mm512_set1_ps(INFINITY), d2);
+        float mn = _mm512_reduce_min_ps(d2);
+        if (mn < best) {
+            best = mn;
+            __mmask16 eq = _mm512_cmp_ps_mask(d2, _mm512_set1_ps(mn), _CMP_EQ_OQ);
+            gi = nb[base + __builtin_ctz((unsigned)eq)];
+        }
+    }
+    return gi >= 0 ? gi : nb[1];
+}
+
+T_AVX512 static void round_avx512(cand_set *cs, const float *xval, int ng) {
+    const __m512 one = _mm512_set1_ps(1.f), half = _mm512_set1_ps(0.5f);
+    const __m512i zero = _mm512_setzero_si512(), two = _mm512_set1_epi32(2);
+    for (int v = 0; v < cs->nc; v += 16) {
+        const __m512 id = _mm512_load_ps(cs->id + v);
+        for (int k = 0; k < ng; k++) {
+            __m512i u = zero;
+            for (int i = 0; i < 8; i++) {
+                __m512 t = _mm512_mul_ps(id, _mm512_set1_ps(xval[8 * k + i]));
+                t = _mm512_mul_ps(half, _mm512_sub_ps(t, one));
+                __m512i l = _mm512_min_epi32(_mm512_max_epi32(nearest_avx512(t), zero), two);
+                u = _mm512_or_si512(u, _mm512_sll_epi32(l, _mm_cvtsi32_si128(2 * i)));
+            }
+            _mm512_store_si512((__m512i *)(cs->key[k] + v), u);
+        }
+    }
+}
+
+T_AVX512 static void sums_avx512(cand_set *cs, const float *wx, const float *weight, int ng) {
+    const __m512i three = _mm512_set1_epi32(3), one = _mm512_set1_epi32(1);
+    for (int v = 0; v < cs->nc; v += 16) {
+        __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
+        for (int k = 0; k < ng; k++) {
+            const __m512i key = _mm512_load_si512((const __m512i *)(cs->key[k] + v));
+            for (int i = 0; i < 8; i++) {
+                __m512i l = _mm512_and_si512(_mm512_srl_epi32(key, _mm_cvtsi32_si128(2 * i)), three);
+                __m512 q = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_add_epi32(l, l), one));
+                a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(wx[8 * k + i]), q));
+                b = _mm512_add_ps(b, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(weight[8 * k + i]), q), q));
+            }
+        }
+        _mm512_store_ps(cs->sumqx + v, a);
+        _mm512_store_ps(cs->sumq2 + v, b);
+    }
+}
+
+static const enc_ops ops_avx512 = { best_nb_avx512, round_avx512, sums_avx512 };
+#endif
+
+static const enc_ops *select_ops(const iqf_qctx *ctx) {
+#ifdef IQF_X86
+    if (ctx && ctx->simd == IQF_SIMD_AVX512) return &ops_avx512;
+    if (ctx && ctx->simd == IQF_SIMD_AVX2) return &ops_avx2;
+#else
+    (void)ctx;
+#endif
+    return &ops_scalar;
+}
+
+/* step B: kmap lookups, neighbour search for the off-grid groups; key := the grid point's key */
+static void resolve(const enc_ops *E, const iqf_iqgrid *g, cand_set *cs, const float *xval,
+                    const float *waux, int ng) {
+    for (int c = 0; c < cs->nc; c++) {
+        for (int k = 0; k < ng; k++) {
+            int u = cs->key[k][c];
+            int gi = g->kmap[u];
+            cs->og[k][c] = gi >= 0;
+            if (gi < 0) {
+                gi = E->best_nb(g, u, xval + 8 * k, waux + 8 * k, cs->sc[c]);
+                cs->key[k][c] = g->keys[gi];
+            }
+            cs->gi[k][c] = gi;
+        }
+    }
+}
+
+/* step D: ggml's sequential acceptance over the candidates; returns the accepted one or -1. */
+static int accept(const cand_set *cs, float *scale) {
+    float best = 0;
+    int sel = -1;
+    for (int c = 0; c < cs->nc; c++) {
+        float sumqx = cs->sumqx[c], sumq2 = cs->sumq2[c];
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            *scale = sumqx / sumq2;
+            best = *scale * sumqx;
+            sel = c;
+        }
+    }
+    return sel;
+}
+
+/* Rounds 8 values at inverse scale id to levels 0..2; returns the key. */
+static inline int round8(const float *xval, float id) {
+    int u = 0;
+    for (int i = 0; i < 8; i++) {
+        int l = iqf_nearest_int(0.5f * (id * xval[i] - 1));
+        l = l < 0 ? 0 : l > 2 ? 2 : l;
+        u |= l << 2 * i;
+    }
+    return u;
+}
+
+/* sumqx / sumq2 of one level assignment (keys of ng groups), ggml's order. */
+static inline void key_sums(const int *key, int ng, const float *wx, const float *weight,
+                            float *sumqx, float *sumq2) {
+    float a = 0, b = 0;
+    for (int i = 0; i < 8 * ng; i++) {
+        float q = (float)(2 * ((key[i >> 3] >> 2 * (i & 7)) & 3) + 1);
+        a += wx[i] * q;
+        b += weight[i] * q * q;
+    }
+    *sumqx = a;
+    *sumq2 = b;
+}
+
+
+/* ggml's make_qp_quants(n, nmax, x, L, w), including the uint8_t view of L (a -1 wraps to 255). */
+static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw) {
+    float max = 0;
+    for (int i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    if (max < GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = (float)nmax / max;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)iqf_nearest_int(iscale * x[i]);
+    float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; i++) {
+        float diff = x[i] - scale * (float)L[i];
+        best_mse += qw[i] * diff * diff;
+    }
+    /* The 8 trial scales are independent sums: evaluated side by side (each one in ggml's order),
+     * then compared in ggml's order is = -4..-1, 1..4. */
+    float isc[8], ssc[8], mse[8];
+    for (int c = 0; c < 8; c++) {
+        int is = c < 4 ? c - 4 : c - 3;
+        isc[c] = (0.1f * (float)is + (float)nmax) / max;
+        ssc[c] = 1 / isc[c];
+        mse[c] = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        for (int c = 0; c < 8; c++) {
+            int l = iqf_nearest_int(isc[c] * x[i]);
+            l = l < nmax ? l : nmax;
+            float diff = x[i] - ssc[c] * (float)l;
+            mse[c] += qw[i] * diff * diff;
+        }
+    }
+    for (int c = 0; c < 8; c++) {
+        if (mse[c] < best_mse) {
+            best_mse = mse[c];
+            iscale = isc[c];
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = iqf_nearest_int(iscale * x[i]);
+        l = l < nmax ? l : nmax;
+        L[i] = (uint8_t)l;
+        sumlx += qw[i] * x[i] * (float)l;
+        suml2 += qw[i] * (float)l * (float)l;
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int n_changed = 0;
+        for (int i = 0; i < n; i++) {
+            float w = qw[i];
+            float slx = sumlx - w * x[i] * (float)L[i];
+            float sl2 = suml2 - w * (float)L[i] * (float)L[i];
+            if (slx > 0 && sl2 > 0) {
+                int new_l = iqf_nearest_int(x[i] * sl2 / slx);
+                new_l = new_l < nmax ? new_l : nmax;
+                if (new_l != L[i]) {
+                    slx += w * x[i] * (float)new_l;
+                    sl2 += w * (float)new_l * (float)new_l;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        n_changed++;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* Signs of 8 values; with `parity`, flips the least important one if the count of negatives is
+ * odd (ggml's even-parity trick: the stored 7 bits imply the 8th). */
+static inline uint8_t signs8(const float *xb, const float *weight, float *xval, bool parity) {
+    int nflip = 0;
+    uint8_t s = 0;
+    for (int i = 0; i < 8; i++) {
+        if (xb[i] >= 0) {
+            xval[i] = xb[i];
+        } else {
+            xval[i] = -xb[i];
+            nflip++;
+            s |= (uint8_t)(1u << i);
+        }
+    }
+    if (parity && (nflip & 1)) {
+        int imin = 0;
+        float min = weight[0] * xb[0] * xb[0];
+        for (int i = 1; i < 8; i++) {
+            float ax = weight[i] * xb[i] * xb[i];
+            if (ax < min) {
+                min = ax;
+                imin = i;
+            }
+        }
+        xval[imin] = -xval[imin];
+        s ^= (uint8_t)(1u << imin);
+    }
+    return parity ? (uint8_t)(s & 127) : s;
+}
+
+static inline float sum_sq256(const float *x) {
+    float s = 0;
+    for (int i = 0; i < QK_K; i++) s += x[i] * x[i];
+    return s;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* IQ2_XXS                                                                                     */
+
+/* One 32-weight sub-block. Returns false when ggml skips it (all zero, or no usable initial
+ * scale): then it stays all-zero in q2. Otherwise the scale (>= 0), grid indices and signs. */
+static bool xxs_subblock(const enc_ops *E, const iqf_iqgrid *g, const float *xb, const float *qw,
+                         float sigma2, float *scale_out, int *gidx, uint8_t *bsigns) {
+    const int kMaxQ = 3;
+    float weight[32], waux[32], xval[32], wx[32];
+    uint8_t Lqp[32];
+    for (int i = 0; i < 32; i++) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+    for (int i = 0; i < 32; i++) waux[i] = sqrtf(weight[i]);
+    for (int k = 0; k < 4; k++) bsigns[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, true);
+    float max = xval[0];
+    for (int i = 1; i < 32; i++) max = xval[i] > max ? xval[i] : max;
+    if (max < GROUP_MAX_EPS) return false;
+    float scale = make_qp_quants(32, kMaxQ + 1, xval, Lqp, weight);
+    float eff_max = scale * (float)kMaxQ;
+    if (eff_max <= 0) return false;
+    for (int i = 0; i < 32; i++) wx[i] = weight[i] * xval[i];
+
+    cand_set cs;
+    cs.nc = 13;
+    for (int c = 0; c < MAXC; c++) {
+        int is = (c < cs.nc ? c : cs.nc - 1) - 6;
+        cs.id[c] = ((float)(2 * kMaxQ - 1) + (float)is * 0.1f) / eff_max;
+        cs.sc[c] = 1 / cs.id[c];
+    }
+    E->round(&cs, xval, 4);
+    resolve(E, g, &cs, xval, waux, 4);
+    E->sums(&cs, wx, weight, 4);
+    int sel = accept(&cs, &scale);
+
+    int key[4] = { 0, 0, 0, 0 };
+    if (sel >= 0)
+        for (int k = 0; k < 4; k++) key[k] = cs.key[k][sel];
+    if (scale > 0) { /* unconditional refinement of all 4 groups at the accepted scale */
+        float id = 1 / scale;
+        for (int k = 0; k < 4; k++) {
+            int u = round8(xval + 8 * k, id);
+            int gi = g->kmap[u];
+            if (gi < 0) gi = E->best_nb(g, u, xval + 8 * k, waux + 8 * k, scale);
+            key[k] = g->keys[gi];
+        }
+        float sumqx, sumq2;
+        key_sums(key, 4, wx, weight, &sumqx, &sumq2);
+        if (sumq2 > 0) scale = sumqx / sumq2;
+    }
+    if (scale < 0) {
+        scale = -scale;
+        for (int k = 0; k < 4; k++) bsigns[k] = (uint8_t)(~bsigns[k] & 127);
+    }
+    for (int k = 0; k < 4; k++) gidx[k] = g->kmap[key[k]];
+    *scale_out = scale;
+    return true;
+}
+
+static void quantize_row_iq2_xxs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
+                                 const float *qw) {
+    const enc_ops *E = select_ops(ctx);
+    const iqf_iqgrid *g = grid_xxs;
+    block_iq2_xxs *y = vy;
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
+        const float *xbl = x + QK_K * ibl;
+        uint32_t q2[2 * (QK_K / 32)];
+        float scales[QK_K / 32];
+        memset(q2, 0, sizeof(q2));
+        float max_scale = 0;
+        const float sigma2 = sum_sq256(xbl) / (float)QK_K;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            int gidx[4];
+            uint8_t bs[4];
+            float scale = 0;
+            scales[ib] = 0;
+            if (!xxs_subblock(E, g, xbl + 32 * ib, qw + QK_K * ibl + 32 * ib, sigma2, &scale, gidx, bs))
+                continue;
+            for (int k = 0; k < 4; k++) {
+                q2[2 * ib] |= (uint32_t)gidx[k] << 8 * k;
+                q2[2 * ib + 1] |= (uint32_t)bs[k] << 7 * k;
+            }
+            scales[ib] = scale;
+            max_scale = scale > max_scale ? scale : max_scale;
+        }
+        if (!max_scale) {
+            y[ibl].d = iqf_fp32_to_fp16(0.f);
+            memset(y[ibl].qs, 0, sizeof(y[ibl].qs));
+            continue;
+        }
+        float d = max_scale / 31;
+        y[ibl].d = iqf_fp32_to_fp16(d);
+        float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            int l = iqf_nearest_int(0.5f * (id * scales[ib] - 1));
+            l = l < 0 ? 0 : l > 15 ? 15 : l;
+            q2[2 * ib + 1] |= (uint32_t)l << 28;
+        }
+        memcpy(y[ibl].qs, q2, sizeof(q2));
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* IQ2_XS and IQ2_S: 16-weight sub-blocks, two groups of 8                                     */
+
+/* Scale search + refinement of one 16-weight sub-block with max >= eps. Returns the scale (may
+ * be negative: the caller flips the signs); gidx[2] the grid indices. */
+static float search16(const enc_ops *E, const iqf_iqgrid *g, const float *xval,
+                      const float *weight, const float *waux, float max, int *gidx) {
+    const int kMaxQ = 3;
+    float wx[16];
+    for (int i = 0; i < 16; i++) wx[i] = weight[i] * xval[i];
+    cand_set cs;
+    cs.nc = 19;
+    for (int c = 0; c < MAXC; c++) {
+        int is = (c < cs.nc ? c : cs.nc - 1) - 9;
+        cs.id[c] = ((float)(2 * kMaxQ - 1) + (float)is * 0.1f) / max;
+        cs.sc[c] = 1 / cs.id[c];
+    }
+    E->round(&cs, xval, 2);
+    resolve(E, g, &cs, xval, waux, 2);
+    E->sums(&cs, wx, weight, 2);
+    float scale = max / (float)(2 * kMaxQ - 1);
+    int sel = accept(&cs, &scale);
+    if (sel < 0) { /* nothing accepted: ggml keeps L = 0 (grid point 0) */
+        gidx[0] = gidx[1] = g->kmap[0];
+        return scale;
+    }
+    int key[2] = { cs.key[0][sel], cs.key[1][sel] };
+    gidx[0] = cs.gi[0][sel];
+    gidx[1] = cs.gi[1][sel];
+    if ((!cs.og[0][sel] || !cs.og[1][sel]) && scale > 0) {
+        float id = 1 / scale;
+        for (int k = 0; k < 2; k++) {
+            if (cs.og[k][sel]) continue;
+            int u = round8(xval + 8 * k, id);
+            int gi = g->kmap[u];
+            if (gi < 0) gi = E->best_nb(g, u, xval + 8 * k, waux + 8 * k, scale);
+            key[k] = g->keys[gi];
+            gidx[k] = gi;
+        }
+        float sumqx, sumq2;
+        key_sums(key, 2, wx, weight, &sumqx, &sumq2);
+        if (sumq2 > 0) scale = sumqx / sumq2;
+    }
+    return scale;
+}
+
+static void quantize_row_iq2_xs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
+                                const float *qw) {
+    const enc_ops *E = select_ops(ctx);
+    const iqf_iqgrid *g = grid_xs;
+    block_iq2_xs *y = vy;
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
+        const float *xbl = x + QK_K * ibl;
+        uint16_t q2[2 * (QK_K / 16)];
+        float scales[QK_K / 16];
+        memset(q2, 0, sizeof(q2));
+        memset(y[ibl].scales, 0, sizeof(y[ibl].scales));
+        float max_scale = 0;
+        const float sigma2 = sum_sq256(xbl) / (float)QK_K;
+        for (int ib = 0; ib < QK_K / 16; ib++) {
+            const float *xb = xbl + 16 * ib;
+            const float *w = qw + QK_K * ibl + 16 * ib;
+            float weight[16], waux[16], xval[16];
+            uint8_t bs[2];
+            for (int i = 0; i < 16; i++) weight[i] = w[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+            for (int i = 0; i < 16; i++) waux[i] = sqrtf(weight[i]);
+            for (int k = 0; k < 2; k++) bs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, true);
+            float max = xval[0];
+            for (int i = 1; i < 16; i++) max = xval[i] > max ? xval[i] : max;
+            scales[ib] = 0;
+            if (max < GROUP_MAX_EPS) continue;
+            int gidx[2];
+            float scale = search16(E, g, xval, weight, waux, max, gidx);
+            if (scale < 0) {
+                scale = -scale;
+                for (int k = 0; k < 2; k++) bs[k] = (uint8_t)(~bs[k] & 127);
+            }
+            for (int k = 0; k < 2; k++) q2[2 * ib + k] = (uint16_t)(gidx[k] | (bs[k] << 9));
+            scales[ib] = scale;
+            max_scale = scale > max_scale ? scale : max_scale;
+        }
+        if (!max_scale) {
+            y[ibl].d = iqf_fp32_to_fp16(0.f);
+            memset(y[ibl].qs, 0, sizeof(y[ibl].qs));
+            continue;
+        }
+        float d = max_scale / 31;
+        y[ibl].d = iqf_fp32_to_fp16(d);
+        float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 16; ib++) {
+            int l = iqf_nearest_int(0.5f * (id * scales[ib] - 1));
+            l = l < 0 ? 0 : l > 15 ? 15 : l;
+            if (ib % 2 == 0) y[ibl].scales[ib / 2] = (uint8_t)l;
+            else y[ibl].scales[ib / 2] |= (uint8_t)(l << 4);
+        }
+        memcpy(y[ibl].qs, q2, sizeof(q2));
+    }
+}
+
+static void quantize_row_iq2_s(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
+                               const float *qw) {
+    const enc_ops *E = select_ops(ctx);
+    const iqf_iqgrid *g = grid_s;
+    block_iq2_s *y = vy;
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
+        const float *xbl = x + QK_K * ibl;
+        block_iq2_s *yb = &y[ibl];
+        memset(yb, 0, sizeof(*yb));
+        float scales[QK_K / 16];
+        float max_scale = 0;
+        const float sigma2 = 2 * sum_sq256(xbl) / (float)QK_K;
+        for (int ib = 0; ib < QK_K / 16; ib++) {
+            const float *xb = xbl + 16 * ib;
+            float weight[16], waux[16], xval[16];
+            uint8_t bs[2];
+            if (qw) {
+                const float *w = qw + QK_K * ibl + 16 * ib;
+                for (int i = 0; i < 16; i++) weight[i] = w[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+            } else {
+                for (int i = 0; i < 16; i++) weight[i] = 0.25f * sigma2 + xb[i] * xb[i];
+            }
+            for (int i = 0; i < 16; i++) waux[i] = sqrtf(weight[i]);
+            for (int k = 0; k < 2; k++) bs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, false);
+            float max = xval[0];
+            for (int i = 1; i < 16; i++) max = xval[i] > max ? xval[i] : max;
+            scales[ib] = 0;
+            if (max < GROUP_MAX_EPS_IQ2_S) continue;
+            int gidx[2];
+            float scale = search16(E, g, xval, weight, waux, max, gidx);
+            if (scale < 0) {
+                scale = -scale;
+                for (int k = 0; k < 2; k++) bs[k] = (uint8_t)~bs[k];
+            }
+            for (int k = 0; k < 2; k++) {
+                const int i8 = 2 * ib + k;
+                yb->qs[i8] = (uint8_t)(gidx[k] & 255);
+                yb->qh[i8 / 4] |= (uint8_t)((gidx[k] >> 8) << 2 * (i8 % 4));
+                yb->qs[QK_K / 8 + i8] = bs[k];
+            }
+            scales[ib] = scale;
+            max_scale = scale > max_scale ? scale : max_scale;
+        }
+        if (!max_scale) continue;
+        float d = max_scale / 31;
+        yb->d = iqf_fp32_to_fp16(d * 0.9875f);
+        float id = 1 / d;
+        for (int ib = 0; ib < QK_K / 16; ib++) {
+            int l = iqf_nearest_int(0.5f * (id * scales[ib] - 1));
+            l = l < 0 ? 0 : l > 15 ? 15 : l;
+            if (ib % 2 == 0) yb->scales[ib / 2] = (uint8_t)l;
+            else yb->scales[ib / 2] |= (uint8_t)(l << 4);
+        }
+    }
+}
 
 const iqf_codec iqf_codecs_iq2[] = {
+    { IQF_TYPE_IQ2_XXS, init_iq2_xxs, quantize_row_iq2_xxs, dequantize_row_iq2_xxs },
+    { IQF_TYPE_IQ2_XS, init_iq2_xs, quantize_row_iq2_xs, dequantize_row_iq2_xs },
+    { IQF_TYPE_IQ2_S, init_iq2_s, quantize_row_iq2_s, dequantize_row_iq2_s },
     { -1, NULL, NULL, NULL },
 };

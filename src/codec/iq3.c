@@ -1,6 +1,755 @@
-/* iq3.c - placeholder: no codecs of this family yet. */
+/*
+ * iq3.c - IQ3_XXS (3.0625 bpw) and IQ3_S (3.4375 bpw): decoders and the compat encoders
+ * (bit-exact with ggml 0.25.1's quantize_row_iq3_xxs_impl / quantize_row_iq3_s_impl, see
+ * /work/shared/FORMATS.md sections 0-5), except where ggml writes a corrupt IQ3_S block
+ * (docs/compat/iq3.md).
+ *
+ * Structure
+ *  - Tables (key map, neighbour lists) are generated from the grid keys in iq3_grids.c on first
+ *    use (pthread_once).
+ *  - The encoder is one block routine shared by both types (iq3_variant holds the differences).
+ *    Per 32-weight sub-block it prepares weights, |x| and signs, then calls a "search" that picks
+ *    the scale and the 8 grid points. search_ref is the plain scalar reference; the AVX2/AVX-512
+ *    searches (iq3_simd.c style, below) evaluate several candidate scales at once, one per lane,
+ *    with exactly the reference's float operations per lane, so the bytes are identical.
+ */
 #include "codec.h"
+#include "iq3_grids.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define IQ3_X86 1
+#include <immintrin.h>
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Block layouts
+ * ------------------------------------------------------------------------------------------- */
+typedef struct {
+    iqf_half d;
+    uint8_t qs[3 * QK_K / 8]; /* 64 grid indices, then 8 LE uint32: 4 x sign7 | scale4 << 28 */
+} block_iq3_xxs;              /* 98 bytes: 3.0625 bpw */
+static_assert(sizeof(block_iq3_xxs) == 98, "block_iq3_xxs size");
+
+typedef struct {
+    iqf_half d;
+    uint8_t qs[QK_K / 4];      /* low 8 bits of the 9-bit grid index per group of 4 */
+    uint8_t qh[QK_K / 32];     /* bit 8 of the index: byte = sub-block, bit = group */
+    uint8_t signs[QK_K / 8];   /* one sign bit per weight */
+    uint8_t scales[QK_K / 64]; /* 4-bit scales: low nibble even sub-block, high nibble odd */
+} block_iq3_s;                 /* 110 bytes: 3.4375 bpw */
+static_assert(sizeof(block_iq3_s) == 110, "block_iq3_s size");
+
+/* ---------------------------------------------------------------------------------------------
+ * Tables generated from the grid keys
+ * ------------------------------------------------------------------------------------------- */
+#define IQ3_NB_CAP_256 22825 /* 3840 off-grid keys + 18985 neighbours */
+#define IQ3_NB_CAP_512 28317 /* 3584 off-grid keys + 24733 neighbours */
+
+typedef struct iq3_tab {
+    int ngrid, nwant;
+    const uint16_t *keys;
+    int32_t kmap[4096];     /* >= 0: grid index; < 0: -(start+1) into nb (nb[start] = count) */
+    uint32_t gq[512];       /* the grid as 4 int8 odd levels 2l+1 (ggml's "the_grid") */
+    float gqf[512][4];      /* the same as floats */
+    uint16_t *nb;
+    int nb_cap;
+    iqf_iq3_table_stats st;
+} iq3_tab;
+
+static uint16_t nb_256[IQ3_NB_CAP_256];
+static uint16_t nb_512[IQ3_NB_CAP_512];
+static iq3_tab tab_256 = { 256, 2, iqf_iq3xxs_keys, { 0 }, { 0 }, { { 0 } }, nb_256, IQ3_NB_CAP_256, { 0 } };
+static iq3_tab tab_512 = { 512, 3, iqf_iq3s_keys, { 0 }, { 0 }, { { 0 } }, nb_512, IQ3_NB_CAP_512, { 0 } };
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/*
+ * For every 12-bit key not on the grid: the grid points whose squared distance (in level units)
+ * is among the nwant smallest distinct distances, ordered by (distance, grid index). This is
+ * the order ggml's qsort with iq3_compare_func produces; the lists are identical.
+ */
+static void build_tab(iq3_tab *t) {
+    double t0 = now_ms();
+    const int n = t->ngrid;
+    uint8_t lv[4][512];
+    for (int i = 0; i < 4096; i++) t->kmap[i] = -1;
+    for (int k = 0; k < n; k++) {
+        uint32_t packed = 0;
+        for (int c = 0; c < 4; c++) {
+            int l = (t->keys[k] >> 3 * c) & 7;
+            lv[c][k] = (uint8_t)l;
+            packed |= (uint32_t)(2 * l + 1) << 8 * c;
+            t->gqf[k][c] = (float)(2 * l + 1);
+        }
+        t->gq[k] = packed;
+        t->kmap[t->keys[k]] = k;
+    }
+    int pos = 0, nmin = 1 << 30, nmax = 0, noff = 0;
+    uint8_t e[512];
+    for (int i = 0; i < 4096; i++) {
+        if (t->kmap[i] >= 0) continue;
+        const int p0 = i & 7, p1 = (i >> 3) & 7, p2 = (i >> 6) & 7, p3 = (i >> 9) & 7;
+        uint64_t present[4] = { 0, 0, 0, 0 };
+        for (int j = 0; j < n; j++) {
+            int a = lv[0][j] - p0, b = lv[1][j] - p1, c = lv[2][j] - p2, d = lv[3][j] - p3;
+            e[j] = (uint8_t)(a * a + b * b + c * c + d * d); /* <= 196 */
+        }
+        for (int j = 0; j < n; j++) present[e[j] >> 6] |= 1ull << (e[j] & 63);
+        /* The nwant-th smallest distinct distance. */
+        int have = 0, emax = 0;
+        for (int w = 0; w < 4 && have < t->nwant; w++) {
+            uint64_t m = present[w];
+            while (m && have < t->nwant) {
+                emax = 64 * w + __builtin_ctzll(m);
+                m &= m - 1;
+                have++;
+            }
+        }
+        /* Collect (in index order), then a stable insertion sort by distance. */
+        uint16_t list[512];
+        uint8_t le[512];
+        int cnt = 0;
+        for (int j = 0; j < n; j++) {
+            if (e[j] <= emax) {
+                int at = cnt++;
+                while (at > 0 && le[at - 1] > e[j]) {
+                    le[at] = le[at - 1];
+                    list[at] = list[at - 1];
+                    at--;
+                }
+                le[at] = e[j];
+                list[at] = (uint16_t)j;
+            }
+        }
+        if (pos + 1 + cnt > t->nb_cap) cnt = t->nb_cap - pos - 1; /* cannot happen: fixed data */
+        t->kmap[i] = -(pos + 1);
+        t->nb[pos++] = (uint16_t)cnt;
+        memcpy(t->nb + pos, list, (size_t)cnt * sizeof(uint16_t));
+        pos += cnt;
+        noff++;
+        if (cnt < nmin) nmin = cnt;
+        if (cnt > nmax) nmax = cnt;
+    }
+    t->st.n_offgrid = noff;
+    t->st.n_neighbours = pos - noff;
+    t->st.min_list = nmin;
+    t->st.max_list = nmax;
+    t->st.build_ms = now_ms() - t0;
+}
+
+static pthread_once_t once_256 = PTHREAD_ONCE_INIT, once_512 = PTHREAD_ONCE_INIT;
+static void build_256(void) { build_tab(&tab_256); }
+static void build_512(void) { build_tab(&tab_512); }
+static void init_iq3_xxs(void) { pthread_once(&once_256, build_256); }
+static void init_iq3_s(void) { pthread_once(&once_512, build_512); }
+
+int iqf_iq3_tables_stats(int grid_size, iqf_iq3_table_stats *st) {
+    if (grid_size == 256) {
+        init_iq3_xxs();
+        *st = tab_256.st;
+    } else if (grid_size == 512) {
+        init_iq3_s();
+        *st = tab_512.st;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Decoders
+ * ------------------------------------------------------------------------------------------- */
+static void dequantize_row_iq3_xxs(const void *vx, float *y, int64_t n) {
+    const block_iq3_xxs *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = IQF_FP16_TO_FP32(x[i].d);
+        const uint8_t *qs = x[i].qs;
+        const uint8_t *sas = x[i].qs + QK_K / 4;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            uint32_t aux;
+            memcpy(&aux, sas + 4 * ib, 4);
+            const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+            for (int l = 0; l < 4; l++) {
+                const uint8_t signs = iqf_iq3_ksigns[(aux >> 7 * l) & 127];
+                const uint32_t g1 = iqf_iq3xxs_grid[qs[2 * l]], g2 = iqf_iq3xxs_grid[qs[2 * l + 1]];
+                for (int j = 0; j < 4; j++) {
+                    y[j] = db * (float)((g1 >> 8 * j) & 255) * ((signs >> j) & 1 ? -1.f : 1.f);
+                    y[j + 4] = db * (float)((g2 >> 8 * j) & 255) * ((signs >> (j + 4)) & 1 ? -1.f : 1.f);
+                }
+                y += 8;
+            }
+            qs += 8;
+        }
+    }
+}
+
+static void dequantize_row_iq3_s(const void *vx, float *y, int64_t n) {
+    const block_iq3_s *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = IQF_FP16_TO_FP32(x[i].d);
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int s = (x[i].scales[ib / 2] >> 4 * (ib & 1)) & 15;
+            const float db = d * (float)(1 + 2 * s);
+            const uint8_t *qs = x[i].qs + 8 * ib;
+            const uint8_t *signs = x[i].signs + 4 * ib;
+            for (int k = 0; k < 8; k++) {
+                const uint32_t g = iqf_iq3s_grid[qs[k] | (((x[i].qh[ib] >> k) & 1) << 8)];
+                const uint8_t sg = signs[k / 2];
+                for (int j = 0; j < 4; j++) {
+                    const int bit = 4 * (k & 1) + j;
+                    y[4 * k + j] = db * (float)((g >> 8 * j) & 255) * ((sg >> bit) & 1 ? -1.f : 1.f);
+                }
+            }
+            y += 32;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Encoder: shared pieces
+ * ------------------------------------------------------------------------------------------- */
+typedef struct iq3_variant {
+    const iq3_tab *t;
+    int nis;            /* candidate scales is = -nis..nis: 15 (iq3_xxs), 9 (iq3_s) */
+    bool init_on_grid;  /* initial on-grid flags before the search (true xxs, false s) */
+    bool refine_all;    /* the refinement re-chooses all groups (s) or only off-grid ones (xxs) */
+} iq3_variant;
+
+/* One 32-weight sub-block, prepared: |x| (with the parity flip), LS weights, sqrt(weights). */
+typedef struct iq3_sub {
+    float xval[32];
+    float w[32];
+    float waux[32];
+    float max;
+} iq3_sub;
+
+/* Picks the scale and 8 grid points (as levels L) for a sub-block; returns the scale. */
+typedef float (*iq3_search_fn)(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]);
+
+/* ggml's iq3_find_best_neighbour: the first neighbour with the smallest weighted distance. */
+static int best_neighbour(const iq3_tab *t, int u, const float *xval, const float *waux,
+                          float scale) {
+    const uint16_t *nb = t->nb - t->kmap[u] - 1;
+    const int cnt = nb[0];
+    float best_d2 = FLT_MAX;
+    int gi = -1;
+    for (int j = 1; j <= cnt; j++) {
+        const float *pg = t->gqf[nb[j]];
+        float d2 = 0;
+        for (int i = 0; i < 4; i++) {
+            float diff = scale * pg[i] - xval[i];
+            d2 += waux[i] * diff * diff;
+        }
+        if (d2 < best_d2) {
+            best_d2 = d2;
+            gi = nb[j];
+        }
+    }
+    /* ggml aborts when nothing beats FLT_MAX (only with overflowing inputs); take the first. */
+    return gi >= 0 ? gi : nb[1];
+}
+
+static inline int clamp07(int l) { return l < 0 ? 0 : l > 7 ? 7 : l; }
+
+static inline void levels_of(const iq3_tab *t, int gi, int8_t *L) {
+    const uint32_t g = t->gq[gi];
+    for (int i = 0; i < 4; i++) L[i] = (int8_t)((((g >> 8 * i) & 255) - 1) / 2);
+}
+
+/* The refinement after the search (shared by every search implementation): at the accepted
+ * scale, re-choose the off-grid groups (xxs) or all groups (s), then refit the scale. */
+static float refine(const iq3_variant *v, const iq3_sub *sb, float scale, const bool on[8],
+                    int8_t L[32]) {
+    const iq3_tab *t = v->t;
+    int n_off = 0;
+    for (int k = 0; k < 8; k++) n_off += !on[k];
+    if (!(n_off > 0 && scale > 0)) return scale;
+    const float id = 1 / scale;
+    for (int k = 0; k < 8; k++) {
+        if (!v->refine_all && on[k]) continue;
+        int u = 0;
+        for (int i = 0; i < 4; i++)
+            u |= clamp07(iqf_nearest_int(0.5f * (id * sb->xval[4 * k + i] - 1))) << 3 * i;
+        int gi = t->kmap[u];
+        if (gi < 0) gi = best_neighbour(t, u, sb->xval + 4 * k, sb->waux + 4 * k, scale);
+        levels_of(t, gi, L + 4 * k);
+    }
+    float sumqx = 0, sumq2 = 0;
+    for (int i = 0; i < 32; i++) {
+        float w = sb->w[i];
+        float q = (float)(2 * L[i] + 1);
+        sumqx += w * sb->xval[i] * q;
+        sumq2 += w * q * q;
+    }
+    if (sumq2 > 0) scale = sumqx / sumq2;
+    return scale;
+}
+
+/* The reference search: ggml's loop over candidate scales, written plainly. */
+static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
+    const iq3_tab *t = v->t;
+    int8_t Laux[32];
+    bool on[8], on_aux[8];
+    float best = 0, scale = sb->max / 15;
+    memset(L, 0, 32);
+    for (int k = 0; k < 8; k++) on[k] = v->init_on_grid;
+    for (int is = -v->nis; is <= v->nis; is++) {
+        const float id = (15 + (float)is * 0.2f) / sb->max;
+        const float this_scale = 1 / id;
+        for (int k = 0; k < 8; k++) {
+            int u = 0;
+            for (int i = 0; i < 4; i++) {
+                int l = clamp07(iqf_nearest_int(0.5f * (id * sb->xval[4 * k + i] - 1)));
+                Laux[4 * k + i] = (int8_t)l;
+                u |= l << 3 * i;
+            }
+            on_aux[k] = true;
+            if (t->kmap[u] < 0) {
+                on_aux[k] = false;
+                int gi = best_neighbour(t, u, sb->xval + 4 * k, sb->waux + 4 * k, this_scale);
+                levels_of(t, gi, Laux + 4 * k);
+            }
+        }
+        float sumqx = 0, sumq2 = 0;
+        for (int i = 0; i < 32; i++) {
+            float w = sb->w[i];
+            float q = (float)(2 * Laux[i] + 1);
+            sumqx += w * sb->xval[i] * q;
+            sumq2 += w * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            memcpy(L, Laux, 32);
+            memcpy(on, on_aux, sizeof on);
+        }
+    }
+    return refine(v, sb, scale, on, L);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * SIMD searches. Every candidate scale is one lane; per lane the float operations are exactly
+ * search_ref's, in the same order. The neighbour search runs once per distinct off-grid key in a
+ * vector, for all lanes at once (neighbouring candidate scales mostly round a group to the same
+ * key), masked to the lanes that have that key. The sequential acceptance over the candidates
+ * and the refinement are the scalar code (finish_search).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct iq3_cands {
+    float sumqx[32], sumq2[32];
+    int32_t gsel[8][32]; /* grid index chosen for group k by candidate c */
+    uint32_t off[8];     /* bit c: group k of candidate c was off the grid */
+} iq3_cands;
+
+/* Candidate scales: lane c < ncand is is = c - nis; padding lanes repeat the last candidate (so
+ * they add no distinct keys) and are ignored by finish_search. */
+static int candidate_scales(const iq3_variant *v, const iq3_sub *sb, int width, float *ids,
+                            float *scl) {
+    const int ncand = 2 * v->nis + 1;
+    const int nlanes = (ncand + width - 1) / width * width;
+    for (int c = 0; c < nlanes; c++) {
+        const int is = (c < ncand ? c : ncand - 1) - v->nis;
+        ids[c] = (15 + (float)is * 0.2f) / sb->max;
+        scl[c] = 1 / ids[c];
+    }
+    return nlanes / width;
+}
+
+static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_cands *cd,
+                           int8_t L[32]) {
+    const int ncand = 2 * v->nis + 1;
+    float best = 0, scale = sb->max / 15;
+    int win = -1;
+    for (int c = 0; c < ncand; c++) {
+        const float sumqx = cd->sumqx[c], sumq2 = cd->sumq2[c];
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            scale = sumqx / sumq2;
+            best = scale * sumqx;
+            win = c;
+        }
+    }
+    bool on[8];
+    if (win < 0) {
+        memset(L, 0, 32);
+        for (int k = 0; k < 8; k++) on[k] = v->init_on_grid;
+    } else {
+        for (int k = 0; k < 8; k++) {
+            levels_of(v->t, cd->gsel[k][win], L + 4 * k);
+            on[k] = !((cd->off[k] >> win) & 1);
+        }
+    }
+    return refine(v, sb, scale, on, L);
+}
+
+#ifdef IQ3_X86
+__attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, const iq3_sub *sb,
+                                                        int8_t L[32]) {
+    const iq3_tab *t = v->t;
+    float ids[32] __attribute__((aligned(32))), scl[32] __attribute__((aligned(32)));
+    float wx[32];
+    const int nvec = candidate_scales(v, sb, 8, ids, scl);
+    for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
+    iq3_cands cd;
+    memset(cd.off, 0, sizeof cd.off);
+    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+    const __m256 magic = _mm256_set1_ps(12582912.f);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
+    const __m256i m255 = _mm256_set1_epi32(255), minus1 = _mm256_set1_epi32(-1);
+    for (int vi = 0; vi < nvec; vi++) {
+        const __m256 vid = _mm256_load_ps(ids + 8 * vi), vs = _mm256_load_ps(scl + 8 * vi);
+        __m256 sqx = _mm256_setzero_ps(), sq2 = _mm256_setzero_ps();
+        for (int k = 0; k < 8; k++) {
+            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+            __m256i u = zero;
+            for (int i = 0; i < 4; i++) {
+                __m256 tt = _mm256_mul_ps(vid, _mm256_set1_ps(xk[i]));
+                tt = _mm256_mul_ps(half, _mm256_sub_ps(tt, one));
+                tt = _mm256_add_ps(tt, magic);
+                __m256i l = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(tt), mant), bias);
+                l = _mm256_min_epi32(_mm256_max_epi32(l, zero), seven);
+                u = _mm256_or_si256(u, _mm256_slli_epi32(l, 3 * i));
+            }
+            __m256i gi = _mm256_i32gather_epi32(t->kmap, u, 4);
+            int offm = _mm256_movemask_ps(_mm256_castsi256_ps(gi));
+            cd.off[k] |= (uint32_t)offm << 8 * vi;
+            if (offm) {
+                int32_t ua[8];
+                _mm256_storeu_si256((__m256i *)ua, u);
+                const __m256 x0 = _mm256_set1_ps(xk[0]), x1 = _mm256_set1_ps(xk[1]);
+                const __m256 x2 = _mm256_set1_ps(xk[2]), x3 = _mm256_set1_ps(xk[3]);
+                const __m256 w0 = _mm256_set1_ps(wk[0]), w1 = _mm256_set1_ps(wk[1]);
+                const __m256 w2 = _mm256_set1_ps(wk[2]), w3 = _mm256_set1_ps(wk[3]);
+                while (offm) {
+                    const int u0 = ua[__builtin_ctz((unsigned)offm)];
+                    const __m256i mm = _mm256_cmpeq_epi32(u, _mm256_set1_epi32(u0));
+                    offm &= ~_mm256_movemask_ps(_mm256_castsi256_ps(mm));
+                    const uint16_t *nb = t->nb - t->kmap[u0] - 1;
+                    const int cnt = nb[0];
+                    __m256 best = _mm256_set1_ps(FLT_MAX);
+                    __m256i bi = minus1;
+                    for (int j = 1; j <= cnt; j++) {
+                        const float *pg = t->gqf[nb[j]];
+                        __m256 d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[0])), x0);
+                        __m256 d2 = _mm256_mul_ps(_mm256_mul_ps(w0, d), d);
+                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[1])), x1);
+                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w1, d), d));
+                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[2])), x2);
+                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w2, d), d));
+                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[3])), x3);
+                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w3, d), d));
+                        const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
+                        best = _mm256_blendv_ps(best, d2, lt);
+                        bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(nb[j]), _mm256_castps_si256(lt));
+                    }
+                    bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(nb[1]), _mm256_cmpeq_epi32(bi, minus1));
+                    gi = _mm256_blendv_epi8(gi, bi, mm);
+                }
+            }
+            _mm256_storeu_si256((__m256i *)(cd.gsel[k] + 8 * vi), gi);
+            const __m256i g = _mm256_i32gather_epi32((const int *)t->gq, gi, 4);
+            for (int i = 0; i < 4; i++) {
+                const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(g, 8 * i), m255));
+                sqx = _mm256_add_ps(sqx, _mm256_mul_ps(_mm256_set1_ps(wx[4 * k + i]), q));
+                sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(sb->w[4 * k + i]), q), q));
+            }
+        }
+        _mm256_storeu_ps(cd.sumqx + 8 * vi, sqx);
+        _mm256_storeu_ps(cd.sumq2 + 8 * vi, sq2);
+    }
+    return finish_search(v, sb, &cd, L);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static float
+search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
+    const iq3_tab *t = v->t;
+    float ids[32] __attribute__((aligned(64))), scl[32] __attribute__((aligned(64)));
+    float wx[32];
+    const int nvec = candidate_scales(v, sb, 16, ids, scl);
+    for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
+    iq3_cands cd;
+    memset(cd.off, 0, sizeof cd.off);
+    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+    const __m512 magic = _mm512_set1_ps(12582912.f);
+    const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
+    const __m512i zero = _mm512_setzero_si512(), seven = _mm512_set1_epi32(7);
+    const __m512i m255 = _mm512_set1_epi32(255), minus1 = _mm512_set1_epi32(-1);
+    for (int vi = 0; vi < nvec; vi++) {
+        const __m512 vid = _mm512_load_ps(ids + 16 * vi), vs = _mm512_load_ps(scl + 16 * vi);
+        __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
+        for (int k = 0; k < 8; k++) {
+            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+            __m512i u = zero;
+            for (int i = 0; i < 4; i++) {
+                __m512 tt = _mm512_mul_ps(vid, _mm512_set1_ps(xk[i]));
+                tt = _mm512_mul_ps(half, _mm512_sub_ps(tt, one));
+                tt = _mm512_add_ps(tt, magic);
+                __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(tt), mant), bias);
+                l = _mm512_min_epi32(_mm512_max_epi32(l, zero), seven);
+                u = _mm512_or_si512(u, _mm512_slli_epi32(l, 3 * i));
+            }
+            __m512i gi = _mm512_i32gather_epi32(u, t->kmap, 4);
+            __mmask16 offm = _mm512_movepi32_mask(gi);
+            cd.off[k] |= (uint32_t)offm << 16 * vi;
+            if (offm) {
+                int32_t ua[16];
+                _mm512_storeu_si512(ua, u);
+                const __m512 x0 = _mm512_set1_ps(xk[0]), x1 = _mm512_set1_ps(xk[1]);
+                const __m512 x2 = _mm512_set1_ps(xk[2]), x3 = _mm512_set1_ps(xk[3]);
+                const __m512 w0 = _mm512_set1_ps(wk[0]), w1 = _mm512_set1_ps(wk[1]);
+                const __m512 w2 = _mm512_set1_ps(wk[2]), w3 = _mm512_set1_ps(wk[3]);
+                while (offm) {
+                    const int u0 = ua[__builtin_ctz((unsigned)offm)];
+                    const __mmask16 mm = _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(u0));
+                    offm &= (__mmask16)~mm;
+                    const uint16_t *nb = t->nb - t->kmap[u0] - 1;
+                    const int cnt = nb[0];
+                    __m512 best = _mm512_set1_ps(FLT_MAX);
+                    __m512i bi = _mm512_set1_epi32(nb[1]); /* kept if nothing beats FLT_MAX */
+                    for (int j = 1; j <= cnt; j++) {
+                        const float *pg = t->gqf[nb[j]];
+                        __m512 d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[0])), x0);
+                        __m512 d2 = _mm512_mul_ps(_mm512_mul_ps(w0, d), d);
+                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[1])), x1);
+                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w1, d), d));
+                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[2])), x2);
+                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w2, d), d));
+                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[3])), x3);
+                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w3, d), d));
+                        const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
+                        best = _mm512_mask_mov_ps(best, lt, d2);
+                        bi = _mm512_mask_set1_epi32(bi, lt, nb[j]);
+                    }
+                    gi = _mm512_mask_mov_epi32(gi, mm, bi);
+                }
+            }
+            _mm512_storeu_si512(cd.gsel[k] + 16 * vi, gi);
+            const __m512i g = _mm512_i32gather_epi32(gi, (const int *)t->gq, 4);
+            for (int i = 0; i < 4; i++) {
+                const __m512 q = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(g, 8 * i), m255));
+                sqx = _mm512_add_ps(sqx, _mm512_mul_ps(_mm512_set1_ps(wx[4 * k + i]), q));
+                sq2 = _mm512_add_ps(sq2, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(sb->w[4 * k + i]), q), q));
+            }
+        }
+        _mm512_storeu_ps(cd.sumqx + 16 * vi, sqx);
+        _mm512_storeu_ps(cd.sumq2 + 16 * vi, sq2);
+    }
+    (void)minus1;
+    return finish_search(v, sb, &cd, L);
+}
+#endif
+
+/* Weights, |x| and sign bits of sub-block xb (32 values). parity: ggml's IQ3_XXS even-parity fix
+ * (flip the least important weight of a group of 8 with an odd number of negatives). */
+static void prepare_sub(const float *xb, const float *qw, float sigma2, bool parity, iq3_sub *sb,
+                        uint8_t signs[4]) {
+    if (qw) {
+        for (int i = 0; i < 32; i++) sb->w[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+    } else {
+        for (int i = 0; i < 32; i++) sb->w[i] = xb[i] * xb[i];
+    }
+    for (int i = 0; i < 32; i++) sb->waux[i] = sqrtf(sb->w[i]);
+    for (int k = 0; k < 4; k++) {
+        int nflip = 0;
+        uint8_t s = 0;
+        for (int i = 0; i < 8; i++) {
+            const float xv = xb[8 * k + i];
+            if (xv >= 0) {
+                sb->xval[8 * k + i] = xv;
+            } else {
+                sb->xval[8 * k + i] = -xv;
+                nflip++;
+                s |= (uint8_t)(1 << i);
+            }
+        }
+        if (parity && (nflip & 1)) {
+            int imin = 0;
+            float min = sb->w[8 * k] * xb[8 * k] * xb[8 * k];
+            for (int i = 1; i < 8; i++) {
+                float ax = sb->w[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+                if (ax < min) {
+                    min = ax;
+                    imin = i;
+                }
+            }
+            sb->xval[8 * k + imin] = -sb->xval[8 * k + imin];
+            s ^= (uint8_t)(1 << imin);
+        }
+        signs[k] = s;
+    }
+    float max = sb->xval[0];
+    for (int i = 1; i < 32; i++) max = max > sb->xval[i] ? max : sb->xval[i];
+    sb->max = max;
+}
+
+static inline int scale_nibble(float id, float scale) {
+    int l = iqf_nearest_int(0.5f * (id * scale - 1));
+    return l < 0 ? 0 : l > 15 ? 15 : l;
+}
+
+static void quantize_block_iq3_xxs(const iq3_variant *v, iq3_search_fn search, const float *xbl,
+                                   const float *qwbl, block_iq3_xxs *y) {
+    const iq3_tab *t = v->t;
+    uint8_t q3[3 * QK_K / 8];
+    uint32_t sas[QK_K / 32];
+    float scales[QK_K / 32];
+    memset(q3, 0, sizeof q3);
+    memset(sas, 0, sizeof sas);
+    float sumx2 = 0;
+    for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    const float sigma2 = 2 * sumx2 / QK_K;
+    float max_scale = 0;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        iq3_sub sb;
+        uint8_t signs[4];
+        prepare_sub(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, true, &sb, signs);
+        if (sb.max < 1e-8f) { /* GROUP_MAX_EPS_IQ3_XXS: grid index 0, signs +, scale 0 */
+            scales[ib] = 0;
+            continue;
+        }
+        int8_t L[32];
+        float scale = search(v, &sb, L);
+        if (scale < 0) { /* ggml: "should never happen"; flips the scale and the signs */
+            scale = -scale;
+            for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(~signs[k] & 127);
+        }
+        for (int k = 0; k < 8; k++) {
+            int u = L[4 * k] | L[4 * k + 1] << 3 | L[4 * k + 2] << 6 | L[4 * k + 3] << 9;
+            q3[8 * ib + k] = (uint8_t)t->kmap[u]; /* always on the grid by construction */
+        }
+        sas[ib] = (uint32_t)(signs[0] & 127) | (uint32_t)(signs[1] & 127) << 7 |
+                  (uint32_t)(signs[2] & 127) << 14 | (uint32_t)(signs[3] & 127) << 21;
+        scales[ib] = scale;
+        max_scale = max_scale > scale ? max_scale : scale;
+    }
+    if (!max_scale) {
+        memset(y, 0, sizeof *y);
+        return;
+    }
+    const float d = max_scale / 31;
+    y->d = IQF_FP32_TO_FP16(d * 1.0125f);
+    const float id = 1 / d;
+    for (int ib = 0; ib < QK_K / 32; ib++) sas[ib] |= (uint32_t)scale_nibble(id, scales[ib]) << 28;
+    memcpy(y->qs, q3, sizeof q3);
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        uint8_t *p = y->qs + QK_K / 4 + 4 * ib;
+        p[0] = (uint8_t)sas[ib];
+        p[1] = (uint8_t)(sas[ib] >> 8);
+        p[2] = (uint8_t)(sas[ib] >> 16);
+        p[3] = (uint8_t)(sas[ib] >> 24);
+    }
+}
+
+/* True if every value of the 32-weight sub-block is zero (ggml's `!max` on |x|). */
+static bool sub_is_zero(const float *xb) {
+    for (int i = 0; i < 32; i++)
+        if (xb[i] != 0.0f) return false;
+    return true;
+}
+
+/*
+ * IQ3_S. Differs from ggml in one case only: ggml skips an all-zero sub-block with `continue`
+ * before advancing its qs/signs write pointers, so the following sub-blocks land one slot early
+ * (a corrupt block). Here every sub-block is written to its own slot; the all-zero one keeps
+ * ggml's bytes for it (index 0, signs +, scale nibble 0).
+ */
+static void quantize_block_iq3_s(const iq3_variant *v, iq3_search_fn search, const float *xbl,
+                                 const float *qwbl, block_iq3_s *y) {
+    const iq3_tab *t = v->t;
+    float scales[QK_K / 32];
+    memset(y, 0, sizeof *y);
+    float sumx2 = 0;
+    for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    const float sigma2 = 2 * sumx2 / QK_K;
+    float max_scale = 0;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        iq3_sub sb;
+        uint8_t signs[4];
+        prepare_sub(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, false, &sb, signs);
+        if (!sb.max) {
+            scales[ib] = 0;
+            continue;
+        }
+        int8_t L[32];
+        float scale = search(v, &sb, L);
+        if (scale < 0) {
+            scale = -scale;
+            for (int k = 0; k < 4; k++) signs[k] = (uint8_t)~signs[k];
+        }
+        for (int k = 0; k < 8; k++) {
+            int u = L[4 * k] | L[4 * k + 1] << 3 | L[4 * k + 2] << 6 | L[4 * k + 3] << 9;
+            int gi = t->kmap[u];
+            y->qs[8 * ib + k] = (uint8_t)(gi & 255);
+            y->qh[ib] |= (uint8_t)((gi >> 8) << k);
+        }
+        memcpy(y->signs + 4 * ib, signs, 4);
+        scales[ib] = scale;
+        max_scale = max_scale > scale ? max_scale : scale;
+    }
+    if (!max_scale) return;
+    const float d = max_scale / 31;
+    y->d = IQF_FP32_TO_FP16(d * 1.033f);
+    if (y->d == 0) {
+        /* The scale underflows fp16: the block decodes to zeros whatever the layout, so ggml's
+         * (shifted) layout is not corrupt here; reproduce it byte for byte. */
+        int slot = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            if (sub_is_zero(xbl + 32 * ib)) continue;
+            if (slot != ib) {
+                memcpy(y->qs + 8 * slot, y->qs + 8 * ib, 8);
+                memcpy(y->signs + 4 * slot, y->signs + 4 * ib, 4);
+            }
+            slot++;
+        }
+        memset(y->qs + 8 * slot, 0, (size_t)(8 * (QK_K / 32 - slot)));
+        memset(y->signs + 4 * slot, 0, (size_t)(4 * (QK_K / 32 - slot)));
+    }
+    const float id = 1 / d;
+    for (int ib = 0; ib < QK_K / 32; ib += 2)
+        y->scales[ib / 2] = (uint8_t)(scale_nibble(id, scales[ib]) | scale_nibble(id, scales[ib + 1]) << 4);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Entry points
+ * ------------------------------------------------------------------------------------------- */
+static iq3_search_fn pick_search(const iqf_qctx *ctx) {
+#ifdef IQ3_X86
+    if (ctx->simd == IQF_SIMD_AVX512) return search_avx512;
+    if (ctx->simd == IQF_SIMD_AVX2) return search_avx2;
+#endif
+    (void)ctx;
+    return search_ref;
+}
+
+static void quantize_row_iq3_xxs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
+                                 const float *qw) {
+    const iq3_variant v = { &tab_256, 15, true, false };
+    const iq3_search_fn search = pick_search(ctx);
+    block_iq3_xxs *y = vy;
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++)
+        quantize_block_iq3_xxs(&v, search, x + QK_K * ibl, qw ? qw + QK_K * ibl : NULL, y + ibl);
+}
+
+static void quantize_row_iq3_s(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
+                               const float *qw) {
+    const iq3_variant v = { &tab_512, 9, false, true };
+    const iq3_search_fn search = pick_search(ctx);
+    block_iq3_s *y = vy;
+    for (int64_t ibl = 0; ibl < n / QK_K; ibl++)
+        quantize_block_iq3_s(&v, search, x + QK_K * ibl, qw ? qw + QK_K * ibl : NULL, y + ibl);
+}
 
 const iqf_codec iqf_codecs_iq3[] = {
+    { IQF_TYPE_IQ3_XXS, init_iq3_xxs, quantize_row_iq3_xxs, dequantize_row_iq3_xxs },
+    { IQF_TYPE_IQ3_S, init_iq3_s, quantize_row_iq3_s, dequantize_row_iq3_s },
     { -1, NULL, NULL, NULL },
 };

@@ -1,6 +1,528 @@
-/* kquants.c - placeholder: no codecs of this family yet. */
-#include "codec.h"
+/*
+ * kquants.c - q2_K, q3_K, q4_K, q5_K, q6_K (super-blocks of 256 weights), bit-exact with
+ * ggml 0.25.1.
+ *
+ * Like ggml_quantize_chunk: without an importance matrix the quantize_row_q*_K_ref encoders run,
+ * with one the quantize_row_q*_K_impl encoders. The per-sub-block scale searches (make_qkx2/3,
+ * make_qx, make_q3) of a whole chunk of super-blocks go through kq_common's batch helpers, whose
+ * SIMD paths run one sub-block per vector lane; the per-super-block parts (make_qp_quants, scale
+ * packing, final re-quantization) follow the reference directly.
+ */
+#include "kq_common.h"
+
+#include <math.h>
+#include <string.h>
+
+#define NSB 16 /* super-blocks per batch */
+
+static inline int nsb_of(int64_t nb, int64_t i0) { return (int)(nb - i0 < NSB ? nb - i0 : NSB); }
+
+/* Sequential sum of squares of one super-block, as the reference's sum_x2 / sumx2 loops. */
+static inline float sb_sumx2(const float *x) {
+    float s = 0;
+    for (int j = 0; j < QK_K; ++j) s += x[j] * x[j];
+    return s;
+}
+
+/* qs packing shared by q2_K and q3_K: four 2-bit values per byte, 32-byte strides. */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int j = 0; j < QK_K; j += 128)
+        for (int l = 0; l < 32; ++l)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                      (L[j + l + 96] << 6));
+}
+
+/* ================================ q2_K ================================ */
+static void q2_K_finish(iqf_simd simd, const float *x, block_q2_K *y, uint8_t *L) {
+    float d[16], dm[16];
+    const float d0 = IQF_FP16_TO_FP32(y->d), m0 = IQF_FP16_TO_FP32(y->dmin);
+    for (int j = 0; j < QK_K / 16; ++j) {
+        d[j] = d0 * (y->scales[j] & 0xF);
+        dm[j] = m0 * (y->scales[j] >> 4);
+    }
+    kq_requant(simd, 16, 16, x, d, dm, 0, 3, 0, L);
+    pack_2bit(L, y->qs);
+}
+
+static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    block_q2_K *y = vy;
+    const int64_t nb = n / QK_K;
+    uint8_t L[NSB * QK_K];
+    float w[NSB * QK_K], scales[NSB * 16], mins[NSB * 16];
+    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
+        const int ns = nsb_of(nb, i0);
+        const float *xc = x + i0 * QK_K;
+        if (!qw) {
+            for (int j = 0; j < ns * QK_K; ++j) w[j] = fabsf(xc[j]);
+            kq_qkx_batch(ctx->simd, ns * 16, 16, 3, xc, w, L, scales, mins, -0.5f, 0.1f, 15, true);
+            for (int s = 0; s < ns; s++) {
+                const float *xs = xc + s * QK_K, *sc = scales + s * 16, *mn = mins + s * 16;
+                block_q2_K *b = &y[i0 + s];
+                float max_scale = 0, max_min = 0;
+                for (int j = 0; j < 16; ++j) {
+                    if (sc[j] > max_scale) max_scale = sc[j];
+                    if (mn[j] > max_min) max_min = mn[j];
+                }
+                if (max_scale > 0) {
+                    float iscale = 15.f / max_scale;
+                    for (int j = 0; j < 16; ++j) b->scales[j] = (uint8_t)iqf_nearest_int(iscale * sc[j]);
+                    b->d = IQF_FP32_TO_FP16(max_scale / 15.f);
+                } else {
+                    for (int j = 0; j < 16; ++j) b->scales[j] = 0;
+                    b->d = IQF_FP32_TO_FP16(0.f);
+                }
+                if (max_min > 0) {
+                    float iscale = 15.f / max_min;
+                    for (int j = 0; j < 16; ++j)
+                        b->scales[j] = (uint8_t)(b->scales[j] | (iqf_nearest_int(iscale * mn[j]) << 4));
+                    b->dmin = IQF_FP32_TO_FP16(max_min / 15.f);
+                } else {
+                    b->dmin = IQF_FP32_TO_FP16(0.f);
+                }
+                q2_K_finish(ctx->simd, xs, b, L + s * QK_K);
+            }
+        } else {
+            float sw[NSB * 16];
+            for (int s = 0; s < ns; s++) {
+                const float *xs = xc + s * QK_K;
+                const float sigma2 = sb_sumx2(xs) / QK_K;
+                const float *q = qw + (i0 + s) * QK_K;
+                float *ws = w + s * QK_K;
+                for (int j = 0; j < 16; ++j) {
+                    float sum = 0;
+                    for (int l = 0; l < 16; ++l) {
+                        ws[16 * j + l] = q[16 * j + l] * sqrtf(sigma2 + xs[16 * j + l] * xs[16 * j + l]);
+                        sum += ws[16 * j + l];
+                    }
+                    sw[s * 16 + j] = sum;
+                }
+            }
+            kq_qkx_batch(ctx->simd, ns * 16, 16, 3, xc, w, L, scales, mins, -0.9f, 0.05f, 36, false);
+            for (int s = 0; s < ns; s++) {
+                block_q2_K *b = &y[i0 + s];
+                uint8_t Ls[16], Lm[16];
+                float dm = kq_make_qp_quants(16, 15, scales + s * 16, Ls, sw + s * 16);
+                float mm = kq_make_qp_quants(16, 15, mins + s * 16, Lm, sw + s * 16);
+                b->d = IQF_FP32_TO_FP16(dm);
+                b->dmin = IQF_FP32_TO_FP16(mm);
+                for (int j = 0; j < 16; ++j) b->scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
+                q2_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+            }
+        }
+    }
+}
+
+static void dequantize_row_q2_K(const void *vx, float *y, int64_t n) {
+    const block_q2_K *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = IQF_FP16_TO_FP32(x[i].d), min = IQF_FP16_TO_FP32(x[i].dmin);
+        const uint8_t *q = x[i].qs;
+        int is = 0;
+        for (int k = 0; k < QK_K; k += 128) {
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int h = 0; h < 2; h++) {
+                    uint8_t sc = x[i].scales[is++];
+                    const float dl = d * (sc & 0xF), ml = min * (sc >> 4);
+                    for (int l = 0; l < 16; ++l) *y++ = dl * (float)((q[l + 16 * h] >> shift) & 3) - ml;
+                }
+            }
+            q += 32;
+        }
+    }
+}
+
+/* ================================ q3_K ================================ */
+static void q3_K_pack_scale(uint8_t *scales, int j, int l) {
+    if (j < 8) scales[j] = (uint8_t)(l & 0xF);
+    else scales[j - 8] = (uint8_t)(scales[j - 8] | ((l & 0xF) << 4));
+    l >>= 4;
+    scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | (l << (2 * (j / 4))));
+}
+
+static void q3_K_finish(iqf_simd simd, const float *x, block_q3_K *y, int8_t *Ls) {
+    uint8_t *L = (uint8_t *)Ls; /* values 0..7 */
+    float d[16];
+    const float d0 = IQF_FP16_TO_FP32(y->d);
+    for (int j = 0; j < QK_K / 16; ++j) {
+        int8_t sc = (int8_t)(j < 8 ? y->scales[j] & 0xF : y->scales[j - 8] >> 4);
+        sc = (int8_t)((sc | (((y->scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
+        d[j] = d0 * sc;
+    }
+    kq_requant(simd, 16, 16, x, d, NULL, -4, 3, 4, L);
+    /* High bit of value j goes to bit j/32 of hmask[j%32]; the low two bits stay. */
+    for (int m = 0; m < QK_K / 8; ++m) {
+        uint8_t h = 0;
+        for (int b = 0; b < 8; ++b) h = (uint8_t)(h | ((L[32 * b + m] > 3) << b));
+        y->hmask[m] = h;
+    }
+    for (int j = 0; j < QK_K; ++j) L[j] &= 3;
+    pack_2bit(L, y->qs);
+}
+
+static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    block_q3_K *y = vy;
+    const int64_t nb = n / QK_K;
+    int8_t L[NSB * QK_K];
+    float scales[NSB * 16];
+    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
+        const int ns = nsb_of(nb, i0);
+        const float *xc = x + i0 * QK_K;
+        if (!qw) {
+            kq_q3_batch(ctx->simd, ns * 16, 16, 4, xc, L, scales);
+            for (int s = 0; s < ns; s++) {
+                block_q3_K *b = &y[i0 + s];
+                const float *sc = scales + s * 16;
+                float max_scale = 0, amax = 0;
+                for (int j = 0; j < 16; ++j) {
+                    float a = fabsf(sc[j]);
+                    if (a > amax) { amax = a; max_scale = sc[j]; }
+                }
+                memset(b->scales, 0, 12);
+                if (max_scale) {
+                    float iscale = -32.f / max_scale;
+                    for (int j = 0; j < 16; ++j) {
+                        int8_t l = (int8_t)iqf_nearest_int(iscale * sc[j]);
+                        l = (int8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
+                        q3_K_pack_scale(b->scales, j, l);
+                    }
+                    b->d = IQF_FP32_TO_FP16(1 / iscale);
+                } else {
+                    b->d = IQF_FP32_TO_FP16(0.f);
+                }
+                q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+            }
+        } else {
+            float w[NSB * QK_K], sw[NSB * 16];
+            for (int s = 0; s < ns; s++) {
+                const float *xs = xc + s * QK_K;
+                const float sigma2 = 2 * sb_sumx2(xs) / QK_K;
+                const float *q = qw + (i0 + s) * QK_K;
+                float *ws = w + s * QK_K;
+                for (int j = 0; j < 16; ++j) {
+                    float sum = 0;
+                    for (int l = 0; l < 16; ++l) {
+                        ws[16 * j + l] = q[16 * j + l] * sqrtf(sigma2 + xs[16 * j + l] * xs[16 * j + l]);
+                    }
+                    for (int l = 0; l < 16; ++l) sum += ws[16 * j + l];
+                    sw[s * 16 + j] = sum;
+                }
+            }
+            kq_qx_batch(ctx->simd, ns * 16, 16, 4, xc, w, L, scales);
+            for (int s = 0; s < ns; s++) {
+                block_q3_K *b = &y[i0 + s];
+                int8_t Ls[16];
+                memset(b->scales, 0, 12);
+                float d_block = kq_make_qx_quants(16, 32, scales + s * 16, Ls, 1, sw + s * 16);
+                for (int j = 0; j < 16; ++j) q3_K_pack_scale(b->scales, j, Ls[j]);
+                b->d = IQF_FP32_TO_FP16(d_block);
+                q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+            }
+        }
+    }
+}
+
+static void dequantize_row_q3_K(const void *vx, float *y, int64_t n) {
+    const block_q3_K *x = vx;
+    const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d_all = IQF_FP16_TO_FP32(x[i].d);
+        const uint8_t *q = x[i].qs, *hm = x[i].hmask;
+        uint8_t m = 1;
+        uint32_t aux[4];
+        int8_t scales[16];
+        memcpy(aux, x[i].scales, 12);
+        uint32_t tmp = aux[2];
+        aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+        aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+        aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+        aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+        memcpy(scales, aux, 16);
+        int is = 0;
+        for (int k = 0; k < QK_K; k += 128) {
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int h = 0; h < 2; h++) {
+                    const float dl = d_all * (scales[is++] - 32);
+                    for (int l = 0; l < 16; ++l)
+                        *y++ = dl * (float)(((q[l + 16 * h] >> shift) & 3) - ((hm[l + 16 * h] & m) ? 0 : 4));
+                }
+                m = (uint8_t)(m << 1);
+            }
+            q += 32;
+        }
+    }
+}
+
+/* ============================ q4_K and q5_K ============================ */
+/* Packs 6-bit scale/min pairs into the 12-byte K-quant layout (get_scale_min_k4's inverse). */
+static void pack_scale_min_k4(uint8_t *scales, const uint8_t *ls, const uint8_t *lm) {
+    for (int j = 0; j < QK_K / 32; ++j) {
+        if (j < 4) {
+            scales[j] = ls[j];
+            scales[j + 4] = lm[j];
+        } else {
+            scales[j + 4] = (uint8_t)((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+            scales[j - 4] = (uint8_t)(scales[j - 4] | ((ls[j] >> 4) << 6));
+            scales[j - 0] = (uint8_t)(scales[j - 0] | ((lm[j] >> 4) << 6));
+        }
+    }
+}
+
+/* Final re-quantization at the decoded scales (q4_K: nmax 15, q5_K: nmax 31). */
+static void k4_requant(iqf_simd simd, const float *x, iqf_half hd, iqf_half hdmin,
+                       const uint8_t *scales, int nmax, uint8_t *L) {
+    float d[8], dm[8];
+    const float d0 = IQF_FP16_TO_FP32(hd), m0 = IQF_FP16_TO_FP32(hdmin);
+    for (int j = 0; j < QK_K / 32; ++j) {
+        uint8_t sc, m;
+        kq_get_scale_min_k4(j, scales, &sc, &m);
+        d[j] = d0 * sc;
+        dm[j] = m0 * m;
+    }
+    kq_requant(simd, 8, 32, x, d, dm, 0, nmax, 0, L);
+}
+
+/* Scale search of ns super-blocks (8 sub-blocks of 32 each) for q4_K / q5_K. Fills
+ * scales/mins/L and, for the imatrix path, sw. */
+static void k4_search(const iqf_qctx *ctx, const float *xc, const float *qw, int ns, int nmax,
+                      float *w, float *sw, uint8_t *L, float *scales, float *mins) {
+    if (!qw) {
+        for (int g = 0; g < ns * 8; ++g) {
+            const float *xg = xc + 32 * g;
+            float sum_x2 = 0;
+            for (int l = 0; l < 32; ++l) sum_x2 += xg[l] * xg[l];
+            const float av_x = sqrtf(sum_x2 / 32);
+            for (int l = 0; l < 32; ++l) w[32 * g + l] = av_x + fabsf(xg[l]);
+        }
+        if (nmax == 15)
+            kq_qkx_batch(ctx->simd, ns * 8, 32, 15, xc, w, L, scales, mins, -1.f, 0.1f, 20, false);
+        else
+            kq_qkx_batch(ctx->simd, ns * 8, 32, 31, xc, w, L, scales, mins, -0.5f, 0.1f, 15, false);
+        return;
+    }
+    for (int s = 0; s < ns; s++) {
+        const float *xs = xc + s * QK_K;
+        const float sigma2 = 2 * sb_sumx2(xs) / QK_K;
+        for (int j = 0; j < 8; ++j) {
+            const float *q = qw + s * QK_K + 32 * j;
+            float *wj = w + s * QK_K + 32 * j;
+            for (int l = 0; l < 32; ++l) wj[l] = q[l] * sqrtf(sigma2 + xs[32 * j + l] * xs[32 * j + l]);
+            float sumw = 0;
+            for (int l = 0; l < 32; ++l) sumw += wj[l];
+            sw[s * 8 + j] = sumw;
+        }
+    }
+    kq_qkx_batch(ctx->simd, ns * 8, 32, nmax, xc, w, L, scales, mins, -0.9f, 0.05f, 36, false);
+}
+
+/* Block header (d, dmin, 12 scale bytes) of one q4_K/q5_K super-block. */
+static void k4_header(const float *sc, const float *mn, const float *sw, bool imat, bool clamp63,
+                      uint8_t *scales, iqf_half *hd, iqf_half *hdmin) {
+    uint8_t ls[8], lm[8];
+    if (!imat) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < 8; ++j) {
+            if (sc[j] > max_scale) max_scale = sc[j];
+            if (mn[j] > max_min) max_min = mn[j];
+        }
+        const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+        const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+        for (int j = 0; j < 8; ++j) {
+            uint8_t a = (uint8_t)iqf_nearest_int(inv_scale * sc[j]);
+            uint8_t b = (uint8_t)iqf_nearest_int(inv_min * mn[j]);
+            ls[j] = a < 63 ? a : 63;
+            lm[j] = b < 63 ? b : 63;
+        }
+        pack_scale_min_k4(scales, ls, lm);
+        *hd = IQF_FP32_TO_FP16(max_scale / 63.f);
+        *hdmin = IQF_FP32_TO_FP16(max_min / 63.f);
+    } else {
+        float d_block = kq_make_qp_quants(8, 63, sc, ls, sw);
+        float m_block = kq_make_qp_quants(8, 63, mn, lm, sw);
+        for (int j = 0; clamp63 && j < 8; ++j) { /* q5_K clamps, q4_K does not */
+            ls[j] = ls[j] < 63 ? ls[j] : 63;
+            lm[j] = lm[j] < 63 ? lm[j] : 63;
+        }
+        pack_scale_min_k4(scales, ls, lm);
+        *hd = IQF_FP32_TO_FP16(d_block);
+        *hdmin = IQF_FP32_TO_FP16(m_block);
+    }
+}
+
+static void quantize_row_q4_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    block_q4_K *y = vy;
+    const int64_t nb = n / QK_K;
+    uint8_t L[NSB * QK_K];
+    float w[NSB * QK_K], sw[NSB * 8], scales[NSB * 8], mins[NSB * 8];
+    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
+        const int ns = nsb_of(nb, i0);
+        const float *xc = x + i0 * QK_K;
+        k4_search(ctx, xc, qw ? qw + i0 * QK_K : NULL, ns, 15, w, sw, L, scales, mins);
+        for (int s = 0; s < ns; s++) {
+            block_q4_K *b = &y[i0 + s];
+            uint8_t *Ls = L + s * QK_K;
+            k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, false, b->scales, &b->d, &b->dmin);
+            k4_requant(ctx->simd, xc + s * QK_K, b->d, b->dmin, b->scales, 15, Ls);
+            uint8_t *q = b->qs;
+            for (int j = 0; j < QK_K; j += 64, q += 32)
+                for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(Ls[j + l] | (Ls[j + l + 32] << 4));
+        }
+    }
+}
+
+static void dequantize_row_q4_K(const void *vx, float *y, int64_t n) {
+    const block_q4_K *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *q = x[i].qs;
+        const float d = IQF_FP16_TO_FP32(x[i].d), min = IQF_FP16_TO_FP32(x[i].dmin);
+        int is = 0;
+        uint8_t sc, m;
+        for (int j = 0; j < QK_K; j += 64) {
+            kq_get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+            const float d1 = d * sc, m1 = min * m;
+            kq_get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            const float d2 = d * sc, m2 = min * m;
+            for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+            for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+            q += 32;
+            is += 2;
+        }
+    }
+}
+
+static void quantize_row_q5_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    block_q5_K *y = vy;
+    const int64_t nb = n / QK_K;
+    uint8_t L[NSB * QK_K];
+    float w[NSB * QK_K], sw[NSB * 8], scales[NSB * 8], mins[NSB * 8];
+    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
+        const int ns = nsb_of(nb, i0);
+        const float *xc = x + i0 * QK_K;
+        k4_search(ctx, xc, qw ? qw + i0 * QK_K : NULL, ns, 31, w, sw, L, scales, mins);
+        for (int s = 0; s < ns; s++) {
+            block_q5_K *b = &y[i0 + s];
+            uint8_t *Ls = L + s * QK_K;
+            k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, true, b->scales, &b->d, &b->dmin);
+            k4_requant(ctx->simd, xc + s * QK_K, b->d, b->dmin, b->scales, 31, Ls);
+            uint8_t *qh = b->qh, *ql = b->qs;
+            memset(qh, 0, QK_K / 8);
+            uint8_t m1 = 1, m2 = 2;
+            for (int k = 0; k < QK_K; k += 64) {
+                for (int j = 0; j < 32; ++j) {
+                    int l1 = Ls[k + j], l2 = Ls[k + j + 32];
+                    if (l1 > 15) { l1 -= 16; qh[j] |= m1; }
+                    if (l2 > 15) { l2 -= 16; qh[j] |= m2; }
+                    ql[j] = (uint8_t)(l1 | (l2 << 4));
+                }
+                m1 = (uint8_t)(m1 << 2);
+                m2 = (uint8_t)(m2 << 2);
+                ql += 32;
+            }
+        }
+    }
+}
+
+static void dequantize_row_q5_K(const void *vx, float *y, int64_t n) {
+    const block_q5_K *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *ql = x[i].qs, *qh = x[i].qh;
+        const float d = IQF_FP16_TO_FP32(x[i].d), min = IQF_FP16_TO_FP32(x[i].dmin);
+        int is = 0;
+        uint8_t sc, m, u1 = 1, u2 = 2;
+        for (int j = 0; j < QK_K; j += 64) {
+            kq_get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+            const float d1 = d * sc, m1 = min * m;
+            kq_get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            const float d2 = d * sc, m2 = min * m;
+            for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            ql += 32;
+            is += 2;
+            u1 = (uint8_t)(u1 << 2);
+            u2 = (uint8_t)(u2 << 2);
+        }
+    }
+}
+
+/* ================================ q6_K ================================ */
+static void quantize_row_q6_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    block_q6_K *y = vy;
+    const int64_t nb = n / QK_K;
+    int8_t L[NSB * QK_K];
+    float scales[NSB * 16];
+    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
+        const int ns = nsb_of(nb, i0);
+        const float *xc = x + i0 * QK_K;
+        /* ref: weights x*x (qw NULL); impl: the raw importance matrix. */
+        kq_qx_batch(ctx->simd, ns * 16, 16, 32, xc, qw ? qw + i0 * QK_K : NULL, L, scales);
+        for (int s = 0; s < ns; s++) {
+            block_q6_K *b = &y[i0 + s];
+            const float *xs = xc + s * QK_K, *sc = scales + s * 16;
+            int8_t *Ls = L + s * QK_K;
+            float max_scale = 0, max_abs_scale = 0;
+            for (int ib = 0; ib < 16; ++ib) {
+                const float a = fabsf(sc[ib]);
+                if (a > max_abs_scale) { max_abs_scale = a; max_scale = sc[ib]; }
+            }
+            if (max_abs_scale < KQ_GROUP_MAX_EPS) {
+                memset(b, 0, sizeof *b);
+                b->d = IQF_FP32_TO_FP16(0.f);
+                continue;
+            }
+            const float iscale = -128.f / max_scale;
+            b->d = IQF_FP32_TO_FP16(1 / iscale);
+            for (int ib = 0; ib < 16; ++ib) {
+                int l = iqf_nearest_int(iscale * sc[ib]);
+                b->scales[ib] = (int8_t)(l < 127 ? l : 127);
+            }
+            float d[16];
+            for (int j = 0; j < 16; ++j) d[j] = IQF_FP16_TO_FP32(b->d) * b->scales[j];
+            kq_requant(ctx->simd, 16, 16, xs, d, NULL, -32, 31, 32, (uint8_t *)Ls);
+            uint8_t *ql = b->ql, *qh = b->qh;
+            for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
+                for (int l = 0; l < 32; ++l) {
+                    const uint8_t q1 = Ls[j + l + 0] & 0xF, q2 = Ls[j + l + 32] & 0xF;
+                    const uint8_t q3 = Ls[j + l + 64] & 0xF, q4 = Ls[j + l + 96] & 0xF;
+                    ql[l + 0] = (uint8_t)(q1 | (q3 << 4));
+                    ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
+                    qh[l] = (uint8_t)((Ls[j + l] >> 4) | ((Ls[j + l + 32] >> 4) << 2) |
+                                      ((Ls[j + l + 64] >> 4) << 4) | ((Ls[j + l + 96] >> 4) << 6));
+                }
+            }
+        }
+    }
+}
+
+static void dequantize_row_q6_K(const void *vx, float *y, int64_t n) {
+    const block_q6_K *x = vx;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = IQF_FP16_TO_FP32(x[i].d);
+        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
+        const int8_t *sc = x[i].scales;
+        for (int k = 0; k < QK_K; k += 128) {
+            for (int l = 0; l < 32; ++l) {
+                int is = l / 16;
+                const int8_t q1 = (int8_t)((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int8_t q2 = (int8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int8_t q3 = (int8_t)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int8_t q4 = (int8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l + 0] = d * sc[is + 0] * q1;
+                y[l + 32] = d * sc[is + 2] * q2;
+                y[l + 64] = d * sc[is + 4] * q3;
+                y[l + 96] = d * sc[is + 6] * q4;
+            }
+            y += 128;
+            ql += 64;
+            qh += 32;
+            sc += 8;
+        }
+    }
+}
 
 const iqf_codec iqf_codecs_kquants[] = {
+    { IQF_TYPE_Q2_K, NULL, quantize_row_q2_K, dequantize_row_q2_K },
+    { IQF_TYPE_Q3_K, NULL, quantize_row_q3_K, dequantize_row_q3_K },
+    { IQF_TYPE_Q4_K, NULL, quantize_row_q4_K, dequantize_row_q4_K },
+    { IQF_TYPE_Q5_K, NULL, quantize_row_q5_K, dequantize_row_q5_K },
+    { IQF_TYPE_Q6_K, NULL, quantize_row_q6_K, dequantize_row_q6_K },
     { -1, NULL, NULL, NULL },
 };

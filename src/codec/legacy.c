@@ -1,6 +1,493 @@
-/* legacy.c - placeholder: no codecs of this family yet. */
-#include "codec.h"
+/*
+ * legacy.c - q4_0, q4_1, q5_0, q5_1, q8_0 (blocks of 32 weights), bit-exact with ggml 0.25.1.
+ *
+ * Without an importance matrix ggml runs the *_ref encoders (max-abs / min-max scaling); with one
+ * it runs quantize_row_q*_impl: a row-wide sigma2, per-value weights qw*sqrt(sigma2 + x^2) and a
+ * scale search (make_qx_quants for q4_0/q5_0, make_qkx3_quants for q4_1/q5_1). q8_0 ignores the
+ * importance matrix. The searches run through kq_common's batch helpers (SIMD across blocks).
+ */
+#ifndef LEG_PASS
+#include "kq_common.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#define QK 32
+#define CHUNK 64 /* blocks per batch call */
+
+/* (int32_t)f as x86's cvttss2si: out-of-range and NaN give INT32_MIN (no UB). */
+static inline int32_t cvtt_i32(float f) {
+    if (!(f > -2147483648.f && f < 2147483648.f)) return INT32_MIN;
+    return (int32_t)f;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define LEG_HAVE_X86 1
+static void q4_0_ref_avx2(const float *x, block_q4_0 *y, int64_t nb);
+static void q4_0_ref_avx512(const float *x, block_q4_0 *y, int64_t nb);
+static void q4_1_ref_avx2(const float *x, block_q4_1 *y, int64_t nb);
+static void q4_1_ref_avx512(const float *x, block_q4_1 *y, int64_t nb);
+static void q5_0_ref_avx2(const float *x, block_q5_0 *y, int64_t nb);
+static void q5_0_ref_avx512(const float *x, block_q5_0 *y, int64_t nb);
+static void q5_1_ref_avx2(const float *x, block_q5_1 *y, int64_t nb);
+static void q5_1_ref_avx512(const float *x, block_q5_1 *y, int64_t nb);
+static void q8_0_ref_avx2(const float *x, block_q8_0 *y, int64_t nb);
+static void q8_0_ref_avx512(const float *x, block_q8_0 *y, int64_t nb);
+#define LEG_DISPATCH(name, x, y, nb)                                                              \
+    do {                                                                                          \
+        if (ctx->simd == IQF_SIMD_AVX512) { name##_avx512(x, y, nb); return; }                    \
+        if (ctx->simd == IQF_SIMD_AVX2) { name##_avx2(x, y, nb); return; }                        \
+    } while (0)
+#else
+#define LEG_DISPATCH(name, x, y, nb) ((void)0)
+#endif
+
+/* ---- shared: row sigma2 and per-value weights of the *_impl encoders ---- */
+static float row_sigma2(const float *x, int64_t n) {
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+    return sum_x2 / n;
+}
+
+static void impl_weights(const float *x, const float *qw, int64_t nvals, float sigma2, float *w) {
+    for (int64_t j = 0; j < nvals; ++j) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+
+/* ================================ q4_0 ================================ */
+static void q4_0_ref(const float *x, block_q4_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
+        }
+        const float d = max / -8;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = IQF_FP32_TO_FP16(d);
+        for (int j = 0; j < QK / 2; ++j) {
+            int8_t a = (int8_t)cvtt_i32(x[j] * id + 8.5f);
+            int8_t b = (int8_t)cvtt_i32(x[QK / 2 + j] * id + 8.5f);
+            uint8_t xi0 = (uint8_t)(a < 15 ? a : 15);
+            uint8_t xi1 = (uint8_t)(b < 15 ? b : 15);
+            y[i].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
+        }
+    }
+}
+
+static void quantize_row_q4_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    block_q4_0 *y = vy;
+    const int64_t nb = n / QK;
+    if (!qw) {
+        LEG_DISPATCH(q4_0_ref, x, y, nb);
+        q4_0_ref(x, y, nb);
+        return;
+    }
+    const float sigma2 = row_sigma2(x, n);
+    float w[CHUNK * QK], sc[CHUNK];
+    int8_t L[CHUNK * QK];
+    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
+        int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
+        const float *xb = x + b0 * QK;
+        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_qx_batch(ctx->simd, G, QK, 8, xb, w, L, sc);
+        for (int g = 0; g < G; g++) {
+            block_q4_0 *b = &y[b0 + g];
+            const int8_t *l = L + g * QK;
+            b->d = IQF_FP32_TO_FP16(sc[g]);
+            for (int j = 0; j < 16; ++j) b->qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4));
+        }
+    }
+}
+
+static void dequantize_row_q4_0(const void *vx, float *y, int64_t n) {
+    const block_q4_0 *x = vx;
+    for (int64_t i = 0; i < n / QK; i++, y += QK) {
+        const float d = IQF_FP16_TO_FP32(x[i].d);
+        for (int j = 0; j < QK / 2; ++j) {
+            y[j] = ((x[i].qs[j] & 0x0F) - 8) * d;
+            y[j + QK / 2] = ((x[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+/* ================================ q4_1 ================================ */
+static void q4_1_ref(const float *x, block_q4_1 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < QK; j++) {
+            if (x[j] < min) min = x[j];
+            if (x[j] > max) max = x[j];
+        }
+        const float d = (max - min) / ((1 << 4) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = IQF_FP32_TO_FP16(d);
+        y[i].m = IQF_FP32_TO_FP16(min);
+        for (int j = 0; j < QK / 2; ++j) {
+            int8_t a = (int8_t)cvtt_i32((x[j] - min) * id + 0.5f);
+            int8_t b = (int8_t)cvtt_i32((x[QK / 2 + j] - min) * id + 0.5f);
+            uint8_t xi0 = (uint8_t)(a < 15 ? a : 15);
+            uint8_t xi1 = (uint8_t)(b < 15 ? b : 15);
+            y[i].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
+        }
+    }
+}
+
+static void quantize_row_q4_1(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    block_q4_1 *y = vy;
+    const int64_t nb = n / QK;
+    if (!qw) {
+        LEG_DISPATCH(q4_1_ref, x, y, nb);
+        q4_1_ref(x, y, nb);
+        return;
+    }
+    const float sigma2 = row_sigma2(x, n);
+    float w[CHUNK * QK], sc[CHUNK], mn[CHUNK];
+    uint8_t L[CHUNK * QK];
+    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
+        int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
+        const float *xb = x + b0 * QK;
+        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_qkx_batch(ctx->simd, G, QK, 15, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
+        for (int g = 0; g < G; g++) {
+            block_q4_1 *b = &y[b0 + g];
+            const uint8_t *l = L + g * QK;
+            b->d = IQF_FP32_TO_FP16(sc[g]);
+            b->m = IQF_FP32_TO_FP16(-mn[g]);
+            for (int j = 0; j < 16; ++j) b->qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4));
+        }
+    }
+}
+
+static void dequantize_row_q4_1(const void *vx, float *y, int64_t n) {
+    const block_q4_1 *x = vx;
+    for (int64_t i = 0; i < n / QK; i++, y += QK) {
+        const float d = IQF_FP16_TO_FP32(x[i].d), m = IQF_FP16_TO_FP32(x[i].m);
+        for (int j = 0; j < QK / 2; ++j) {
+            y[j] = (x[i].qs[j] & 0x0F) * d + m;
+            y[j + QK / 2] = (x[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+/* ================================ q5_0 ================================ */
+static void pack_q5(const uint8_t *l0, const uint8_t *l1, uint8_t *qs, uint8_t qhb[4]) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+        const uint8_t xi0 = l0[j], xi1 = l1[j];
+        qs[j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+        qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
+        qh |= ((xi1 & 0x10u) >> 4) << (j + 16);
+    }
+    memcpy(qhb, &qh, 4);
+}
+
+static void q5_0_ref(const float *x, block_q5_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
+        }
+        const float d = max / -16;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = IQF_FP32_TO_FP16(d);
+        uint8_t l[QK];
+        for (int j = 0; j < QK; ++j) {
+            int8_t a = (int8_t)cvtt_i32(x[j] * id + 16.5f);
+            l[j] = (uint8_t)(a < 31 ? a : 31);
+        }
+        pack_q5(l, l + 16, y[i].qs, y[i].qh);
+    }
+}
+
+static void quantize_row_q5_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    block_q5_0 *y = vy;
+    const int64_t nb = n / QK;
+    if (!qw) {
+        LEG_DISPATCH(q5_0_ref, x, y, nb);
+        q5_0_ref(x, y, nb);
+        return;
+    }
+    const float sigma2 = row_sigma2(x, n);
+    float w[CHUNK * QK], sc[CHUNK];
+    int8_t L[CHUNK * QK];
+    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
+        int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
+        const float *xb = x + b0 * QK;
+        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_qx_batch(ctx->simd, G, QK, 16, xb, w, L, sc);
+        for (int g = 0; g < G; g++) {
+            block_q5_0 *b = &y[b0 + g];
+            const uint8_t *l = (const uint8_t *)(L + g * QK);
+            b->d = IQF_FP32_TO_FP16(sc[g]);
+            pack_q5(l, l + 16, b->qs, b->qh);
+        }
+    }
+}
+
+static void dequantize_row_q5_0(const void *vx, float *y, int64_t n) {
+    const block_q5_0 *x = vx;
+    for (int64_t i = 0; i < n / QK; i++, y += QK) {
+        const float d = IQF_FP16_TO_FP32(x[i].d);
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        for (int j = 0; j < QK / 2; ++j) {
+            const uint8_t xh_0 = (uint8_t)(((qh >> (j + 0)) << 4) & 0x10);
+            const uint8_t xh_1 = (uint8_t)(((qh >> (j + 12))) & 0x10);
+            const int32_t x0 = ((x[i].qs[j] & 0x0F) | xh_0) - 16;
+            const int32_t x1 = ((x[i].qs[j] >> 4) | xh_1) - 16;
+            y[j] = x0 * d;
+            y[j + QK / 2] = x1 * d;
+        }
+    }
+}
+
+/* ================================ q5_1 ================================ */
+static void q5_1_ref(const float *x, block_q5_1 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < QK; j++) {
+            if (x[j] < min) min = x[j];
+            if (x[j] > max) max = x[j];
+        }
+        const float d = (max - min) / ((1 << 5) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = IQF_FP32_TO_FP16(d);
+        y[i].m = IQF_FP32_TO_FP16(min);
+        uint8_t l[QK];
+        for (int j = 0; j < QK; ++j) l[j] = (uint8_t)cvtt_i32((x[j] - min) * id + 0.5f);
+        pack_q5(l, l + 16, y[i].qs, y[i].qh);
+    }
+}
+
+static void quantize_row_q5_1(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    block_q5_1 *y = vy;
+    const int64_t nb = n / QK;
+    if (!qw) {
+        LEG_DISPATCH(q5_1_ref, x, y, nb);
+        q5_1_ref(x, y, nb);
+        return;
+    }
+    const float sigma2 = row_sigma2(x, n);
+    float w[CHUNK * QK], sc[CHUNK], mn[CHUNK];
+    uint8_t L[CHUNK * QK];
+    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
+        int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
+        const float *xb = x + b0 * QK;
+        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_qkx_batch(ctx->simd, G, QK, 31, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
+        for (int g = 0; g < G; g++) {
+            block_q5_1 *b = &y[b0 + g];
+            const uint8_t *l = L + g * QK;
+            b->d = IQF_FP32_TO_FP16(sc[g]);
+            b->m = IQF_FP32_TO_FP16(-mn[g]);
+            pack_q5(l, l + 16, b->qs, b->qh);
+        }
+    }
+}
+
+static void dequantize_row_q5_1(const void *vx, float *y, int64_t n) {
+    const block_q5_1 *x = vx;
+    for (int64_t i = 0; i < n / QK; i++, y += QK) {
+        const float d = IQF_FP16_TO_FP32(x[i].d), m = IQF_FP16_TO_FP32(x[i].m);
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, 4);
+        for (int j = 0; j < QK / 2; ++j) {
+            const uint8_t xh_0 = (uint8_t)(((qh >> (j + 0)) << 4) & 0x10);
+            const uint8_t xh_1 = (uint8_t)(((qh >> (j + 12))) & 0x10);
+            const int x0 = (x[i].qs[j] & 0x0F) | xh_0;
+            const int x1 = (x[i].qs[j] >> 4) | xh_1;
+            y[j] = x0 * d + m;
+            y[j + QK / 2] = x1 * d + m;
+        }
+    }
+}
+
+/* ================================ q8_0 ================================ */
+static void q8_0_ref(const float *x, block_q8_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            float a = fabsf(x[j]);
+            amax = amax > a ? amax : a;
+        }
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = IQF_FP32_TO_FP16(d);
+        for (int j = 0; j < QK; ++j) y[i].qs[j] = (int8_t)cvtt_i32(roundf(x[j] * id));
+    }
+}
+
+static void quantize_row_q8_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    (void)qw; /* ggml ignores the importance matrix for q8_0 */
+    block_q8_0 *y = vy;
+    LEG_DISPATCH(q8_0_ref, x, y, n / QK);
+    q8_0_ref(x, y, n / QK);
+}
+
+static void dequantize_row_q8_0(const void *vx, float *y, int64_t n) {
+    const block_q8_0 *x = vx;
+    for (int64_t i = 0; i < n / QK; i++, y += QK) {
+        const float d = IQF_FP16_TO_FP32(x[i].d);
+        for (int j = 0; j < QK; ++j) y[j] = x[i].qs[j] * d;
+    }
+}
 
 const iqf_codec iqf_codecs_legacy[] = {
+    { IQF_TYPE_Q4_0, NULL, quantize_row_q4_0, dequantize_row_q4_0 },
+    { IQF_TYPE_Q4_1, NULL, quantize_row_q4_1, dequantize_row_q4_1 },
+    { IQF_TYPE_Q5_0, NULL, quantize_row_q5_0, dequantize_row_q5_0 },
+    { IQF_TYPE_Q5_1, NULL, quantize_row_q5_1, dequantize_row_q5_1 },
+    { IQF_TYPE_Q8_0, NULL, quantize_row_q8_0, dequantize_row_q8_0 },
     { -1, NULL, NULL, NULL },
 };
+
+/* ---- SIMD instantiations of the *_ref encoders (this file includes itself) ---- */
+#ifdef LEG_HAVE_X86
+#define LEG_PASS 1
+#define LW 8
+#define LTGT __attribute__((target("avx2")))
+#define LSFX(name) name##_avx2
+#include "legacy.c"
+#undef LEG_PASS
+#undef LW
+#undef LTGT
+#undef LSFX
+#define LEG_PASS 2
+#define LW 16
+#define LTGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define LSFX(name) name##_avx512
+#include "legacy.c"
+#endif
+
+#else /* LEG_PASS: LW lanes over one 32-value block (NV vectors). Blocks whose outcome depends on
+       * signed zeros or a non-finite inverse scale take the scalar path. */
+#define NV (QK / LW)
+#define VF LSFX(vf)
+#define VI LSFX(vi)
+typedef float VF __attribute__((vector_size(LW * 4)));
+typedef int32_t VI __attribute__((vector_size(LW * 4)));
+
+static inline LTGT VF LSFX(splatf)(float s) {
+    VF v;
+    for (int k = 0; k < LW; k++) v[k] = s;
+    return v;
+}
+static inline LTGT VI LSFX(splati)(int32_t s) {
+    VI v;
+    for (int k = 0; k < LW; k++) v[k] = s;
+    return v;
+}
+static inline LTGT VF LSFX(vabs)(VF a) { return (VF)((VI)a & LSFX(splati)(0x7fffffff)); }
+static inline LTGT VF LSFX(vmax)(VF a, VF b) { VI m = a > b; return (VF)((m & (VI)a) | (~m & (VI)b)); }
+static inline LTGT VF LSFX(vmin)(VF a, VF b) { VI m = a < b; return (VF)((m & (VI)a) | (~m & (VI)b)); }
+static inline LTGT float LSFX(hmax)(VF a) {
+    float r = a[0];
+    for (int k = 1; k < LW; k++) r = r > a[k] ? r : a[k];
+    return r;
+}
+static inline LTGT float LSFX(hmin)(VF a) {
+    float r = a[0];
+    for (int k = 1; k < LW; k++) r = r < a[k] ? r : a[k];
+    return r;
+}
+/* (int32_t)f for |f| < 2^31 (cvttps2dq). */
+static inline LTGT VI LSFX(cvtt)(VF f) { return __builtin_convertvector(f, VI); }
+static inline LTGT void LSFX(load)(const float *x, VF *v) {
+    for (int k = 0; k < NV; k++) memcpy(&v[k], x + k * LW, sizeof(VF));
+}
+static inline LTGT void LSFX(store_u8)(VI l, uint8_t *dst) {
+    for (int k = 0; k < LW; k++) dst[k] = (uint8_t)l[k];
+}
+
+/* Signed max-abs value (first occurrence), as the q4_0/q5_0 reference loops find it. */
+static inline LTGT float LSFX(signed_amax)(const float *x, const VF *v) {
+    VF a = LSFX(vabs)(v[0]);
+    for (int k = 1; k < NV; k++) a = LSFX(vmax)(a, LSFX(vabs)(v[k]));
+    const float amax = LSFX(hmax)(a);
+    if (amax == 0) return 0.0f;
+    int j = 0;
+    while (fabsf(x[j]) != amax) j++;
+    return x[j];
+}
+
+/* q4_0 (nmax 8, top 15) and q5_0 (nmax 16, top 31). */
+#define LEG_SYM(NAME, BT, NMAXF, BIAS, TOP, PACK)                                                    \
+    static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
+        for (int64_t i = 0; i < nb; i++, x += QK) {                                                 \
+            VF v[NV];                                                                               \
+            LSFX(load)(x, v);                                                                       \
+            const float max = LSFX(signed_amax)(x, v);                                              \
+            const float d = max / NMAXF;                                                            \
+            const float id = d ? 1.0f / d : 0.0f;                                                   \
+            if (isinf(id)) { NAME(x, &y[i], 1); continue; }                                         \
+            y[i].d = IQF_FP32_TO_FP16(d);                                                           \
+            uint8_t l[QK];                                                                          \
+            for (int k = 0; k < NV; k++) {                                                          \
+                VI q = LSFX(cvtt)(v[k] * LSFX(splatf)(id) + LSFX(splatf)(BIAS));                    \
+                VI top = LSFX(splati)(TOP);                                                         \
+                VI m = q < top;                                                                     \
+                LSFX(store_u8)((m & q) | (~m & top), l + k * LW);                                   \
+            }                                                                                       \
+            PACK;                                                                                   \
+        }                                                                                           \
+    }
+LEG_SYM(q4_0_ref, block_q4_0, -8, 8.5f, 15,
+        for (int j = 0; j < 16; ++j) y[i].qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4)))
+LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, pack_q5(l, l + 16, y[i].qs, y[i].qh))
+
+/* q4_1 (15 steps, clamp 15) and q5_1 (31 steps, no clamp). */
+#define LEG_ASYM(NAME, BT, STEPS, TOP, PACK)                                                         \
+    static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
+        for (int64_t i = 0; i < nb; i++, x += QK) {                                                 \
+            VF v[NV];                                                                               \
+            LSFX(load)(x, v);                                                                       \
+            VF mn = v[0], mx = v[0];                                                                \
+            for (int k = 1; k < NV; k++) { mn = LSFX(vmin)(mn, v[k]); mx = LSFX(vmax)(mx, v[k]); } \
+            const float min = LSFX(hmin)(mn), max = LSFX(hmax)(mx);                                 \
+            const float d = (max - min) / STEPS;                                                    \
+            const float id = d ? 1.0f / d : 0.0f;                                                   \
+            if (min == 0 || max == 0 || isinf(id)) { NAME(x, &y[i], 1); continue; }                 \
+            y[i].d = IQF_FP32_TO_FP16(d);                                                           \
+            y[i].m = IQF_FP32_TO_FP16(min);                                                         \
+            uint8_t l[QK];                                                                          \
+            for (int k = 0; k < NV; k++) {                                                          \
+                VI q = LSFX(cvtt)((v[k] - LSFX(splatf)(min)) * LSFX(splatf)(id) + LSFX(splatf)(0.5f)); \
+                VI top = LSFX(splati)(TOP);                                                         \
+                VI m = q < top;                                                                     \
+                LSFX(store_u8)((m & q) | (~m & top), l + k * LW);                                   \
+            }                                                                                       \
+            PACK;                                                                                   \
+        }                                                                                           \
+    }
+LEG_ASYM(q4_1_ref, block_q4_1, 15, 15,
+         for (int j = 0; j < 16; ++j) y[i].qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4)))
+LEG_ASYM(q5_1_ref, block_q5_1, 31, 255, pack_q5(l, l + 16, y[i].qs, y[i].qh))
+
+static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK) {
+        VF v[NV];
+        LSFX(load)(x, v);
+        VF a = LSFX(vabs)(v[0]);
+        for (int k = 1; k < NV; k++) a = LSFX(vmax)(a, LSFX(vabs)(v[k]));
+        const float amax = LSFX(hmax)(a);
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d ? 1.0f / d : 0.0f;
+        if (isinf(id)) { q8_0_ref(x, &y[i], 1); continue; }
+        y[i].d = IQF_FP32_TO_FP16(d);
+        for (int k = 0; k < NV; k++) {
+            /* roundf: truncate, then step away from zero when the remainder is >= 1/2. */
+            VF s = v[k] * LSFX(splatf)(id);
+            VI q = LSFX(cvtt)(s);
+            VF r = s - __builtin_convertvector(q, VF);
+            q = q - (r >= LSFX(splatf)(0.5f)) + (r <= LSFX(splatf)(-0.5f));
+            for (int j = 0; j < LW; j++) y[i].qs[k * LW + j] = (int8_t)q[j];
+        }
+    }
+}
+
+#undef NV
+#undef VF
+#undef VI
+#undef LEG_SYM
+#undef LEG_ASYM
+#endif /* LEG_PASS */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct gkv {
@@ -43,6 +44,7 @@ struct iqf_gguf {
     char *arena;        /* KV values, keys and tensor names */
     int64_t *kv_hash, *t_hash;
     size_t kv_hmask, t_hmask;
+    uint64_t seed;      /* per-handle hash seed: crafted colliding names cannot be precomputed */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -53,10 +55,12 @@ const char *iqf_gguf_vtype_name(int t) {
     return t >= 0 && t < IQF_GGUF_VTYPE_COUNT ? names[t] : "?";
 }
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
+static uint64_t hash_str(const char *s, uint64_t seed) {
+    uint64_t h = 1469598103934665603ull ^ seed;
     for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
+    h ^= h >> 31; /* mix the high bits into the low bits the table mask keeps */
+    h *= 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 29);
 }
 
 bool iqf_gguf_tensor_size(const char *name, int n_dims, const int64_t *ne, int type,
@@ -162,7 +166,7 @@ static void safe_name(char *dst, size_t cap, const char *s, size_t n) {
 /* Hash insert: returns the index already there with the same name, or -1 after inserting. */
 static int64_t hash_insert(int64_t *tab, size_t mask, const char *name, int64_t idx,
                            const char *(*name_of)(const iqf_gguf *, int64_t), const iqf_gguf *g) {
-    size_t h = (size_t)hash_str(name) & mask;
+    size_t h = (size_t)hash_str(name, g->seed) & mask;
     while (tab[h] >= 0) {
         if (strcmp(name_of(g, tab[h]), name) == 0) return tab[h];
         h = (h + 1) & mask;
@@ -174,7 +178,7 @@ static int64_t hash_insert(int64_t *tab, size_t mask, const char *name, int64_t 
 static int64_t hash_find(const int64_t *tab, size_t mask, const char *name,
                          const char *(*name_of)(const iqf_gguf *, int64_t), const iqf_gguf *g) {
     if (!tab || !name) return -1;
-    size_t h = (size_t)hash_str(name) & mask;
+    size_t h = (size_t)hash_str(name, g->seed) & mask;
     while (tab[h] >= 0) {
         if (strcmp(name_of(g, tab[h]), name) == 0) return tab[h];
         h = (h + 1) & mask;
@@ -447,6 +451,9 @@ static iqf_gguf *parse(iqf_gguf *g, char *err, size_t errlen) {
 static iqf_gguf *new_handle(const char *name) {
     iqf_gguf *g = calloc(1, sizeof *g);
     if (!g) return NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    g->seed = ((uint64_t)(uintptr_t)g * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec;
     g->path = strdup(name ? name : "?");
     if (!g->path) {
         free(g);

@@ -403,7 +403,10 @@ iqf_status iqf_gguf_writer_add_tensor(iqf_gguf_writer *w, const char *name, int 
 
 static iqf_status out(iqf_gguf_writer *w, const void *p, size_t n) {
     if (w->status) return w->status;
-    if (iqf_outfile_write(&w->of, p, n) != 0) return wfail(w, IQF_E_IO, "write failed: %s", w->of.err);
+    if (iqf_outfile_write(&w->of, p, n) != 0) {
+        snprintf(w->err, sizeof w->err, "%s", w->of.err); /* already "PATH: reason" */
+        return w->status = IQF_E_IO;
+    }
     w->pos += n;
     return IQF_OK;
 }

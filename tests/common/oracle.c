@@ -65,7 +65,9 @@ bool oracle_load(void) {
     }
     /* ggml_init fills the fp16 table that to_float needs; a small context is enough. */
     struct ggml_init_params_o ip = { 1024 * 1024, NULL, false };
-    if (!p_init(ip)) { load_error = "ggml_init failed"; return false; }
+    static void *ctx; /* kept reachable: the oracle context lives for the whole test */
+    ctx = p_init(ip);
+    if (!ctx) { load_error = "ggml_init failed"; return false; }
     return true;
 }
 

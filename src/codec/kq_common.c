@@ -1,0 +1,700 @@
+/*
+ * kq_common.c - scale searches shared by legacy.c and kquants.c (see kq_common.h).
+ *
+ * Scalar functions follow ggml 0.25.1 (ggml-quants.c, MIT, ggml authors) operation by
+ * operation; comments name the reference's expression where the float evaluation order matters.
+ *
+ * The SIMD batch kernels are written once with GCC/Clang vector extensions and compiled twice
+ * (this file includes itself): 8 lanes under target("avx2") and 16 lanes under
+ * target("avx512f,..."). Each lane is one independent group running exactly the scalar
+ * sequence (same sums in the same order, nearest_int by the same magic-number trick, branches
+ * turned into per-lane selects), so results are bitwise those of the scalar functions.
+ */
+#ifndef KQ_LANES_PASS
+
+#include "kq_common.h"
+
+#include <math.h>
+#include <string.h>
+
+#define KQ_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define KQ_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+float kq_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type, const float *qw) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) { amax = ax; max = x[i]; }
+    }
+    if (amax < KQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    if (rmse_type == 0) {
+        for (int i = 0; i < n; ++i) {
+            int l = iqf_nearest_int(iscale * x[i]);
+            L[i] = (int8_t)(nmax + KQ_MAX(-nmax, KQ_MIN(nmax - 1, l)));
+        }
+        return 1 / iscale;
+    }
+    bool return_early = false;
+    if (rmse_type < 0) {
+        rmse_type = -rmse_type;
+        return_early = true;
+    }
+#define KQ_QX_W(i)                                                                               \
+    (qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1 : rmse_type == 3 ? fabsf(x[i]) \
+                                                                                     : sqrtf(fabsf(x[i])))
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = iqf_nearest_int(iscale * x[i]);
+        l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, l));
+        L[i] = (int8_t)(l + nmax);
+        float w = KQ_QX_W(i);
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    if (return_early) return suml2 > 0 ? 0.5f * (scale + 1 / iscale) : 1 / iscale;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = iqf_nearest_int(iscale * x[i]);
+            l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, l));
+            float w = KQ_QX_W(i);
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; ++i) {
+                int l = iqf_nearest_int(iscale * x[i]);
+                L[i] = (int8_t)(nmax + KQ_MAX(-nmax, KQ_MIN(nmax - 1, l)));
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+#undef KQ_QX_W
+    return scale;
+}
+
+float kq_make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_rmse) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; ++i) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) { amax = ax; max = x[i]; }
+    }
+    if (amax < KQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = -nmax / max;
+    if (do_rmse) {
+        float sumlx = 0, suml2 = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = iqf_nearest_int(iscale * x[i]);
+            l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, l));
+            L[i] = (int8_t)l;
+            float w = x[i] * x[i];
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        for (int itry = 0; itry < 5; ++itry) {
+            int n_changed = 0;
+            for (int i = 0; i < n; ++i) {
+                float w = x[i] * x[i];
+                float slx = sumlx - w * x[i] * L[i];
+                if (slx > 0) {
+                    float sl2 = suml2 - w * L[i] * L[i];
+                    int new_l = iqf_nearest_int(x[i] * sl2 / slx);
+                    new_l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, new_l));
+                    if (new_l != L[i]) {
+                        slx += w * x[i] * new_l;
+                        sl2 += w * new_l * new_l;
+                        if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                            L[i] = (int8_t)new_l;
+                            sumlx = slx;
+                            suml2 = sl2;
+                            ++n_changed;
+                        }
+                    }
+                }
+            }
+            if (!n_changed) break;
+        }
+        for (int i = 0; i < n; ++i) L[i] = (int8_t)(L[i] + nmax);
+        return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+    }
+    for (int i = 0; i < n; ++i) {
+        int l = iqf_nearest_int(iscale * x[i]);
+        l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, l));
+        L[i] = (int8_t)(l + nmax);
+    }
+    return 1 / iscale;
+}
+
+float kq_make_qkx_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                         float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                         bool use_mad) {
+#define KQ_KX_W(i) (weights ? weights[i] : x[i] * x[i])
+    float min = x[0], max = x[0];
+    float sum_w = KQ_KX_W(0);
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; ++i) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        float w = KQ_KX_W(i);
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max <= min) { /* make_qkx2 tests max == min: the same once min <= 0 <= ... */
+        memset(L, 0, (size_t)n);
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_error = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = iqf_nearest_int(iscale * (x[i] - min));
+        L[i] = (uint8_t)KQ_MAX(0, KQ_MIN(nmax, l));
+        float diff = scale * L[i] + min - x[i];
+        diff = use_mad ? fabsf(diff) : diff * diff;
+        float w = KQ_KX_W(i);
+        best_error += w * diff;
+    }
+    if (nstep < 1) {
+        *the_min = -min;
+        return scale;
+    }
+    for (int is = 0; is <= nstep; ++is) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = iqf_nearest_int(iscale * (x[i] - min));
+            l = KQ_MAX(0, KQ_MIN(nmax, l));
+            Laux[i] = (uint8_t)l;
+            float w = KQ_KX_W(i);
+            sum_l += w * l;
+            sum_l2 += w * l * l;
+            sum_xl += w * l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float cur_error = 0;
+            for (int i = 0; i < n; ++i) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = use_mad ? fabsf(diff) : diff * diff;
+                float w = KQ_KX_W(i);
+                cur_error += w * diff;
+            }
+            if (cur_error < best_error) {
+                memcpy(L, Laux, (size_t)n);
+                best_error = cur_error;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+#undef KQ_KX_W
+    *the_min = -min;
+    return scale;
+}
+
+float kq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights) {
+    float max = 0;
+    for (int i = 0; i < n; ++i) max = KQ_MAX(max, x[i]);
+    if (max < KQ_GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    float iscale = nmax / max;
+    for (int i = 0; i < n; ++i) L[i] = (uint8_t)iqf_nearest_int(iscale * x[i]);
+    float scale = 1 / iscale;
+    float best_mse = 0;
+    for (int i = 0; i < n; ++i) {
+        float diff = x[i] - scale * L[i];
+        float w = quant_weights[i];
+        best_mse += w * diff * diff;
+    }
+    for (int is = -4; is <= 4; ++is) {
+        if (is == 0) continue;
+        float iscale_is = (0.1f * is + nmax) / max;
+        float scale_is = 1 / iscale_is;
+        float mse = 0;
+        for (int i = 0; i < n; ++i) {
+            int l = iqf_nearest_int(iscale_is * x[i]);
+            l = KQ_MIN(nmax, l);
+            float diff = x[i] - scale_is * l;
+            float w = quant_weights[i];
+            mse += w * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+        int l = iqf_nearest_int(iscale * x[i]);
+        l = KQ_MIN(nmax, l);
+        L[i] = (uint8_t)l;
+        float w = quant_weights[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < n; ++i) {
+            float w = quant_weights[i];
+            float slx = sumlx - w * x[i] * L[i];
+            float sl2 = suml2 - w * L[i] * L[i];
+            if (slx > 0 && sl2 > 0) {
+                int new_l = iqf_nearest_int(x[i] * sl2 / slx);
+                new_l = KQ_MIN(nmax, new_l);
+                if (new_l != L[i]) {
+                    slx += w * x[i] * new_l;
+                    sl2 += w * new_l * new_l;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* ---- SIMD instantiations ---- */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define KQ_HAVE_X86 1
+
+#define KQ_LANES_PASS 1
+#define KQ_W 8
+#define KQ_TGT __attribute__((target("avx2")))
+#define KQ_SFX(name) name##_avx2
+#include "kq_common.c"
+#undef KQ_LANES_PASS
+#undef KQ_W
+#undef KQ_TGT
+#undef KQ_SFX
+
+#define KQ_LANES_PASS 2
+#define KQ_W 16
+#define KQ_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define KQ_SFX(name) name##_avx512
+#include "kq_common.c"
+#undef KQ_LANES_PASS
+#undef KQ_W
+#undef KQ_TGT
+#undef KQ_SFX
+#endif
+
+void kq_qx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *qw, int8_t *L,
+                 float *scales) {
+#ifdef KQ_HAVE_X86
+    if (simd == IQF_SIMD_AVX512) { qx_batch_avx512(G, n, nmax, x, qw, L, scales); return; }
+    if (simd == IQF_SIMD_AVX2) { qx_batch_avx2(G, n, nmax, x, qw, L, scales); return; }
+#endif
+    (void)simd;
+    for (int g = 0; g < G; g++)
+        scales[g] = kq_make_qx_quants(n, nmax, x + (size_t)g * n, L + (size_t)g * n, 1,
+                                      qw ? qw + (size_t)g * n : NULL);
+}
+
+void kq_q3_batch(iqf_simd simd, int G, int n, int nmax, const float *x, int8_t *L, float *scales) {
+#ifdef KQ_HAVE_X86
+    if (simd == IQF_SIMD_AVX512) { q3_batch_avx512(G, n, nmax, x, L, scales); return; }
+    if (simd == IQF_SIMD_AVX2) { q3_batch_avx2(G, n, nmax, x, L, scales); return; }
+#endif
+    (void)simd;
+    for (int g = 0; g < G; g++)
+        scales[g] = kq_make_q3_quants(n, nmax, x + (size_t)g * n, L + (size_t)g * n, true);
+}
+
+void kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *w, uint8_t *L,
+                  float *scales, float *mins, float rmin, float rdelta, int nstep, bool use_mad) {
+#ifdef KQ_HAVE_X86
+    if (simd == IQF_SIMD_AVX512) {
+        qkx_batch_avx512(G, n, nmax, x, w, L, scales, mins, rmin, rdelta, nstep, use_mad);
+        return;
+    }
+    if (simd == IQF_SIMD_AVX2) {
+        qkx_batch_avx2(G, n, nmax, x, w, L, scales, mins, rmin, rdelta, nstep, use_mad);
+        return;
+    }
+#endif
+    (void)simd;
+    uint8_t Laux[32];
+    for (int g = 0; g < G; g++)
+        scales[g] = kq_make_qkx_quants(n, nmax, x + (size_t)g * n, w + (size_t)g * n,
+                                       L + (size_t)g * n, &mins[g], Laux, rmin, rdelta, nstep, use_mad);
+}
+
+void kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, const float *dm,
+                int lo, int hi, int off, uint8_t *L) {
+#ifdef KQ_HAVE_X86
+    if (simd == IQF_SIMD_AVX512) { requant_avx512(ng, gs, x, d, dm, lo, hi, off, L); return; }
+    if (simd == IQF_SIMD_AVX2) { requant_avx2(ng, gs, x, d, dm, lo, hi, off, L); return; }
+#endif
+    (void)simd;
+    for (int g = 0; g < ng; g++) {
+        if (!d[g]) continue;
+        const float *xg = x + (size_t)g * gs;
+        uint8_t *Lg = L + (size_t)g * gs;
+        for (int i = 0; i < gs; i++) {
+            int l = iqf_nearest_int(dm ? (xg[i] + dm[g]) / d[g] : xg[i] / d[g]);
+            l = KQ_MAX(lo, KQ_MIN(hi, l));
+            Lg[i] = (uint8_t)(l + off);
+        }
+    }
+}
+
+#else /* KQ_LANES_PASS: one group per lane, KQ_W lanes */
+
+#define VF KQ_SFX(vf)
+#define VI KQ_SFX(vi)
+typedef float VF __attribute__((vector_size(KQ_W * 4)));
+typedef int32_t VI __attribute__((vector_size(KQ_W * 4)));
+
+static inline KQ_TGT VF KQ_SFX(splatf)(float s) {
+    VF v;
+    for (int k = 0; k < KQ_W; k++) v[k] = s;
+    return v;
+}
+static inline KQ_TGT VI KQ_SFX(splati)(int32_t s) {
+    VI v;
+    for (int k = 0; k < KQ_W; k++) v[k] = s;
+    return v;
+}
+static inline KQ_TGT VF KQ_SFX(ldf)(const float *p) {
+    VF v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline KQ_TGT VF KQ_SFX(self)(VI m, VF a, VF b) { return (VF)((m & (VI)a) | (~m & (VI)b)); }
+static inline KQ_TGT VI KQ_SFX(seli)(VI m, VI a, VI b) { return (m & a) | (~m & b); }
+static inline KQ_TGT VF KQ_SFX(tof)(VI a) { return __builtin_convertvector(a, VF); }
+static inline KQ_TGT VF KQ_SFX(vabs)(VF a) { return (VF)((VI)a & KQ_SFX(splati)(0x7fffffff)); }
+/* iqf_nearest_int per lane: identical bits for every input. */
+static inline KQ_TGT VI KQ_SFX(nearest)(VF f) {
+    VF v = f + KQ_SFX(splatf)(12582912.f);
+    return ((VI)v & KQ_SFX(splati)(0x007fffff)) - KQ_SFX(splati)(0x00400000);
+}
+static inline KQ_TGT VI KQ_SFX(clampi)(VI l, VI lo, VI hi) {
+    l = KQ_SFX(seli)(l < hi, l, hi);
+    return KQ_SFX(seli)(l > lo, l, lo);
+}
+static inline KQ_TGT bool KQ_SFX(any)(VI m) {
+    int32_t r = 0;
+    for (int k = 0; k < KQ_W; k++) r |= m[k];
+    return r != 0;
+}
+
+#define splatf KQ_SFX(splatf)
+#define splati KQ_SFX(splati)
+#define ldf KQ_SFX(ldf)
+#define self KQ_SFX(self)
+#define seli KQ_SFX(seli)
+#define tof KQ_SFX(tof)
+#define vabs KQ_SFX(vabs)
+#define nearest KQ_SFX(nearest)
+#define clampi KQ_SFX(clampi)
+#define anym KQ_SFX(any)
+
+/* make_qx_quants(n, nmax, x, L, 1, w) per lane; xt/wt are [n][KQ_W]; wt NULL: w = x*x. */
+static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const float *wt, int8_t *Lt,
+                                    float *sc) {
+    VI Lb[32], Lc[32];
+    const VF zero = splatf(0.f);
+    VF max = zero, amax = zero;
+    for (int i = 0; i < n; i++) {
+        VF x = ldf(xt + i * KQ_W), ax = vabs(x);
+        VI gt = ax > amax;
+        amax = self(gt, ax, amax);
+        max = self(gt, x, max);
+    }
+    const VI allzero = amax < splatf(KQ_GROUP_MAX_EPS);
+    const VI lo = splati(-nmax), hi = splati(nmax - 1);
+    VF iscale = splatf((float)-nmax) / max;
+    VF sumlx = zero, suml2 = zero;
+    for (int i = 0; i < n; i++) {
+        VF x = ldf(xt + i * KQ_W);
+        VF w = wt ? ldf(wt + i * KQ_W) : x * x;
+        VI l = clampi(nearest(iscale * x), lo, hi);
+        Lb[i] = l;
+        VF lf = tof(l);
+        sumlx = sumlx + w * x * lf;
+        suml2 = suml2 + w * lf * lf;
+    }
+    VF scale = self(suml2 != zero, sumlx / suml2, zero);
+    VF best = scale * sumlx;
+    for (int is = -9; is <= 9; ++is) {
+        if (is == 0) continue;
+        float t = nmax + 0.1f * is;
+        iscale = splatf(-t) / max;
+        sumlx = zero;
+        suml2 = zero;
+        for (int i = 0; i < n; i++) {
+            VF x = ldf(xt + i * KQ_W);
+            VF w = wt ? ldf(wt + i * KQ_W) : x * x;
+            VI l = clampi(nearest(iscale * x), lo, hi);
+            Lc[i] = l;
+            VF lf = tof(l);
+            sumlx = sumlx + w * x * lf;
+            suml2 = suml2 + w * lf * lf;
+        }
+        VI upd = (suml2 > zero) & (sumlx * sumlx > best * suml2);
+        if (!anym(upd)) continue;
+        for (int i = 0; i < n; i++) Lb[i] = seli(upd, Lc[i], Lb[i]);
+        scale = self(upd, sumlx / suml2, scale);
+        best = self(upd, scale * sumlx, best);
+    }
+    const VI vn = splati(nmax);
+    for (int i = 0; i < n; i++) {
+        VI l = seli(allzero, splati(0), Lb[i] + vn);
+        for (int k = 0; k < KQ_W; k++) Lt[i * KQ_W + k] = (int8_t)l[k];
+    }
+    scale = self(allzero, zero, scale);
+    memcpy(sc, &scale, sizeof scale);
+}
+
+/* make_q3_quants(n, nmax, x, L, true) per lane. */
+static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, int8_t *Lt, float *sc) {
+    VI Lb[32];
+    const VF zero = splatf(0.f);
+    VF max = zero, amax = zero;
+    for (int i = 0; i < n; i++) {
+        VF x = ldf(xt + i * KQ_W), ax = vabs(x);
+        VI gt = ax > amax;
+        amax = self(gt, ax, amax);
+        max = self(gt, x, max);
+    }
+    const VI allzero = amax < splatf(KQ_GROUP_MAX_EPS);
+    const VI lo = splati(-nmax), hi = splati(nmax - 1);
+    VF iscale = splatf((float)-nmax) / max;
+    VF sumlx = zero, suml2 = zero;
+    for (int i = 0; i < n; i++) {
+        VF x = ldf(xt + i * KQ_W);
+        VF w = x * x;
+        VI l = clampi(nearest(iscale * x), lo, hi);
+        Lb[i] = l;
+        VF lf = tof(l);
+        sumlx = sumlx + w * x * lf;
+        suml2 = suml2 + w * lf * lf;
+    }
+    VI active = ~allzero;
+    for (int itry = 0; itry < 5 && anym(active); ++itry) {
+        VI changed = splati(0);
+        for (int i = 0; i < n; i++) {
+            VF x = ldf(xt + i * KQ_W);
+            VF w = x * x;
+            VF Lf = tof(Lb[i]);
+            VF slx = sumlx - w * x * Lf;
+            VF sl2 = suml2 - w * Lf * Lf;
+            VI new_l = clampi(nearest(x * sl2 / slx), lo, hi);
+            VI cand = active & (slx > zero) & (new_l != Lb[i]);
+            /* Updates are rare: branching keeps sumlx/suml2 off this value's dependency chain. */
+            if (!anym(cand)) continue;
+            VF nf = tof(new_l);
+            VF slx2 = slx + w * x * nf;
+            VF sl22 = sl2 + w * nf * nf;
+            VI upd = cand & (sl22 > zero) & (slx2 * slx2 * suml2 > sumlx * sumlx * sl22);
+            Lb[i] = seli(upd, new_l, Lb[i]);
+            sumlx = self(upd, slx2, sumlx);
+            suml2 = self(upd, sl22, suml2);
+            changed |= upd;
+        }
+        active &= changed;
+    }
+    const VI vn = splati(nmax);
+    for (int i = 0; i < n; i++) {
+        VI l = seli(allzero, splati(0), Lb[i] + vn);
+        for (int k = 0; k < KQ_W; k++) Lt[i * KQ_W + k] = (int8_t)l[k];
+    }
+    VF scale = self(suml2 > zero, sumlx / suml2, zero);
+    scale = self(allzero, zero, scale);
+    memcpy(sc, &scale, sizeof scale);
+}
+
+/* make_qkx2/3_quants per lane (weights given). */
+static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const float *wt, uint8_t *Lt,
+                                     float *sc, float *mn, float rmin, float rdelta, int nstep,
+                                     bool use_mad) {
+    VI Lb[32], La[32];
+    const VF zero = splatf(0.f);
+    VF min = ldf(xt), max = min;
+    VF sum_w = ldf(wt);
+    VF sum_x = sum_w * min;
+    for (int i = 1; i < n; i++) {
+        VF x = ldf(xt + i * KQ_W), w = ldf(wt + i * KQ_W);
+        min = self(x < min, x, min);
+        max = self(x > max, x, max);
+        sum_w = sum_w + w;
+        sum_x = sum_x + w * x;
+    }
+    min = self(min > zero, zero, min);
+    const VI degen = max <= min;
+    const VF min0 = min;
+    const VI lo = splati(0), hi = splati(nmax);
+    VF iscale = splatf((float)nmax) / (max - min);
+    VF scale = splatf(1.f) / iscale;
+    VF best = zero;
+    for (int i = 0; i < n; i++) {
+        VF x = ldf(xt + i * KQ_W), w = ldf(wt + i * KQ_W);
+        VI l = clampi(nearest(iscale * (x - min)), lo, hi);
+        Lb[i] = l;
+        VF diff = scale * tof(l) + min - x;
+        diff = use_mad ? vabs(diff) : diff * diff;
+        best = best + w * diff;
+    }
+    for (int is = 0; nstep >= 1 && is <= nstep; ++is) {
+        float num = rmin + rdelta * is + nmax;
+        iscale = splatf(num) / (max - min);
+        VF sum_l = zero, sum_l2 = zero, sum_xl = zero;
+        for (int i = 0; i < n; i++) {
+            VF x = ldf(xt + i * KQ_W), w = ldf(wt + i * KQ_W);
+            VI l = clampi(nearest(iscale * (x - min)), lo, hi);
+            La[i] = l;
+            VF lf = tof(l);
+            sum_l = sum_l + w * lf;
+            sum_l2 = sum_l2 + w * lf * lf;
+            sum_xl = sum_xl + w * lf * x;
+        }
+        VF D = sum_w * sum_l2 - sum_l * sum_l;
+        VI dpos = D > zero;
+        if (!anym(dpos)) continue;
+        VF this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+        VF this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        VI mpos = this_min > zero;
+        this_min = self(mpos, zero, this_min);
+        this_scale = self(mpos, sum_xl / sum_l2, this_scale);
+        VF cur = zero;
+        for (int i = 0; i < n; i++) {
+            VF x = ldf(xt + i * KQ_W), w = ldf(wt + i * KQ_W);
+            VF diff = this_scale * tof(La[i]) + this_min - x;
+            diff = use_mad ? vabs(diff) : diff * diff;
+            cur = cur + w * diff;
+        }
+        VI better = dpos & (cur < best);
+        if (!anym(better)) continue;
+        for (int i = 0; i < n; i++) Lb[i] = seli(better, La[i], Lb[i]);
+        best = self(better, cur, best);
+        scale = self(better, this_scale, scale);
+        min = self(better, this_min, min);
+    }
+    for (int i = 0; i < n; i++) {
+        VI l = seli(degen, splati(0), Lb[i]);
+        for (int k = 0; k < KQ_W; k++) Lt[i * KQ_W + k] = (uint8_t)l[k];
+    }
+    scale = self(degen, zero, scale);
+    min = self(degen, min0, min);
+    VF nm = -min;
+    memcpy(sc, &scale, sizeof scale);
+    memcpy(mn, &nm, sizeof nm);
+}
+
+/* Gather KQ_W groups (padding with the last one) into [n][KQ_W]. */
+static inline KQ_TGT void KQ_SFX(gather)(int cnt, int n, const float *src, float *dst) {
+    for (int k = 0; k < KQ_W; k++) {
+        const float *s = src + (size_t)(k < cnt ? k : cnt - 1) * n;
+        for (int i = 0; i < n; i++) dst[i * KQ_W + k] = s[i];
+    }
+}
+
+static KQ_TGT void KQ_SFX(qx_batch)(int G, int n, int nmax, const float *x, const float *qw,
+                                    int8_t *L, float *scales) {
+    float xt[32 * KQ_W], wt[32 * KQ_W], sc[KQ_W];
+    int8_t Lt[32 * KQ_W];
+    for (int g0 = 0; g0 < G; g0 += KQ_W) {
+        int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
+        KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
+        if (qw) KQ_SFX(gather)(cnt, n, qw + (size_t)g0 * n, wt);
+        KQ_SFX(qx_lanes)(n, nmax, xt, qw ? wt : NULL, Lt, sc);
+        for (int k = 0; k < cnt; k++) {
+            for (int i = 0; i < n; i++) L[(size_t)(g0 + k) * n + i] = Lt[i * KQ_W + k];
+            scales[g0 + k] = sc[k];
+        }
+    }
+}
+
+static KQ_TGT void KQ_SFX(q3_batch)(int G, int n, int nmax, const float *x, int8_t *L,
+                                    float *scales) {
+    float xt[32 * KQ_W], sc[KQ_W];
+    int8_t Lt[32 * KQ_W];
+    for (int g0 = 0; g0 < G; g0 += KQ_W) {
+        int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
+        KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
+        KQ_SFX(q3_lanes)(n, nmax, xt, Lt, sc);
+        for (int k = 0; k < cnt; k++) {
+            for (int i = 0; i < n; i++) L[(size_t)(g0 + k) * n + i] = Lt[i * KQ_W + k];
+            scales[g0 + k] = sc[k];
+        }
+    }
+}
+
+static KQ_TGT void KQ_SFX(qkx_batch)(int G, int n, int nmax, const float *x, const float *w,
+                                     uint8_t *L, float *scales, float *mins, float rmin,
+                                     float rdelta, int nstep, bool use_mad) {
+    float xt[32 * KQ_W], wt[32 * KQ_W], sc[KQ_W], mn[KQ_W];
+    uint8_t Lt[32 * KQ_W];
+    for (int g0 = 0; g0 < G; g0 += KQ_W) {
+        int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
+        KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
+        KQ_SFX(gather)(cnt, n, w + (size_t)g0 * n, wt);
+        KQ_SFX(qkx_lanes)(n, nmax, xt, wt, Lt, sc, mn, rmin, rdelta, nstep, use_mad);
+        for (int k = 0; k < cnt; k++) {
+            for (int i = 0; i < n; i++) L[(size_t)(g0 + k) * n + i] = Lt[i * KQ_W + k];
+            scales[g0 + k] = sc[k];
+            mins[g0 + k] = mn[k];
+        }
+    }
+}
+
+/* kq_requant: lanes over the values of one group. */
+static KQ_TGT void KQ_SFX(requant)(int ng, int gs, const float *x, const float *d, const float *dm,
+                                   int lo, int hi, int off, uint8_t *L) {
+    typedef uint8_t VB __attribute__((vector_size(KQ_W)));
+    const VI vlo = splati(lo), vhi = splati(hi), voff = splati(off);
+    for (int g = 0; g < ng; g++) {
+        if (!d[g]) continue;
+        const VF vd = splatf(d[g]), vm = splatf(dm ? dm[g] : 0.f);
+        for (int k = 0; k < gs; k += KQ_W) {
+            VF xv = ldf(x + (size_t)g * gs + k);
+            VF q = dm ? (xv + vm) / vd : xv / vd;
+            VI l = clampi(nearest(q), vlo, vhi) + voff;
+            VB b = __builtin_convertvector(l, VB);
+            memcpy(L + (size_t)g * gs + k, &b, KQ_W);
+        }
+    }
+}
+
+#undef splatf
+#undef splati
+#undef ldf
+#undef self
+#undef seli
+#undef tof
+#undef vabs
+#undef nearest
+#undef clampi
+#undef anym
+#undef VF
+#undef VI
+
+#endif /* KQ_LANES_PASS */

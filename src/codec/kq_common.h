@@ -1,0 +1,85 @@
+/*
+ * kq_common.h - block layouts and the scale-search helpers shared by the legacy (q4_0..q8_0)
+ * and K-quant (q2_K..q6_K) codecs.
+ *
+ * The helpers reproduce ggml 0.25.1's make_qx_quants / make_q3_quants / make_qkx2_quants /
+ * make_qkx3_quants / make_qp_quants exactly (same float32 operation order, nearest_int as
+ * iqf_nearest_int). The *_batch variants solve many independent groups at once; their SIMD
+ * paths put one group per vector lane and run the reference's per-value operation sequence in
+ * every lane, so every SIMD level returns the scalar reference's bits.
+ */
+#ifndef IQF_KQ_COMMON_H
+#define IQF_KQ_COMMON_H
+
+#include "codec.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define KQ_GROUP_MAX_EPS 1e-15f
+
+/* ---- legacy blocks (32 weights) ---- */
+#define QK4_0 32
+typedef struct { iqf_half d; uint8_t qs[16]; } block_q4_0;                 /* 4.5 bpw */
+static_assert(sizeof(block_q4_0) == 18, "q4_0 block");
+typedef struct { iqf_half d, m; uint8_t qs[16]; } block_q4_1;              /* 5.0 bpw */
+static_assert(sizeof(block_q4_1) == 20, "q4_1 block");
+typedef struct { iqf_half d; uint8_t qh[4]; uint8_t qs[16]; } block_q5_0;  /* 5.5 bpw */
+static_assert(sizeof(block_q5_0) == 22, "q5_0 block");
+typedef struct { iqf_half d, m; uint8_t qh[4]; uint8_t qs[16]; } block_q5_1; /* 6.0 bpw */
+static_assert(sizeof(block_q5_1) == 24, "q5_1 block");
+typedef struct { iqf_half d; int8_t qs[32]; } block_q8_0;                  /* 8.5 bpw */
+static_assert(sizeof(block_q8_0) == 34, "q8_0 block");
+
+/* ---- K-quant super-blocks (256 weights) ---- */
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; iqf_half d, dmin; } block_q2_K;   /* 2.625 bpw */
+static_assert(sizeof(block_q2_K) == 84, "q2_K block");
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; iqf_half d; } block_q3_K; /* 3.4375 bpw */
+static_assert(sizeof(block_q3_K) == 110, "q3_K block");
+typedef struct { iqf_half d, dmin; uint8_t scales[12]; uint8_t qs[128]; } block_q4_K;  /* 4.5 bpw */
+static_assert(sizeof(block_q4_K) == 144, "q4_K block");
+typedef struct { iqf_half d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } block_q5_K; /* 5.5 bpw */
+static_assert(sizeof(block_q5_K) == 176, "q5_K block");
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; iqf_half d; } block_q6_K; /* 6.5625 bpw */
+static_assert(sizeof(block_q6_K) == 210, "q6_K block");
+
+static inline void kq_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+    }
+}
+
+/* ---- scalar references (one group) ---- */
+float kq_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type, const float *qw);
+float kq_make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_rmse);
+/* make_qkx2_quants and make_qkx3_quants (identical when weights are given; weights NULL means
+ * x*x as in make_qkx3_quants). */
+float kq_make_qkx_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+                         float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                         bool use_mad);
+float kq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights);
+
+/* ---- batches of G independent groups of n values (n <= 32), group g at x + g*n ----
+ * Results are bitwise those of calling the scalar function per group. simd selects the path. */
+
+/* make_qx_quants(n, nmax, x_g, L_g, 1, qw_g) (qw NULL: weights x*x); scales[g] = result. */
+void kq_qx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *qw, int8_t *L,
+                 float *scales);
+/* make_q3_quants(n, nmax, x_g, L_g, true). */
+void kq_q3_batch(iqf_simd simd, int G, int n, int nmax, const float *x, int8_t *L, float *scales);
+/* make_qkx2/3_quants(n, nmax, x_g, w_g, L_g, &mins[g], ., rmin, rdelta, nstep, use_mad). */
+void kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *w, uint8_t *L,
+                  float *scales, float *mins, float rmin, float rdelta, int nstep, bool use_mad);
+
+
+/* Final re-quantization at the decoded scales, for ng groups of gs values (gs a multiple of 16):
+ * where d[g] != 0, L[g*gs+i] = off + clamp(nearest_int((x + dm[g]) / d[g]), lo, hi)
+ * (dm NULL: nearest_int(x / d[g])); groups with d[g] == 0 keep their L. */
+void kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, const float *dm,
+                int lo, int hi, int off, uint8_t *L);
+
+#endif

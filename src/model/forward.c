@@ -1,0 +1,252 @@
+/*
+ * forward.c - the llama forward pass over a batch of tokens with a KV cache.
+ *
+ * Numerics follow llama.cpp's CPU graph for LLM_ARCH_LLAMA: RMSNorm with the sum of squares in
+ * double and 1/sqrtf(mean + eps), RoPE "normal" mode (adjacent pairs, theta = p * base^(-2i/d)
+ * computed by repeated multiplication as ggml does), causal softmax attention in float with
+ * 1/sqrt(head_dim) scaling, SiLU-gated FFN, and a final RMSNorm + output projection computed
+ * only for the rows whose logits are wanted (llama.cpp also drops the other rows before the
+ * last layer's FFN).
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static void *xcalloc(size_t n, size_t sz, bool *ok) {
+    if (n == 0) n = 1;
+    void *p = calloc(n, sz);
+    if (!p) *ok = false;
+    return p;
+}
+
+void iqf_context_free(iqf_context *c) {
+    if (!c) return;
+    iqf_pool_free(c->pool);
+    free(c->kcache);
+    free(c->vcache);
+    free(c->x);
+    free(c->xn);
+    free(c->q);
+    free(c->att);
+    free(c->g);
+    free(c->u);
+    free(c->tmp);
+    free(c->wtile);
+    free(c->scores);
+    free(c->rope_cs);
+    free(c);
+}
+
+iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
+                           char *err, size_t errlen) {
+    if (!m || !out || n_ctx <= 0) return fail(err, errlen, IQF_E_INVALID_ARG, "bad context arguments");
+    *out = NULL;
+    const iqf_model_info *h = &m->info;
+    iqf_context *c = calloc(1, sizeof *c);
+    if (!c) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    c->m = m;
+    c->n_ctx = n_ctx;
+    c->max_batch = n_ctx;
+    c->simd = iqf_simd_detect();
+    const char *force = getenv("IQF_SIMD");
+    if (force && !strcmp(force, "scalar")) c->simd = IQF_SIMD_SCALAR;
+    c->pool = iqf_pool_new(n_threads);
+    int nt = c->pool ? iqf_pool_size(c->pool) : 1;
+    int64_t hd = h->n_embd / h->n_head, kvdim = hd * h->n_head_kv, qdim = hd * h->n_head;
+    int64_t B = c->max_batch;
+    c->max_ncols = h->n_embd;
+    for (int i = 0; i < m->n_mats; i++)
+        if (m->mats[i]->ncols > c->max_ncols) c->max_ncols = m->mats[i]->ncols;
+    int64_t wide = h->n_embd > qdim ? h->n_embd : qdim;
+    bool ok = c->pool != NULL;
+    size_t cache = (size_t)h->n_layer * (size_t)n_ctx * (size_t)kvdim;
+    c->kcache = xcalloc(cache, sizeof(float), &ok);
+    c->vcache = xcalloc(cache, sizeof(float), &ok);
+    c->x = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
+    c->xn = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
+    c->q = xcalloc((size_t)(B * qdim), sizeof(float), &ok);
+    c->att = xcalloc((size_t)(B * qdim), sizeof(float), &ok);
+    c->g = xcalloc((size_t)(B * h->n_ff), sizeof(float), &ok);
+    c->u = xcalloc((size_t)(B * h->n_ff), sizeof(float), &ok);
+    c->tmp = xcalloc((size_t)(B * wide), sizeof(float), &ok);
+    c->wtile = xcalloc((size_t)nt * IQF_MM_TILE * (size_t)c->max_ncols, sizeof(float), &ok);
+    c->scores = xcalloc((size_t)nt * (size_t)n_ctx, sizeof(float), &ok);
+    c->rope_cs = xcalloc((size_t)(B * hd), sizeof(float), &ok);
+    if (!ok) {
+        iqf_context_free(c);
+        return fail(err, errlen, IQF_E_NOMEM, "out of memory for a context of %d tokens", n_ctx);
+    }
+    *out = c;
+    return IQF_OK;
+}
+
+void iqf_context_reset(iqf_context *c) {
+    if (c) c->n_past = 0;
+}
+
+int iqf_context_n_ctx(const iqf_context *c) { return c->n_ctx; }
+
+/* ggml_rms_norm followed by ggml_mul with the norm weight. */
+static void rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+/* cos/sin table for one position: ggml_rope_cache_init with freq_scale 1, ext_factor 0. */
+static void rope_table(float *cs, int pos, int n_rot, float base) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    float theta = (float)pos;
+    for (int i = 0; i < n_rot; i += 2) {
+        cs[i] = cosf(theta);
+        cs[i + 1] = sinf(theta);
+        theta *= theta_scale;
+    }
+}
+
+/* Rotates the first n_rot dims of each of n_heads heads (hd floats each), adjacent pairs. */
+static void rope_apply(float *v, int n_heads, int hd, int n_rot, const float *cs) {
+    for (int h = 0; h < n_heads; h++) {
+        float *p = v + (int64_t)h * hd;
+        for (int i = 0; i < n_rot; i += 2) {
+            const float c = cs[i], s = cs[i + 1];
+            const float x0 = p[i], x1 = p[i + 1];
+            p[i] = x0 * c - x1 * s;
+            p[i + 1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+typedef struct attjob {
+    iqf_context *c;
+    int layer, r0, T, pos;
+} attjob;
+
+/* One item = (token row, head). */
+static void att_range(void *arg, int64_t b, int64_t e, int tid) {
+    const attjob *j = arg;
+    iqf_context *c = j->c;
+    const iqf_model_info *h = &c->m->info;
+    const int H = h->n_head, hd = h->n_embd / h->n_head, kvdim = hd * h->n_head_kv;
+    const int group = h->n_head / h->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *K = c->kcache + (size_t)j->layer * c->n_ctx * kvdim;
+    const float *V = c->vcache + (size_t)j->layer * c->n_ctx * kvdim;
+    float *sc = c->scores + (size_t)tid * c->n_ctx;
+    for (int64_t it = b; it < e; it++) {
+        const int t = j->r0 + (int)(it / H), head = (int)(it % H), g = head / group;
+        const int p = j->pos + t; /* attends to 0..p */
+        const float *q = c->q + (int64_t)t * H * hd + (int64_t)head * hd;
+        float mx = -INFINITY;
+        for (int s = 0; s <= p; s++) {
+            float v = iqf_dot_f32(c->simd, q, K + (int64_t)s * kvdim + (int64_t)g * hd, hd) * scale;
+            sc[s] = v;
+            if (v > mx) mx = v;
+        }
+        double sum = 0.0;
+        for (int s = 0; s <= p; s++) {
+            float v = expf(sc[s] - mx);
+            sum += (double)v;
+            sc[s] = v;
+        }
+        const float inv = (float)(1.0 / sum);
+        float *o = c->att + (int64_t)t * H * hd + (int64_t)head * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int s = 0; s <= p; s++)
+            iqf_axpy_f32(c->simd, sc[s] * inv, V + (int64_t)s * kvdim + (int64_t)g * hd, o, hd);
+    }
+}
+
+iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,
+                      float *logits, char *err, size_t errlen) {
+    if (!c || (!tokens && T > 0) || T < 0 || pos < 0)
+        return fail(err, errlen, IQF_E_INVALID_ARG, "bad decode arguments");
+    const iqf_model *m = c->m;
+    const iqf_model_info *h = &m->info;
+    if (T == 0) return IQF_OK;
+    if (pos > c->n_past) return fail(err, errlen, IQF_E_INVALID_ARG, "position %d skips past the cache (%d)", pos, c->n_past);
+    if ((int64_t)pos + T > c->n_ctx)
+        return fail(err, errlen, IQF_E_INVALID_ARG, "positions %d..%d exceed the context of %d", pos, pos + T - 1, c->n_ctx);
+    if (first_out < 0 || first_out > T) first_out = T;
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= h->n_vocab)
+            return fail(err, errlen, IQF_E_INVALID_ARG, "token id %d out of range [0, %d)", tokens[t], h->n_vocab);
+
+    const int E = h->n_embd, H = h->n_head, hd = E / H, qdim = H * hd;
+    const int kvdim = hd * h->n_head_kv, F = h->n_ff, L = h->n_layer;
+    const float eps = h->rms_eps;
+
+    for (int t = 0; t < T; t++) {
+        iqf_weight_row(&m->tok_embd, tokens[t], c->x + (int64_t)t * E);
+        rope_table(c->rope_cs + (int64_t)t * hd, pos + t, h->n_rot, h->rope_base);
+    }
+
+    for (int l = 0; l < L; l++) {
+        const iqf_layer *ly = &m->layers[l];
+        /* In the last layer only the rows whose logits are wanted go on after K/V. */
+        const int r0 = (l == L - 1) ? (first_out < T ? first_out : T - 1) : 0;
+        const int nr = T - r0;
+        float *kdst = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
+        float *vdst = c->vcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
+
+        for (int t = 0; t < T; t++) rmsnorm(c->x + (int64_t)t * E, ly->attn_norm, c->xn + (int64_t)t * E, E, eps);
+        iqf_matmul(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr, c->q + (int64_t)r0 * qdim, qdim);
+        iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
+        iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
+        for (int t = 0; t < T; t++) {
+            const float *cs = c->rope_cs + (int64_t)t * hd;
+            if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs);
+            rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs);
+        }
+        attjob aj = { c, l, r0, T, pos };
+        int64_t items = (int64_t)nr * H;
+        int nt = iqf_pool_size(c->pool);
+        int64_t grain = items / (nt * 8) > 0 ? items / (nt * 8) : 1;
+        iqf_pool_run(c->pool, items, grain, att_range, &aj);
+
+        iqf_matmul(c, &ly->wo, c->att + (int64_t)r0 * qdim, qdim, nr, c->tmp, E);
+        for (int t = 0; t < nr; t++) {
+            float *xr = c->x + (int64_t)(r0 + t) * E;
+            const float *o = c->tmp + (int64_t)t * E;
+            for (int i = 0; i < E; i++) xr[i] += o[i];
+        }
+        float *xs = c->x + (int64_t)r0 * E, *xns = c->xn + (int64_t)r0 * E;
+        for (int t = 0; t < nr; t++) rmsnorm(xs + (int64_t)t * E, ly->ffn_norm, xns + (int64_t)t * E, E, eps);
+        iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
+        iqf_matmul(c, &ly->wup, xns, E, nr, c->u, F);
+        for (int64_t i = 0; i < (int64_t)nr * F; i++) {
+            const float g = c->g[i];
+            c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
+        }
+        iqf_matmul(c, &ly->wdown, c->g, F, nr, c->tmp, E);
+        for (int t = 0; t < nr; t++) {
+            float *xr = xs + (int64_t)t * E;
+            const float *o = c->tmp + (int64_t)t * E;
+            for (int i = 0; i < E; i++) xr[i] += o[i];
+        }
+    }
+    c->n_past = pos + T;
+
+    const int n_out = T - first_out;
+    if (n_out > 0 && logits) {
+        float *xs = c->x + (int64_t)first_out * E, *xns = c->xn + (int64_t)first_out * E;
+        for (int t = 0; t < n_out; t++) rmsnorm(xs + (int64_t)t * E, m->output_norm, xns + (int64_t)t * E, E, eps);
+        iqf_matmul(c, &m->output, xns, E, n_out, logits, h->n_vocab);
+    }
+    return IQF_OK;
+}

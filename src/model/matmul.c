@@ -1,0 +1,246 @@
+/*
+ * matmul.c - matrix products straight from quantized weights.
+ *
+ * Y = X W^T with X the activations (T rows of K floats) and W a weight matrix of any type the
+ * codec registry decodes. The work is split over tiles of IQF_MM_TILE weight rows; a thread
+ * decodes its tile once into a small float buffer (float32 weights are used in place) and
+ * multiplies it with all T activation rows, so the decoding cost is shared by the whole batch and
+ * no dequantized copy of the model ever exists. The inner kernel is AVX2/FMA or AVX-512 when
+ * the CPU has them, with a scalar reference path.
+ */
+#include "model.h"
+
+#include "codec/codec.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Decoding rows                                                                              */
+
+__attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint8_t *src, float *dst,
+                                                                  int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(src + 2 * i));
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        dst[i] = iqf_fp16_to_fp32(h);
+    }
+}
+
+static void decode_rows(const iqf_weight *w, int64_t r0, int64_t nr, float *out, iqf_simd simd) {
+    const uint8_t *src = w->data + (size_t)r0 * w->row_bytes;
+    int64_t K = w->ncols;
+    switch (w->type) {
+    case IQF_TYPE_F32:
+        memcpy(out, src, (size_t)(nr * K) * sizeof(float));
+        return;
+    case IQF_TYPE_F16:
+        if (simd >= IQF_SIMD_AVX2) {
+            f16_to_f32_f16c(src, out, nr * K);
+            return;
+        }
+        break;
+    case IQF_TYPE_BF16:
+        for (int64_t i = 0; i < nr * K; i++) {
+            uint32_t u = (uint32_t)(src[2 * i] | (src[2 * i + 1] << 8)) << 16;
+            memcpy(&out[i], &u, 4);
+        }
+        return;
+    default:
+        break;
+    }
+    const iqf_codec *c = iqf_codec_get(w->type);
+    for (int64_t r = 0; r < nr; r++) c->dequantize_row(src + (size_t)r * w->row_bytes, out + r * K, K);
+}
+
+void iqf_weight_row(const iqf_weight *w, int64_t row, float *out) {
+    decode_rows(w, row, 1, out, iqf_simd_detect());
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Kernels: Y[t*ldy + n] = dot(X[t*ldx ..], W[n*ldw ..]) for t < T, n < nr                     */
+
+static float dot_scalar(const float *a, const float *b, int64_t n) {
+    float s[4] = { 0, 0, 0, 0 };
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int j = 0; j < 4; j++) s[j] += a[i + j] * b[i + j];
+    float r = (s[0] + s[1]) + (s[2] + s[3]);
+    for (; i < n; i++) r += a[i] * b[i];
+    return r;
+}
+
+static void kern_scalar(const float *W, int64_t ldw, int nr, const float *X, int64_t ldx, int T,
+                        float *Y, int64_t ldy, int64_t K) {
+    for (int t = 0; t < T; t++)
+        for (int n = 0; n < nr; n++) Y[(int64_t)t * ldy + n] = dot_scalar(X + t * ldx, W + n * ldw, K);
+}
+
+__attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Sums 4 vectors into one __m128 of 4 horizontal sums. */
+__attribute__((target("avx2,fma"))) static inline __m128 hsum4x256(__m256 a, __m256 b, __m256 c,
+                                                                   __m256 d) {
+    __m256 ab = _mm256_hadd_ps(a, b); /* a01 a23 b01 b23 | a45 a67 b45 b67 */
+    __m256 cd = _mm256_hadd_ps(c, d);
+    __m256 abcd = _mm256_hadd_ps(ab, cd); /* a0123 b0123 c0123 d0123 | a4567 ... */
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+__attribute__((target("avx2,fma"))) static float dot_avx2(const float *a, const float *b,
+                                                          int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float r = hsum256(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) r += a[i] * b[i];
+    return r;
+}
+
+/* 4 activation rows x 3 weight rows per step: 12 accumulators. */
+__attribute__((target("avx2,fma"))) static void kern_avx2(const float *W, int64_t ldw, int nr,
+                                                          const float *X, int64_t ldx, int T,
+                                                          float *Y, int64_t ldy, int64_t K) {
+    const int64_t K8 = K & ~(int64_t)7;
+    int t = 0;
+    for (; t + 4 <= T; t += 4) {
+        const float *x0 = X + (int64_t)t * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
+        int n = 0;
+        for (; n + 3 <= nr; n += 3) {
+            const float *w0 = W + n * ldw, *w1 = w0 + ldw, *w2 = w1 + ldw;
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a10 = a00, a11 = a00, a12 = a00,
+                   a20 = a00, a21 = a00, a22 = a00, a30 = a00, a31 = a00, a32 = a00;
+            for (int64_t k = 0; k < K8; k += 8) {
+                __m256 v0 = _mm256_loadu_ps(w0 + k), v1 = _mm256_loadu_ps(w1 + k),
+                       v2 = _mm256_loadu_ps(w2 + k);
+                __m256 u = _mm256_loadu_ps(x0 + k);
+                a00 = _mm256_fmadd_ps(u, v0, a00);
+                a01 = _mm256_fmadd_ps(u, v1, a01);
+                a02 = _mm256_fmadd_ps(u, v2, a02);
+                u = _mm256_loadu_ps(x1 + k);
+                a10 = _mm256_fmadd_ps(u, v0, a10);
+                a11 = _mm256_fmadd_ps(u, v1, a11);
+                a12 = _mm256_fmadd_ps(u, v2, a12);
+                u = _mm256_loadu_ps(x2 + k);
+                a20 = _mm256_fmadd_ps(u, v0, a20);
+                a21 = _mm256_fmadd_ps(u, v1, a21);
+                a22 = _mm256_fmadd_ps(u, v2, a22);
+                u = _mm256_loadu_ps(x3 + k);
+                a30 = _mm256_fmadd_ps(u, v0, a30);
+                a31 = _mm256_fmadd_ps(u, v1, a31);
+                a32 = _mm256_fmadd_ps(u, v2, a32);
+            }
+            float r[12];
+            _mm_storeu_ps(r + 0, hsum4x256(a00, a01, a02, a10));
+            _mm_storeu_ps(r + 4, hsum4x256(a11, a12, a20, a21));
+            _mm_storeu_ps(r + 8, hsum4x256(a22, a30, a31, a32));
+            if (K8 < K) {
+                const float *xs[4] = { x0, x1, x2, x3 }, *ws[3] = { w0, w1, w2 };
+                for (int i = 0; i < 4; i++)
+                    for (int j = 0; j < 3; j++) {
+                        float s = 0;
+                        for (int64_t k = K8; k < K; k++) s += xs[i][k] * ws[j][k];
+                        r[i * 3 + j] += s;
+                    }
+            }
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 3; j++) Y[(int64_t)(t + i) * ldy + n + j] = r[i * 3 + j];
+        }
+        for (; n < nr; n++) {
+            const float *w0 = W + n * ldw;
+            Y[(int64_t)t * ldy + n] = dot_avx2(x0, w0, K);
+            Y[(int64_t)(t + 1) * ldy + n] = dot_avx2(x1, w0, K);
+            Y[(int64_t)(t + 2) * ldy + n] = dot_avx2(x2, w0, K);
+            Y[(int64_t)(t + 3) * ldy + n] = dot_avx2(x3, w0, K);
+        }
+    }
+    for (; t < T; t++) {
+        const float *x0 = X + (int64_t)t * ldx;
+        for (int n = 0; n < nr; n++) Y[(int64_t)t * ldy + n] = dot_avx2(x0, W + n * ldw, K);
+    }
+}
+
+float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n) {
+    return s >= IQF_SIMD_AVX2 ? dot_avx2(a, b, n) : dot_scalar(a, b, n);
+}
+
+__attribute__((target("avx2,fma"))) static void axpy_avx2(float a, const float *x, float *y,
+                                                          int64_t n) {
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+void iqf_axpy_f32(iqf_simd s, float a, const float *x, float *y, int64_t n) {
+    if (s >= IQF_SIMD_AVX2) {
+        axpy_avx2(a, x, y, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct mmjob {
+    iqf_context *c;
+    const iqf_weight *w;
+    const float *x;
+    int64_t ldx;
+    int T;
+    float *y;
+    int64_t ldy;
+} mmjob;
+
+static void mm_range(void *arg, int64_t b, int64_t e, int tid) {
+    const mmjob *j = arg;
+    const iqf_weight *w = j->w;
+    iqf_context *c = j->c;
+    const int64_t K = w->ncols;
+    for (int64_t r0 = b; r0 < e; r0 += IQF_MM_TILE) {
+        int nr = (int)(e - r0 < IQF_MM_TILE ? e - r0 : IQF_MM_TILE);
+        const float *W;
+        if (w->type == IQF_TYPE_F32) {
+            W = (const float *)(w->data + (size_t)r0 * w->row_bytes);
+        } else {
+            float *buf = c->wtile + (size_t)tid * IQF_MM_TILE * (size_t)c->max_ncols;
+            decode_rows(w, r0, nr, buf, c->simd);
+            W = buf;
+        }
+        if (c->simd >= IQF_SIMD_AVX2)
+            kern_avx2(W, K, nr, j->x, j->ldx, j->T, j->y + r0, j->ldy, K);
+        else
+            kern_scalar(W, K, nr, j->x, j->ldx, j->T, j->y + r0, j->ldy, K);
+    }
+}
+
+void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T, float *y,
+                int64_t ldy) {
+    if (c->imat && w->id >= 0 && T >= 16) {
+        /* llama-imatrix: sum of x^2 per input column over every token row of batches >= 16. */
+        double *s = c->imat->sum2[w->id];
+        for (int t = 0; t < T; t++) {
+            const float *xr = x + (int64_t)t * ldx;
+            for (int64_t k = 0; k < w->ncols; k++) s[k] += (double)xr[k] * xr[k];
+        }
+        c->imat->count[w->id] += T;
+        c->imat->ncall[w->id]++;
+    }
+    mmjob j = { c, w, x, ldx, T, y, ldy };
+    iqf_pool_run(c->pool, w->nrows, IQF_MM_TILE, mm_range, &j);
+}

@@ -1,0 +1,420 @@
+/*
+ * model.c - loading a llama-architecture GGUF model (and simulated quantization of its weights).
+ */
+#include "model.h"
+
+#include "util/parallel.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+iqf_model_params iqf_model_default_params(void) {
+    iqf_model_params p;
+    memset(&p, 0, sizeof p);
+    p.simulate_type = -1;
+    return p;
+}
+
+void iqf_model_free(iqf_model *m) {
+    if (!m) return;
+    if (m->layers)
+        for (int l = 0; l < m->info.n_layer; l++) {
+            free(m->layers[l].attn_norm);
+            free(m->layers[l].ffn_norm);
+        }
+    free(m->layers);
+    free(m->output_norm);
+    free(m->mats);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->vocab_types);
+    free(m->vocab_tokens);
+    iqf_gguf_close(m->gguf);
+    free(m);
+}
+
+const iqf_model_info *iqf_model_get_info(const iqf_model *m) { return &m->info; }
+const iqf_gguf *iqf_model_gguf(const iqf_model *m) { return m->gguf; }
+
+typedef struct loader {
+    iqf_model *m;
+    const char *path;
+    char *err;
+    size_t errlen;
+} loader;
+
+static bool key_int(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi,
+                    int *out, iqf_status *st) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->m->info.arch, suffix);
+    int64_t v;
+    if (!iqf_gguf_get_int(ld->m->gguf, key, &v)) {
+        if (iqf_gguf_find_kv(ld->m->gguf, key) >= 0) {
+            *st = fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: key %s is not an integer", ld->path, key);
+            return false;
+        }
+        if (required) {
+            *st = fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing key %s", ld->path, key);
+            return false;
+        }
+        v = def;
+    }
+    if (v < lo || v > hi) {
+        *st = fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s = %lld is out of range [%lld, %lld]",
+                   ld->path, key, (long long)v, (long long)lo, (long long)hi);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+/* Finds a tensor and checks its shape (ne1 = 0 for a vector). */
+static iqf_status get_tensor(loader *ld, const char *name, int64_t ne0, int64_t ne1, bool optional,
+                             const iqf_gguf_tensor **out) {
+    *out = NULL;
+    int64_t i = iqf_gguf_find_tensor(ld->m->gguf, name);
+    if (i < 0) {
+        if (optional) return IQF_OK;
+        return fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing tensor %s", ld->path, name);
+    }
+    const iqf_gguf_tensor *t = iqf_gguf_tensor_at(ld->m->gguf, i);
+    bool ok = t->ne[0] == ne0 && t->ne[2] == 1 && t->ne[3] == 1 && (ne1 ? t->ne[1] == ne1 : t->ne[1] == 1);
+    if (!ok)
+        return fail(ld->err, ld->errlen, IQF_E_FORMAT,
+                    "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", ld->path,
+                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                    (long long)t->ne[3], (long long)ne0, (long long)(ne1 ? ne1 : 1));
+    if (!iqf_can_decode(t->type))
+        return fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: tensor %s has type %s, which this build cannot decode",
+                    ld->path, name, iqf_type_get(t->type)->name);
+    *out = t;
+    return IQF_OK;
+}
+
+static iqf_status load_matrix(loader *ld, iqf_weight *w, const char *name, int64_t ne0, int64_t ne1,
+                              bool optional) {
+    const iqf_gguf_tensor *t;
+    iqf_status st = get_tensor(ld, name, ne0, ne1, optional, &t);
+    if (st || !t) return st;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    w->type = t->type;
+    w->ncols = ne0;
+    w->nrows = ne1;
+    w->row_bytes = iqf_row_size(t->type, ne0);
+    w->data = t->data;
+    w->id = -1;
+    ld->m->info.n_params += ne0 * ne1;
+    return IQF_OK;
+}
+
+static iqf_status load_vector(loader *ld, float **out, const char *name, int64_t n) {
+    const iqf_gguf_tensor *t;
+    iqf_status st = get_tensor(ld, name, n, 0, false, &t);
+    if (st) return st;
+    *out = malloc((size_t)n * sizeof(float));
+    if (!*out) return fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+    st = iqf_dequantize(t->type, t->data, *out, 1, n, 1, ld->err, ld->errlen);
+    ld->m->info.n_params += n;
+    return st;
+}
+
+static iqf_status load_vocab(loader *ld) {
+    iqf_model *m = ld->m;
+    const iqf_gguf *g = m->gguf;
+    int64_t ti = iqf_gguf_find_kv(g, "tokenizer.ggml.tokens");
+    if (ti >= 0 && iqf_gguf_arr_type(g, ti) == IQF_GGUF_STR) {
+        uint64_t n = iqf_gguf_arr_n(g, ti);
+        if (n != (uint64_t)m->info.n_vocab)
+            return fail(ld->err, ld->errlen, IQF_E_FORMAT,
+                        "%s: tokenizer.ggml.tokens has %llu tokens but token_embd.weight has %d rows",
+                        ld->path, (unsigned long long)n, m->info.n_vocab);
+        m->vocab_tokens = calloc(n ? n : 1, sizeof(char *));
+        if (!m->vocab_tokens) return fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+        for (uint64_t j = 0; j < n; j++) m->vocab_tokens[j] = (char *)iqf_gguf_arr_str(g, ti, j, NULL);
+        uint64_t nt = 0;
+        const int32_t *types = iqf_gguf_get_arr(g, "tokenizer.ggml.token_type", IQF_GGUF_I32, &nt);
+        if (types && nt == n) {
+            m->vocab_types = malloc(n * sizeof(int));
+            if (!m->vocab_types) return fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+            for (uint64_t j = 0; j < n; j++) m->vocab_types[j] = types[j];
+        }
+    }
+    const char *tm = NULL;
+    iqf_gguf_get_str(g, "tokenizer.ggml.model", &tm, NULL);
+    bool spm = !tm || !strcmp(tm, "llama");
+    int64_t v;
+    m->info.bos_id = iqf_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &v) ? (int)v : (spm ? 1 : -1);
+    m->info.eos_id = iqf_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &v) ? (int)v : (spm ? 2 : -1);
+    bool ab = spm;
+    iqf_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &ab);
+    m->info.add_bos = ab && m->info.bos_id >= 0 && m->info.bos_id < m->info.n_vocab;
+    if (m->info.bos_id >= m->info.n_vocab) m->info.bos_id = -1;
+    if (m->info.eos_id >= m->info.n_vocab) m->info.eos_id = -1;
+    return IQF_OK;
+}
+
+int iqf_model_token_piece(const iqf_model *m, int token, char *buf, int cap) {
+    if (!m || token < 0 || token >= m->info.n_vocab || !m->vocab_tokens) return 0;
+    if (m->vocab_types && (m->vocab_types[token] == 3 || m->vocab_types[token] == 5)) return 0;
+    const char *s = m->vocab_tokens[token];
+    if (!s) return 0;
+    size_t n = strlen(s);
+    char tmp[8];
+    /* byte token <0xXX> */
+    if (n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>' &&
+        (!m->vocab_types || m->vocab_types[token] == 6)) {
+        unsigned b;
+        if (sscanf(s + 3, "%2x", &b) == 1) {
+            if (cap > 0) buf[0] = (char)b;
+            return 1;
+        }
+    }
+    int len = 0;
+    for (size_t i = 0; i < n;) {
+        const char *piece = s + i;
+        size_t pl = 1;
+        if ((unsigned char)s[i] == 0xE2 && i + 2 < n + 0 && (unsigned char)s[i + 1] == 0x96 &&
+            (unsigned char)s[i + 2] == 0x81) {
+            tmp[0] = ' ';
+            piece = tmp;
+            i += 3;
+        } else {
+            i += 1;
+        }
+        for (size_t k = 0; k < pl; k++, len++)
+            if (len < cap) buf[len] = piece[k];
+    }
+    return len;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* Simulated quantization                                                                     */
+
+typedef struct simjob {
+    const iqf_weight *w;
+    const float *src;  /* nel floats */
+    float *dst;
+    const float *im;   /* ncols or NULL */
+    int type;
+    iqf_status st;
+    char msg[256];
+    size_t rowq;
+    uint8_t *qbuf;     /* per-thread row buffers */
+    float *imrow;      /* per-thread 256 floats */
+} simjob;
+
+static void sim_range(void *arg, int64_t b, int64_t e, int tid) {
+    simjob *j = arg;
+    uint8_t *q = j->qbuf + (size_t)tid * j->rowq;
+    float *imr = j->imrow + (size_t)tid * 256;
+    iqf_quantize_params qp = iqf_quantize_default_params();
+    qp.n_threads = 1;
+    for (int64_t r = b; r < e; r++) {
+        const int64_t f = r * 256;
+        if (j->im)
+            for (int k = 0; k < 256; k++) imr[k] = j->im[(f + k) % j->w->ncols];
+        char msg[256];
+        iqf_status st = iqf_quantize(j->type, j->src + f, q, 1, 256, j->im ? imr : NULL, &qp, msg, sizeof msg);
+        if (!st) st = iqf_dequantize(j->type, q, j->dst + f, 1, 256, 1, msg, sizeof msg);
+        if (st && !j->st) { /* first error wins; benign race on the message is avoided by one writer */
+            j->st = st;
+            snprintf(j->msg, sizeof j->msg, "%s", msg);
+        }
+    }
+}
+
+static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w) {
+    iqf_model *m = ld->m;
+    const int64_t nel = w->ncols * w->nrows;
+    if (nel % 256)
+        return fail(ld->err, ld->errlen, IQF_E_SHAPE, "%s: %s has %lld elements, not a multiple of 256",
+                    ld->path, w->name, (long long)nel);
+    float *src = malloc((size_t)nel * sizeof(float));
+    float *dst = malloc((size_t)nel * sizeof(float));
+    int nt = p->n_threads > 0 ? p->n_threads : iqf_cpu_count();
+    size_t rowq = iqf_row_size(p->simulate_type, 256);
+    uint8_t *qbuf = malloc((size_t)nt * rowq + 1);
+    float *imrow = malloc((size_t)nt * 256 * sizeof(float));
+    void **owned = realloc(m->owned, sizeof(void *) * (size_t)(m->n_owned + 1));
+    if (owned) m->owned = owned;
+    if (!src || !dst || !qbuf || !imrow || !owned) {
+        free(src); free(dst); free(qbuf); free(imrow);
+        return fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+    }
+    iqf_status st = iqf_dequantize(w->type, w->data, src, w->nrows, w->ncols, nt, ld->err, ld->errlen);
+    const float *im = NULL;
+    if (!st && p->imatrix) im = p->imatrix(p->imatrix_user, w->name, w->ncols);
+    simjob j = { w, src, dst, im, p->simulate_type, IQF_OK, "", rowq, qbuf, imrow };
+    if (!st) {
+        iqf_parallel_for(nt, nel / 256, 1, sim_range, &j);
+        if (j.st) st = fail(ld->err, ld->errlen, j.st, "%s: simulating %s on %s: %s", ld->path,
+                            iqf_type_get(p->simulate_type)->name, w->name, j.msg);
+    }
+    free(src); free(qbuf); free(imrow);
+    if (st) { free(dst); return st; }
+    m->owned[m->n_owned++] = dst;
+    w->type = IQF_TYPE_F32;
+    w->row_bytes = (size_t)w->ncols * sizeof(float);
+    w->data = (const uint8_t *)dst;
+    return IQF_OK;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+
+iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
+                          char *err, size_t errlen) {
+    if (!path || !out) return fail(err, errlen, IQF_E_INVALID_ARG, "NULL path or output");
+    *out = NULL;
+    iqf_model_params p = params ? *params : iqf_model_default_params();
+    if (p.simulate_type >= 0 && !iqf_can_encode(p.simulate_type))
+        return fail(err, errlen, IQF_E_UNSUPPORTED, "cannot simulate %s: this build has no encoder for it",
+                    iqf_type_get(p.simulate_type) ? iqf_type_get(p.simulate_type)->name : "an unknown type");
+    iqf_model *m = calloc(1, sizeof *m);
+    if (!m) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    char gerr[512];
+    m->gguf = iqf_gguf_open(path, gerr, sizeof gerr);
+    if (!m->gguf) {
+        free(m);
+        return fail(err, errlen, IQF_E_FORMAT, "%s", gerr);
+    }
+    loader ld = { m, path, err, errlen };
+    iqf_status st = IQF_OK;
+    iqf_model_info *h = &m->info;
+    const char *arch = NULL;
+    if (!iqf_gguf_get_str(m->gguf, "general.architecture", &arch, NULL)) {
+        st = fail(err, errlen, IQF_E_FORMAT, "%s: missing key general.architecture", path);
+        goto done;
+    }
+    if (strcmp(arch, "llama") != 0) {
+        st = fail(err, errlen, IQF_E_FORMAT, "%s: unsupported architecture '%.40s' (only llama is supported)", path, arch);
+        goto done;
+    }
+    snprintf(h->arch, sizeof h->arch, "%s", arch);
+    if (!key_int(&ld, "embedding_length", true, 0, 1, 1 << 20, &h->n_embd, &st) ||
+        !key_int(&ld, "block_count", true, 0, 1, 4096, &h->n_layer, &st) ||
+        !key_int(&ld, "feed_forward_length", true, 0, 1, 1 << 22, &h->n_ff, &st) ||
+        !key_int(&ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
+        !key_int(&ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
+        !key_int(&ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
+        goto done;
+    if (h->n_embd % h->n_head || h->n_head % h->n_head_kv) {
+        st = fail(err, errlen, IQF_E_FORMAT, "%s: embedding_length %d, head_count %d and head_count_kv %d are inconsistent",
+                  path, h->n_embd, h->n_head, h->n_head_kv);
+        goto done;
+    }
+    const int hd = h->n_embd / h->n_head;
+    if (!key_int(&ld, "rope.dimension_count", false, hd, 2, hd, &h->n_rot, &st)) goto done;
+    if (h->n_rot % 2) {
+        st = fail(err, errlen, IQF_E_FORMAT, "%s: odd rope.dimension_count %d", path, h->n_rot);
+        goto done;
+    }
+    {
+        int kl;
+        if (!key_int(&ld, "attention.key_length", false, hd, hd, hd, &kl, &st) ||
+            !key_int(&ld, "attention.value_length", false, hd, hd, hd, &kl, &st))
+            goto done;
+        char key[128];
+        double d;
+        h->rope_base = 10000.0f;
+        snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+        if (iqf_gguf_get_float(m->gguf, key, &d)) h->rope_base = (float)d;
+        h->rms_eps = 1e-5f;
+        snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+        if (iqf_gguf_get_float(m->gguf, key, &d)) h->rms_eps = (float)d;
+        const char *sc = NULL;
+        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+        if (iqf_gguf_get_str(m->gguf, key, &sc, NULL) && strcmp(sc, "none") != 0) {
+            st = fail(err, errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling '%.40s'", path, sc);
+            goto done;
+        }
+        snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+        if (iqf_gguf_get_float(m->gguf, key, &d) && d != 0.0 && d != 1.0) {
+            st = fail(err, errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling factor %g", path, d);
+            goto done;
+        }
+        if (iqf_gguf_find_tensor(m->gguf, "rope_freqs.weight") >= 0) {
+            st = fail(err, errlen, IQF_E_FORMAT, "%s: unsupported tensor rope_freqs.weight (llama 3.1 RoPE scaling)", path);
+            goto done;
+        }
+        if (!(h->rope_base > 0) || !(h->rms_eps > 0) || !isfinite(h->rope_base)) {
+            st = fail(err, errlen, IQF_E_FORMAT, "%s: bad rope.freq_base or layer_norm_rms_epsilon", path);
+            goto done;
+        }
+    }
+    /* Vocabulary size from the embedding matrix. */
+    {
+        int64_t ti = iqf_gguf_find_tensor(m->gguf, "token_embd.weight");
+        if (ti < 0) {
+            st = fail(err, errlen, IQF_E_FORMAT, "%s: missing tensor token_embd.weight", path);
+            goto done;
+        }
+        int64_t nv = iqf_gguf_tensor_at(m->gguf, ti)->ne[1];
+        if (nv < 1 || nv > INT32_MAX) {
+            st = fail(err, errlen, IQF_E_FORMAT, "%s: bad vocabulary size %lld", path, (long long)nv);
+            goto done;
+        }
+        h->n_vocab = (int)nv;
+    }
+    const int64_t E = h->n_embd, qdim = (int64_t)hd * h->n_head, kvdim = (int64_t)hd * h->n_head_kv;
+    if ((st = load_matrix(&ld, &m->tok_embd, "token_embd.weight", E, h->n_vocab, false))) goto done;
+    if ((st = load_vector(&ld, &m->output_norm, "output_norm.weight", E))) goto done;
+    if ((st = load_matrix(&ld, &m->output, "output.weight", E, h->n_vocab, true))) goto done;
+    if (!m->output.data) {
+        m->output = m->tok_embd;
+        snprintf(m->output.name, sizeof m->output.name, "output.weight");
+        h->tied_output = true;
+    }
+    m->output.id = -1;
+    m->layers = calloc((size_t)h->n_layer, sizeof(iqf_layer));
+    m->mats = calloc((size_t)h->n_layer * IQF_MAX_WEIGHTS_PER_LAYER, sizeof(iqf_weight *));
+    if (!m->layers || !m->mats) {
+        st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int l = 0; l < h->n_layer; l++) {
+        iqf_layer *ly = &m->layers[l];
+        char name[96];
+#define VEC(field, nm)                                                          \
+    snprintf(name, sizeof name, "blk.%d." nm ".weight", l);                      \
+    if ((st = load_vector(&ld, &ly->field, name, E))) goto done;
+#define MAT(field, nm, ne0, ne1)                                                \
+    snprintf(name, sizeof name, "blk.%d." nm ".weight", l);                      \
+    if ((st = load_matrix(&ld, &ly->field, name, ne0, ne1, false))) goto done;  \
+    ly->field.id = m->n_mats;                                                    \
+    m->mats[m->n_mats++] = &ly->field;
+        VEC(attn_norm, "attn_norm")
+        MAT(wq, "attn_q", E, qdim)
+        MAT(wk, "attn_k", E, kvdim)
+        MAT(wv, "attn_v", E, kvdim)
+        MAT(wo, "attn_output", qdim, E)
+        VEC(ffn_norm, "ffn_norm")
+        MAT(wgate, "ffn_gate", E, h->n_ff)
+        MAT(wup, "ffn_up", E, h->n_ff)
+        MAT(wdown, "ffn_down", h->n_ff, E)
+#undef VEC
+#undef MAT
+    }
+    if ((st = load_vocab(&ld))) goto done;
+    if (p.simulate_type >= 0)
+        for (int i = 0; i < m->n_mats; i++)
+            if ((st = simulate(&ld, &p, m->mats[i]))) goto done;
+done:
+    if (st) {
+        iqf_model_free(m);
+        return st;
+    }
+    *out = m;
+    return IQF_OK;
+}

@@ -1,0 +1,83 @@
+/*
+ * model.h - internal structures of the inference engine (llama architecture).
+ *
+ * A weight matrix is a view of rows straight from the (mmapped) GGUF file, in whatever type the
+ * file stores; the matrix products decode it tile by tile (matmul.c), never the whole model.
+ * Simulated quantization replaces a view by an owned float32 copy (model.c).
+ */
+#ifndef IQF_MODEL_MODEL_H
+#define IQF_MODEL_MODEL_H
+
+#include "iqforge.h"
+#include "pool.h"
+
+#include <stdio.h>
+
+typedef struct iqf_weight {
+    char name[96];
+    int id;            /* index into the model's weight list (imatrix slots), -1 for vectors */
+    int type;
+    int64_t ncols;     /* ne0: input features */
+    int64_t nrows;     /* ne1: output features */
+    size_t row_bytes;
+    const uint8_t *data;
+} iqf_weight;
+
+typedef struct iqf_layer {
+    float *attn_norm, *ffn_norm; /* n_embd floats (owned) */
+    iqf_weight wq, wk, wv, wo, wgate, wup, wdown;
+} iqf_layer;
+
+#define IQF_MAX_WEIGHTS_PER_LAYER 7
+
+struct iqf_model {
+    iqf_model_info info;
+    iqf_layer *layers;
+    iqf_weight tok_embd, output;
+    float *output_norm;
+    iqf_weight **mats; /* every matrix product's weight (layers' 7, then output), n_mats */
+    int n_mats;
+    void *gguf;                 /* iqf_gguf* the weights point into */
+    void **owned;               /* simulate: float copies */
+    int n_owned;
+    char **vocab_tokens;        /* pieces from tokenizer.ggml.tokens (for detokenization) */
+    int *vocab_types;           /* tokenizer.ggml.token_type, or NULL */
+};
+
+/* Per-thread scratch for decoding a tile of weight rows. */
+#define IQF_MM_TILE 16
+
+/* Imatrix accumulation: one slot per weight id. */
+typedef struct iqf_imat_acc {
+    double **sum2; /* [n_mats][ncols] */
+    int64_t *count;
+    int64_t *ncall;
+} iqf_imat_acc;
+
+struct iqf_context {
+    const iqf_model *m;
+    int n_ctx;
+    iqf_pool *pool;
+    iqf_simd simd;
+    float *kcache, *vcache;    /* [n_layer][n_ctx][n_kv*head_dim] */
+    int n_past;                /* positions filled */
+    int max_batch;             /* tokens per decode call the buffers hold */
+    float *x, *xn, *q, *att, *g, *u, *tmp;
+    float *wtile;              /* [n_threads][IQF_MM_TILE * max_ncols] */
+    float *scores;             /* [n_threads][n_ctx] */
+    float *rope_cs;            /* [max_batch][head_dim] cos/sin pairs */
+    int64_t max_ncols;
+    iqf_imat_acc *imat;        /* NULL unless collecting */
+};
+
+/* Y[t][n] = sum_k X[t][k] W[n][k] for t < T, n < W->nrows. X rows ldx apart, Y rows ldy apart. */
+void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T, float *y,
+                int64_t ldy);
+/* Decode one row of w into out (w->ncols floats). */
+void iqf_weight_row(const iqf_weight *w, int64_t row, float *out);
+
+/* Vector helpers (SIMD chosen at run time). */
+float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n);
+void iqf_axpy_f32(iqf_simd s, float a, const float *x, float *y, int64_t n); /* y += a*x */
+
+#endif

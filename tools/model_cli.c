@@ -1,0 +1,117 @@
+/* model_cli.c - see model_cli.h. */
+#include "model_cli.h"
+
+#include "cli.h"
+#include "model/tokenizer.h"
+#include "quantize/imatrix.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void model_cli_sim_init(model_cli_sim *s) { memset(s, 0, sizeof *s); }
+
+int model_cli_sim_arg(model_cli_sim *s, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    const char **dst = !strcmp(a, "--simulate") ? &s->type_name : !strcmp(a, "--imatrix") ? &s->imatrix_path : NULL;
+    if (!dst) return 0;
+    if (*i + 1 >= argc) {
+        cli_error("%s: %s needs a value", argv[0], a);
+        return -1;
+    }
+    *dst = argv[++*i];
+    return 1;
+}
+
+static const float *im_lookup(void *user, const char *name, int64_t n) {
+    const iqf_imatrix_entry *e = iqf_imatrix_find(user, name);
+    if (!e) {
+        fprintf(stderr, "iqforge: note: no importance data for %s\n", name);
+        return NULL;
+    }
+    if (e->n != n) {
+        fprintf(stderr, "iqforge: warning: importance data for %s has %lld values, expected %lld; not used\n",
+                name, (long long)e->n, (long long)n);
+        return NULL;
+    }
+    return e->values;
+}
+
+int model_cli_load(const char *path, const model_cli_sim *s, int n_threads, iqf_model **out) {
+    char err[1024];
+    iqf_model_params p = iqf_model_default_params();
+    p.n_threads = n_threads;
+    if (s && s->type_name) {
+        p.simulate_type = iqf_type_from_name(s->type_name);
+        if (p.simulate_type < 0) return cli_error("unknown type '%s' for --simulate", s->type_name);
+    }
+    iqf_imatrix im;
+    memset(&im, 0, sizeof im);
+    if (s && s->imatrix_path) {
+        if (!s->type_name) return cli_error("--imatrix is only used with --simulate");
+        if (iqf_imatrix_load(s->imatrix_path, &im, err, sizeof err)) return cli_error("%s", err);
+        p.imatrix = im_lookup;
+        p.imatrix_user = &im;
+    }
+    iqf_status st = iqf_model_load(path, &p, out, err, sizeof err);
+    iqf_imatrix_free(&im);
+    if (st) return cli_error("%s", err);
+    return 0;
+}
+
+int model_cli_tokenize(const iqf_model *m, const char *text, size_t len, bool add_bos, int32_t **out,
+                       int *n) {
+    char err[512];
+    *out = NULL;
+    *n = 0;
+    if (len > (size_t)INT32_MAX / 2) return cli_error("text too long to tokenize");
+    iqf_vocab *v = iqf_vocab_load(iqf_model_gguf(m), err, sizeof err);
+    if (!v) return cli_error("%s: %s", iqf_gguf_path(iqf_model_gguf(m)), err);
+    int32_t cap = (int32_t)len + 4;
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)cap);
+    int32_t r = t ? iqf_tokenize(v, text, len, add_bos, t, cap) : IQF_TOKENIZE_ERROR;
+    if (r < 0 && r != IQF_TOKENIZE_ERROR) {
+        cap = -r;
+        free(t);
+        t = malloc(sizeof(int32_t) * (size_t)cap);
+        r = t ? iqf_tokenize(v, text, len, add_bos, t, cap) : IQF_TOKENIZE_ERROR;
+    }
+    iqf_vocab_free(v);
+    if (r < 0) {
+        free(t);
+        return cli_error("tokenization failed");
+    }
+    *out = t;
+    *n = r;
+    return 0;
+}
+
+char *model_cli_read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error("%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) break;
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb;
+        cap *= 2;
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        free(buf);
+        cli_error("%s: read error", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
