@@ -5,7 +5,8 @@
  *
  * Model: the generated Mistral-shaped model (tests/gen) at scale 1/16 (n_embd 256, n_ff 896,
  * 32/8 heads, vocab 2000), 4 layers (1 under IQF_SANITIZED), F16, with its imatrix.
- * argv[1] picks a subset of file types (iq2, iq3; none: K/legacy + options), see main(). n_ff 896 is not a multiple of 256,
+ * argv[1] picks a subset of file types (iq2, iq3; none: K/legacy + options), see main();
+ * "shared" runs the two tiny models of ../shared/models (CI-only), "full" full Mistral shapes. n_ff 896 is not a multiple of 256,
  * so ffn_down also exercises the shape fallbacks. A BF16 and an F32 variant run for two types.
  * Every file type whose tensor types this build can encode is compared; the others are listed as
  * not verifiable yet (under CI=true an encodable file type that differs is a failure, as always).
@@ -109,6 +110,91 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     return d == 0;
 }
 
+static void add_result(int res, const char *name, int *n_ok, int *n_skip) {
+    if (res == 1) {
+        (*n_ok)++;
+        strcat(verified, " ");
+        strcat(verified, name);
+    } else if (res < 0) {
+        (*n_skip)++;
+        strcat(unverified, " ");
+        strcat(unverified, name);
+    }
+}
+
+static const char *const all_ftypes[] = {
+    "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_S", "IQ3_M", "IQ4_NL",
+    "IQ4_XS", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K",
+    "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ3_XS", "Q2_K_S",
+};
+
+/* CI-only (reads ../shared): the two tiny models of shared/models. stories260K (dim 64, so every
+ * tensor takes a fallback type) with llama-imatrix's own GGUF and .dat imatrix, every file type;
+ * tiny-random-llama (1 layer, 32000-token vocabulary, F16) without imatrix, the file types that
+ * allow that. */
+static int shared_models(lo_api *api, bool sanitized) {
+    const char *sh = shared_dir();
+    if (!sh || (!tu_ci() && !getenv("IQF_SHARED_TESTS"))) {
+        if (tu_ci()) {
+            fprintf(stderr, "CI=true: ../shared/models is required\n");
+            return 1;
+        }
+        fprintf(stderr, "skip: CI-only test (reads ../shared; IQF_SHARED_TESTS=1 runs it locally)\n");
+        return 77;
+    }
+    char m32[1024], m16[1024], img[1024], imd[1024], tiny[1024];
+    snprintf(m32, sizeof m32, "%s/models/stories260K/stories260K-f32.gguf", sh);
+    snprintf(m16, sizeof m16, "%s/models/stories260K/stories260K-f16.gguf", sh);
+    snprintf(img, sizeof img, "%s/models/stories260K/imatrix-groups_merged-c256.gguf", sh);
+    snprintf(imd, sizeof imd, "%s/models/stories260K/imatrix-groups_merged-c256.dat", sh);
+    snprintf(tiny, sizeof tiny, "%s/models/tiny-random-llama/tiny-random-llama.gguf", sh);
+    int n_ok = 0, n_skip = 0;
+    const int n_all = (int)(sizeof all_ftypes / sizeof all_ftypes[0]);
+    for (int i = 0; i < n_all; i += sanitized ? 5 : 1) {
+        char label[96];
+        run r = { (i & 1) ? m16 : m32, (i % 3 == 2) ? imd : img, iqf_ftype_from_name(all_ftypes[i]), 1 + (i % 2),
+                  false, false, -1, -1, NULL, 0 };
+        snprintf(label, sizeof label, "stories260K-%s %s", (i & 1) ? "f16" : "f32", all_ftypes[i]);
+        add_result(run_pair(api, &r, label), label, &n_ok, &n_skip);
+    }
+    static const char *const noim[] = { "Q4_K_M", "Q8_0", "IQ3_S", "IQ4_XS", "IQ4_NL", "Q2_K", "Q3_K_M", "Q5_K_M",
+                                        "Q6_K", "Q4_0", "Q5_1", "IQ3_M" };
+    for (size_t i = 0; i < sizeof noim / sizeof noim[0]; i += sanitized ? 4 : 1) {
+        char label[96];
+        run r = { tiny, NULL, iqf_ftype_from_name(noim[i]), 2, false, false, -1, -1, NULL, 0 };
+        snprintf(label, sizeof label, "tiny-random-llama %s", noim[i]);
+        add_result(run_pair(api, &r, label), label, &n_ok, &n_skip);
+    }
+    fprintf(stderr, "verified against the oracle (%d):%s\nnot encodable by this build yet (%d):%s\n", n_ok, verified,
+            n_skip, unverified);
+    return test_finish("test_quantize_oracle_shared");
+}
+
+/* Full Mistral-7B shapes (n_embd 4096, n_ff 14336, vocab 32000), one layer, IQ3_XXS and Q4_K_M
+ * with the imatrix. ~1 GB of model and a few minutes of the oracle's time: runs under CI=true or
+ * IQF_FULL_TESTS=1, never under the sanitizers. */
+static int full_shapes(lo_api *api, bool sanitized) {
+    if (sanitized || (!tu_ci() && !getenv("IQF_FULL_TESTS"))) {
+        fprintf(stderr, "skip: full-shape test runs under CI=true or IQF_FULL_TESTS=1 (not sanitized)\n");
+        return 77;
+    }
+    char err[512], model[512], img[512];
+    snprintf(model, sizeof model, "%s", tmp("full.gguf"));
+    snprintf(img, sizeof img, "%s", tmp("full.imatrix.gguf"));
+    iqf_genmodel_opts go = iqf_genmodel_default_opts();
+    go.n_layer = 1;
+    CHECK(iqf_genmodel_write(&go, model, img, NULL, err, sizeof err) == IQF_OK, "genmodel: %s", err);
+    int n_ok = 0, n_skip = 0;
+    run a = { model, img, IQF_FTYPE_MOSTLY_IQ3_XXS, 2, false, false, -1, -1, NULL, 0 };
+    add_result(run_pair(api, &a, "full IQ3_XXS"), "IQ3_XXS", &n_ok, &n_skip);
+    run b = { model, img, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0 };
+    add_result(run_pair(api, &b, "full Q4_K_M"), "Q4_K_M", &n_ok, &n_skip);
+    unlink(model);
+    unlink(img);
+    fprintf(stderr, "verified against the oracle (%d):%s\n", n_ok, verified);
+    return test_finish("test_quantize_oracle_full");
+}
+
 int main(int argc, char **argv) {
     const char *subset = argc > 1 ? argv[1] : NULL;
     const bool sanitized = getenv("IQF_SANITIZED") && atoi(getenv("IQF_SANITIZED")) > 0;
@@ -126,6 +212,11 @@ int main(int argc, char **argv) {
 
     snprintf(dir, sizeof dir, "/tmp/iqf_tqo_XXXXXX");
     if (!mkdtemp(dir)) return 1;
+    if (subset && (!strcmp(subset, "shared") || !strcmp(subset, "full"))) {
+        int rc = !strcmp(subset, "shared") ? shared_models(api, sanitized) : full_shapes(api, sanitized);
+        rmdir(dir);
+        return rc;
+    }
     char err[512];
     iqf_genmodel_opts go = iqf_genmodel_default_opts();
     go.scale = 16;
@@ -158,16 +249,7 @@ int main(int argc, char **argv) {
         run r = { model_s, img_s, iqf_ftype_from_name(ftypes[i]), 1 + (i % 3), false, false, -1, -1, NULL, 0 };
         char label[64];
         snprintf(label, sizeof label, "%s (imatrix)", ftypes[i]);
-        int res = run_pair(api, &r, label);
-        if (res == 1) {
-            n_ok++;
-            strcat(verified, " ");
-            strcat(verified, ftypes[i]);
-        } else if (res < 0) {
-            n_skip++;
-            strcat(unverified, " ");
-            strcat(unverified, ftypes[i]);
-        }
+        add_result(run_pair(api, &r, label), ftypes[i], &n_ok, &n_skip);
     }
     if (subset) goto finish;
     /* Without an imatrix (types that allow it), the legacy .dat imatrix, other input types, and
