@@ -279,7 +279,7 @@ int main(int argc, char **argv) {
     /* BF16 and F32 inputs. */
     for (int k = 0; k < (sanitized ? 1 : 2); k++) {
         iqf_genmodel_opts g2 = go;
-        g2.n_layer = 2;
+        g2.n_layer = sanitized ? 1 : 2; /* the imatrix covers go.n_layer layers */
         g2.type = k ? IQF_TYPE_F32 : IQF_TYPE_BF16;
         char mp[512];
         snprintf(mp, sizeof mp, "%s", tmp(k ? "m16_f32.gguf" : "m16_bf16.gguf"));
