@@ -4,7 +4,9 @@
  * and the whole file must be identical.
  *
  * Model: the generated Mistral-shaped model (tests/gen) at scale 1/16 (n_embd 256, n_ff 896,
- * 32/8 heads, vocab 2000), 4 layers, F16, with its imatrix. n_ff 896 is not a multiple of 256,
+ * 32/8 heads, vocab 2000), 4 layers (1 under IQF_SANITIZED), F16, with its imatrix.
+ * argv[1] picks a subset of file types (iq2, iq3; none: K/legacy + options), see main();
+ * "shared" runs the two tiny models of ../shared/models (CI-only), "full" full Mistral shapes. n_ff 896 is not a multiple of 256,
  * so ffn_down also exercises the shape fallbacks. A BF16 and an F32 variant run for two types.
  * Every file type whose tensor types this build can encode is compared; the others are listed as
  * not verifiable yet (under CI=true an encodable file type that differs is a failure, as always).
@@ -15,6 +17,7 @@
 #include "ggufcmp.h"
 #include "llama_oracle.h"
 #include "testutil.h"
+#include "util/progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +75,9 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
         p.tensor_type_types = types;
         p.n_tensor_types = 1;
     }
+    double t0 = iqf_now();
     iqf_status st = iqf_model_quantize(r->model, got, &p, NULL, NULL, err, sizeof err);
+    double t1 = iqf_now();
     if (st == IQF_E_UNSUPPORTED && strstr(err, "cannot be encoded by this build")) {
         iqf_imatrix_free(&im);
         fprintf(stderr, "%s: not verifiable yet (%s)\n", label, err);
@@ -92,6 +97,8 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     o.tt_type = types;
     o.n_tt = r->tt_pat ? 1 : 0;
     uint32_t orc = lo_quantize(api, r->model, ref, &o);
+    fprintf(stderr, "%-36s iqforge %.2f s (%d threads), oracle %.2f s (2 threads)\n", label, t1 - t0,
+            r->threads_ours, iqf_now() - t1);
     iqf_imatrix_free(&im);
     CHECK(st == IQF_OK, "%s: iqforge failed: %s", label, err);
     CHECK(orc == 0, "%s: oracle failed (IQF_ORACLE_VERBOSE=1 shows its log)", label);
@@ -103,7 +110,94 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     return d == 0;
 }
 
-int main(void) {
+static void add_result(int res, const char *name, int *n_ok, int *n_skip) {
+    if (res == 1) {
+        (*n_ok)++;
+        strcat(verified, " ");
+        strcat(verified, name);
+    } else if (res < 0) {
+        (*n_skip)++;
+        strcat(unverified, " ");
+        strcat(unverified, name);
+    }
+}
+
+static const char *const all_ftypes[] = {
+    "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_S", "IQ3_M", "IQ4_NL",
+    "IQ4_XS", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K",
+    "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ3_XS", "Q2_K_S",
+};
+
+/* CI-only (reads ../shared): the two tiny models of shared/models. stories260K (dim 64, so every
+ * tensor takes a fallback type) with llama-imatrix's own GGUF and .dat imatrix, every file type;
+ * tiny-random-llama (1 layer, 32000-token vocabulary, F16) without imatrix, the file types that
+ * allow that. */
+static int shared_models(lo_api *api, bool sanitized) {
+    const char *sh = shared_dir();
+    if (!sh || (!tu_ci() && !getenv("IQF_SHARED_TESTS"))) {
+        if (tu_ci()) {
+            fprintf(stderr, "CI=true: ../shared/models is required\n");
+            return 1;
+        }
+        fprintf(stderr, "skip: CI-only test (reads ../shared; IQF_SHARED_TESTS=1 runs it locally)\n");
+        return 77;
+    }
+    char m32[1024], m16[1024], img[1024], imd[1024], tiny[1024];
+    snprintf(m32, sizeof m32, "%s/models/stories260K/stories260K-f32.gguf", sh);
+    snprintf(m16, sizeof m16, "%s/models/stories260K/stories260K-f16.gguf", sh);
+    snprintf(img, sizeof img, "%s/models/stories260K/imatrix-groups_merged-c256.gguf", sh);
+    snprintf(imd, sizeof imd, "%s/models/stories260K/imatrix-groups_merged-c256.dat", sh);
+    snprintf(tiny, sizeof tiny, "%s/models/tiny-random-llama/tiny-random-llama.gguf", sh);
+    int n_ok = 0, n_skip = 0;
+    const int n_all = (int)(sizeof all_ftypes / sizeof all_ftypes[0]);
+    for (int i = 0; i < n_all; i += sanitized ? 5 : 1) {
+        char label[96];
+        run r = { (i & 1) ? m16 : m32, (i % 3 == 2) ? imd : img, iqf_ftype_from_name(all_ftypes[i]), 1 + (i % 2),
+                  false, false, -1, -1, NULL, 0 };
+        snprintf(label, sizeof label, "stories260K-%s %s", (i & 1) ? "f16" : "f32", all_ftypes[i]);
+        add_result(run_pair(api, &r, label), label, &n_ok, &n_skip);
+    }
+    static const char *const noim[] = { "Q4_K_M", "Q8_0", "IQ3_S", "IQ4_XS", "IQ4_NL", "Q2_K", "Q3_K_M", "Q5_K_M",
+                                        "Q6_K", "Q4_0", "Q5_1", "IQ3_M" };
+    for (size_t i = 0; i < sizeof noim / sizeof noim[0]; i += sanitized ? 4 : 1) {
+        char label[96];
+        run r = { tiny, NULL, iqf_ftype_from_name(noim[i]), 2, false, false, -1, -1, NULL, 0 };
+        snprintf(label, sizeof label, "tiny-random-llama %s", noim[i]);
+        add_result(run_pair(api, &r, label), label, &n_ok, &n_skip);
+    }
+    fprintf(stderr, "verified against the oracle (%d):%s\nnot encodable by this build yet (%d):%s\n", n_ok, verified,
+            n_skip, unverified);
+    return test_finish("test_quantize_oracle_shared");
+}
+
+/* Full Mistral-7B shapes (n_embd 4096, n_ff 14336, vocab 32000), one layer, IQ3_XXS and Q4_K_M
+ * with the imatrix. ~1 GB of model and a few minutes of the oracle's time: runs under CI=true or
+ * IQF_FULL_TESTS=1, never under the sanitizers. */
+static int full_shapes(lo_api *api, bool sanitized) {
+    if (sanitized || (!tu_ci() && !getenv("IQF_FULL_TESTS"))) {
+        fprintf(stderr, "skip: full-shape test runs under CI=true or IQF_FULL_TESTS=1 (not sanitized)\n");
+        return 77;
+    }
+    char err[512], model[512], img[512];
+    snprintf(model, sizeof model, "%s", tmp("full.gguf"));
+    snprintf(img, sizeof img, "%s", tmp("full.imatrix.gguf"));
+    iqf_genmodel_opts go = iqf_genmodel_default_opts();
+    go.n_layer = 1;
+    CHECK(iqf_genmodel_write(&go, model, img, NULL, err, sizeof err) == IQF_OK, "genmodel: %s", err);
+    int n_ok = 0, n_skip = 0;
+    run a = { model, img, IQF_FTYPE_MOSTLY_IQ3_XXS, 2, false, false, -1, -1, NULL, 0 };
+    add_result(run_pair(api, &a, "full IQ3_XXS"), "IQ3_XXS", &n_ok, &n_skip);
+    run b = { model, img, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0 };
+    add_result(run_pair(api, &b, "full Q4_K_M"), "Q4_K_M", &n_ok, &n_skip);
+    unlink(model);
+    unlink(img);
+    fprintf(stderr, "verified against the oracle (%d):%s\n", n_ok, verified);
+    return test_finish("test_quantize_oracle_full");
+}
+
+int main(int argc, char **argv) {
+    const char *subset = argc > 1 ? argv[1] : NULL;
+    const bool sanitized = getenv("IQF_SANITIZED") && atoi(getenv("IQF_SANITIZED")) > 0;
     oracle_require();
     lo_api *api = lo_load();
     if (!api) {
@@ -118,10 +212,15 @@ int main(void) {
 
     snprintf(dir, sizeof dir, "/tmp/iqf_tqo_XXXXXX");
     if (!mkdtemp(dir)) return 1;
+    if (subset && (!strcmp(subset, "shared") || !strcmp(subset, "full"))) {
+        int rc = !strcmp(subset, "shared") ? shared_models(api, sanitized) : full_shapes(api, sanitized);
+        rmdir(dir);
+        return rc;
+    }
     char err[512];
     iqf_genmodel_opts go = iqf_genmodel_default_opts();
     go.scale = 16;
-    go.n_layer = 4;
+    go.n_layer = sanitized ? 1 : 4;
     const char *model = tmp("m16.gguf"), *img = tmp("m16.imatrix.gguf"), *imd = tmp("m16.imatrix.dat");
     char model_s[512], img_s[512], imd_s[512];
     snprintf(model_s, sizeof model_s, "%s", model);
@@ -129,28 +228,30 @@ int main(void) {
     snprintf(imd_s, sizeof imd_s, "%s", imd);
     CHECK(iqf_genmodel_write(&go, model_s, img_s, imd_s, err, sizeof err) == IQF_OK, "genmodel: %s", err);
 
-    static const char *const ftypes[] = {
-        "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_S", "IQ3_M", "IQ4_NL",
-        "IQ4_XS", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K",
-        "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ3_XS", "Q2_K_S",
-    };
-    const int n_ft = (int)(sizeof ftypes / sizeof ftypes[0]);
+    /* Subsets, so each ctest entry stays short: "iq2" (IQ1/IQ2 file types), "iq3" (IQ3/IQ4),
+     * default (no argument): K-quant and legacy file types plus the options and input types. */
+    static const char *const ft_iq2[] = { "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M" };
+    static const char *const ft_iq3[] = { "IQ3_XXS", "IQ3_S", "IQ3_M", "IQ3_XS", "IQ4_NL", "IQ4_XS" };
+    static const char *const ft_k[] = { "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S",
+                                        "Q5_K_M", "Q6_K", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K_S" };
+    const char *const *ftypes = ft_k;
+    int n_ft = (int)(sizeof ft_k / sizeof ft_k[0]);
+    if (subset && !strcmp(subset, "iq2")) {
+        ftypes = ft_iq2;
+        n_ft = (int)(sizeof ft_iq2 / sizeof ft_iq2[0]);
+    } else if (subset && !strcmp(subset, "iq3")) {
+        ftypes = ft_iq3;
+        n_ft = (int)(sizeof ft_iq3 / sizeof ft_iq3[0]);
+    }
+    if (sanitized && n_ft > 3) n_ft = 3;
     int n_ok = 0, n_skip = 0;
     for (int i = 0; i < n_ft; i++) {
         run r = { model_s, img_s, iqf_ftype_from_name(ftypes[i]), 1 + (i % 3), false, false, -1, -1, NULL, 0 };
         char label[64];
         snprintf(label, sizeof label, "%s (imatrix)", ftypes[i]);
-        int res = run_pair(api, &r, label);
-        if (res == 1) {
-            n_ok++;
-            strcat(verified, " ");
-            strcat(verified, ftypes[i]);
-        } else if (res < 0) {
-            n_skip++;
-            strcat(unverified, " ");
-            strcat(unverified, ftypes[i]);
-        }
+        add_result(run_pair(api, &r, label), ftypes[i], &n_ok, &n_skip);
     }
+    if (subset) goto finish;
     /* Without an imatrix (types that allow it), the legacy .dat imatrix, other input types, and
      * the options. Each only where encodable. */
     const run extra[] = {
@@ -172,12 +273,13 @@ int main(void) {
         "IQ3_XXS .dat imatrix", "Q4_0 .dat imatrix", "Q4_K_M --pure", "Q4_K_M --leave-output-tensor",
         "Q4_K_M output q8_0 embd q4_0", "Q4_K_M --tensor-type attn_(q|k)=q5_0", "F16", "BF16",
     };
-    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) run_pair(api, &extra[i], extra_names[i]);
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
+        if (!sanitized || i % 4 == 0) run_pair(api, &extra[i], extra_names[i]);
 
     /* BF16 and F32 inputs. */
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < (sanitized ? 1 : 2); k++) {
         iqf_genmodel_opts g2 = go;
-        g2.n_layer = 2;
+        g2.n_layer = sanitized ? 1 : 2; /* the imatrix covers go.n_layer layers */
         g2.type = k ? IQF_TYPE_F32 : IQF_TYPE_BF16;
         char mp[512];
         snprintf(mp, sizeof mp, "%s", tmp(k ? "m16_f32.gguf" : "m16_bf16.gguf"));
@@ -189,6 +291,7 @@ int main(void) {
         unlink(mp);
     }
 
+finish:
     fprintf(stderr, "verified against the oracle (%d):%s\nnot encodable by this build yet (%d):%s\n", n_ok,
             verified, n_skip, unverified);
     unlink(model_s);

@@ -91,6 +91,14 @@ static void drop_pages(const void *p, size_t n) {
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+/* Asks the kernel to read ahead the input pages of the next slab while this one is quantized. */
+static void prefetch(const void *p, size_t n) {
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0 || !p || !n) return;
+    uintptr_t a = (uintptr_t)p & ~((uintptr_t)ps - 1);
+    madvise((void *)a, n + ((uintptr_t)p - a), MADV_WILLNEED);
+}
+
 static bool is_float_type(int t) { return t == IQF_TYPE_F32 || t == IQF_TYPE_F16 || t == IQF_TYPE_BF16; }
 
 /* Converts nrows rows of the input tensor (rows [r0, r0+nrows)) to f32 in dst (or returns a
@@ -208,7 +216,22 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             goto done;
         }
         for (int i = 0; i < params->n_tensor_types; i++) {
-            int rcode = regcomp(&ov[i].re, params->tensor_type_patterns[i], REG_EXTENDED | REG_NOSUB);
+            /* llama-quantize uses std::regex (ECMAScript); POSIX extended regexps cover the usual
+             * patterns. \d and \D are rewritten as [0-9] and [^0-9] (glibc knows \w \s \b). */
+            char pat[1024];
+            const char *src = params->tensor_type_patterns[i];
+            size_t k = 0;
+            for (size_t j = 0; src[j] && k + 8 < sizeof pat; j++) {
+                if (src[j] == '\\' && (src[j + 1] == 'd' || src[j + 1] == 'D')) {
+                    k += (size_t)snprintf(pat + k, sizeof pat - k, "%s", src[j + 1] == 'd' ? "[0-9]" : "[^0-9]");
+                    j++;
+                } else {
+                    pat[k++] = src[j];
+                    if (src[j] == '\\' && src[j + 1]) pat[k++] = src[++j];
+                }
+            }
+            pat[k] = 0;
+            int rcode = regcomp(&ov[i].re, pat, REG_EXTENDED | REG_NOSUB);
             if (rcode != 0) {
                 regerror(rcode, &ov[i].re, msg, sizeof msg);
                 st = fail(err, errlen, IQF_E_INVALID_ARG, "--tensor-type pattern '%s': %s",
@@ -239,22 +262,25 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     /* Every check before writing anything. */
     int n_matched = 0;
     bool will_require_imatrix = false;
+    /* As the reference's preliminary loop: a file type that needs an imatrix fails first. */
     for (int64_t i = 0; i < nt; i++) {
-        plan_item *it = &items[i];
-        const iqf_gguf_tensor *t = it->t;
-        it->choice = rc[i];
-        const int nt_ = it->choice.type;
-        if (have_im && iqf_imatrix_find(&im, t->name)) n_matched++;
-        if (!have_im && it->choice.allows_quantization && it->choice.requires_imatrix) {
+        items[i].choice = rc[i];
+        if (!have_im && rc[i].allows_quantization && rc[i].requires_imatrix) {
             if (params->dry_run) {
                 will_require_imatrix = true;
             } else {
                 st = fail(err, errlen, IQF_E_NEED_IMATRIX,
                           "this quantization requires an importance matrix (--imatrix): tensor %s would be %s",
-                          t->name, tname(nt_));
+                          items[i].t->name, tname(rc[i].type));
                 goto done;
             }
         }
+    }
+    for (int64_t i = 0; i < nt; i++) {
+        plan_item *it = &items[i];
+        const iqf_gguf_tensor *t = it->t;
+        const int nt_ = it->choice.type;
+        if (have_im && iqf_imatrix_find(&im, t->name)) n_matched++;
         if (nt_ == t->type) continue;
         rep.n_quantized++;
         if (!iqf_type_get(nt_)) {
@@ -262,16 +288,17 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             goto done;
         }
         if (!is_float_type(t->type)) {
-            if (!iqf_type_get(t->type)->is_quantized || !iqf_can_decode(t->type)) {
-                st = fail(err, errlen, IQF_E_UNSUPPORTED, "%s: tensor %s has type %s, which cannot be converted",
-                          in, t->name, tname(t->type));
-                goto done;
-            }
-            if (!params->allow_requantize) {
+            if (iqf_type_get(t->type)->is_quantized && !params->allow_requantize) {
                 st = fail(err, errlen, IQF_E_UNSUPPORTED,
                           "%s: tensor %s is already quantized (%s); requantizing is disabled "
                           "(--allow-requantize; inputs should be F32, F16 or BF16)",
                           in, t->name, tname(t->type));
+                goto done;
+            }
+            if (!iqf_type_get(t->type)->is_quantized || !iqf_can_decode(t->type)) {
+                st = fail(err, errlen, IQF_E_UNSUPPORTED,
+                          "%s: tensor %s has type %s, which cannot be converted (inputs: F32, F16, BF16)", in,
+                          t->name, tname(t->type));
                 goto done;
             }
         }
@@ -420,6 +447,10 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             const int64_t left_in_expert = rows_per_expert - r % rows_per_expert;
             const int64_t n = slab < left_in_expert ? slab : left_in_expert;
             const float *x;
+            if (r + n < nrows_total) {
+                const int64_t nn = nrows_total - (r + n) < slab ? nrows_total - (r + n) : slab;
+                prefetch((const uint8_t *)t->data + (size_t)(r + n) * src_rs, (size_t)nn * src_rs);
+            }
             st = rows_to_f32(t, r, n, f32buf, &x, n_threads, msg, sizeof msg);
             if (st) {
                 st = fail(err, errlen, st, "tensor %s: %s", t->name, msg);

@@ -11,6 +11,7 @@
 #include "genmodel.h"
 
 #include "quantize/imatrix.h"
+#include "util/parallel.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -96,6 +97,40 @@ static void channel_scales(uint64_t seed, int layer, int kind, int64_t n, float 
     for (int64_t j = 0; j < n; j++) c[j] = (float)exp(0.25 * normal(&r));
 }
 
+#define CHUNK_ROWS 256
+
+typedef struct fill_job {
+    const iqf_genmodel_opts *o;
+    const struct gtensor *t;
+    const float *cs;
+    uint8_t *out;
+    size_t rs;
+    int64_t r0, nrows;
+    uint64_t tensor_index;
+} fill_job;
+
+
+/* Rows [r0+b, r0+e) of a weight matrix; each row has its own generator, so the values do not
+ * depend on the thread count. */
+static void fill_rows(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const fill_job *j = arg;
+    const int64_t ncols = j->t->ne[0];
+    float *row = malloc((size_t)ncols * sizeof(float));
+    if (!row) abort();
+    for (int64_t r = b; r < e; r++) {
+        rng g = seeded(j->o->seed, 1 + j->tensor_index, 1000003 + (uint64_t)(j->r0 + r));
+        const double rsc = j->t->sigma * exp(0.15 * normal(&g));
+        for (int64_t c = 0; c < ncols; c++) {
+            double z = normal(&g);
+            if ((next(&g) & 127) == 0) z *= 4.0;
+            row[c] = (float)(rsc * j->cs[c] * z);
+        }
+        put_row(j->o, row, ncols, j->out + (size_t)r * j->rs);
+    }
+    free(row);
+}
+
 iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path, const char *imatrix_gguf,
                               const char *imatrix_dat, char *err, size_t errlen) {
     if (!o || !model_path || o->scale < 1 || o->n_layer < 1 || o->n_layer > 512 ||
@@ -153,8 +188,9 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     float *row = malloc((size_t)(n_ff > n_vocab ? n_ff : n_vocab) * sizeof(float) * 2);
     float *cs = malloc((size_t)(n_ff > n_embd ? n_ff : n_embd) * sizeof(float));
     void *out = malloc((size_t)(n_ff > n_vocab ? n_ff : n_vocab) * 4);
+    uint8_t *chunk = malloc((size_t)CHUNK_ROWS * (size_t)(n_ff > n_vocab ? n_ff : n_vocab) * 4);
     iqf_gguf_writer *w = NULL;
-    if (!row || !cs || !out) {
+    if (!row || !cs || !out || !chunk) {
         st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
         goto done;
     }
@@ -200,15 +236,10 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         else
             channel_scales(o->seed, t->layer, t->kind, ncols, cs);
         const size_t rs = iqf_row_size(o->type, ncols);
-        for (int64_t i1 = 0; i1 < t->ne[1] && !st; i1++) {
-            const double rsc = t->sigma * exp(0.15 * normal(&r));
-            for (int64_t j = 0; j < ncols; j++) {
-                double z = normal(&r);
-                if ((next(&r) & 127) == 0) z *= 4.0;
-                row[j] = (float)(rsc * cs[j] * z);
-            }
-            put_row(o, row, ncols, out);
-            st = iqf_gguf_writer_write_data(w, out, rs);
+        for (int64_t r0 = 0; r0 < t->ne[1] && !st; r0 += CHUNK_ROWS) {
+            fill_job job = { o, t, cs, chunk, rs, r0, t->ne[1] - r0 < CHUNK_ROWS ? t->ne[1] - r0 : CHUNK_ROWS, (uint64_t)i };
+            iqf_parallel_for(iqf_cpu_count(), job.nrows, 8, fill_rows, &job);
+            st = iqf_gguf_writer_write_data(w, chunk, rs * (size_t)job.nrows);
         }
     }
     if (st) {
@@ -271,6 +302,7 @@ done:
     free(row);
     free(cs);
     free(out);
+    free(chunk);
     free(ts);
     return st;
 }

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t gc_scalar_size(int t) {
+static inline size_t gc_scalar_size(int t) {
     switch (t) {
     case IQF_GGUF_U8:
     case IQF_GGUF_I8:
@@ -30,7 +30,7 @@ static size_t gc_scalar_size(int t) {
     }
 }
 
-static bool gc_kv_equal(const iqf_gguf *a, int64_t i, const iqf_gguf *b, int64_t j) {
+static inline bool gc_kv_equal(const iqf_gguf *a, int64_t i, const iqf_gguf *b, int64_t j) {
     int ta = iqf_gguf_kv_type(a, i), tb = iqf_gguf_kv_type(b, j);
     if (ta != tb || strcmp(iqf_gguf_kv_key(a, i), iqf_gguf_kv_key(b, j))) return false;
     if (ta == IQF_GGUF_STR)
@@ -54,7 +54,7 @@ static bool gc_kv_equal(const iqf_gguf *a, int64_t i, const iqf_gguf *b, int64_t
 }
 
 /* `ref` is the oracle's file, `got` ours. */
-static int gguf_compare(const char *ref, const char *got, const char *label) {
+static inline int gguf_compare(const char *ref, const char *got, const char *label) {
     char err[512];
     iqf_gguf *a = iqf_gguf_open(ref, err, sizeof err);
     if (!a) {

@@ -66,14 +66,14 @@ typedef struct lo_api {
     void (*log_set)(void (*)(int, const char *, void *), void *);
 } lo_api;
 
-static void lo_quiet_log(int level, const char *text, void *ud) {
+static inline void lo_quiet_log(int level, const char *text, void *ud) {
     (void)level;
     (void)ud;
     if (getenv("IQF_ORACLE_VERBOSE")) fputs(text, stderr);
 }
 
 /* Loads libllama once. Returns NULL (with a note on stderr) if it is not there. */
-static lo_api *lo_load(void) {
+static inline lo_api *lo_load(void) {
     static lo_api api;
     static bool tried;
     if (api.h) return &api;
@@ -106,7 +106,7 @@ static lo_api *lo_load(void) {
 }
 
 /* As the llama_model_quantize_default_params of this version (checked by lo_check_layout). */
-static bool lo_check_layout(lo_api *api) {
+static inline bool lo_check_layout(lo_api *api) {
     lo_quantize_params p = api->default_params();
     return p.nthread == 0 && p.ftype == 7 && p.output_tensor_type == 43 && p.token_embedding_type == 43 &&
            !p.allow_requantize && p.quantize_output_tensor && !p.only_copy && !p.pure && !p.keep_split &&
@@ -128,7 +128,7 @@ typedef struct lo_opts {
 } lo_opts;
 
 /* Runs the oracle; returns its status (0 = success). */
-static uint32_t lo_quantize(lo_api *api, const char *in, const char *out, const lo_opts *o) {
+static inline uint32_t lo_quantize(lo_api *api, const char *in, const char *out, const lo_opts *o) {
     lo_quantize_params p = api->default_params();
     p.ftype = o->ftype;
     p.nthread = o->nthread;
