@@ -246,27 +246,39 @@ kernel_panels(const uint8_t *buf, int nr, int64_t K, const uint8_t *xq, const fl
                 const int64_t k0 = b * QK_K + sb * 32;
                 __m256i s00 = _mm256_setzero_si256(), s01 = s00, s02 = s00, s03 = s00;
                 __m256i s10 = s00, s11 = s00, s12 = s00, s13 = s00;
-                for (int64_t k = k0; k < k0 + 32; k += 4) {
+                /* two interleaved accumulator sets (k and k+4): 16 independent dpbusd chains */
+                __m256i t00 = _mm256_setzero_si256(), t01 = t00, t02 = t00, t03 = t00;
+                __m256i t10 = t00, t11 = t00, t12 = t00, t13 = t00;
+                for (int64_t k = k0; k < k0 + 32; k += 8) {
                     const __m256i p0 = _mm256_loadu_si256((const __m256i *)(w0 + k * 8));
                     const __m256i p1 = _mm256_loadu_si256((const __m256i *)(w1 + k * 8));
+                    const __m256i r0 = _mm256_loadu_si256((const __m256i *)(w0 + k * 8 + 32));
+                    const __m256i r1 = _mm256_loadu_si256((const __m256i *)(w1 + k * 8 + 32));
                     int32_t v;
-                    memcpy(&v, x[0] + k, 4);
-                    __m256i xb = _mm256_set1_epi32(v);
-                    s00 = dpbusd(s00, xb, p0);
-                    s10 = dpbusd(s10, xb, p1);
-                    memcpy(&v, x[1] + k, 4);
-                    xb = _mm256_set1_epi32(v);
-                    s01 = dpbusd(s01, xb, p0);
-                    s11 = dpbusd(s11, xb, p1);
-                    memcpy(&v, x[2] + k, 4);
-                    xb = _mm256_set1_epi32(v);
-                    s02 = dpbusd(s02, xb, p0);
-                    s12 = dpbusd(s12, xb, p1);
-                    memcpy(&v, x[3] + k, 4);
-                    xb = _mm256_set1_epi32(v);
-                    s03 = dpbusd(s03, xb, p0);
-                    s13 = dpbusd(s13, xb, p1);
+                    __m256i xb;
+#define STEP(i, A0, A1, B0, B1)                                                                    \
+    memcpy(&v, x[i] + k, 4);                                                                       \
+    xb = _mm256_set1_epi32(v);                                                                     \
+    A0 = dpbusd(A0, xb, p0);                                                                       \
+    A1 = dpbusd(A1, xb, p1);                                                                       \
+    memcpy(&v, x[i] + k + 4, 4);                                                                   \
+    xb = _mm256_set1_epi32(v);                                                                     \
+    B0 = dpbusd(B0, xb, r0);                                                                       \
+    B1 = dpbusd(B1, xb, r1);
+                    STEP(0, s00, s10, t00, t10)
+                    STEP(1, s01, s11, t01, t11)
+                    STEP(2, s02, s12, t02, t12)
+                    STEP(3, s03, s13, t03, t13)
+#undef STEP
                 }
+                s00 = _mm256_add_epi32(s00, t00);
+                s01 = _mm256_add_epi32(s01, t01);
+                s02 = _mm256_add_epi32(s02, t02);
+                s03 = _mm256_add_epi32(s03, t03);
+                s10 = _mm256_add_epi32(s10, t10);
+                s11 = _mm256_add_epi32(s11, t11);
+                s12 = _mm256_add_epi32(s12, t12);
+                s13 = _mm256_add_epi32(s13, t13);
                 const __m256i q0 = _mm256_loadu_si256((const __m256i *)(sc0 + (b * 8 + sb) * 8));
                 const __m256i q1 = _mm256_loadu_si256((const __m256i *)(sc1 + (b * 8 + sb) * 8));
                 a00 = _mm256_add_epi32(a00, _mm256_mullo_epi32(s00, q0));
