@@ -3,6 +3,7 @@
 
 #include "iqforge.h"
 #include "model_cli.h"
+#include "model/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,15 @@ static void usage(FILE *f) {
                "                        [--simulate TYPE [--imatrix FILE]]\n\n"
                "Greedy decoding (argmax at every step) of N tokens (default 128) after BOS and the\n"
                "prompt; the text goes to stdout.\n");
+}
+
+/* Writes a token's text (llama_token_to_piece, special tokens not rendered); the leading space
+ * SentencePiece puts on the first word is dropped, as llama.cpp's detokenizer does. Returns the
+ * new at_start. */
+static bool emit(const iqf_vocab *v, int32_t id, bool at_start, char *buf, int cap) {
+    int32_t n = iqf_token_to_piece(v, id, buf, cap, at_start ? 1 : 0, false);
+    if (n > 0) fwrite(buf, 1, (size_t)n, stdout);
+    return at_start && n <= 0;
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -71,16 +81,15 @@ int cmd_generate(int argc, char **argv) {
     }
     float *logits = malloc(sizeof(float) * (size_t)h->n_vocab);
     int status = 0;
+    iqf_vocab *vocab = iqf_vocab_load(iqf_model_gguf(m), err, sizeof err);
+    if (!vocab || !logits) {
+        status = cli_error("%s: %s", model_path, vocab ? "out of memory" : err);
+        goto out;
+    }
     /* Print the prompt pieces (as llama.cpp echoes the prompt), then the generated ones. */
     bool at_start = true;
     char piece[256];
-    for (int i = 0; i < n_prompt; i++) {
-        int len = iqf_model_token_piece(m, toks[i], piece, sizeof piece);
-        if (len > (int)sizeof piece) len = sizeof piece;
-        int off = (at_start && len > 0 && piece[0] == ' ') ? 1 : 0;
-        if (len > 0) at_start = false;
-        fwrite(piece + off, 1, (size_t)(len - off), stdout);
-    }
+    for (int i = 0; i < n_prompt; i++) at_start = emit(vocab, toks[i], at_start, piece, sizeof piece);
     if (iqf_decode(c, toks, n_prompt, 0, n_prompt - 1, logits, err, sizeof err)) {
         status = cli_error("%s", err);
         goto out;
@@ -89,12 +98,8 @@ int cmd_generate(int argc, char **argv) {
         int best = 0;
         for (int v = 1; v < h->n_vocab; v++)
             if (logits[v] > logits[best]) best = v;
-        if (best == h->eos_id) break;
-        int len = iqf_model_token_piece(m, best, piece, sizeof piece);
-        if (len > (int)sizeof piece) len = sizeof piece;
-        int off = (at_start && len > 0 && piece[0] == ' ') ? 1 : 0;
-        if (len > 0) at_start = false;
-        fwrite(piece + off, 1, (size_t)(len - off), stdout);
+        if (iqf_vocab_is_eog(vocab, best)) break;
+        at_start = emit(vocab, best, at_start, piece, sizeof piece);
         if (step + 1 == n_gen) break;
         int32_t t = best;
         if (iqf_decode(c, &t, 1, n_prompt + step, 0, logits, err, sizeof err)) {
@@ -104,6 +109,7 @@ int cmd_generate(int argc, char **argv) {
     }
     fflush(stdout);
 out:
+    iqf_vocab_free(vocab);
     free(logits);
     free(toks);
     iqf_context_free(c);
