@@ -540,7 +540,12 @@ const iqf_gguf *iqf_model_gguf(const iqf_model *m);
 int iqf_model_token_piece(const iqf_model *m, int token, char *buf, int cap);
 
 /* A context: KV cache for n_ctx positions, scratch buffers and a pool of n_threads threads
- * (<= 0: all CPUs). One context is used by one thread at a time. */
+ * (<= 0: all CPUs). One context is used by one thread at a time.
+ * Numerics: activations, KV cache and softmax are float32. Matrix products decode tiles of 16
+ * weight rows to float32 and multiply them with AVX2/FMA (or portable C); IQ3_XXS weights on AVX2
+ * CPUs take ggml's integer route instead (activations quantized to Q8_K, int8 dot products,
+ * AVX-512 VNNI when present), so their results track llama.cpp's. The environment variable
+ * IQF_SIMD=scalar, read when a context is created, forces the portable C path everywhere. */
 iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
                            char *err, size_t errlen);
 void iqf_context_free(iqf_context *c);
