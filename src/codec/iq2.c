@@ -3,18 +3,22 @@
  * compat encoders, byte-identical to ggml 0.25.1 (quantize_row_iq2_xxs_impl / iq2_xs_impl /
  * iq2_s_impl, make_qp_quants; FORMATS.md sections 0, 5 and 9).
  *
- * How the encoders stay exact while being faster than ggml: every float operation that
- * produces a value ggml compares or stores is done with the same operands in the same order
- * (no FMA: the tree builds with -ffp-contract=off). What changes is only WHAT is recomputed:
- *  - the neighbour search evaluates sum_i w_i (s q_i - x_i)^2 for many grid points that share
- *    the 3 possible q per coordinate, so the 24 terms (w_i*diff)*diff are computed once per
+ * How the encoders stay exact while being 4-8x faster than ggml (docs/perf/iq2.md): every
+ * float operation that produces a value ggml compares or stores is done with the same operands in
+ * the same order (no FMA: the tree builds with -ffp-contract=off). What changes is only how the
+ * work is arranged:
+ *  - the neighbour search evaluates sum_i w_i (s q_i - x_i)^2 for grid points that share the 3
+ *    possible q per coordinate, so the 24 terms (w_i*diff)*diff are computed once per
  *    (scale, group) and each neighbour's distance is the same sequential sum of 8 table values;
- *  - the per-candidate sums use (w*x)*q and (w*q)*q, which only depend on (i, level) and are
- *    tabulated per sub-block;
- *  - SIMD variants (AVX2, AVX-512) vectorise across independent values (the rounding of the 8
- *    coordinates, the 24 table terms, several neighbours at once) and never reorder a sum.
- * The scale-search structure is kept in separate functions (search / refine / pack) so that a
- * better-than-compat mode can later re-choose grid points at the final decoded scale.
+ *    SIMD: one neighbour per lane, two short lists per vector; one-point lists need no search;
+ *  - the 13/19 scale candidates of a sub-block are independent until ggml's sequential
+ *    acceptance test: rounding and sumqx/sumq2 run one candidate per lane (each lane in ggml's
+ *    order), the acceptance test then runs in ggml's order;
+ *  - kmap lookups of a sub-block are batched and the neighbour lists prefetched.
+ * Per sub-block the steps are: weights/signs, candidates (round, resolve, sums, accept),
+ * refinement at the accepted scale, packing; a better-than-compat mode can later re-choose the
+ * grid points at the final decoded scale between refinement and packing.
+ * Scalar, AVX2 and AVX-512 variants (ctx->simd) give identical bytes.
  */
 #include "codec.h"
 #include "iqgrid.h"
