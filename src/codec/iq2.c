@@ -56,17 +56,28 @@ static_assert(sizeof(block_iq2_s) == 82, "iq2_s block");
 /* ------------------------------------------------------------------------------------------ */
 /* Tables                                                                                      */
 
-/* Decode grids (bytes 8, 25, 43 per level), the sign expansion (7 stored bits, even parity). */
-static uint64_t dec_xxs[256], dec_xs[512], dec_s[1024];
+/* Decode grids as floats (bytes 8, 25, 43 per level: ggml-common.h's iq2xxs/iq2xs/iq2s_grid),
+ * the sign expansion (7 stored bits, even parity) and +-1 factors per sign byte. */
+static float dec_xxs[256][8], dec_xs[512][8], dec_s[1024][8];
+static float sgnf[256][8];
 static uint8_t ksigns[128];
 static const iqf_iqgrid *grid_xxs, *grid_xs, *grid_s;
 
-static void init_decode(void) {
+static void float_grid(const uint16_t *keys, int size, float (*out)[8]) {
     static const int8_t lev[3] = { 8, 25, 43 };
-    iqf_iqgrid_decode_table(iqf_iq2xxs_keys, 256, lev, dec_xxs);
-    iqf_iqgrid_decode_table(iqf_iq2xs_keys, 512, lev, dec_xs);
-    iqf_iqgrid_decode_table(iqf_iq2s_keys, 1024, lev, dec_s);
+    uint64_t tab[1024];
+    iqf_iqgrid_decode_table(keys, size, lev, tab);
+    for (int k = 0; k < size; k++)
+        for (int j = 0; j < 8; j++) out[k][j] = (float)(uint8_t)(tab[k] >> 8 * j);
+}
+
+static void init_decode(void) {
+    float_grid(iqf_iq2xxs_keys, 256, dec_xxs);
+    float_grid(iqf_iq2xs_keys, 512, dec_xs);
+    float_grid(iqf_iq2s_keys, 1024, dec_s);
     for (int i = 0; i < 128; i++) ksigns[i] = (uint8_t)(i | (__builtin_popcount(i) & 1 ? 0x80 : 0));
+    for (int s = 0; s < 256; s++)
+        for (int j = 0; j < 8; j++) sgnf[s][j] = s & (1 << j) ? -1.f : 1.f;
 }
 static pthread_once_t decode_once = PTHREAD_ONCE_INIT;
 
@@ -102,11 +113,10 @@ static void init_iq2_s(void) {
 /* ------------------------------------------------------------------------------------------ */
 /* Decoders                                                                                    */
 
-static inline void decode8(float *y, float db, uint64_t grid, uint8_t signs) {
-    for (int j = 0; j < 8; j++) {
-        float g = (float)(uint8_t)(grid >> 8 * j);
-        y[j] = db * g * (signs & (1u << j) ? -1.f : 1.f);
-    }
+/* ggml: y[j] = db * grid[j] * (sign ? -1.f : 1.f), the same two products */
+static inline void decode8(float *restrict y, float db, const float *restrict grid, uint8_t signs) {
+    const float *restrict sg = sgnf[signs];
+    for (int j = 0; j < 8; j++) y[j] = db * grid[j] * sg[j];
 }
 
 static void dequantize_row_iq2_xxs(const void *vx, float *y, int64_t n) {
