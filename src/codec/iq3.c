@@ -780,10 +780,9 @@ static inline int nb_scan(const iq3_tab *t, int u, const float *A) {
         float d2 = A[key & 7] + A[8 + ((key >> 3) & 7)];
         d2 += A[16 + ((key >> 6) & 7)];
         d2 += A[24 + (key >> 9)];
-        if (d2 < best) {
-            best = d2;
-            bk = key;
-        }
+        const bool lt = d2 < best; /* branch-free: the outcome is unpredictable */
+        bk = lt ? key : bk;
+        best = lt ? d2 : best;
     }
     return t->kmap[bk];
 }
