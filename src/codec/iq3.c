@@ -826,8 +826,9 @@ static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
     float scales[QK_K / 32];
     memset(q3, 0, sizeof q3);
     memset(sas, 0, sizeof sas);
-    float sumx2 = 0;
-    for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    float sumx2 = 0; /* only the importance weights use it (a 256-add dependency chain) */
+    if (qwbl)
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
     const float sigma2 = 2 * sumx2 / QK_K;
     float max_scale = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
@@ -889,8 +890,9 @@ static void quantize_block_iq3_s(const iq3_variant *v, const float *xbl,
     const iq3_tab *t = v->t;
     float scales[QK_K / 32];
     memset(y, 0, sizeof *y);
-    float sumx2 = 0;
-    for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    float sumx2 = 0; /* only the importance weights use it (a 256-add dependency chain) */
+    if (qwbl)
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
     const float sigma2 = 2 * sumx2 / QK_K;
     float max_scale = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
