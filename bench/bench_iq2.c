@@ -4,6 +4,7 @@
  * Also checks that the bytes are identical. Usage: bench_iq2 [rows=4096] [type-name ...]
  * MB/s = megabytes (1e6) of float32 input per second of process CPU time; each figure is the
  * best of IQF_BENCH_REPS runs (default 3; the oracle: best of 2) to damp a shared machine.
+ * Then single-thread decode speed (MB/s of float32 output) on the oracle's bytes.
  */
 #include "iqforge.h"
 #include "oracle.h"
@@ -39,6 +40,8 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < rows * cols; i++) x[i] = (float)tu_normal(&r);
     for (int64_t j = 0; j < cols; j++) w[j] = (float)exp(tu_normal(&r));
     double mb = (double)(rows * cols) * 4 / 1e6;
+    char dqline[8][128];
+    int ndq = 0;
     printf("| type | imatrix | impl | init ms | encode s | MB/s | vs oracle | bytes |\n|---|---|---|---|---|---|---|---|\n");
     for (int t = 0; t < nn; t++) {
         int type = iqf_type_from_name(names[t]);
@@ -92,8 +95,32 @@ int main(int argc, char **argv) {
                 fflush(stdout);
             }
         }
+        if (have_oracle) { /* decode speed on the oracle's bytes of the last encode */
+            float *y = malloc(sizeof(float) * (size_t)(rows * cols));
+            char err[256];
+            memset(y, 0, sizeof(float) * (size_t)(rows * cols)); /* page faults outside */
+            double to = 1e30, ti = 1e30;
+            for (int r = 0; r < 3; r++) {
+                double a0 = cpu_s();
+                iqf_dequantize(type, ref, y, rows, cols, 1, err, sizeof err);
+                double a1 = cpu_s();
+                oracle_dequantize(type, ref, y, rows * cols);
+                double a2 = cpu_s();
+                ti = a1 - a0 < ti ? a1 - a0 : ti;
+                to = a2 - a1 < to ? a2 - a1 : to;
+            }
+            double a = 0, b = ti, c = ti + to;
+            ndq++;
+            snprintf(dqline[ndq - 1], sizeof dqline[0], "| %s | %.0f | %.0f | %.2f |", names[t],
+                     mb / (c - b), mb / (b - a), (c - b) / (b - a));
+            free(y);
+        }
         free(ref);
         free(ours);
+    }
+    if (ndq) {
+        printf("\n| decode | oracle MB/s | iqforge MB/s | ratio |\n|---|---|---|---|\n");
+        for (int i = 0; i < ndq; i++) printf("%s\n", dqline[i]);
     }
     free(x);
     free(w);

@@ -276,6 +276,14 @@ static void test_edges(void) {
         memset(w, 0, sizeof(w));
         snprintf(label, sizeof label, "%s imatrix all zero", tn);
         qgen_diff(type, x, 4, C, w, label);
+        /* signed zeros: -0.0 importance weights and -0.0 / +0.0 values mixed with normal ones */
+        for (int j = 0; j < C; j++) w[j] = j % 5 == 0 ? -0.0f : wl[j];
+        for (int i = 0; i < 4 * C; i++) {
+            int m = (int)(tu_next(&r) % 4);
+            x[i] = m == 0 ? -0.0f : m == 1 ? 0.0f : (float)tu_normal(&r);
+        }
+        snprintf(label, sizeof label, "%s signed zeros", tn);
+        qgen_diff(type, x, 4, C, w, label);
         /* exact ties: values on a lattice */
         for (int i = 0; i < 4 * C; i++) x[i] = (float)((int)(tu_next(&r) % 11) - 5) * 0.5f;
         for (int j = 0; j < C; j++) w[j] = (float)(1 + (j % 4));

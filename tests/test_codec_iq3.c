@@ -233,10 +233,49 @@ static void test_edges(void) {
     }
 }
 
+/* The IQ3_S corrupt-oracle case, explicitly: a zero sub-block followed by non-zero ones. Our
+ * block must differ from the oracle's, be registered in compat_oracle_corrupt, reconstruct with
+ * a lower error, and keep the non-zero sub-blocks in their own slots (decode close to x). */
+static void test_iq3_s_corrupt_oracle(void) {
+    enum { C = 1024 };
+    static float x[C], yo[C], yr[C];
+    static uint8_t qo[4 * 110], qr[4 * 110];
+    tu_rng r = { 7 };
+    for (int i = 0; i < C; i++) x[i] = (float)tu_normal(&r);
+    memset(x + 0, 0, 32 * sizeof(float));         /* block 0: sub-block 0 zero */
+    memset(x + 256 + 96, 0, 32 * sizeof(float));   /* block 1: sub-block 3 zero */
+    memset(x + 512 + 224, 0, 32 * sizeof(float));  /* block 2: last sub-block zero: not corrupt */
+    for (int imat = 0; imat < 2; imat++) {
+        float im[C];
+        for (int i = 0; i < C; i++) im[i] = (float)exp(tu_normal(&r));
+        const float *w = imat ? im : NULL;
+        iqf_quantize_params p = iqf_quantize_default_params();
+        char err[256];
+        CHECK(iqf_quantize(IQF_TYPE_IQ3_S, x, qo, 1, C, w, &p, err, sizeof err) == IQF_OK, "%s", err);
+        oracle_quantize(IQF_TYPE_IQ3_S, x, qr, 1, C, w);
+        iqf_dequantize(IQF_TYPE_IQ3_S, qo, yo, 1, C, 1, NULL, 0);
+        oracle_dequantize(IQF_TYPE_IQ3_S, qr, yr, C);
+        for (int b = 0; b < 4; b++) {
+            const bool corrupt = b < 2;
+            CHECK(compat_oracle_corrupt(IQF_TYPE_IQ3_S, x, C, b) == corrupt, "block %d registration", b);
+            const bool differ = memcmp(qo + 110 * b, qr + 110 * b, 110) != 0;
+            CHECK(differ == corrupt, "imat %d block %d: bytes %s", imat, b, differ ? "differ" : "equal");
+            const double eo = qgen_sse(x + 256 * b, yo + 256 * b, 256), er = qgen_sse(x + 256 * b, yr + 256 * b, 256);
+            if (corrupt) {
+                printf("iq3_s corrupt-oracle block %d (%s imatrix): squared error ours %.2f, oracle %.2f\n", b,
+                       imat ? "with" : "no", eo, er);
+                CHECK(eo < 0.5 * er, "imat %d block %d: our error %g vs oracle %g", imat, b, eo, er);
+            }
+            else CHECK(eo == er, "imat %d block %d: same bytes, same error", imat, b);
+        }
+    }
+}
+
 int main(void) {
     test_tables();
     test_validation();
     oracle_require();
+    test_iq3_s_corrupt_oracle();
     test_edges();
     test_random();
     return test_finish("test_codec_iq3");

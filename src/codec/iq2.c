@@ -3,18 +3,22 @@
  * compat encoders, byte-identical to ggml 0.25.1 (quantize_row_iq2_xxs_impl / iq2_xs_impl /
  * iq2_s_impl, make_qp_quants; FORMATS.md sections 0, 5 and 9).
  *
- * How the encoders stay exact while being faster than ggml: every float operation that
- * produces a value ggml compares or stores is done with the same operands in the same order
- * (no FMA: the tree builds with -ffp-contract=off). What changes is only WHAT is recomputed:
- *  - the neighbour search evaluates sum_i w_i (s q_i - x_i)^2 for many grid points that share
- *    the 3 possible q per coordinate, so the 24 terms (w_i*diff)*diff are computed once per
+ * How the encoders stay exact while being 4-8x faster than ggml (docs/perf/iq2.md): every
+ * float operation that produces a value ggml compares or stores is done with the same operands in
+ * the same order (no FMA: the tree builds with -ffp-contract=off). What changes is only how the
+ * work is arranged:
+ *  - the neighbour search evaluates sum_i w_i (s q_i - x_i)^2 for grid points that share the 3
+ *    possible q per coordinate, so the 24 terms (w_i*diff)*diff are computed once per
  *    (scale, group) and each neighbour's distance is the same sequential sum of 8 table values;
- *  - the per-candidate sums use (w*x)*q and (w*q)*q, which only depend on (i, level) and are
- *    tabulated per sub-block;
- *  - SIMD variants (AVX2, AVX-512) vectorise across independent values (the rounding of the 8
- *    coordinates, the 24 table terms, several neighbours at once) and never reorder a sum.
- * The scale-search structure is kept in separate functions (search / refine / pack) so that a
- * better-than-compat mode can later re-choose grid points at the final decoded scale.
+ *    SIMD: one neighbour per lane, two short lists per vector; one-point lists need no search;
+ *  - the 13/19 scale candidates of a sub-block are independent until ggml's sequential
+ *    acceptance test: rounding and sumqx/sumq2 run one candidate per lane (each lane in ggml's
+ *    order), the acceptance test then runs in ggml's order;
+ *  - kmap lookups of a sub-block are batched and the neighbour lists prefetched.
+ * Per sub-block the steps are: weights/signs, candidates (round, resolve, sums, accept),
+ * refinement at the accepted scale, packing; a better-than-compat mode can later re-choose the
+ * grid points at the final decoded scale between refinement and packing.
+ * Scalar, AVX2 and AVX-512 variants (ctx->simd) give identical bytes.
  */
 #include "codec.h"
 #include "iqgrid.h"
@@ -22,6 +26,8 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #define GROUP_MAX_EPS 1e-15f
 #define GROUP_MAX_EPS_IQ2_S 1e-8f
@@ -50,23 +56,44 @@ static_assert(sizeof(block_iq2_s) == 82, "iq2_s block");
 /* ------------------------------------------------------------------------------------------ */
 /* Tables                                                                                      */
 
-/* Decode grids (bytes 8, 25, 43 per level), the sign expansion (7 stored bits, even parity). */
-static uint64_t dec_xxs[256], dec_xs[512], dec_s[1024];
+/* Decode grids as floats (bytes 8, 25, 43 per level: ggml-common.h's iq2xxs/iq2xs/iq2s_grid),
+ * the sign expansion (7 stored bits, even parity) and +-1 factors per sign byte. */
+static float dec_xxs[256][8], dec_xs[512][8], dec_s[1024][8];
+static float sgnf[256][8];
 static uint8_t ksigns[128];
 static const iqf_iqgrid *grid_xxs, *grid_xs, *grid_s;
 
-static void init_decode(void) {
+static void float_grid(const uint16_t *keys, int size, float (*out)[8]) {
     static const int8_t lev[3] = { 8, 25, 43 };
-    iqf_iqgrid_decode_table(iqf_iq2xxs_keys, 256, lev, dec_xxs);
-    iqf_iqgrid_decode_table(iqf_iq2xs_keys, 512, lev, dec_xs);
-    iqf_iqgrid_decode_table(iqf_iq2s_keys, 1024, lev, dec_s);
+    uint64_t tab[1024];
+    iqf_iqgrid_decode_table(keys, size, lev, tab);
+    for (int k = 0; k < size; k++)
+        for (int j = 0; j < 8; j++) out[k][j] = (float)(uint8_t)(tab[k] >> 8 * j);
+}
+
+static void init_decode(void) {
+    float_grid(iqf_iq2xxs_keys, 256, dec_xxs);
+    float_grid(iqf_iq2xs_keys, 512, dec_xs);
+    float_grid(iqf_iq2s_keys, 1024, dec_s);
     for (int i = 0; i < 128; i++) ksigns[i] = (uint8_t)(i | (__builtin_popcount(i) & 1 ? 0x80 : 0));
+    for (int s = 0; s < 256; s++)
+        for (int j = 0; j < 8; j++) sgnf[s][j] = s & (1 << j) ? -1.f : 1.f;
 }
 static pthread_once_t decode_once = PTHREAD_ONCE_INIT;
 
-static void init_xxs_tables(void) { grid_xxs = iqf_iqgrid_get(IQF_IQGRID_IQ2XXS); }
-static void init_xs_tables(void) { grid_xs = iqf_iqgrid_get(IQF_IQGRID_IQ2XS); }
-static void init_s_tables(void) { grid_s = iqf_iqgrid_get(IQF_IQGRID_IQ2S); }
+/* The codec interface has no error path for init: running out of memory while building a few
+ * MB of tables is reported and fatal, instead of a crash later. */
+static const iqf_iqgrid *need_grid(iqf_iqgrid_id id) {
+    const iqf_iqgrid *g = iqf_iqgrid_get(id);
+    if (!g) {
+        fprintf(stderr, "iqforge: out of memory building the IQ2 grid tables\n");
+        abort();
+    }
+    return g;
+}
+static void init_xxs_tables(void) { grid_xxs = need_grid(IQF_IQGRID_IQ2XXS); }
+static void init_xs_tables(void) { grid_xs = need_grid(IQF_IQGRID_IQ2XS); }
+static void init_s_tables(void) { grid_s = need_grid(IQF_IQGRID_IQ2S); }
 static pthread_once_t once_xxs = PTHREAD_ONCE_INIT, once_xs = PTHREAD_ONCE_INIT,
                       once_s = PTHREAD_ONCE_INIT;
 
@@ -86,11 +113,10 @@ static void init_iq2_s(void) {
 /* ------------------------------------------------------------------------------------------ */
 /* Decoders                                                                                    */
 
-static inline void decode8(float *y, float db, uint64_t grid, uint8_t signs) {
-    for (int j = 0; j < 8; j++) {
-        float g = (float)(uint8_t)(grid >> 8 * j);
-        y[j] = db * g * (signs & (1u << j) ? -1.f : 1.f);
-    }
+/* ggml: y[j] = db * grid[j] * (sign ? -1.f : 1.f), the same two products */
+static inline void decode8(float *restrict y, float db, const float *restrict grid, uint8_t signs) {
+    const float *restrict sg = sgnf[signs];
+    for (int j = 0; j < 8; j++) y[j] = db * grid[j] * sg[j];
 }
 
 static void dequantize_row_iq2_xxs(const void *vx, float *y, int64_t n) {

@@ -780,10 +780,9 @@ static inline int nb_scan(const iq3_tab *t, int u, const float *A) {
         float d2 = A[key & 7] + A[8 + ((key >> 3) & 7)];
         d2 += A[16 + ((key >> 6) & 7)];
         d2 += A[24 + (key >> 9)];
-        if (d2 < best) {
-            best = d2;
-            bk = key;
-        }
+        const bool lt = d2 < best; /* branch-free: the outcome is unpredictable */
+        bk = lt ? key : bk;
+        best = lt ? d2 : best;
     }
     return t->kmap[bk];
 }
@@ -827,8 +826,9 @@ static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
     float scales[QK_K / 32];
     memset(q3, 0, sizeof q3);
     memset(sas, 0, sizeof sas);
-    float sumx2 = 0;
-    for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    float sumx2 = 0; /* only the importance weights use it (a 256-add dependency chain) */
+    if (qwbl)
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
     const float sigma2 = 2 * sumx2 / QK_K;
     float max_scale = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
@@ -890,8 +890,9 @@ static void quantize_block_iq3_s(const iq3_variant *v, const float *xbl,
     const iq3_tab *t = v->t;
     float scales[QK_K / 32];
     memset(y, 0, sizeof *y);
-    float sumx2 = 0;
-    for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    float sumx2 = 0; /* only the importance weights use it (a 256-add dependency chain) */
+    if (qwbl)
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
     const float sigma2 = 2 * sumx2 / QK_K;
     float max_scale = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
