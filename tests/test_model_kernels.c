@@ -1,7 +1,8 @@
 /*
  * test_model_kernels.c - the inference engine's integer matrix-product path (mm_int8.c):
- * Q8_K activation quantization against ggml's definition, and the IQ3_XXS tile kernel against
- * a double-precision product of the decoded weights and the dequantized Q8_K activations.
+ * Q8_K activation quantization against ggml's definition, and the IQ3_XXS / IQ3_S tile kernels
+ * (every SIMD level the CPU has) against a double-precision product of the weights decoded by the
+ * codec registry and the dequantized Q8_K activations.
  */
 #include "iqforge.h"
 #include "model/model.h"
@@ -24,10 +25,6 @@ int main(void) {
     for (int i = 0; i < N * K; i++) w[i] = (float)tu_normal(&r);
     for (int i = 0; i < T * K; i++) x[i] = (float)(tu_normal(&r) * (i % 7 == 0 ? 5 : 1));
     memset(x + 3 * K + 256, 0, 256 * sizeof(float)); /* an all-zero block */
-    size_t rb = iqf_row_size(IQF_TYPE_IQ3_XXS, K);
-    uint8_t *q = malloc(rb * N);
-    CHECK(iqf_quantize(IQF_TYPE_IQ3_XXS, w, q, N, K, NULL, NULL, NULL, 0) == IQF_OK, "quantize");
-    CHECK(iqf_dequantize(IQF_TYPE_IQ3_XXS, q, wd, N, K, 1, NULL, 0) == IQF_OK, "dequantize");
 
     uint8_t *xq = malloc(T * K);
     float *xd = malloc(sizeof(float) * T * (K / 256));
@@ -50,9 +47,17 @@ int main(void) {
             CHECK(err <= fabs(xd[t * (K / 256) + b]) * 0.5001, "rounding %g", err);
         }
 
+    const int types[2] = { IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S };
+    for (int ti = 0; ti < 2; ti++) {
+    const int type = types[ti];
+    CHECK(iqf_mm_int8_supported(type, iqf_simd_detect()), "%s supported", iqf_type_get(type)->name);
+    size_t rb = iqf_row_size(type, K);
+    uint8_t *q = malloc(rb * N);
+    CHECK(iqf_quantize(type, w, q, N, K, NULL, NULL, NULL, 0) == IQF_OK, "quantize");
+    CHECK(iqf_dequantize(type, q, wd, N, K, 1, NULL, 0) == IQF_OK, "dequantize");
     iqf_weight wt;
     memset(&wt, 0, sizeof wt);
-    wt.type = IQF_TYPE_IQ3_XXS;
+    wt.type = type;
     wt.ncols = K;
     wt.nrows = N;
     wt.row_bytes = rb;
@@ -75,9 +80,14 @@ int main(void) {
             }
             worst = fmax(worst, fabs(y[t * N + n] - ref) / (mag + 1e-30));
         }
-    printf("iq3_xxs integer kernel (%s): worst error %.3g of the sum of |products|\n", iqf_simd_name((iqf_simd)lvl), worst);
+    printf("%s integer kernel (%s): worst error %.3g of the sum of |products|\n", iqf_type_get(type)->name,
+           iqf_simd_name((iqf_simd)lvl), worst);
     CHECK(worst < 1e-6, "integer kernel error %g (%s)", worst, iqf_simd_name((iqf_simd)lvl));
     }
-    free(w); free(wd); free(x); free(q); free(xq); free(xd); free(tile); free(y);
+    free(q);
+    free(tile);
+    free(y);
+    }
+    free(w); free(wd); free(x); free(xq); free(xd);
     return test_finish("test_model_kernels");
 }

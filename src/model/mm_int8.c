@@ -1,6 +1,6 @@
 /*
  * mm_int8.c - integer matrix products for weight types whose blocks decode exactly to small
- * integers times a per-32 scale (IQ3_XXS), as ggml computes them: activations quantized to
+ * integers times a per-32 integer scale times a per-256 float scale (IQ3_XXS, IQ3_S), as ggml computes them: activations quantized to
  * Q8_K (int8 per 256 values with one float scale, ggml's quantize_row_q8_K_ref), int8 dot
  * products with the integer sub-block scales, one float multiply per 256-block.
  *
@@ -18,7 +18,7 @@
 #include <string.h>
 
 bool iqf_mm_int8_supported(int type, iqf_simd s) {
-    return s >= IQF_SIMD_AVX2 && type == IQF_TYPE_IQ3_XXS;
+    return s >= IQF_SIMD_AVX2 && (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S);
 }
 
 /* ggml's quantize_row_q8_K_ref, per 256 values (K a multiple of 256); stored as q + 128. */
@@ -100,10 +100,56 @@ static void decode_iq3_xxs(const uint8_t *src, int64_t K, uint8_t *row) {
     }
 }
 
+typedef struct {
+    iqf_half d;
+    uint8_t qs[QK_K / 4];
+    uint8_t qh[QK_K / 32];
+    uint8_t signs[QK_K / 8];
+    uint8_t scales[QK_K / 64];
+} blk_iq3_s;
+
+/* IQ3_S: weight = d * (1 + 2 s) * (+/- grid byte), grid bytes 1..15. */
+static void decode_iq3_s(const uint8_t *src, int64_t K, uint8_t *row) {
+    const int64_t nb = K / QK_K;
+    int8_t *wq = (int8_t *)row;
+    uint8_t *scp = row + K, *dp = scp + K / 32 * 2, *sp = dp + nb * 4;
+    for (int64_t b = 0; b < nb; b++) {
+        blk_iq3_s blk;
+        memcpy(&blk, src + b * sizeof(blk_iq3_s), sizeof blk);
+        const float d = IQF_FP16_TO_FP32(blk.d);
+        memcpy(dp + b * 4, &d, 4);
+        int32_t wsum = 0;
+        for (int ib = 0; ib < QK_K / 32; ib++) {
+            const int16_t sc = (int16_t)(1 + 2 * ((blk.scales[ib / 2] >> 4 * (ib & 1)) & 15));
+            memcpy(scp + (b * (QK_K / 32) + ib) * 2, &sc, 2);
+            int32_t sub = 0;
+            for (int m = 0; m < 4; m++) {
+                const int k0 = 2 * m;
+                const uint64_t sg = sign_bytes(blk.signs[4 * ib + m]);
+                uint32_t g[2] = { iqf_iq3s_grid[blk.qs[8 * ib + k0] | (((blk.qh[ib] >> k0) & 1) << 8)],
+                                  iqf_iq3s_grid[blk.qs[8 * ib + k0 + 1] | (((blk.qh[ib] >> (k0 + 1)) & 1) << 8)] };
+                uint64_t v;
+                memcpy(&v, g, 8);
+                v = (v ^ sg) + (sg & 0x0101010101010101ull);
+                int8_t *o = wq + b * QK_K + ib * 32 + m * 8;
+                memcpy(o, &v, 8);
+                for (int j = 0; j < 8; j++) sub += o[j];
+            }
+            wsum += sc * sub;
+        }
+        memcpy(sp + b * 4, &wsum, 4);
+    }
+}
+
+static void decode_row(int type, const uint8_t *src, int64_t K, uint8_t *row) {
+    if (type == IQF_TYPE_IQ3_S) decode_iq3_s(src, K, row);
+    else decode_iq3_xxs(src, K, row);
+}
+
 void iqf_mm_int8_decode(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf) {
     const size_t rb = iqf_mm_int8_row_bytes(w->ncols);
     for (int r = 0; r < nr; r++)
-        decode_iq3_xxs(w->data + (size_t)(r0 + r) * w->row_bytes, w->ncols, buf + (size_t)r * rb);
+        decode_row(w->type, w->data + (size_t)(r0 + r) * w->row_bytes, w->ncols, buf + (size_t)r * rb);
 }
 
 __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v) {
@@ -192,7 +238,7 @@ static void decode_panels(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf)
         for (int j = 0; j < 8; j++) {
             const int r = p * 8 + j;
             if (r < nr) {
-                decode_iq3_xxs(w->data + (size_t)(r0 + r) * w->row_bytes, K, tmp);
+                decode_row(w->type, w->data + (size_t)(r0 + r) * w->row_bytes, K, tmp);
             } else {
                 memset(tmp, 0, iqf_mm_int8_row_bytes(K));
             }
