@@ -374,7 +374,8 @@ static bool have_vnni(void) {
 void iqf_mm_int8_tile(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf, const uint8_t *xq,
                       const float *xd, int T, float *Y, int64_t ldy, iqf_simd s) {
     const int64_t K = w->ncols;
-    if (s >= IQF_SIMD_AVX512 && have_vnni()) {
+    /* Panels pay a repacking step per tile: worth it when many token rows share the tile. */
+    if (T >= 8 && s >= IQF_SIMD_AVX512 && have_vnni()) {
         decode_panels(w, r0, nr, buf);
         kernel_panels(buf, nr, K, xq, xd, T, Y, ldy);
     } else {
