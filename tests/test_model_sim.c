@@ -118,6 +118,12 @@ int main(void) {
     bad.simulate_type = IQF_TYPE_I32;
     m = NULL;
     CHECK(iqf_model_load(src_path(MODEL), &bad, &m, err, sizeof err) == IQF_E_UNSUPPORTED && !m, "i32: %s", err);
+    /* An encoder error surfaces with the tensor's name: iq2_xxs needs an importance matrix. */
+    iqf_model_params ni = iqf_model_default_params();
+    ni.simulate_type = IQF_TYPE_IQ2_XXS;
+    m = NULL;
+    CHECK(iqf_model_load(src_path(MODEL), &ni, &m, err, sizeof err) == IQF_E_NEED_IMATRIX && !m &&
+          strstr(err, "iq2_xxs") && strstr(err, ".weight"), "no imatrix: %s", err);
     remove(base);
     free(toks);
     iqf_imatrix_free(&im);

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,7 +209,7 @@ typedef struct simjob {
     float *dst;
     const float *im;   /* ncols or NULL */
     int type;
-    iqf_status st;
+    _Atomic int st;    /* first error (0 = none); its writer alone fills msg */
     char msg[256];
     size_t rowq;
     uint8_t *qbuf;     /* per-thread row buffers */
@@ -228,10 +229,9 @@ static void sim_range(void *arg, int64_t b, int64_t e, int tid) {
         char msg[256];
         iqf_status st = iqf_quantize(j->type, j->src + f, q, 1, 256, j->im ? imr : NULL, &qp, msg, sizeof msg);
         if (!st) st = iqf_dequantize(j->type, q, j->dst + f, 1, 256, 1, msg, sizeof msg);
-        if (st && !j->st) { /* first error wins; benign race on the message is avoided by one writer */
-            j->st = st;
+        int expected = 0;
+        if (st && atomic_compare_exchange_strong(&j->st, &expected, (int)st))
             snprintf(j->msg, sizeof j->msg, "%s", msg);
-        }
     }
 }
 
@@ -256,10 +256,10 @@ static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w)
     iqf_status st = iqf_dequantize(w->type, w->data, src, w->nrows, w->ncols, nt, ld->err, ld->errlen);
     const float *im = NULL;
     if (!st && p->imatrix) im = p->imatrix(p->imatrix_user, w->name, w->ncols);
-    simjob j = { w, src, dst, im, p->simulate_type, IQF_OK, "", rowq, qbuf, imrow };
+    simjob j = { w, src, dst, im, p->simulate_type, 0, "", rowq, qbuf, imrow };
     if (!st) {
         iqf_parallel_for(nt, nel / 256, 1, sim_range, &j);
-        if (j.st) st = fail(ld->err, ld->errlen, j.st, "%s: simulating %s on %s: %s", ld->path,
+        if (atomic_load(&j.st)) st = fail(ld->err, ld->errlen, (iqf_status)atomic_load(&j.st), "%s: simulating %s on %s: %s", ld->path,
                             iqf_type_get(p->simulate_type)->name, w->name, j.msg);
     }
     free(src); free(qbuf); free(imrow);
