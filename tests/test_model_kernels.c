@@ -1,6 +1,6 @@
 /*
  * test_model_kernels.c - the inference engine's integer matrix-product path (mm_int8.c):
- * Q8_K activation quantization against ggml's definition, and the IQ3_XXS / IQ3_S tile kernels
+ * Q8_K activation quantization against ggml's definition, and the IQ3_XXS / IQ3_S / Q4_K tile kernels
  * (every SIMD level the CPU has) against a double-precision product of the weights decoded by the
  * codec registry and the dequantized Q8_K activations.
  */
@@ -28,7 +28,14 @@ int main(void) {
 
     uint8_t *xq = malloc(T * K);
     float *xd = malloc(sizeof(float) * T * (K / 256));
-    iqf_mm_quantize_act(x, K, T, K, xq, xd);
+    int32_t *xs = malloc(sizeof(int32_t) * T * (K / 32));
+    iqf_mm_quantize_act(x, K, T, K, xq, xd, xs);
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < K / 32; j++) {
+            int32_t acc = 0;
+            for (int l = 0; l < 32; l++) acc += xq[t * K + j * 32 + l] - 128;
+            if (acc != xs[t * (K / 32) + j]) { CHECK(0, "sum t %d j %d", t, j); break; }
+        }
     /* Q8_K: the largest magnitude maps to -127 (ggml scales by -127/max), |q| <= 127 */
     for (int t = 0; t < T; t++)
         for (int b = 0; b < K / 256; b++) {
@@ -47,8 +54,8 @@ int main(void) {
             CHECK(err <= fabs(xd[t * (K / 256) + b]) * 0.5001, "rounding %g", err);
         }
 
-    const int types[2] = { IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S };
-    for (int ti = 0; ti < 2; ti++) {
+    const int types[3] = { IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S, IQF_TYPE_Q4_K };
+    for (int ti = 0; ti < 3; ti++) {
     const int type = types[ti];
     CHECK(iqf_mm_int8_supported(type, iqf_simd_detect()), "%s supported", iqf_type_get(type)->name);
     size_t rb = iqf_row_size(type, K);
@@ -67,7 +74,7 @@ int main(void) {
     for (int lvl = IQF_SIMD_AVX2; lvl <= (int)iqf_simd_detect(); lvl++) {
     for (int r0 = 0; r0 < N; r0 += 16) {
         int nr = N - r0 < 16 ? N - r0 : 16;
-        iqf_mm_int8_tile(&wt, r0, nr, tile, xq, xd, T, y + r0, N, (iqf_simd)lvl);
+        iqf_mm_int8_tile(&wt, r0, nr, tile, xq, xd, xs, T, y + r0, N, (iqf_simd)lvl);
     }
     double worst = 0;
     for (int t = 0; t < T; t++)
@@ -88,6 +95,6 @@ int main(void) {
     free(tile);
     free(y);
     }
-    free(w); free(wd); free(x); free(xq); free(xd);
+    free(w); free(wd); free(x); free(xq); free(xd); free(xs);
     return test_finish("test_model_kernels");
 }

@@ -49,6 +49,7 @@ void iqf_context_free(iqf_context *c) {
     free(c->rope_cs);
     free(c->xq);
     free(c->xd);
+    free(c->xs);
     free(c);
 }
 
@@ -93,6 +94,7 @@ iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_con
     if (any_int) {
         c->xq = xcalloc((size_t)(B * c->max_ncols), 1, &ok);
         c->xd = xcalloc((size_t)(B * (c->max_ncols / 256 + 1)), sizeof(float), &ok);
+        c->xs = xcalloc((size_t)(B * (c->max_ncols / 32 + 1)), sizeof(int32_t), &ok);
     }
     if (!ok) {
         iqf_context_free(c);

@@ -217,7 +217,7 @@ static void mm_range(void *arg, int64_t b, int64_t e, int tid) {
         uint8_t *buf = (uint8_t *)(c->wtile + (size_t)tid * IQF_MM_TILE * (size_t)c->max_ncols);
         for (int64_t r0 = b; r0 < e; r0 += IQF_MM_TILE) {
             int nr = (int)(e - r0 < IQF_MM_TILE ? e - r0 : IQF_MM_TILE);
-            iqf_mm_int8_tile(w, r0, nr, buf, c->xq, c->xd, j->T, j->y + r0, j->ldy, c->simd);
+            iqf_mm_int8_tile(w, r0, nr, buf, c->xq, c->xd, c->xs, j->T, j->y + r0, j->ldy, c->simd);
         }
         return;
     }
@@ -252,7 +252,7 @@ void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx
     }
     mmjob j = { c, w, x, ldx, T, y, ldy, false };
     if (c->xq && iqf_mm_int8_supported(w->type, c->simd)) {
-        iqf_mm_quantize_act(x, ldx, T, w->ncols, c->xq, c->xd);
+        iqf_mm_quantize_act(x, ldx, T, w->ncols, c->xq, c->xd, c->xs);
         j.int8 = true;
     }
     iqf_pool_run(c->pool, w->nrows, IQF_MM_TILE, mm_range, &j);

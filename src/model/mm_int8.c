@@ -1,6 +1,7 @@
 /*
  * mm_int8.c - integer matrix products for weight types whose blocks decode exactly to small
- * integers times a per-32 integer scale times a per-256 float scale (IQ3_XXS, IQ3_S), as ggml computes them: activations quantized to
+ * integers times a per-32 integer scale times a per-256 float scale (IQ3_XXS, IQ3_S; Q4_K also
+ * with a per-32 integer min times a per-256 float scale, subtracted using the activations' sums), as ggml computes them: activations quantized to
  * Q8_K (int8 per 256 values with one float scale, ggml's quantize_row_q8_K_ref), int8 dot
  * products with the integer sub-block scales, one float multiply per 256-block.
  *
@@ -12,22 +13,25 @@
 
 #include "codec/codec.h"
 #include "codec/iq3_grids.h"
+#include "codec/kq_common.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 bool iqf_mm_int8_supported(int type, iqf_simd s) {
-    return s >= IQF_SIMD_AVX2 && (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S);
+    return s >= IQF_SIMD_AVX2 && (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S || type == IQF_TYPE_Q4_K);
 }
 
 /* ggml's quantize_row_q8_K_ref, per 256 values (K a multiple of 256); stored as q + 128. */
-void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, uint8_t *xq, float *xd) {
+void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, uint8_t *xq, float *xd,
+                         int32_t *xs) {
     const int64_t nb = K / QK_K;
     for (int t = 0; t < T; t++) {
         const float *xr = x + (int64_t)t * ldx;
         uint8_t *q = xq + (int64_t)t * K;
         float *d = xd + (int64_t)t * nb;
+        int32_t *sums = xs + (int64_t)t * (K / 32);
         for (int64_t b = 0; b < nb; b++) {
             const float *v = xr + b * QK_K;
             float amax = 0, mx = 0;
@@ -38,6 +42,7 @@ void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, uint8_t 
             if (!amax) {
                 d[b] = 0;
                 memset(q + b * QK_K, 128, QK_K);
+                for (int j = 0; j < QK_K / 32; j++) sums[b * (QK_K / 32) + j] = 0;
                 continue;
             }
             const float iscale = -127.f / mx;
@@ -46,6 +51,11 @@ void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, uint8_t 
                 q[b * QK_K + j] = (uint8_t)((vi < 127 ? vi : 127) + 128);
             }
             d[b] = 1 / iscale;
+            for (int j = 0; j < QK_K / 32; j++) {
+                int32_t acc = 0;
+                for (int l = 0; l < 32; l++) acc += (int32_t)q[b * QK_K + j * 32 + l] - 128;
+                sums[b * (QK_K / 32) + j] = acc;
+            }
         }
     }
 }
@@ -53,7 +63,12 @@ void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, uint8_t 
 /* Tile layout per row: K signed weights (int8, = +/-grid), K/32 int16 sub-block scales, K/256
  * float block scales, K/256 int32 sums (sum over sub-blocks of scale * sum of weights: the
  * correction for activations stored as unsigned q+128). */
-size_t iqf_mm_int8_row_bytes(int64_t K) { return (size_t)(K + K / 32 * 2 + K / QK_K * 8); }
+size_t iqf_mm_int8_row_bytes(int64_t K) { return (size_t)(K + K / 32 * 2 + K / QK_K * 8 + K / 32 * 2 + K / QK_K * 4); }
+
+/* The min section of a decoded row (after the wsums): K/32 int16 mins, K/256 float dmins; all
+ * zero for types without mins. */
+static int16_t *row_mins(uint8_t *row, int64_t K) { return (int16_t *)(row + K + K / 32 * 2 + K / QK_K * 8); }
+static float *row_dmin(uint8_t *row, int64_t K) { return (float *)(row + K + K / 32 * 4 + K / QK_K * 8); }
 
 typedef struct {
     iqf_half d;
@@ -141,7 +156,51 @@ static void decode_iq3_s(const uint8_t *src, int64_t K, uint8_t *row) {
     }
 }
 
+typedef struct {
+    iqf_half d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[QK_K / 2];
+} blk_q4_K;
+
+/* Q4_K: weight = d * sc * q - dmin * m, q 0..15, 6-bit sc and m per 32. */
+static void decode_q4_K(const uint8_t *src, int64_t K, uint8_t *row) {
+    const int64_t nb = K / QK_K;
+    int8_t *wq = (int8_t *)row;
+    uint8_t *scp = row + K, *dp = scp + K / 32 * 2, *sp = dp + nb * 4;
+    int16_t *mins = row_mins(row, K);
+    float *dmin = row_dmin(row, K);
+    for (int64_t b = 0; b < nb; b++) {
+        blk_q4_K blk;
+        memcpy(&blk, src + b * sizeof(blk_q4_K), sizeof blk);
+        const float d = IQF_FP16_TO_FP32(blk.d);
+        memcpy(dp + b * 4, &d, 4);
+        dmin[b] = IQF_FP16_TO_FP32(blk.dmin);
+        int32_t wsum = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            uint8_t sc, m;
+            kq_get_scale_min_k4(j, blk.scales, &sc, &m);
+            const int16_t s16 = sc;
+            memcpy(scp + (b * (QK_K / 32) + j) * 2, &s16, 2);
+            mins[b * (QK_K / 32) + j] = m;
+            const uint8_t *q = blk.qs + (j / 2) * 32;
+            int8_t *o = wq + b * QK_K + j * 32;
+            int32_t sub = 0;
+            for (int l = 0; l < 32; l++) {
+                o[l] = (int8_t)((j & 1) ? q[l] >> 4 : q[l] & 0xF);
+                sub += o[l];
+            }
+            wsum += sc * sub;
+        }
+        memcpy(sp + b * 4, &wsum, 4);
+    }
+}
+
 static void decode_row(int type, const uint8_t *src, int64_t K, uint8_t *row) {
+    if (type == IQF_TYPE_Q4_K) {
+        decode_q4_K(src, K, row);
+        return;
+    }
+    memset(row_mins(row, K), 0, (size_t)(K / 32 * 2 + K / QK_K * 4));
     if (type == IQF_TYPE_IQ3_S) decode_iq3_s(src, K, row);
     else decode_iq3_xxs(src, K, row);
 }
@@ -181,7 +240,7 @@ __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v) {
                 const int16_t *sc = (const int16_t *)(row + K);                                      \
                 const float *dw = (const float *)(row + K + K / 32 * 2);                             \
                 const int32_t *ws = (const int32_t *)(row + K + K / 32 * 2 + nb * 4);                \
-                __m256 f0 = _mm256_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;                          \
+                __m128 f = _mm_setzero_ps();                                                         \
                 for (int64_t b = 0; b < nb; b++) {                                                   \
                     const __m256i c0 = _mm256_set_epi32(0, 0, 0, 0, 0, 0, 0, -128 * ws[b]);          \
                     __m256i s0 = c0, s1 = c0, s2 = c0, s3 = c0;                                      \
@@ -199,13 +258,19 @@ __attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v) {
                         p = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(x3 + k)), w);  \
                         s3 = SCALE_ADD(s3, p, scl);                                                  \
                     }                                                                                \
-                    const float d = dw[b];                                                           \
-                    f0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d * d0[b]), f0);     \
-                    f1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(d * d1[b]), f1);     \
-                    f2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s2), _mm256_set1_ps(d * d2[b]), f2);     \
-                    f3 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s3), _mm256_set1_ps(d * d3[b]), f3);     \
-                }                                                                                    \
-                const float r[4] = { hsum8(f0), hsum8(f1), hsum8(f2), hsum8(f3) };                   \
+                    /* the lanes carry the 128*w excess and lane 0 its correction: sum them as      \
+                 * integers (exact) before converting, or the float rounding of the large lanes    \
+                 * would not cancel */                                                             \
+                const __m256i h01 = _mm256_hadd_epi32(s0, s1), h23 = _mm256_hadd_epi32(s2, s3);  \
+                const __m256i h = _mm256_hadd_epi32(h01, h23);                                   \
+                const __m128i tot = _mm_add_epi32(_mm256_castsi256_si128(h),                     \
+                                                  _mm256_extracti128_si256(h, 1));               \
+                const float d = dw[b];                                                           \
+                const __m128 dd = _mm_set_ps(d * d3[b], d * d2[b], d * d1[b], d * d0[b]);         \
+                f = _mm_fmadd_ps(_mm_cvtepi32_ps(tot), dd, f);                                   \
+            }                                                                                    \
+            float r[4];                                                                          \
+            _mm_storeu_ps(r, f);                                                                 \
                 for (int i = 0; i < nt; i++) Y[(int64_t)(t + i) * ldy + n] = r[i];                   \
             }                                                                                        \
         }                                                                                            \
@@ -225,7 +290,16 @@ IQF_INT8_KERNEL(kernel_avx2, "avx2,fma", MADD_ADD)
  * ------------------------------------------------------------------------------------------- */
 static size_t panel_bytes(int64_t K) { return (size_t)(8 * K + K / 32 * 32 + K / QK_K * 64); }
 
-size_t iqf_mm_int8_tile_bytes(int64_t K) { return 2 * panel_bytes(K) + iqf_mm_int8_row_bytes(K); }
+size_t iqf_mm_int8_tile_bytes(int64_t K) {
+    const size_t a = 2 * panel_bytes(K) + iqf_mm_int8_row_bytes(K), b = 16 * iqf_mm_int8_row_bytes(K);
+    return (a > b ? a : b) + 16 * (size_t)(K / 32 * 2 + K / QK_K * 4);
+}
+
+/* Per-tile copy of the rows' min sections (16 rows), after the panels or rows. */
+static uint8_t *tile_mins(uint8_t *buf, int64_t K) {
+    const size_t a = 2 * panel_bytes(K) + iqf_mm_int8_row_bytes(K), b = 16 * iqf_mm_int8_row_bytes(K);
+    return buf + (a > b ? a : b);
+}
 
 static void decode_panels(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf) {
     const int64_t K = w->ncols, nb = K / QK_K;
@@ -246,6 +320,8 @@ static void decode_panels(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf)
             const float *dw = (const float *)(tmp + K + K / 32 * 2);
             const int32_t *ws = (const int32_t *)(tmp + K + K / 32 * 2 + nb * 4);
             for (int64_t k = 0; k < K; k += 4) memcpy(pw + k * 8 + 4 * j, tmp + k, 4);
+            memcpy(tile_mins(buf, K) + (size_t)r * (size_t)(K / 32 * 2 + nb * 4), row_mins(tmp, K),
+                   (size_t)(K / 32 * 2 + nb * 4));
             for (int64_t s = 0; s < K / 32; s++) psc[s * 8 + j] = sc[s];
             for (int64_t b = 0; b < nb; b++) {
                 pd[b * 8 + j] = dw[b];
@@ -370,9 +446,30 @@ static bool have_vnni(void) {
 #endif
 }
 
+/* Subtracts sum_j dmin * m_j * (sum of the activations of sub-block j) for types with mins. */
+static void min_correction(const uint8_t *mins_sec, int nr, int64_t K, const float *xd,
+                           const int32_t *xs, int T, float *Y, int64_t ldy) {
+    const int64_t nb = K / QK_K, ns = K / 32;
+    const size_t stride = (size_t)(ns * 2 + nb * 4);
+    for (int n = 0; n < nr; n++) {
+        const int16_t *m = (const int16_t *)(mins_sec + (size_t)n * stride);
+        const float *dmin = (const float *)(mins_sec + (size_t)n * stride + ns * 2);
+        for (int t = 0; t < T; t++) {
+            const int32_t *sums = xs + (int64_t)t * ns;
+            float corr = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                int32_t acc = 0;
+                for (int j = 0; j < QK_K / 32; j++) acc += m[b * (QK_K / 32) + j] * sums[b * (QK_K / 32) + j];
+                corr += dmin[b] * xd[(int64_t)t * nb + b] * (float)acc;
+            }
+            Y[(int64_t)t * ldy + n] -= corr;
+        }
+    }
+}
+
 /* Decodes rows r0..r0+nr (nr <= 16) of w into buf (iqf_mm_int8_tile_bytes) and multiplies. */
 void iqf_mm_int8_tile(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf, const uint8_t *xq,
-                      const float *xd, int T, float *Y, int64_t ldy, iqf_simd s) {
+                      const float *xd, const int32_t *xs, int T, float *Y, int64_t ldy, iqf_simd s) {
     const int64_t K = w->ncols;
     /* Panels pay a repacking step per tile: worth it when many token rows share the tile. */
     if (T >= 8 && s >= IQF_SIMD_AVX512 && have_vnni()) {
@@ -381,5 +478,10 @@ void iqf_mm_int8_tile(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf, con
     } else {
         iqf_mm_int8_decode(w, r0, nr, buf);
         kernel_avx2(buf, nr, K, xq, xd, T, Y, ldy);
+        if (w->type == IQF_TYPE_Q4_K) {
+            const size_t rb = iqf_mm_int8_row_bytes(K), ms = (size_t)(K / 32 * 2 + K / QK_K * 4);
+            for (int r = 0; r < nr; r++) memcpy(tile_mins(buf, K) + (size_t)r * ms, row_mins(buf + (size_t)r * rb, K), ms);
+        }
     }
+    if (w->type == IQF_TYPE_Q4_K) min_correction(tile_mins(buf, K), nr, K, xd, xs, T, Y, ldy);
 }

@@ -72,6 +72,7 @@ struct iqf_context {
     iqf_imat_acc *imat;        /* NULL unless collecting */
     uint8_t *xq;               /* Q8_K activations + 128 for the integer path: [max_batch][max_ncols] */
     float *xd;                 /* their scales: [max_batch][max_ncols / 256] */
+    int32_t *xs;               /* their sums per 32: [max_batch][max_ncols / 32] */
 };
 
 /* Y[t][n] = sum_k X[t][k] W[n][k] for t < T, n < W->nrows. X rows ldx apart, Y rows ldy apart. */
@@ -83,11 +84,12 @@ void iqf_weight_row(const iqf_weight *w, int64_t row, float *out);
 /* Integer path (mm_int8.c): types whose blocks decode exactly to int8 x sub-block scales. */
 bool iqf_mm_int8_supported(int type, iqf_simd s);
 size_t iqf_mm_int8_row_bytes(int64_t K);
-void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, uint8_t *xq, float *xd);
+void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, uint8_t *xq, float *xd,
+                         int32_t *xs);
 void iqf_mm_int8_decode(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf);
 size_t iqf_mm_int8_tile_bytes(int64_t K); /* buffer for one tile of IQF_MM_TILE rows */
 void iqf_mm_int8_tile(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf, const uint8_t *xq,
-                      const float *xd, int T, float *Y, int64_t ldy, iqf_simd s);
+                      const float *xd, const int32_t *xs, int T, float *Y, int64_t ldy, iqf_simd s);
 
 /* Vector helpers (SIMD chosen at run time). */
 float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n);
