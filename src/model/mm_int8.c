@@ -211,13 +211,6 @@ void iqf_mm_int8_decode(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf) {
         decode_row(w->type, w->data + (size_t)(r0 + r) * w->row_bytes, w->ncols, buf + (size_t)r * rb);
 }
 
-__attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* Y[t][n] for t < T, n < nr from a decoded tile, 4 token rows x 1 weight row per step. Per 32
  * products: maddubs(q+128, w) and a multiply-add of the int16 pairs by the sub-block scale
  * (one VNNI dpwssd, or madd + add). The 128*w excess is removed with the row's block sums. */
