@@ -2,7 +2,9 @@
  * test_model_kernels.c - the inference engine's integer matrix-product path (mm_int8.c):
  * Q8_K activation quantization against ggml's definition, and the IQ3_XXS / IQ3_S / Q4_K tile kernels
  * (every SIMD level the CPU has) against a double-precision product of the weights decoded by the
- * codec registry and the dequantized Q8_K activations.
+ * codec registry and the dequantized Q8_K activations; then a small random llama model in each
+ * type through the whole engine, integer path vs float path (they differ only by the Q8_K
+ * rounding of activations: ~2% RMS on the logits here; wiring errors give ~100%).
  */
 #include "iqforge.h"
 #include "model/model.h"
@@ -11,6 +13,103 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+
+/* A small llama model (n_embd 256, n_ff 512, 2 layers, 4 heads / 2 KV heads, vocab 300) with
+ * random weights, its matrices in `type`, written with the GGUF writer. */
+static bool write_model(const char *path, int type) {
+    enum { E = 256, F = 512, L = 2, V = 300 };
+    char err[256];
+    iqf_gguf_writer *w = iqf_gguf_writer_open(path, err, sizeof err);
+    if (!w) return false;
+    iqf_gguf_writer_set_str(w, "general.architecture", "llama");
+    iqf_gguf_writer_set_u32(w, "llama.embedding_length", E);
+    iqf_gguf_writer_set_u32(w, "llama.block_count", L);
+    iqf_gguf_writer_set_u32(w, "llama.feed_forward_length", F);
+    iqf_gguf_writer_set_u32(w, "llama.attention.head_count", 4);
+    iqf_gguf_writer_set_u32(w, "llama.attention.head_count_kv", 2);
+    iqf_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    struct { char name[64]; int64_t ne0, ne1; int ty; } t[3 + 9 * L];
+    int n = 0;
+#define T_(nm, a, b, ty_) do { snprintf(t[n].name, 64, "%s", nm); t[n].ne0 = a; t[n].ne1 = b; t[n].ty = ty_; n++; } while (0)
+    T_("token_embd.weight", E, V, IQF_TYPE_F32);
+    for (int l = 0; l < L; l++) {
+        char nm[64];
+#define B_(s, a, b, ty_) snprintf(nm, 64, "blk.%d.%s.weight", l, s); T_(nm, a, b, ty_)
+        B_("attn_norm", E, 1, IQF_TYPE_F32);
+        B_("attn_q", E, E, type);
+        B_("attn_k", E, E / 2, type);
+        B_("attn_v", E, E / 2, type);
+        B_("attn_output", E, E, type);
+        B_("ffn_norm", E, 1, IQF_TYPE_F32);
+        B_("ffn_gate", E, F, type);
+        B_("ffn_up", E, F, type);
+        B_("ffn_down", F, E, type);
+#undef B_
+    }
+    T_("output_norm.weight", E, 1, IQF_TYPE_F32);
+    T_("output.weight", E, V, type);
+#undef T_
+    for (int i = 0; i < n; i++) {
+        int64_t ne[2] = { t[i].ne0, t[i].ne1 };
+        iqf_gguf_writer_add_tensor(w, t[i].name, t[i].ne1 > 1 ? 2 : 1, ne, t[i].ty);
+    }
+    iqf_gguf_writer_write_header(w);
+    tu_rng r = { 5 };
+    for (int i = 0; i < n; i++) {
+        int64_t cnt = t[i].ne0 * t[i].ne1;
+        float *f = malloc(sizeof(float) * (size_t)cnt);
+        for (int64_t j = 0; j < cnt; j++)
+            f[j] = t[i].ne1 == 1 ? 1.0f : (float)(tu_normal(&r) * (i == 0 ? 1.0 : 0.06));
+        size_t bytes = iqf_row_size(t[i].ty, t[i].ne0) * (size_t)t[i].ne1;
+        void *q = malloc(bytes);
+        iqf_quantize(t[i].ty, f, q, t[i].ne1, t[i].ne0, NULL, NULL, NULL, 0);
+        iqf_gguf_writer_write_data(w, q, bytes);
+        free(f);
+        free(q);
+    }
+    return iqf_gguf_writer_finish(w, err, sizeof err) == IQF_OK;
+}
+
+/* Logits of 40 tokens through the whole engine: the integer path vs the float-tile path
+ * (IQF_SIMD=scalar). They differ only by the Q8_K rounding of the activations. */
+static void end_to_end(int type) {
+    char path[64], err[512];
+    snprintf(path, sizeof path, "/tmp/iqf_test_kernels_%d.gguf", (int)getpid());
+    CHECK(write_model(path, type), "write model");
+    iqf_model *m = NULL;
+    CHECK(iqf_model_load(path, NULL, &m, err, sizeof err) == IQF_OK, "%s", err);
+    if (!m) return;
+    enum { N = 40, V = 300 };
+    int32_t toks[N];
+    for (int i = 0; i < N; i++) toks[i] = (i * 37 + 1) % V;
+    float *a = malloc(sizeof(float) * N * V), *b = malloc(sizeof(float) * N * V);
+    iqf_context *c = NULL;
+    CHECK(iqf_context_new(m, N, 2, &c, err, sizeof err) == IQF_OK && c->xq != NULL, "int path context");
+    if (c) CHECK(iqf_decode(c, toks, N, 0, 0, a, err, sizeof err) == IQF_OK, "%s", err);
+    iqf_context_free(c);
+    setenv("IQF_SIMD", "scalar", 1);
+    c = NULL;
+    CHECK(iqf_context_new(m, N, 2, &c, err, sizeof err) == IQF_OK && c->xq == NULL, "float path context");
+    unsetenv("IQF_SIMD");
+    if (c) CHECK(iqf_decode(c, toks, N, 0, 0, b, err, sizeof err) == IQF_OK, "%s", err);
+    iqf_context_free(c);
+    double num = 0, den = 0, mx = 0;
+    for (int i = 0; i < N * V; i++) {
+        num += (double)(a[i] - b[i]) * (a[i] - b[i]);
+        den += (double)b[i] * b[i];
+        mx = fmax(mx, fabs(b[i]));
+    }
+    double rel = sqrt(num / den);
+    printf("%s end to end: integer vs float logits, relative RMS difference %.3g (max |logit| %.2f)\n",
+           iqf_type_get(type)->name, rel, mx);
+    CHECK(rel < 0.05 && mx > 0.1, "%s: integer path logits differ by %g", iqf_type_get(type)->name, rel);
+    free(a);
+    free(b);
+    iqf_model_free(m);
+    remove(path);
+}
 
 int main(void) {
     if (!iqf_mm_int8_supported(IQF_TYPE_IQ3_XXS, iqf_simd_detect()) || !iqf_can_encode(IQF_TYPE_IQ3_XXS)) {
@@ -96,5 +195,8 @@ int main(void) {
     free(y);
     }
     free(w); free(wd); free(x); free(xq); free(xd); free(xs);
+    end_to_end(IQF_TYPE_IQ3_XXS);
+    end_to_end(IQF_TYPE_IQ3_S);
+    end_to_end(IQF_TYPE_Q4_K);
     return test_finish("test_model_kernels");
 }

@@ -238,6 +238,22 @@ static void mm_range(void *arg, int64_t b, int64_t e, int tid) {
     }
 }
 
+typedef struct qajob {
+    const float *x;
+    int64_t ldx, K;
+    uint8_t *xq;
+    float *xd;
+    int32_t *xs;
+} qajob;
+
+/* Q8_K quantization of activation rows b..e (rows are independent). */
+static void qa_range(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const qajob *q = arg;
+    iqf_mm_quantize_act(q->x + b * q->ldx, q->ldx, (int)(e - b), q->K, q->xq + b * q->K,
+                        q->xd + b * (q->K / 256), q->xs + b * (q->K / 32));
+}
+
 void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T, float *y,
                 int64_t ldy) {
     if (c->imat && w->id >= 0 && T >= 16) {
@@ -252,7 +268,8 @@ void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx
     }
     mmjob j = { c, w, x, ldx, T, y, ldy, false };
     if (c->xq && iqf_mm_int8_supported(w->type, c->simd)) {
-        iqf_mm_quantize_act(x, ldx, T, w->ncols, c->xq, c->xd, c->xs);
+        qajob q = { x, ldx, w->ncols, c->xq, c->xd, c->xs };
+        iqf_pool_run(c->pool, T, 16, qa_range, &q);
         j.int8 = true;
     }
     iqf_pool_run(c->pool, w->nrows, IQF_MM_TILE, mm_range, &j);
