@@ -408,8 +408,9 @@ typedef struct iq1_cands {
     _Alignas(64) float sq2[2048];
     _Alignas(64) float f[2048];   /* approximately (sqx/sq2)*sqx where sq2 > 0, else -FLT_MAX */
     _Alignas(64) float vmaxv[IQ1_MAXV * 16]; /* AVX-512: per vector, lane-wise max of f */
-    /* finds the anchor vector (see select_best); NULL: from vmax[] */
-    int (*anchor)(const struct iq1_cands *c, float *M, float *before);
+    /* finds the anchor (see select_best): returns its vector (-1: none), sets its lane/variant
+     * and the largest f before it; NULL: generic code from vmax[] */
+    int (*anchor)(const struct iq1_cands *c, int *gl, int *gk, float *before);
 } iq1_cands;
 
 typedef struct iq1_acc {
@@ -481,9 +482,14 @@ static void select_best(const iq1_cands *c, condmask_fn cm, iq1_acc *a) {
         return;
     }
     float M = -FLT_MAX, before = -FLT_MAX, run = -FLT_MAX;
-    int gv = -1;
+    int gv = -1, gl = -1, gk = -1;
+    float U0;
     if (c->anchor) {
-        gv = c->anchor(c, &M, &before);
+        gv = c->anchor(c, &gl, &gk, &U0);
+        if (gv < 0) {
+            if (gv == -2) replay_from(c, cm, a, 0, 0, 0);
+            return;
+        }
     } else {
         for (int v = 0; v < c->nv; v++) {
             if (c->vmax[v] > M) {
@@ -493,28 +499,27 @@ static void select_best(const iq1_cands *c, condmask_fn cm, iq1_acc *a) {
             }
             run = c->vmax[v] > run ? c->vmax[v] : run;
         }
-    }
-    if (gv < 0) return; /* no candidate with sq2 > 0: nothing is ever accepted */
-    const float *X = c->sqx + (size_t)gv * K * W, *Q = c->sq2 + (size_t)gv * K * W;
-    float inner = -FLT_MAX;
-    int gl = -1, gk = -1;
-    const float *F = c->f + (size_t)gv * K * W;
-    for (int l = 0; l < c->nl[gv] && gl < 0; l++) {
-        for (int k = 0; k < K; k++) {
-            float f = F[k * W + l];
-            if (f == M) {
-                gl = l;
-                gk = k;
-                break;
+        if (gv < 0) return; /* no candidate with sq2 > 0: nothing is ever accepted */
+        float inner = -FLT_MAX;
+        const float *F = c->f + (size_t)gv * K * W;
+        for (int l = 0; l < c->nl[gv] && gl < 0; l++) {
+            for (int k = 0; k < K; k++) {
+                float f = F[k * W + l];
+                if (f == M) {
+                    gl = l;
+                    gk = k;
+                    break;
+                }
+                inner = f > inner ? f : inner;
             }
-            inner = f > inner ? f : inner;
+        }
+        U0 = before > inner ? before : inner;
+        if (gl < 0) {
+            replay_from(c, cm, a, 0, 0, 0);
+            return;
         }
     }
-    float U0 = before > inner ? before : inner;
-    if (gl < 0) {
-        replay_from(c, cm, a, 0, 0, 0);
-        return;
-    }
+    const float *X = c->sqx + (size_t)gv * K * W, *Q = c->sq2 + (size_t)gv * K * W;
     /* U >= every exact f before g (approximation error < 2^-20 relative for sq2 in
      * [2^-60, 2^60]; an underflowing sqx^2 means f < 2^-64). */
     float U = U0 < 0 ? U0 : (float)((double)U0 * (1.0 + 0x1p-17) + 0x1p-64);
@@ -574,25 +579,41 @@ store_vec_avx512(iq1_cands *c, const __m512 *sqx, const __m512 *sq2, int K, __mm
     c->nl[v] = (int8_t)nl;
 }
 
-/* Anchor vector: gv = first vector holding the largest f, M = that f, before = the largest f
- * of the vectors before gv (all from the lane-wise maxima). */
-AVX512_TARGET static int anchor_avx512(const iq1_cands *c, float *M, float *before) {
+/* Anchor: the first candidate (vector gv, lane gl, variant gk) holding the largest f, and the
+ * largest f before it. Returns -1 if no candidate is valid, -2 if not found (then replay). */
+AVX512_TARGET static int anchor_avx512(const iq1_cands *c, int *gl, int *gk, float *before) {
+    const int K = c->K;
     __m512 gm = _mm512_set1_ps(-FLT_MAX);
-    for (int v = 0; v < c->nv; v++) gm = _mm512_max_ps(_mm512_loadu_ps(c->vmaxv + (size_t)v * 16), gm);
+    for (int v = 0; v < c->nv; v++) gm = _mm512_max_ps(_mm512_load_ps(c->vmaxv + (size_t)v * 16), gm);
     const float m = _mm512_reduce_max_ps(gm);
     if (!(m > -FLT_MAX)) return -1;
     const __m512 vm = _mm512_set1_ps(m);
     __m512 bm = _mm512_set1_ps(-FLT_MAX);
     for (int v = 0; v < c->nv; v++) {
-        __m512 x = _mm512_loadu_ps(c->vmaxv + (size_t)v * 16);
-        if (_mm512_cmp_ps_mask(x, vm, _CMP_EQ_OQ)) {
-            *M = m;
-            *before = _mm512_reduce_max_ps(bm);
-            return v;
+        __m512 x = _mm512_load_ps(c->vmaxv + (size_t)v * 16);
+        if (!_mm512_cmp_ps_mask(x, vm, _CMP_EQ_OQ)) {
+            bm = _mm512_max_ps(x, bm);
+            continue;
         }
-        bm = _mm512_max_ps(x, bm);
+        const float *F = c->f + (size_t)v * K * 16;
+        unsigned eq[4] = { 0, 0, 0, 0 }, any = 0;
+        for (int k = 0; k < K; k++) {
+            eq[k] = _mm512_cmp_ps_mask(_mm512_load_ps(F + 16 * k), vm, _CMP_EQ_OQ);
+            any |= eq[k];
+        }
+        const int l = __builtin_ctz(any);
+        int k0 = 0;
+        while (!(eq[k0] >> l & 1)) k0++;
+        for (int k = 0; k < K; k++) {
+            const __mmask16 earlier = (__mmask16)(((1u << l) - 1) | (k < k0 ? 1u << l : 0));
+            bm = _mm512_mask_max_ps(bm, earlier, _mm512_load_ps(F + 16 * k), bm);
+        }
+        *gl = l;
+        *gk = k0;
+        *before = _mm512_reduce_max_ps(bm);
+        return v;
     }
-    return -1;
+    return -2;
 }
 
 /* IQ1_S: lane = one (i1, i2) pair of the reference's order (pairs_s16: 561 pairs, 36 vectors);
