@@ -963,6 +963,75 @@ AVX2_TARGET __attribute__((always_inline)) static inline void store_vec_avx2(iq1
     c->nl[v] = (int8_t)nl;
 }
 
+/* Ranks (rank_i = #{j: x_j < x_i} + #{j < i: x_j == x_i}) of n = 16 or 32 values, 8 lanes at a
+ * time; then the sorted products are placed with scalar stores (no dependent loads later). */
+AVX2_TARGET static void ranks_avx2(const float *xb, int n, int32_t *rank) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int q = 0; q < n; q += 8) {
+        const __m256 X = _mm256_loadu_ps(xb + q);
+        const __m256i lanes = _mm256_add_epi32(iota, _mm256_set1_epi32(q));
+        __m256i R = _mm256_setzero_si256();
+        for (int j = 0; j < n; j++) {
+            const __m256 xj = _mm256_set1_ps(xb[j]);
+            const __m256i after = _mm256_cmpgt_epi32(lanes, _mm256_set1_epi32(j));
+            const __m256i m = _mm256_or_si256(_mm256_castps_si256(_mm256_cmp_ps(X, xj, _CMP_GT_OQ)),
+                                              _mm256_and_si256(after, _mm256_castps_si256(_mm256_cmp_ps(X, xj, _CMP_EQ_OQ))));
+            R = _mm256_sub_epi32(R, m);
+        }
+        _mm256_storeu_si256((__m256i *)(rank + q), R);
+    }
+}
+
+AVX2_TARGET static void sort_prefix_m_avx2(const float *xb, const float *weight, int *order,
+                                           float px[2][17], float pw[2][17]) {
+    int32_t rank[16];
+    ranks_avx2(xb, 16, rank);
+    float ax0[16], ax1[16], aw0[16], aw1[16];
+    for (int i = 0; i < 16; i++) {
+        const int r = rank[i];
+        const float wx = weight[i] * xb[i], wi = weight[i];
+        order[r] = i;
+        ax0[r] = i < 8 ? wx : 0.f; /* +0 for the other half, see sort_prefix_m_scalar */
+        aw0[r] = i < 8 ? wi : 0.f;
+        ax1[r] = i < 8 ? 0.f : wx;
+        aw1[r] = i < 8 ? 0.f : wi;
+    }
+    float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0;
+    px[0][0] = px[1][0] = 0;
+    pw[0][0] = pw[1][0] = 0;
+    for (int j = 0; j < 16; ++j) {
+        sx0 = sx0 + ax0[j];
+        sw0 = sw0 + aw0[j];
+        sx1 = sx1 + ax1[j];
+        sw1 = sw1 + aw1[j];
+        px[0][j + 1] = sx0;
+        px[1][j + 1] = sx1;
+        pw[0][j + 1] = sw0;
+        pw[1][j + 1] = sw1;
+    }
+}
+
+AVX2_TARGET static void sort_prefix_s_avx2(const float *xb, const float *weight, int *order,
+                                           float *sumx, float *sumw) {
+    int32_t rank[32];
+    ranks_avx2(xb, 32, rank);
+    float ax[32], aw[32];
+    for (int i = 0; i < 32; i++) {
+        const int r = rank[i];
+        order[r] = i;
+        ax[r] = weight[i] * xb[i];
+        aw[r] = weight[i];
+    }
+    float sx = 0, sw = 0;
+    sumx[0] = sumw[0] = 0;
+    for (int j = 0; j < 32; ++j) {
+        sx = sx + ax[j];
+        sw = sw + aw[j];
+        sumx[j + 1] = sx;
+        sumw[j + 1] = sw;
+    }
+}
+
 AVX2_TARGET static int search_s_avx2(const float *sumx, const float *sumw, float *scale_out,
                                      int *bi1, int *bi2) {
     const int bs = 32;
@@ -1118,6 +1187,8 @@ static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
         k.search_m = search_m_avx512;
     } else if (ctx->simd >= IQF_SIMD_AVX2) {
         k.neighbour = best_neighbour_avx2;
+        k.sort_prefix_m = sort_prefix_m_avx2;
+        k.sort_prefix_s = sort_prefix_s_avx2;
         k.search_s = search_s_avx2;
         k.search_m = search_m_avx2;
     }
