@@ -937,6 +937,7 @@ AVX2_TARGET __attribute__((always_inline)) static inline void store_vec_avx2(iq1
     const __m256 lanes = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nl),
                                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
     __m256 fmax = _mm256_set1_ps(-FLT_MAX), nan = _mm256_setzero_ps();
+#pragma GCC unroll 4
     for (int k = 0; k < K; k++) {
         _mm256_storeu_ps(c->sqx + (size_t)(v * K + k) * 8, sqx[k]);
         _mm256_storeu_ps(c->sq2 + (size_t)(v * K + k) * 8, sq2[k]);
