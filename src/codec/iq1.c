@@ -9,11 +9,16 @@
  * split of the sorted values into {-1, 0, +1} is scored with prefix sums, and groups of 8 that land
  * off the grid take the best of their neighbour list (iqgrid.h, nwant 3).
  *
- * SIMD: the exhaustive split search evaluates 16 second split points (i2) per vector, each lane
- * with the reference's exact operation order; the order-dependent "accept if better" scan runs
- * scalar from the first lane that can be accepted. The neighbour search evaluates 16 neighbours
- * per vector: per group, a table term[i][l] = (w_i*(scale*xg[l] - x_i))*(scale*xg[l] - x_i) is
- * built once, and each lane adds term[i][level_i] for i = 0..7 in order (the reference's sum).
+ * SIMD (same bytes at every level):
+ *  - sort: ranks by vector compares (ties by position), the inverse permutation in registers
+ *    (AVX-512) or scalar placement (AVX2), then the reference's sequential prefix sums;
+ *  - split search: every (i1, i2) pair's sumqx/sumq2 in vector lanes with the reference's exact
+ *    per-candidate operation order (AVX-512: pairs in lanes, tables by permutes; AVX2: 8
+ *    consecutive i2 per vector); the order-dependent "accept if better" sequence is resolved by
+ *    jumping to a provably accepted anchor and replaying the rest exactly (select_best);
+ *  - neighbour search: 16 (8) neighbours per vector; per group a table
+ *    term[i][l] = (w_i*(scale*xg[l] - x_i))*(scale*xg[l] - x_i) is built once and each lane adds
+ *    term[i][level_i] for i = 0..7 in order (the reference's sum); first minimum wins.
  */
 #include "codec.h"
 #include "iqgrid.h"
@@ -665,7 +670,8 @@ AVX512_TARGET static int search_s_avx512(const float *sumx, const float *sumw, f
     for (int v = 0; v < 35; v++) {
         const __m512i idx1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_s16.i1 + 16 * v)));
         const __m512i idx2 = _mm512_sub_epi32(
-            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_s16.i2 + 16 * v))), _mm512_set1_epi32(1));
+            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_s16.i2 + 16 * v))),
+            _mm512_set1_epi32(1));
         __m512 B = _mm512_sub_ps(T2(0), T1(4));
         __m512 WB = _mm512_sub_ps(T2(1), T1(5));
         __m512 sqx[2], sq2[2];
@@ -804,7 +810,8 @@ AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_
         __m512 d2 = _mm512_permutexvar_ps(keys, T01);
         for (int i = 2; i < 8; i++)
             d2 = _mm512_add_ps(d2, _mm512_permutexvar_ps(_mm512_srli_epi32(keys, 2 * i), T[i]));
-        if (n - j0 < 16) d2 = _mm512_mask_mov_ps(_mm512_set1_ps(INFINITY), (__mmask16)((1u << (n - j0)) - 1), d2);
+        if (n - j0 < 16)
+            d2 = _mm512_mask_mov_ps(_mm512_set1_ps(INFINITY), (__mmask16)((1u << (n - j0)) - 1), d2);
         _mm512_storeu_ps(d2buf + j0, d2);
         vmin = _mm512_min_ps(d2, vmin);
     }
@@ -822,15 +829,17 @@ AVX512_TARGET static float weights_avx512(const float *xb, const float *qw, floa
     __m512 mx = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
         __m512 x = _mm512_loadu_ps(xb + i), x2 = _mm512_mul_ps(x, x);
-        if (qw) x2 = _mm512_mul_ps(_mm512_loadu_ps(qw + i), _mm512_sqrt_ps(_mm512_add_ps(_mm512_set1_ps(sigma2), x2)));
+        if (qw)
+            x2 = _mm512_mul_ps(_mm512_loadu_ps(qw + i),
+                               _mm512_sqrt_ps(_mm512_add_ps(_mm512_set1_ps(sigma2), x2)));
         _mm512_storeu_ps(w + i, x2);
         mx = _mm512_max_ps(mx, _mm512_abs_ps(x));
     }
     return _mm512_reduce_max_ps(mx);
 }
 
-/* IQ1_M sort + prefix sums: ranks rank_i = #{j: x_j < x_i} + #{j < i: x_j == x_i}, then the inverse permutation in a
- * register (order[r] = i with rank_i = r), the sorted products by permutes, and the sequential
+/* IQ1_M sort + prefix sums: ranks rank_i = #{j: x_j < x_i} + #{j < i: x_j == x_i}, then the
+ * inverse permutation in a register (order[r] = i with rank_i = r), the sorted products by permutes, and the sequential
  * sums over contiguous data. */
 AVX512_TARGET static void sort_prefix_m_avx512(const float *xb, const float *weight, int *order,
                                                float px[2][17], float pw[2][17]) {
@@ -887,8 +896,10 @@ AVX512_TARGET static void sort_prefix_s_avx512(const float *xb, const float *wei
         const __m512 xj = _mm512_set1_ps(xb[j]);
         const __mmask16 after0 = (__mmask16)(j < 16 ? 0xffffu << (j + 1) : 0);
         const __mmask16 after1 = (__mmask16)(j < 16 ? 0xffffu : 0xffffu << (j - 15));
-        __mmask16 m0 = _mm512_cmp_ps_mask(X0, xj, _CMP_GT_OQ) | _mm512_mask_cmp_ps_mask(after0, X0, xj, _CMP_EQ_OQ);
-        __mmask16 m1 = _mm512_cmp_ps_mask(X1, xj, _CMP_GT_OQ) | _mm512_mask_cmp_ps_mask(after1, X1, xj, _CMP_EQ_OQ);
+        __mmask16 m0 = _mm512_cmp_ps_mask(X0, xj, _CMP_GT_OQ) |
+                       _mm512_mask_cmp_ps_mask(after0, X0, xj, _CMP_EQ_OQ);
+        __mmask16 m1 = _mm512_cmp_ps_mask(X1, xj, _CMP_GT_OQ) |
+                       _mm512_mask_cmp_ps_mask(after1, X1, xj, _CMP_EQ_OQ);
         R0 = _mm512_mask_add_epi32(R0, m0, R0, one);
         R1 = _mm512_mask_add_epi32(R1, m1, R1, one);
     }
@@ -931,8 +942,8 @@ AVX2_TARGET static unsigned condmask_avx2(const float *sqx, const float *sq2, in
     return (unsigned)_mm256_movemask_ps(any);
 }
 
-AVX2_TARGET __attribute__((always_inline)) static inline void store_vec_avx2(iq1_cands *c, const __m256 *sqx, const __m256 *sq2,
-                                              int K, int nl, int i1, int i2) {
+AVX2_TARGET __attribute__((always_inline)) static inline void
+store_vec_avx2(iq1_cands *c, const __m256 *sqx, const __m256 *sq2, int K, int nl, int i1, int i2) {
     const int v = c->nv++;
     const __m256 lanes = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nl),
                                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
