@@ -416,6 +416,8 @@ typedef struct iq1_cands {
     /* finds the anchor (see select_best): returns its vector (-1: none), sets its lane/variant
      * and the largest f before it; NULL: generic code from vmax[] */
     int (*anchor)(const struct iq1_cands *c, int *gl, int *gk, float *before);
+    /* largest approximate f of vector v (see replay_from) */
+    float (*vecmax)(const struct iq1_cands *c, int v);
 } iq1_cands;
 
 typedef struct iq1_acc {
@@ -468,6 +470,13 @@ static void replay_from(const iq1_cands *c, condmask_fn cm, iq1_acc *a, int v0, 
             }
             rest &= ~((1u << l0) - 1);
         }
+        /* Skip a vector no candidate of which can pass at the current best: a candidate that
+         * passes has f > best*(1 - 2^-23), and its approximate f is within 2^-21 of f (sq2 in
+         * [2^-60, 2^60], which !c->nan guarantees; best > 2^-50 rules out an underflowing
+         * sqx^2). */
+        if (v != v0 && !c->nan && a->best_score > 0x1p-50f &&
+            c->vecmax(c, v) < a->best_score * (1.f - 0x1p-18f))
+            continue;
         unsigned any = rest ? cm(X, Q, K, a->best_score) & rest : 0;
         while (any) {
             int l = __builtin_ctz(any), i1, i2;
@@ -479,6 +488,8 @@ static void replay_from(const iq1_cands *c, condmask_fn cm, iq1_acc *a, int v0, 
         }
     }
 }
+
+static float vecmax_scalar(const iq1_cands *c, int v) { return c->vmax[v]; }
 
 static void select_best(const iq1_cands *c, condmask_fn cm, iq1_acc *a) {
     const int K = c->K, W = c->W;
@@ -584,6 +595,10 @@ store_vec_avx512(iq1_cands *c, const __m512 *sqx, const __m512 *sq2, int K, __mm
     c->nl[v] = (int8_t)nl;
 }
 
+AVX512_TARGET static float vecmax_avx512(const iq1_cands *c, int v) {
+    return _mm512_reduce_max_ps(_mm512_load_ps(c->vmaxv + (size_t)v * 16));
+}
+
 /* Anchor: the first candidate (vector gv, lane gl, variant gk) holding the largest f, and the
  * largest f before it. Returns -1 if no candidate is valid, -2 if not found (then replay). */
 AVX512_TARGET static int anchor_avx512(const iq1_cands *c, int *gl, int *gk, float *before) {
@@ -666,6 +681,7 @@ AVX512_TARGET static int search_s_avx512(const float *sumx, const float *sumw, f
     c.li1 = pairs_s16.i1;
     c.li2 = pairs_s16.i2;
     c.anchor = anchor_avx512;
+    c.vecmax = vecmax_avx512;
     const __m512 p1 = _mm512_set1_ps(x_p[1]), m1 = _mm512_set1_ps(x_m[1]);
     for (int v = 0; v < 35; v++) {
         const __m512i idx1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_s16.i1 + 16 * v)));
@@ -739,6 +755,7 @@ AVX512_TARGET static int search_m_avx512(const float px[2][17], const float pw[2
     c.li1 = pairs_m16.i1;
     c.li2 = pairs_m16.i2;
     c.anchor = anchor_avx512;
+    c.vecmax = vecmax_avx512;
     __m512 Tp[2], Tm[2], TWp[2], TWm[2];
     for (int h = 0; h < 2; h++) {
         Tp[h] = _mm512_set1_ps(px[h][bs] * p2);
@@ -1065,6 +1082,7 @@ AVX2_TARGET static int search_s_avx2(const float *sumx, const float *sumw, float
     c.nan = false;
     c.li1 = c.li2 = NULL;
     c.anchor = NULL;
+    c.vecmax = vecmax_scalar;
     const __m256 p1 = _mm256_set1_ps(x_p[1]), m1 = _mm256_set1_ps(x_m[1]);
     for (int i1 = 0; i1 <= bs; ++i1) {
         const float A = sumx[i1] - sumx[0], WA = sumw[i1] - sumw[0];
@@ -1115,6 +1133,7 @@ AVX2_TARGET static int search_m_avx2(const float px[2][17], const float pw[2][17
     c.nan = false;
     c.li1 = c.li2 = NULL;
     c.anchor = NULL;
+    c.vecmax = vecmax_scalar;
     for (int i1 = 0; i1 <= bs; ++i1) {
         __m256 Tp[2], Tm[2], Sp[2], Sm[2], P1[2];
         for (int h = 0; h < 2; h++) {
