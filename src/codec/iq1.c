@@ -67,8 +67,9 @@ void iqf_iq4_sumsq(iqf_simd simd, const float *x, int stride, int len, int count
  * ------------------------------------------------------------------------------------------- */
 static uint64_t iq1s_grid[NGRID_IQ1S]; /* dequantization grid: 8 int8 in {-1, 0, 1} */
 static const iqf_iqgrid *grid1;
-/* Keys of the neighbour lists, parallel to grid1->neighbours (so SIMD code loads 16 keys instead
- * of gathering them); padded by 32 entries for whole-vector loads. NULL if out of memory. */
+/* The neighbour lists as keys, parallel to grid1->neighbours ([n, key_1 .. key_n] per list), so
+ * SIMD code loads 16 keys instead of gathering them and touches only this array (a key's grid
+ * index is kmap[key]); padded by 32 entries for whole-vector loads. NULL if out of memory. */
 static uint16_t *nb_keys;
 static pthread_once_t iq1_once = PTHREAD_ONCE_INIT;
 
@@ -99,6 +100,7 @@ static void iq1_build(void) {
         if (nb_keys) {
             for (size_t pos = 0; pos < len;) {
                 int n = grid1->neighbours[pos];
+                nb_keys[pos] = (uint16_t)n;
                 for (int j = 1; j <= n; j++) nb_keys[pos + j] = iqf_iq1s_keys[grid1->neighbours[pos + j]];
                 pos += (size_t)n + 1;
             }
@@ -802,7 +804,7 @@ AVX512_TARGET static int search_m_avx512(const float px[2][17], const float pw[2
 AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_t *nbk,
                                                const float *xval, const float *weight, float scale,
                                                const float *xg) {
-    const int n = nb[0];
+    const int n = nbk[0];
     if (n > 240) return best_neighbour_scalar(nb, nbk, xval, weight, scale, xg);
     /* Lane e of T[i] (i >= 2): term of level e & 3; T01 lane e = (0 + term0[e & 3]) +
      * term1[e >> 2], the reference's first two steps of d2 for levels (e & 3, e >> 2). */
@@ -837,7 +839,7 @@ AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_
     const __m512 vm = _mm512_set1_ps(m);
     for (int j0 = 0;; j0 += 16) {
         __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(d2buf + j0), vm, _CMP_EQ_OQ);
-        if (eq) return nb[1 + j0 + __builtin_ctz((unsigned)eq)];
+        if (eq) return grid1->kmap[nbk[1 + j0 + __builtin_ctz((unsigned)eq)]];
     }
 }
 
@@ -1176,7 +1178,8 @@ AVX2_TARGET static int search_m_avx2(const float px[2][17], const float pw[2][17
 AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *nbk,
                                            const float *xval, const float *weight, float scale,
                                            const float *xg) {
-    const int n = nb[0];
+    (void)nb;
+    const int n = nbk[0];
     const float sq0 = scale * xg[0], sq1 = scale * xg[1], sq2 = scale * xg[2];
     const __m256 SQ = _mm256_setr_ps(sq0, sq1, sq2, sq0, sq0, sq1, sq2, sq0);
     __m256 T[8];
@@ -1185,7 +1188,7 @@ AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *n
         T[i] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(weight[i]), diff), diff);
     }
     float best_score = FLT_MAX;
-    int grid_index = -1;
+    int best_j = -1;
     for (int j0 = 0; j0 < n; j0 += 8) {
         int nl = n - j0 < 8 ? n - j0 : 8;
         __m256i k = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(nbk + 1 + j0)));
@@ -1197,11 +1200,11 @@ AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *n
         for (int l = 0; l < nl; l++) {
             if (dd[l] < best_score) {
                 best_score = dd[l];
-                grid_index = nb[1 + j0 + l];
+                best_j = j0 + l;
             }
         }
     }
-    return grid_index;
+    return best_j < 0 ? -1 : grid1->kmap[nbk[1 + best_j]];
 }
 #endif
 
@@ -1225,6 +1228,20 @@ static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
     }
 #endif
     return k;
+}
+
+/* Starts loading the neighbour lists of the off-grid groups among `ng` groups of 8 levels, so
+ * that their memory latency overlaps the work on the groups before them. */
+static inline void prefetch_groups(const int8_t *L, int ng) {
+    if (!nb_keys) return;
+    for (int k = 0; k < ng; k++) {
+        uint16_t u = 0;
+        for (int j = 0; j < 8; ++j) u |= (uint16_t)(L[8 * k + j] << 2 * j);
+        const int32_t m = grid1->kmap[u];
+        if (m >= 0) continue;
+        const uint16_t *p = nb_keys + (-m - 1);
+        for (int off = 0; off < 256; off += 32) __builtin_prefetch(p + off);
+    }
 }
 
 /* Grid index of a group of 8 levels L (0..2), or its best neighbour (then L is rewritten). */
@@ -1289,6 +1306,7 @@ static void iq1_s_superblock(const iq1_kernels *K, const float *xbl, float sumx2
         }
         bool all_on_grid = true;
         const float *xx = best_shift == 1 ? x_p : x_m;
+        prefetch_groups(L, block_size / 8);
         for (int k = 0; k < block_size / 8; ++k)
             index[k] = (uint16_t)group_index(K, L + 8 * k, xb + 8 * k, weight + 8 * k, scale, xx,
                                              &all_on_grid);
@@ -1377,6 +1395,7 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             best_k = 3 - best_k; /* 0 <-> 3, 1 <-> 2 */
         }
         bool all_on_grid = true;
+        prefetch_groups(L, block_size / 8);
         for (int k = 0; k < block_size / 8; ++k) {
             if (k == 0) xx = best_k < 2 ? x_p : x_m;
             else xx = best_k % 2 == 0 ? x_p : x_m;
