@@ -1121,13 +1121,18 @@ AVX2_TARGET static int search_m_avx2(const float px[2][17], const float pw[2][17
     const float cp2 = x_p[1] * x_p[1] - x_p[2] * x_p[2];
     const float cm1 = x_m[0] * x_m[0] - x_m[1] * x_m[1];
     const float cm2 = x_m[1] * x_m[1] - x_m[2] * x_m[2];
-    float PX[2][24], PWp[2][24], PWm[2][24];
-    for (int h = 0; h < 2; h++)
-        for (int i2 = 0; i2 < 24; i2++) {
-            PX[h][i2] = i2 <= bs ? px[h][i2] : 0.f;
-            PWp[h][i2] = i2 <= bs ? pw[h][i2] * cp2 : 0.f;
-            PWm[h][i2] = i2 <= bs ? pw[h][i2] * cm2 : 0.f;
+    _Alignas(32) float PX[2][24], PWp[2][24], PWm[2][24];
+    for (int h = 0; h < 2; h++) {
+        const __m256 vcp2 = _mm256_set1_ps(cp2), vcm2 = _mm256_set1_ps(cm2);
+        const __m256 tail = _mm256_setr_ps(1, 0, 0, 0, 0, 0, 0, 0); /* entry 16 only */
+        for (int q = 0; q < 24; q += 8) {
+            __m256 x = q < 16 ? _mm256_loadu_ps(px[h] + q) : _mm256_mul_ps(_mm256_set1_ps(px[h][bs]), tail);
+            __m256 w = q < 16 ? _mm256_loadu_ps(pw[h] + q) : _mm256_mul_ps(_mm256_set1_ps(pw[h][bs]), tail);
+            _mm256_store_ps(PX[h] + q, x);
+            _mm256_store_ps(PWp[h] + q, _mm256_mul_ps(w, vcp2));
+            _mm256_store_ps(PWm[h] + q, _mm256_mul_ps(w, vcm2));
         }
+    }
     iq1_cands c;
     c.nv = 0;
     c.K = 4;
