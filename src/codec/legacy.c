@@ -397,12 +397,15 @@ static inline LTGT float LSFX(hmin)(VF a) {
 }
 /* bit k = bit 4 of lane k */
 static inline LTGT uint32_t LSFX(bit4)(VI l) { return (uint32_t)_mm256_movemask_ps((__m256)(l << 27)); }
+/* bit k = sign bit of lane k (of a compare mask) */
+static inline LTGT uint32_t LSFX(bit31)(VI m) { return (uint32_t)_mm256_movemask_ps((__m256)m); }
 #else
 static inline LTGT float LSFX(hmax)(VF a) { return _mm512_reduce_max_ps((__m512)a); }
 static inline LTGT float LSFX(hmin)(VF a) { return _mm512_reduce_min_ps((__m512)a); }
 static inline LTGT uint32_t LSFX(bit4)(VI l) {
     return (uint32_t)_mm512_test_epi32_mask((__m512i)l, (__m512i)LSFX(splati)(16));
 }
+static inline LTGT uint32_t LSFX(bit31)(VI m) { return (uint32_t)_mm512_movepi32_mask((__m512i)m); }
 #endif
 static inline LTGT iqf_half LSFX(fp16)(float f) { return (iqf_half)_cvtss_sh(f, 0); }
 /* (int32_t)f for |f| < 2^31 (cvttps2dq). */
@@ -428,13 +431,17 @@ static inline LTGT void LSFX(pack5)(const VI *l, uint8_t *qs, uint8_t *qhb) {
 
 /* Signed max-abs value (first occurrence), as the q4_0/q5_0 reference loops find it. */
 static inline LTGT float LSFX(signed_amax)(const float *x, const VF *v) {
-    VF a = LSFX(vabs)(v[0]);
-    for (int k = 1; k < NV; k++) a = LSFX(vmax)(a, LSFX(vabs)(v[k]));
-    const float amax = LSFX(hmax)(a);
+    VF a[NV];
+    VF m = a[0] = LSFX(vabs)(v[0]);
+    for (int k = 1; k < NV; k++) m = LSFX(vmax)(m, a[k] = LSFX(vabs)(v[k]));
+    const float amax = LSFX(hmax)(m);
     if (amax == 0) return 0.0f;
-    int j = 0;
-    while (fabsf(x[j]) != amax) j++;
-    return x[j];
+    const VF va = LSFX(splatf)(amax);
+    for (int k = 0; k < NV; k++) {
+        uint32_t bits = LSFX(bit31)(a[k] == va);
+        if (bits) return x[k * LW + __builtin_ctz(bits)];
+    }
+    return 0.0f; /* not reached */
 }
 
 /* q4_0 (nmax 8, top 15) and q5_0 (nmax 16, top 31). */
