@@ -411,11 +411,22 @@ static inline LTGT iqf_half LSFX(fp16)(float f) { return (iqf_half)_cvtss_sh(f, 
 /* (int32_t)f for |f| < 2^31 (cvttps2dq). */
 static inline LTGT VI LSFX(cvtt)(VF f) { return __builtin_convertvector(f, VI); }
 static inline LTGT void LSFX(load)(const float *x, VF *v) {
-    for (int k = 0; k < NV; k++) memcpy(&v[k], x + k * LW, sizeof(VF));
+#if LW == 8
+    for (int k = 0; k < NV; k++) v[k] = (VF)_mm256_loadu_ps(x + k * LW);
+#else
+    for (int k = 0; k < NV; k++) v[k] = (VF)_mm512_loadu_ps(x + k * LW);
+#endif
 }
-static inline LTGT void LSFX(store_u8)(VI l, uint8_t *dst) {
+/* Low bytes of the lanes (truncation, as a C cast to uint8_t/int8_t). */
+static inline LTGT void LSFX(store_u8)(VI l, void *dst) {
+#if LW == 8
+    __m256i v = (__m256i)(l & LSFX(splati)(0xFF)); /* packus saturation = truncation on 0..255 */
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64((__m128i *)dst, _mm_packus_epi16(w, w));
+#else
     VB b = __builtin_convertvector(l, VB);
     memcpy(dst, &b, LW);
+#endif
 }
 /* Nibble packing qs[j] = l[j] | l[j+16] << 4 (low nibbles); q5: qh bit j = bit 4 of l[j]. */
 static inline LTGT void LSFX(pack4)(const VI *l, uint8_t *qs) {
@@ -496,7 +507,6 @@ LEG_ASYM(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
 LEG_ASYM(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
 
 static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
-    typedef int8_t VS __attribute__((vector_size(LW)));
     for (int64_t i = 0; i < nb; i++, x += QK) {
         VF v[NV];
         LSFX(load)(x, v);
@@ -513,8 +523,7 @@ static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
             VI q = LSFX(cvtt)(s);
             VF r = s - __builtin_convertvector(q, VF);
             q = q - (r >= LSFX(splatf)(0.5f)) + (r <= LSFX(splatf)(-0.5f));
-            VS b = __builtin_convertvector(q, VS);
-            memcpy(y[i].qs + k * LW, &b, LW);
+            LSFX(store_u8)(q, y[i].qs + k * LW);
         }
     }
 }
