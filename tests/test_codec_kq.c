@@ -26,9 +26,9 @@ static void diff_all(const float *x, int64_t rows, int64_t cols, const float *im
 int main(void) {
     oracle_require();
     const bool san = getenv("IQF_SANITIZED") && atoi(getenv("IQF_SANITIZED")) == 1;
-    const int nseeds = san ? 2 : 6;
+    const int nseeds = san ? 2 : 10;
     static const int64_t lens[] = { 256, 768, 1024, 2304, 5120 };
-    const int rows = 3;
+    const int rows = 4;
     float *x = malloc(sizeof(float) * rows * 8192), *im = malloc(sizeof(float) * 8192);
 
     /* Randomized: distributions x imatrix variants x seeds x row lengths. */
