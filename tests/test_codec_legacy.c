@@ -26,9 +26,9 @@ static void diff_all(const float *x, int64_t rows, int64_t cols, const float *im
 int main(void) {
     oracle_require();
     const bool san = getenv("IQF_SANITIZED") && atoi(getenv("IQF_SANITIZED")) == 1;
-    const int nseeds = san ? 2 : 6;
+    const int nseeds = san ? 2 : 10;
     static const int64_t lens[] = { 32, 96, 512, 2080, 4096 };
-    const int rows = 3;
+    const int rows = 4;
     float *x = malloc(sizeof(float) * rows * 8192), *im = malloc(sizeof(float) * 8192);
 
     /* Randomized: distributions x imatrix variants x seeds x row lengths. */
@@ -79,6 +79,15 @@ int main(void) {
         diff_all(x, rows, cols, NULL, what);
         diff_all(x, rows, cols, im, what);
     }
+
+    /* Overflowing intermediates: x^2 = inf with zero importance (NaN weights), huge importance. */
+    qgen_fill(x, rows, cols, QGEN_OUTLIER, 61);
+    for (int64_t j = 0; j < rows * cols; j++) x[j] *= 1e18f;
+    qgen_imatrix(im, cols, QGEN_IMAT_ZEROS, 9);
+    diff_all(x, rows, cols, im, "1e18 + imatrix zeros");
+    qgen_fill(x, rows, cols, QGEN_GAUSS, 62);
+    for (int64_t j = 0; j < cols; j++) im[j] = (j % 3) ? 1e30f : 1e-30f;
+    diff_all(x, rows, cols, im, "imatrix 1e30/1e-30");
 
     /* Ties: values on exact half-steps of the scale, constant blocks, sign-symmetric maxima. */
     for (int64_t j = 0; j < rows * cols; j++) x[j] = (float)((int)(j % 17) - 8) * 0.5f;

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 static const iqf_codec *const families[] = {
@@ -80,24 +81,6 @@ static iqf_status check_shape(int type, int64_t nrows, int64_t ncols, bool encod
     return IQF_OK;
 }
 
-typedef struct qjob {
-    const iqf_codec *c;
-    iqf_qctx ctx;
-    const float *src;
-    uint8_t *dst;
-    int64_t ncols;
-    size_t row_bytes;
-    const float *imatrix;
-} qjob;
-
-static void quantize_range(void *arg, int64_t b, int64_t e, int tid) {
-    (void)tid;
-    const qjob *j = arg;
-    for (int64_t r = b; r < e; r++)
-        j->c->quantize_row(&j->ctx, j->src + r * j->ncols, j->dst + (size_t)r * j->row_bytes,
-                           j->ncols, j->imatrix);
-}
-
 /* A prefix of x (whole runs of 1024) known to be finite: the fixed-length loop without an early
  * exit vectorizes, so validation stays far cheaper than the fast encoders (q8_0, q4_1). */
 static int64_t skip_finite(const float *x, int64_t n) {
@@ -112,6 +95,45 @@ static int64_t skip_finite(const float *x, int64_t n) {
         if (bad) break;
     }
     return b;
+}
+
+/* Column of the first non-finite value of row x, or -1. */
+static int64_t first_nonfinite(const float *x, int64_t n) {
+    for (int64_t j = skip_finite(x, n); j < n; j++)
+        if (!isfinite(x[j])) return j;
+    return -1;
+}
+
+/*
+ * Rows are validated by the worker that encodes them, right before encoding, so the input is
+ * read once (the fast encoders are memory-bound). The error names the FIRST bad row whatever the
+ * thread count: a worker skips only rows after a bad row already found, so every row before the
+ * final minimum has been checked.
+ */
+typedef struct qjob {
+    const iqf_codec *c;
+    iqf_qctx ctx;
+    const float *src;
+    uint8_t *dst;
+    int64_t ncols;
+    size_t row_bytes;
+    const float *imatrix;
+    atomic_int_fast64_t bad_row; /* smallest row with a non-finite value, or INT64_MAX */
+} qjob;
+
+static void quantize_range(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    qjob *j = arg;
+    for (int64_t r = b; r < e; r++) {
+        if (r > atomic_load(&j->bad_row)) return;
+        const float *x = j->src + r * j->ncols;
+        if (first_nonfinite(x, j->ncols) >= 0) {
+            int_fast64_t cur = atomic_load(&j->bad_row);
+            while (r < cur && !atomic_compare_exchange_weak(&j->bad_row, &cur, r)) {}
+            return;
+        }
+        j->c->quantize_row(&j->ctx, x, j->dst + (size_t)r * j->row_bytes, j->ncols, j->imatrix);
+    }
 }
 
 iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, int64_t ncols,
@@ -133,22 +155,21 @@ iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, in
                             (long long)j, (double)imatrix[j]);
         }
     }
-    for (int64_t r = 0; r < nrows; r++) {
-        const float *x = src + r * ncols;
-        for (int64_t j = skip_finite(x, ncols); j < ncols; j++) {
-            if (!isfinite(x[j]))
-                return fail(err, errlen, IQF_E_NONFINITE, "row %lld, column %lld: value is %s",
-                            (long long)r, (long long)j, isnan(x[j]) ? "NaN" : "Inf");
-        }
-    }
     iqf_quantize_params p = params ? *params : iqf_quantize_default_params();
     if (c->init) c->init();
     qjob j = { c, { p.mode, resolve_simd(p.simd) }, src, dst, ncols, iqf_row_size(type, ncols),
-               imatrix };
+               imatrix, INT64_MAX };
     /* Grain: about 64K weights per task keeps scheduling cheap and load balanced. */
     int64_t grain = ncols > 0 ? (65536 + ncols - 1) / ncols : 1;
     if (iqf_parallel_for(p.n_threads, nrows, grain, quantize_range, &j))
         return fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
+    int64_t r = atomic_load(&j.bad_row);
+    if (r != INT64_MAX) {
+        const float *x = src + r * ncols;
+        int64_t col = first_nonfinite(x, ncols);
+        return fail(err, errlen, IQF_E_NONFINITE, "row %lld, column %lld: value is %s", (long long)r,
+                    (long long)col, isnan(x[col]) ? "NaN" : "Inf");
+    }
     return IQF_OK;
 }
 

@@ -9,11 +9,16 @@
  * split of the sorted values into {-1, 0, +1} is scored with prefix sums, and groups of 8 that land
  * off the grid take the best of their neighbour list (iqgrid.h, nwant 3).
  *
- * SIMD: the exhaustive split search evaluates 16 second split points (i2) per vector, each lane
- * with the reference's exact operation order; the order-dependent "accept if better" scan runs
- * scalar from the first lane that can be accepted. The neighbour search evaluates 16 neighbours
- * per vector: per group, a table term[i][l] = (w_i*(scale*xg[l] - x_i))*(scale*xg[l] - x_i) is
- * built once, and each lane adds term[i][level_i] for i = 0..7 in order (the reference's sum).
+ * SIMD (same bytes at every level):
+ *  - sort: ranks by vector compares (ties by position), the inverse permutation in registers
+ *    (AVX-512) or scalar placement (AVX2), then the reference's sequential prefix sums;
+ *  - split search: every (i1, i2) pair's sumqx/sumq2 in vector lanes with the reference's exact
+ *    per-candidate operation order (AVX-512: pairs in lanes, tables by permutes; AVX2: 8
+ *    consecutive i2 per vector); the order-dependent "accept if better" sequence is resolved by
+ *    jumping to a provably accepted anchor and replaying the rest exactly (select_best);
+ *  - neighbour search: 16 (8) neighbours per vector; per group a table
+ *    term[i][l] = (w_i*(scale*xg[l] - x_i))*(scale*xg[l] - x_i) is built once and each lane adds
+ *    term[i][level_i] for i = 0..7 in order (the reference's sum); first minimum wins.
  */
 #include "codec.h"
 #include "iqgrid.h"
@@ -62,8 +67,9 @@ void iqf_iq4_sumsq(iqf_simd simd, const float *x, int stride, int len, int count
  * ------------------------------------------------------------------------------------------- */
 static uint64_t iq1s_grid[NGRID_IQ1S]; /* dequantization grid: 8 int8 in {-1, 0, 1} */
 static const iqf_iqgrid *grid1;
-/* Keys of the neighbour lists, parallel to grid1->neighbours (so SIMD code loads 16 keys instead
- * of gathering them); padded by 32 entries for whole-vector loads. NULL if out of memory. */
+/* The neighbour lists as keys, parallel to grid1->neighbours ([n, key_1 .. key_n] per list), so
+ * SIMD code loads 16 keys instead of gathering them and touches only this array (a key's grid
+ * index is kmap[key]); padded by 32 entries for whole-vector loads. NULL if out of memory. */
 static uint16_t *nb_keys;
 static pthread_once_t iq1_once = PTHREAD_ONCE_INIT;
 
@@ -94,6 +100,7 @@ static void iq1_build(void) {
         if (nb_keys) {
             for (size_t pos = 0; pos < len;) {
                 int n = grid1->neighbours[pos];
+                nb_keys[pos] = (uint16_t)n;
                 for (int j = 1; j <= n; j++) nb_keys[pos + j] = iqf_iq1s_keys[grid1->neighbours[pos + j]];
                 pos += (size_t)n + 1;
             }
@@ -408,8 +415,11 @@ typedef struct iq1_cands {
     _Alignas(64) float sq2[2048];
     _Alignas(64) float f[2048];   /* approximately (sqx/sq2)*sqx where sq2 > 0, else -FLT_MAX */
     _Alignas(64) float vmaxv[IQ1_MAXV * 16]; /* AVX-512: per vector, lane-wise max of f */
-    /* finds the anchor vector (see select_best); NULL: from vmax[] */
-    int (*anchor)(const struct iq1_cands *c, float *M, float *before);
+    /* finds the anchor (see select_best): returns its vector (-1: none), sets its lane/variant
+     * and the largest f before it; NULL: generic code from vmax[] */
+    int (*anchor)(const struct iq1_cands *c, int *gl, int *gk, float *before);
+    /* largest approximate f of vector v (see replay_from) */
+    float (*vecmax)(const struct iq1_cands *c, int v);
 } iq1_cands;
 
 typedef struct iq1_acc {
@@ -462,6 +472,13 @@ static void replay_from(const iq1_cands *c, condmask_fn cm, iq1_acc *a, int v0, 
             }
             rest &= ~((1u << l0) - 1);
         }
+        /* Skip a vector no candidate of which can pass at the current best: a candidate that
+         * passes has f > best*(1 - 2^-23), and its approximate f is within 2^-21 of f (sq2 in
+         * [2^-60, 2^60], which !c->nan guarantees; best > 2^-50 rules out an underflowing
+         * sqx^2). */
+        if (v != v0 && !c->nan && a->best_score > 0x1p-50f &&
+            c->vecmax(c, v) < a->best_score * (1.f - 0x1p-18f))
+            continue;
         unsigned any = rest ? cm(X, Q, K, a->best_score) & rest : 0;
         while (any) {
             int l = __builtin_ctz(any), i1, i2;
@@ -474,6 +491,8 @@ static void replay_from(const iq1_cands *c, condmask_fn cm, iq1_acc *a, int v0, 
     }
 }
 
+static float vecmax_scalar(const iq1_cands *c, int v) { return c->vmax[v]; }
+
 static void select_best(const iq1_cands *c, condmask_fn cm, iq1_acc *a) {
     const int K = c->K, W = c->W;
     if (c->nan) {
@@ -481,9 +500,14 @@ static void select_best(const iq1_cands *c, condmask_fn cm, iq1_acc *a) {
         return;
     }
     float M = -FLT_MAX, before = -FLT_MAX, run = -FLT_MAX;
-    int gv = -1;
+    int gv = -1, gl = -1, gk = -1;
+    float U0;
     if (c->anchor) {
-        gv = c->anchor(c, &M, &before);
+        gv = c->anchor(c, &gl, &gk, &U0);
+        if (gv < 0) {
+            if (gv == -2) replay_from(c, cm, a, 0, 0, 0);
+            return;
+        }
     } else {
         for (int v = 0; v < c->nv; v++) {
             if (c->vmax[v] > M) {
@@ -493,28 +517,27 @@ static void select_best(const iq1_cands *c, condmask_fn cm, iq1_acc *a) {
             }
             run = c->vmax[v] > run ? c->vmax[v] : run;
         }
-    }
-    if (gv < 0) return; /* no candidate with sq2 > 0: nothing is ever accepted */
-    const float *X = c->sqx + (size_t)gv * K * W, *Q = c->sq2 + (size_t)gv * K * W;
-    float inner = -FLT_MAX;
-    int gl = -1, gk = -1;
-    const float *F = c->f + (size_t)gv * K * W;
-    for (int l = 0; l < c->nl[gv] && gl < 0; l++) {
-        for (int k = 0; k < K; k++) {
-            float f = F[k * W + l];
-            if (f == M) {
-                gl = l;
-                gk = k;
-                break;
+        if (gv < 0) return; /* no candidate with sq2 > 0: nothing is ever accepted */
+        float inner = -FLT_MAX;
+        const float *F = c->f + (size_t)gv * K * W;
+        for (int l = 0; l < c->nl[gv] && gl < 0; l++) {
+            for (int k = 0; k < K; k++) {
+                float f = F[k * W + l];
+                if (f == M) {
+                    gl = l;
+                    gk = k;
+                    break;
+                }
+                inner = f > inner ? f : inner;
             }
-            inner = f > inner ? f : inner;
+        }
+        U0 = before > inner ? before : inner;
+        if (gl < 0) {
+            replay_from(c, cm, a, 0, 0, 0);
+            return;
         }
     }
-    float U0 = before > inner ? before : inner;
-    if (gl < 0) {
-        replay_from(c, cm, a, 0, 0, 0);
-        return;
-    }
+    const float *X = c->sqx + (size_t)gv * K * W, *Q = c->sq2 + (size_t)gv * K * W;
     /* U >= every exact f before g (approximation error < 2^-20 relative for sq2 in
      * [2^-60, 2^60]; an underflowing sqx^2 means f < 2^-64). */
     float U = U0 < 0 ? U0 : (float)((double)U0 * (1.0 + 0x1p-17) + 0x1p-64);
@@ -574,25 +597,45 @@ store_vec_avx512(iq1_cands *c, const __m512 *sqx, const __m512 *sq2, int K, __mm
     c->nl[v] = (int8_t)nl;
 }
 
-/* Anchor vector: gv = first vector holding the largest f, M = that f, before = the largest f
- * of the vectors before gv (all from the lane-wise maxima). */
-AVX512_TARGET static int anchor_avx512(const iq1_cands *c, float *M, float *before) {
+AVX512_TARGET static float vecmax_avx512(const iq1_cands *c, int v) {
+    return _mm512_reduce_max_ps(_mm512_load_ps(c->vmaxv + (size_t)v * 16));
+}
+
+/* Anchor: the first candidate (vector gv, lane gl, variant gk) holding the largest f, and the
+ * largest f before it. Returns -1 if no candidate is valid, -2 if not found (then replay). */
+AVX512_TARGET static int anchor_avx512(const iq1_cands *c, int *gl, int *gk, float *before) {
+    const int K = c->K;
     __m512 gm = _mm512_set1_ps(-FLT_MAX);
-    for (int v = 0; v < c->nv; v++) gm = _mm512_max_ps(_mm512_loadu_ps(c->vmaxv + (size_t)v * 16), gm);
+    for (int v = 0; v < c->nv; v++) gm = _mm512_max_ps(_mm512_load_ps(c->vmaxv + (size_t)v * 16), gm);
     const float m = _mm512_reduce_max_ps(gm);
     if (!(m > -FLT_MAX)) return -1;
     const __m512 vm = _mm512_set1_ps(m);
     __m512 bm = _mm512_set1_ps(-FLT_MAX);
     for (int v = 0; v < c->nv; v++) {
-        __m512 x = _mm512_loadu_ps(c->vmaxv + (size_t)v * 16);
-        if (_mm512_cmp_ps_mask(x, vm, _CMP_EQ_OQ)) {
-            *M = m;
-            *before = _mm512_reduce_max_ps(bm);
-            return v;
+        __m512 x = _mm512_load_ps(c->vmaxv + (size_t)v * 16);
+        if (!_mm512_cmp_ps_mask(x, vm, _CMP_EQ_OQ)) {
+            bm = _mm512_max_ps(x, bm);
+            continue;
         }
-        bm = _mm512_max_ps(x, bm);
+        const float *F = c->f + (size_t)v * K * 16;
+        unsigned eq[4] = { 0, 0, 0, 0 }, any = 0;
+        for (int k = 0; k < K; k++) {
+            eq[k] = _mm512_cmp_ps_mask(_mm512_load_ps(F + 16 * k), vm, _CMP_EQ_OQ);
+            any |= eq[k];
+        }
+        const int l = __builtin_ctz(any);
+        int k0 = 0;
+        while (!(eq[k0] >> l & 1)) k0++;
+        for (int k = 0; k < K; k++) {
+            const __mmask16 earlier = (__mmask16)(((1u << l) - 1) | (k < k0 ? 1u << l : 0));
+            bm = _mm512_mask_max_ps(bm, earlier, _mm512_load_ps(F + 16 * k), bm);
+        }
+        *gl = l;
+        *gk = k0;
+        *before = _mm512_reduce_max_ps(bm);
+        return v;
     }
-    return -1;
+    return -2;
 }
 
 /* IQ1_S: lane = one (i1, i2) pair of the reference's order (pairs_s16: 561 pairs, 36 vectors);
@@ -640,11 +683,13 @@ AVX512_TARGET static int search_s_avx512(const float *sumx, const float *sumw, f
     c.li1 = pairs_s16.i1;
     c.li2 = pairs_s16.i2;
     c.anchor = anchor_avx512;
+    c.vecmax = vecmax_avx512;
     const __m512 p1 = _mm512_set1_ps(x_p[1]), m1 = _mm512_set1_ps(x_m[1]);
     for (int v = 0; v < 35; v++) {
         const __m512i idx1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_s16.i1 + 16 * v)));
         const __m512i idx2 = _mm512_sub_epi32(
-            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_s16.i2 + 16 * v))), _mm512_set1_epi32(1));
+            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_s16.i2 + 16 * v))),
+            _mm512_set1_epi32(1));
         __m512 B = _mm512_sub_ps(T2(0), T1(4));
         __m512 WB = _mm512_sub_ps(T2(1), T1(5));
         __m512 sqx[2], sq2[2];
@@ -712,6 +757,7 @@ AVX512_TARGET static int search_m_avx512(const float px[2][17], const float pw[2
     c.li1 = pairs_m16.i1;
     c.li2 = pairs_m16.i2;
     c.anchor = anchor_avx512;
+    c.vecmax = vecmax_avx512;
     __m512 Tp[2], Tm[2], TWp[2], TWm[2];
     for (int h = 0; h < 2; h++) {
         Tp[h] = _mm512_set1_ps(px[h][bs] * p2);
@@ -758,7 +804,7 @@ AVX512_TARGET static int search_m_avx512(const float px[2][17], const float pw[2
 AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_t *nbk,
                                                const float *xval, const float *weight, float scale,
                                                const float *xg) {
-    const int n = nb[0];
+    const int n = nbk[0];
     if (n > 240) return best_neighbour_scalar(nb, nbk, xval, weight, scale, xg);
     /* Lane e of T[i] (i >= 2): term of level e & 3; T01 lane e = (0 + term0[e & 3]) +
      * term1[e >> 2], the reference's first two steps of d2 for levels (e & 3, e >> 2). */
@@ -783,7 +829,8 @@ AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_
         __m512 d2 = _mm512_permutexvar_ps(keys, T01);
         for (int i = 2; i < 8; i++)
             d2 = _mm512_add_ps(d2, _mm512_permutexvar_ps(_mm512_srli_epi32(keys, 2 * i), T[i]));
-        if (n - j0 < 16) d2 = _mm512_mask_mov_ps(_mm512_set1_ps(INFINITY), (__mmask16)((1u << (n - j0)) - 1), d2);
+        if (n - j0 < 16)
+            d2 = _mm512_mask_mov_ps(_mm512_set1_ps(INFINITY), (__mmask16)((1u << (n - j0)) - 1), d2);
         _mm512_storeu_ps(d2buf + j0, d2);
         vmin = _mm512_min_ps(d2, vmin);
     }
@@ -792,7 +839,7 @@ AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_
     const __m512 vm = _mm512_set1_ps(m);
     for (int j0 = 0;; j0 += 16) {
         __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(d2buf + j0), vm, _CMP_EQ_OQ);
-        if (eq) return nb[1 + j0 + __builtin_ctz((unsigned)eq)];
+        if (eq) return grid1->kmap[nbk[1 + j0 + __builtin_ctz((unsigned)eq)]];
     }
 }
 
@@ -801,15 +848,17 @@ AVX512_TARGET static float weights_avx512(const float *xb, const float *qw, floa
     __m512 mx = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
         __m512 x = _mm512_loadu_ps(xb + i), x2 = _mm512_mul_ps(x, x);
-        if (qw) x2 = _mm512_mul_ps(_mm512_loadu_ps(qw + i), _mm512_sqrt_ps(_mm512_add_ps(_mm512_set1_ps(sigma2), x2)));
+        if (qw)
+            x2 = _mm512_mul_ps(_mm512_loadu_ps(qw + i),
+                               _mm512_sqrt_ps(_mm512_add_ps(_mm512_set1_ps(sigma2), x2)));
         _mm512_storeu_ps(w + i, x2);
         mx = _mm512_max_ps(mx, _mm512_abs_ps(x));
     }
     return _mm512_reduce_max_ps(mx);
 }
 
-/* IQ1_M sort + prefix sums: ranks rank_i = #{j: x_j < x_i} + #{j < i: x_j == x_i}, then the inverse permutation in a
- * register (order[r] = i with rank_i = r), the sorted products by permutes, and the sequential
+/* IQ1_M sort + prefix sums: ranks rank_i = #{j: x_j < x_i} + #{j < i: x_j == x_i}, then the
+ * inverse permutation in a register (order[r] = i with rank_i = r), the sorted products by permutes, and the sequential
  * sums over contiguous data. */
 AVX512_TARGET static void sort_prefix_m_avx512(const float *xb, const float *weight, int *order,
                                                float px[2][17], float pw[2][17]) {
@@ -866,8 +915,10 @@ AVX512_TARGET static void sort_prefix_s_avx512(const float *xb, const float *wei
         const __m512 xj = _mm512_set1_ps(xb[j]);
         const __mmask16 after0 = (__mmask16)(j < 16 ? 0xffffu << (j + 1) : 0);
         const __mmask16 after1 = (__mmask16)(j < 16 ? 0xffffu : 0xffffu << (j - 15));
-        __mmask16 m0 = _mm512_cmp_ps_mask(X0, xj, _CMP_GT_OQ) | _mm512_mask_cmp_ps_mask(after0, X0, xj, _CMP_EQ_OQ);
-        __mmask16 m1 = _mm512_cmp_ps_mask(X1, xj, _CMP_GT_OQ) | _mm512_mask_cmp_ps_mask(after1, X1, xj, _CMP_EQ_OQ);
+        __mmask16 m0 = _mm512_cmp_ps_mask(X0, xj, _CMP_GT_OQ) |
+                       _mm512_mask_cmp_ps_mask(after0, X0, xj, _CMP_EQ_OQ);
+        __mmask16 m1 = _mm512_cmp_ps_mask(X1, xj, _CMP_GT_OQ) |
+                       _mm512_mask_cmp_ps_mask(after1, X1, xj, _CMP_EQ_OQ);
         R0 = _mm512_mask_add_epi32(R0, m0, R0, one);
         R1 = _mm512_mask_add_epi32(R1, m1, R1, one);
     }
@@ -910,12 +961,13 @@ AVX2_TARGET static unsigned condmask_avx2(const float *sqx, const float *sq2, in
     return (unsigned)_mm256_movemask_ps(any);
 }
 
-AVX2_TARGET __attribute__((always_inline)) static inline void store_vec_avx2(iq1_cands *c, const __m256 *sqx, const __m256 *sq2,
-                                              int K, int nl, int i1, int i2) {
+AVX2_TARGET __attribute__((always_inline)) static inline void
+store_vec_avx2(iq1_cands *c, const __m256 *sqx, const __m256 *sq2, int K, int nl, int i1, int i2) {
     const int v = c->nv++;
     const __m256 lanes = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nl),
                                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
     __m256 fmax = _mm256_set1_ps(-FLT_MAX), nan = _mm256_setzero_ps();
+#pragma GCC unroll 4
     for (int k = 0; k < K; k++) {
         _mm256_storeu_ps(c->sqx + (size_t)(v * K + k) * 8, sqx[k]);
         _mm256_storeu_ps(c->sq2 + (size_t)(v * K + k) * 8, sq2[k]);
@@ -942,6 +994,75 @@ AVX2_TARGET __attribute__((always_inline)) static inline void store_vec_avx2(iq1
     c->nl[v] = (int8_t)nl;
 }
 
+/* Ranks (rank_i = #{j: x_j < x_i} + #{j < i: x_j == x_i}) of n = 16 or 32 values, 8 lanes at a
+ * time; then the sorted products are placed with scalar stores (no dependent loads later). */
+AVX2_TARGET static void ranks_avx2(const float *xb, int n, int32_t *rank) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int q = 0; q < n; q += 8) {
+        const __m256 X = _mm256_loadu_ps(xb + q);
+        const __m256i lanes = _mm256_add_epi32(iota, _mm256_set1_epi32(q));
+        __m256i R = _mm256_setzero_si256();
+        for (int j = 0; j < n; j++) {
+            const __m256 xj = _mm256_set1_ps(xb[j]);
+            const __m256i after = _mm256_cmpgt_epi32(lanes, _mm256_set1_epi32(j));
+            const __m256i m = _mm256_or_si256(_mm256_castps_si256(_mm256_cmp_ps(X, xj, _CMP_GT_OQ)),
+                                              _mm256_and_si256(after, _mm256_castps_si256(_mm256_cmp_ps(X, xj, _CMP_EQ_OQ))));
+            R = _mm256_sub_epi32(R, m);
+        }
+        _mm256_storeu_si256((__m256i *)(rank + q), R);
+    }
+}
+
+AVX2_TARGET static void sort_prefix_m_avx2(const float *xb, const float *weight, int *order,
+                                           float px[2][17], float pw[2][17]) {
+    int32_t rank[16];
+    ranks_avx2(xb, 16, rank);
+    float ax0[16], ax1[16], aw0[16], aw1[16];
+    for (int i = 0; i < 16; i++) {
+        const int r = rank[i];
+        const float wx = weight[i] * xb[i], wi = weight[i];
+        order[r] = i;
+        ax0[r] = i < 8 ? wx : 0.f; /* +0 for the other half, see sort_prefix_m_scalar */
+        aw0[r] = i < 8 ? wi : 0.f;
+        ax1[r] = i < 8 ? 0.f : wx;
+        aw1[r] = i < 8 ? 0.f : wi;
+    }
+    float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0;
+    px[0][0] = px[1][0] = 0;
+    pw[0][0] = pw[1][0] = 0;
+    for (int j = 0; j < 16; ++j) {
+        sx0 = sx0 + ax0[j];
+        sw0 = sw0 + aw0[j];
+        sx1 = sx1 + ax1[j];
+        sw1 = sw1 + aw1[j];
+        px[0][j + 1] = sx0;
+        px[1][j + 1] = sx1;
+        pw[0][j + 1] = sw0;
+        pw[1][j + 1] = sw1;
+    }
+}
+
+AVX2_TARGET static void sort_prefix_s_avx2(const float *xb, const float *weight, int *order,
+                                           float *sumx, float *sumw) {
+    int32_t rank[32];
+    ranks_avx2(xb, 32, rank);
+    float ax[32], aw[32];
+    for (int i = 0; i < 32; i++) {
+        const int r = rank[i];
+        order[r] = i;
+        ax[r] = weight[i] * xb[i];
+        aw[r] = weight[i];
+    }
+    float sx = 0, sw = 0;
+    sumx[0] = sumw[0] = 0;
+    for (int j = 0; j < 32; ++j) {
+        sx = sx + ax[j];
+        sw = sw + aw[j];
+        sumx[j + 1] = sx;
+        sumw[j + 1] = sw;
+    }
+}
+
 AVX2_TARGET static int search_s_avx2(const float *sumx, const float *sumw, float *scale_out,
                                      int *bi1, int *bi2) {
     const int bs = 32;
@@ -963,6 +1084,7 @@ AVX2_TARGET static int search_s_avx2(const float *sumx, const float *sumw, float
     c.nan = false;
     c.li1 = c.li2 = NULL;
     c.anchor = NULL;
+    c.vecmax = vecmax_scalar;
     const __m256 p1 = _mm256_set1_ps(x_p[1]), m1 = _mm256_set1_ps(x_m[1]);
     for (int i1 = 0; i1 <= bs; ++i1) {
         const float A = sumx[i1] - sumx[0], WA = sumw[i1] - sumw[0];
@@ -999,13 +1121,18 @@ AVX2_TARGET static int search_m_avx2(const float px[2][17], const float pw[2][17
     const float cp2 = x_p[1] * x_p[1] - x_p[2] * x_p[2];
     const float cm1 = x_m[0] * x_m[0] - x_m[1] * x_m[1];
     const float cm2 = x_m[1] * x_m[1] - x_m[2] * x_m[2];
-    float PX[2][24], PWp[2][24], PWm[2][24];
-    for (int h = 0; h < 2; h++)
-        for (int i2 = 0; i2 < 24; i2++) {
-            PX[h][i2] = i2 <= bs ? px[h][i2] : 0.f;
-            PWp[h][i2] = i2 <= bs ? pw[h][i2] * cp2 : 0.f;
-            PWm[h][i2] = i2 <= bs ? pw[h][i2] * cm2 : 0.f;
+    _Alignas(32) float PX[2][24], PWp[2][24], PWm[2][24];
+    for (int h = 0; h < 2; h++) {
+        const __m256 vcp2 = _mm256_set1_ps(cp2), vcm2 = _mm256_set1_ps(cm2);
+        const __m256 tail = _mm256_setr_ps(1, 0, 0, 0, 0, 0, 0, 0); /* entry 16 only */
+        for (int q = 0; q < 24; q += 8) {
+            __m256 x = q < 16 ? _mm256_loadu_ps(px[h] + q) : _mm256_mul_ps(_mm256_set1_ps(px[h][bs]), tail);
+            __m256 w = q < 16 ? _mm256_loadu_ps(pw[h] + q) : _mm256_mul_ps(_mm256_set1_ps(pw[h][bs]), tail);
+            _mm256_store_ps(PX[h] + q, x);
+            _mm256_store_ps(PWp[h] + q, _mm256_mul_ps(w, vcp2));
+            _mm256_store_ps(PWm[h] + q, _mm256_mul_ps(w, vcm2));
         }
+    }
     iq1_cands c;
     c.nv = 0;
     c.K = 4;
@@ -1013,6 +1140,7 @@ AVX2_TARGET static int search_m_avx2(const float px[2][17], const float pw[2][17
     c.nan = false;
     c.li1 = c.li2 = NULL;
     c.anchor = NULL;
+    c.vecmax = vecmax_scalar;
     for (int i1 = 0; i1 <= bs; ++i1) {
         __m256 Tp[2], Tm[2], Sp[2], Sm[2], P1[2];
         for (int h = 0; h < 2; h++) {
@@ -1055,7 +1183,8 @@ AVX2_TARGET static int search_m_avx2(const float px[2][17], const float pw[2][17
 AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *nbk,
                                            const float *xval, const float *weight, float scale,
                                            const float *xg) {
-    const int n = nb[0];
+    (void)nb;
+    const int n = nbk[0];
     const float sq0 = scale * xg[0], sq1 = scale * xg[1], sq2 = scale * xg[2];
     const __m256 SQ = _mm256_setr_ps(sq0, sq1, sq2, sq0, sq0, sq1, sq2, sq0);
     __m256 T[8];
@@ -1064,7 +1193,7 @@ AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *n
         T[i] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(weight[i]), diff), diff);
     }
     float best_score = FLT_MAX;
-    int grid_index = -1;
+    int best_j = -1;
     for (int j0 = 0; j0 < n; j0 += 8) {
         int nl = n - j0 < 8 ? n - j0 : 8;
         __m256i k = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(nbk + 1 + j0)));
@@ -1076,11 +1205,11 @@ AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *n
         for (int l = 0; l < nl; l++) {
             if (dd[l] < best_score) {
                 best_score = dd[l];
-                grid_index = nb[1 + j0 + l];
+                best_j = j0 + l;
             }
         }
     }
-    return grid_index;
+    return best_j < 0 ? -1 : grid1->kmap[nbk[1 + best_j]];
 }
 #endif
 
@@ -1097,11 +1226,27 @@ static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
         k.search_m = search_m_avx512;
     } else if (ctx->simd >= IQF_SIMD_AVX2) {
         k.neighbour = best_neighbour_avx2;
+        k.sort_prefix_m = sort_prefix_m_avx2;
+        k.sort_prefix_s = sort_prefix_s_avx2;
         k.search_s = search_s_avx2;
         k.search_m = search_m_avx2;
     }
 #endif
     return k;
+}
+
+/* Starts loading the neighbour lists of the off-grid groups among `ng` groups of 8 levels, so
+ * that their memory latency overlaps the work on the groups before them. */
+static inline void prefetch_groups(const int8_t *L, int ng) {
+    if (!nb_keys) return;
+    for (int k = 0; k < ng; k++) {
+        uint16_t u = 0;
+        for (int j = 0; j < 8; ++j) u |= (uint16_t)(L[8 * k + j] << 2 * j);
+        const int32_t m = grid1->kmap[u];
+        if (m >= 0) continue;
+        const uint16_t *p = nb_keys + (-m - 1);
+        for (int off = 0; off < 256; off += 32) __builtin_prefetch(p + off);
+    }
 }
 
 /* Grid index of a group of 8 levels L (0..2), or its best neighbour (then L is rewritten). */
@@ -1166,6 +1311,7 @@ static void iq1_s_superblock(const iq1_kernels *K, const float *xbl, float sumx2
         }
         bool all_on_grid = true;
         const float *xx = best_shift == 1 ? x_p : x_m;
+        prefetch_groups(L, block_size / 8);
         for (int k = 0; k < block_size / 8; ++k)
             index[k] = (uint16_t)group_index(K, L + 8 * k, xb + 8 * k, weight + 8 * k, scale, xx,
                                              &all_on_grid);
@@ -1254,6 +1400,7 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             best_k = 3 - best_k; /* 0 <-> 3, 1 <-> 2 */
         }
         bool all_on_grid = true;
+        prefetch_groups(L, block_size / 8);
         for (int k = 0; k < block_size / 8; ++k) {
             if (k == 0) xx = best_k < 2 ? x_p : x_m;
             else xx = best_k % 2 == 0 ? x_p : x_m;

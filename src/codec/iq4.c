@@ -15,8 +15,13 @@
  * `x - v[m-1] < v[m] - x ? m-1 : m`. Its result equals the number of k in 1..15 with
  * !(fl(x - v[k-1]) < fl(v[k] - x)), a condition that is monotone in x, so it is exactly
  * `x >= t_k` for the smallest float t_k that satisfies it. init() finds the 15 t_k by bisection
- * over float bit patterns, and the SIMD paths count thresholds (NaN counts as above all of them,
- * as in the binary search).
+ * over float bit patterns. AVX2 counts thresholds with a 4-step branch-free binary search; the
+ * scalar and AVX-512 candidate loops use 32 buckets of width 8 (at most one threshold each, none
+ * near an edge) and compare against that one threshold. NaN counts as above every threshold, as
+ * in the binary search.
+ *
+ * Also vectorised: weights/max/inverse scales per sub-block, and the sequential sigma2 sums of 8
+ * super-blocks at once (one chain per lane, iqf_iq4_sumsq, shared with iq1.c).
  */
 #include "codec.h"
 

@@ -394,9 +394,11 @@ static inline KQ_TGT VI KQ_SFX(splati)(int32_t s) {
     return v;
 }
 static inline KQ_TGT VF KQ_SFX(ldf)(const float *p) {
-    VF v;
-    memcpy(&v, p, sizeof v);
-    return v;
+#if KQ_W == 8
+    return (VF)_mm256_loadu_ps(p);
+#else
+    return (VF)_mm512_loadu_ps(p);
+#endif
 }
 static inline KQ_TGT VF KQ_SFX(self)(VI m, VF a, VF b) { return (VF)((m & (VI)a) | (~m & (VI)b)); }
 static inline KQ_TGT VI KQ_SFX(seli)(VI m, VI a, VI b) { return (m & a) | (~m & b); }
@@ -420,9 +422,15 @@ static inline KQ_TGT bool KQ_SFX(any)(VI m) {
 }
 /* Narrowing store of KQ_W lanes (values fit in 8 bits). */
 static inline KQ_TGT void KQ_SFX(st8)(VI l, void *dst) {
+#if KQ_W == 8
+    __m256i v = (__m256i)(l & KQ_SFX(splati)(0xFF)); /* packus saturation = truncation on 0..255 */
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64((__m128i *)dst, _mm_packus_epi16(w, w));
+#else
     typedef uint8_t VB8 __attribute__((vector_size(KQ_W)));
     VB8 b = __builtin_convertvector(l, VB8);
     memcpy(dst, &b, KQ_W);
+#endif
 }
 
 #define splatf KQ_SFX(splatf)
@@ -772,7 +780,6 @@ static KQ_TGT int64_t KQ_SFX(impl_weights)(int64_t n, const float *x, const floa
 /* kq_requant: lanes over the values of one group. */
 static KQ_TGT void KQ_SFX(requant)(int ng, int gs, const float *x, const float *d, const float *dm,
                                    int lo, int hi, int off, uint8_t *L) {
-    typedef uint8_t VB __attribute__((vector_size(KQ_W)));
     const VI vlo = splati(lo), vhi = splati(hi), voff = splati(off);
     for (int g = 0; g < ng; g++) {
         if (!d[g]) continue;
@@ -780,9 +787,7 @@ static KQ_TGT void KQ_SFX(requant)(int ng, int gs, const float *x, const float *
         for (int k = 0; k < gs; k += KQ_W) {
             VF xv = ldf(x + (size_t)g * gs + k);
             VF q = dm ? (xv + vm) / vd : xv / vd;
-            VI l = clampi(nearest(q), vlo, vhi) + voff;
-            VB b = __builtin_convertvector(l, VB);
-            memcpy(L + (size_t)g * gs + k, &b, KQ_W);
+            KQ_SFX(st8)(clampi(nearest(q), vlo, vhi) + voff, L + (size_t)g * gs + k);
         }
     }
 }

@@ -6,7 +6,11 @@
  * with one the quantize_row_q*_K_impl encoders. The per-sub-block scale searches (make_qkx2/3,
  * make_qx, make_q3) of a whole chunk of super-blocks go through kq_common's batch helpers, whose
  * SIMD paths run one sub-block per vector lane; the per-super-block parts (make_qp_quants, scale
- * packing, final re-quantization) follow the reference directly.
+ * packing) follow the reference directly, and the final re-quantization at the decoded fp16
+ * scales goes through kq_requant (lanes over the values of a sub-block).
+ *
+ * ctx->mode is IQF_MODE_COMPAT (the only mode): a better mode would replace the search calls or
+ * the re-quantization step per type, keeping the block packing functions.
  */
 #include "kq_common.h"
 

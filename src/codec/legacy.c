@@ -397,22 +397,36 @@ static inline LTGT float LSFX(hmin)(VF a) {
 }
 /* bit k = bit 4 of lane k */
 static inline LTGT uint32_t LSFX(bit4)(VI l) { return (uint32_t)_mm256_movemask_ps((__m256)(l << 27)); }
+/* bit k = sign bit of lane k (of a compare mask) */
+static inline LTGT uint32_t LSFX(bit31)(VI m) { return (uint32_t)_mm256_movemask_ps((__m256)m); }
 #else
 static inline LTGT float LSFX(hmax)(VF a) { return _mm512_reduce_max_ps((__m512)a); }
 static inline LTGT float LSFX(hmin)(VF a) { return _mm512_reduce_min_ps((__m512)a); }
 static inline LTGT uint32_t LSFX(bit4)(VI l) {
     return (uint32_t)_mm512_test_epi32_mask((__m512i)l, (__m512i)LSFX(splati)(16));
 }
+static inline LTGT uint32_t LSFX(bit31)(VI m) { return (uint32_t)_mm512_movepi32_mask((__m512i)m); }
 #endif
 static inline LTGT iqf_half LSFX(fp16)(float f) { return (iqf_half)_cvtss_sh(f, 0); }
 /* (int32_t)f for |f| < 2^31 (cvttps2dq). */
 static inline LTGT VI LSFX(cvtt)(VF f) { return __builtin_convertvector(f, VI); }
 static inline LTGT void LSFX(load)(const float *x, VF *v) {
-    for (int k = 0; k < NV; k++) memcpy(&v[k], x + k * LW, sizeof(VF));
+#if LW == 8
+    for (int k = 0; k < NV; k++) v[k] = (VF)_mm256_loadu_ps(x + k * LW);
+#else
+    for (int k = 0; k < NV; k++) v[k] = (VF)_mm512_loadu_ps(x + k * LW);
+#endif
 }
-static inline LTGT void LSFX(store_u8)(VI l, uint8_t *dst) {
+/* Low bytes of the lanes (truncation, as a C cast to uint8_t/int8_t). */
+static inline LTGT void LSFX(store_u8)(VI l, void *dst) {
+#if LW == 8
+    __m256i v = (__m256i)(l & LSFX(splati)(0xFF)); /* packus saturation = truncation on 0..255 */
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64((__m128i *)dst, _mm_packus_epi16(w, w));
+#else
     VB b = __builtin_convertvector(l, VB);
     memcpy(dst, &b, LW);
+#endif
 }
 /* Nibble packing qs[j] = l[j] | l[j+16] << 4 (low nibbles); q5: qh bit j = bit 4 of l[j]. */
 static inline LTGT void LSFX(pack4)(const VI *l, uint8_t *qs) {
@@ -428,13 +442,17 @@ static inline LTGT void LSFX(pack5)(const VI *l, uint8_t *qs, uint8_t *qhb) {
 
 /* Signed max-abs value (first occurrence), as the q4_0/q5_0 reference loops find it. */
 static inline LTGT float LSFX(signed_amax)(const float *x, const VF *v) {
-    VF a = LSFX(vabs)(v[0]);
-    for (int k = 1; k < NV; k++) a = LSFX(vmax)(a, LSFX(vabs)(v[k]));
-    const float amax = LSFX(hmax)(a);
+    VF a[NV];
+    VF m = a[0] = LSFX(vabs)(v[0]);
+    for (int k = 1; k < NV; k++) m = LSFX(vmax)(m, a[k] = LSFX(vabs)(v[k]));
+    const float amax = LSFX(hmax)(m);
     if (amax == 0) return 0.0f;
-    int j = 0;
-    while (fabsf(x[j]) != amax) j++;
-    return x[j];
+    const VF va = LSFX(splatf)(amax);
+    for (int k = 0; k < NV; k++) {
+        uint32_t bits = LSFX(bit31)(a[k] == va);
+        if (bits) return x[k * LW + __builtin_ctz(bits)];
+    }
+    return 0.0f; /* not reached */
 }
 
 /* q4_0 (nmax 8, top 15) and q5_0 (nmax 16, top 31). */
@@ -489,7 +507,6 @@ LEG_ASYM(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
 LEG_ASYM(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
 
 static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
-    typedef int8_t VS __attribute__((vector_size(LW)));
     for (int64_t i = 0; i < nb; i++, x += QK) {
         VF v[NV];
         LSFX(load)(x, v);
@@ -506,8 +523,7 @@ static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
             VI q = LSFX(cvtt)(s);
             VF r = s - __builtin_convertvector(q, VF);
             q = q - (r >= LSFX(splatf)(0.5f)) + (r <= LSFX(splatf)(-0.5f));
-            VS b = __builtin_convertvector(q, VS);
-            memcpy(y[i].qs + k * LW, &b, LW);
+            LSFX(store_u8)(q, y[i].qs + k * LW);
         }
     }
 }
