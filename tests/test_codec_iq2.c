@@ -13,6 +13,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -122,10 +123,70 @@ static void test_grids(bool full, bool sanitized) {
         printf("%s: %lld lists compared with the reference algorithm (%.2f s)\n", gc->name,
                (long long)ncmp, now_s() - t2);
         CHECK(nbad == 0, "%s: %lld bad lists/offsets", gc->name, (long long)nbad);
+        /* nbkeys mirrors the lists with keys; the padding after the last list is zero */
+        int64_t used = expect_off, kbad = 0;
+        for (int u = 0; u < IQF_IQGRID_KMAP_SIZE; u++) {
+            if (g->kmap[u] >= 0) continue;
+            const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
+            const uint16_t *nk = g->nbkeys + (nb - g->neighbours);
+            if (nk[0] != nb[0]) kbad++;
+            for (int j = 1; j <= nb[0]; j++) kbad += nk[j] != g->keys[nb[j]];
+        }
+        for (int j = 0; j < IQF_IQGRID_PAD; j++)
+            kbad += g->neighbours[used + j] != 0 || g->nbkeys[used + j] != 0;
+        CHECK(kbad == 0, "%s: nbkeys: %lld bad", gc->name, (long long)kbad);
         CHECK(total == g->n_neighbours, "%s total", gc->name);
     }
     free(pairs);
     free(list);
+
+    /* the generic builder on its own (a copy, freed again) equals the shared table */
+    iqf_iqgrid own;
+    CHECK(iqf_iqgrid_build(&own, iqf_iq2xxs_keys, 256, 2) == 0, "build");
+    const iqf_iqgrid *sh = iqf_iqgrid_get(IQF_IQGRID_IQ2XXS);
+    CHECK(own.n_neighbours == sh->n_neighbours &&
+          memcmp(own.kmap, sh->kmap, IQF_IQGRID_KMAP_SIZE * sizeof(int32_t)) == 0 &&
+          memcmp(own.neighbours, sh->neighbours,
+                 (size_t)(own.n_neighbours + own.n_offgrid) * sizeof(uint16_t)) == 0,
+          "own build equals the shared table");
+    iqf_iqgrid_free(&own);
+    CHECK(iqf_iqgrid_build(&own, iqf_iq2xxs_keys, 256, 0) == -1, "nwant 0 refused");
+    CHECK(iqf_iqgrid_get((iqf_iqgrid_id)IQF_IQGRID_N) == NULL, "bad id");
+
+    /* decode tables: entries 0, 99 and last of ggml-common.h's iq2xxs/iq2xs/iq2s/iq1s grids */
+    static const int8_t lev2[3] = { 8, 25, 43 }, lev1[3] = { -1, 0, 1 };
+    static const struct { const uint16_t *keys; int size; const int8_t *lev; uint64_t v[3]; } dt[] = {
+        { iqf_iq2xxs_keys, 256, lev2, { 0x0808080808080808ull, 0x08192b0808080819ull, 0x2b2b2b1908081908ull } },
+        { iqf_iq2xs_keys, 512, lev2, { 0x0808080808080808ull, 0x0808192b08080819ull, 0x2b2b2b2b2b2b2b2bull } },
+        { iqf_iq2s_keys, 1024, lev2, { 0x0808080808080808ull, 0x0808190819191908ull, 0x2b2b2b2b2b2b2b2bull } },
+        { iqf_iq1s_keys, 2048, lev1, { 0xffffffffffffffffull, 0xffff0000000000ffull, 0x0101010101010101ull } },
+    };
+    uint64_t *tab = malloc(2048 * sizeof(uint64_t));
+    for (int t = 0; t < 4; t++) {
+        iqf_iqgrid_decode_table(dt[t].keys, dt[t].size, dt[t].lev, tab);
+        CHECK(tab[0] == dt[t].v[0] && tab[99] == dt[t].v[1] && tab[dt[t].size - 1] == dt[t].v[2],
+              "decode table %d: %016llx %016llx %016llx", t, (unsigned long long)tab[0],
+              (unsigned long long)tab[99], (unsigned long long)tab[dt[t].size - 1]);
+    }
+    free(tab);
+}
+
+/* First use from many threads at once: every thread gets the same, complete table. */
+static void *grab(void *arg) {
+    const iqf_iqgrid **out = arg;
+    *out = iqf_iqgrid_get(IQF_IQGRID_IQ1S);
+    return NULL;
+}
+
+static void test_concurrent_init(void) {
+    enum { NT = 6 };
+    pthread_t th[NT];
+    const iqf_iqgrid *got[NT] = { 0 };
+    for (int i = 0; i < NT; i++) pthread_create(&th[i], NULL, grab, &got[i]);
+    for (int i = 0; i < NT; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < NT; i++)
+        CHECK(got[i] != NULL && got[i] == got[0] && got[i]->n_neighbours == 1333695,
+              "thread %d got table %p", i, (const void *)got[i]);
 }
 
 static const int types[3] = { IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S };
@@ -133,7 +194,7 @@ static const int types[3] = { IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S 
 /* Every distribution x imatrix variant x seed, several row lengths, against the oracle. */
 static void test_random(bool sanitized) {
     const int64_t colsv[3] = { 256, 768, 2048 };
-    const int nseeds = sanitized ? 1 : 2;
+    const int nseeds = sanitized ? 1 : 3;
     float *x = malloc(sizeof(float) * 8 * 2048), *w = malloc(sizeof(float) * 2048);
     for (int t = 0; t < 3; t++) {
         for (int d = 0; d < QGEN_N; d++) {
@@ -215,6 +276,14 @@ static void test_edges(void) {
         memset(w, 0, sizeof(w));
         snprintf(label, sizeof label, "%s imatrix all zero", tn);
         qgen_diff(type, x, 4, C, w, label);
+        /* signed zeros: -0.0 importance weights and -0.0 / +0.0 values mixed with normal ones */
+        for (int j = 0; j < C; j++) w[j] = j % 5 == 0 ? -0.0f : wl[j];
+        for (int i = 0; i < 4 * C; i++) {
+            int m = (int)(tu_next(&r) % 4);
+            x[i] = m == 0 ? -0.0f : m == 1 ? 0.0f : (float)tu_normal(&r);
+        }
+        snprintf(label, sizeof label, "%s signed zeros", tn);
+        qgen_diff(type, x, 4, C, w, label);
         /* exact ties: values on a lattice */
         for (int i = 0; i < 4 * C; i++) x[i] = (float)((int)(tu_next(&r) % 11) - 5) * 0.5f;
         for (int j = 0; j < C; j++) w[j] = (float)(1 + (j % 4));
@@ -241,6 +310,7 @@ int main(void) {
     bool sanitized = san && *san == '1';
     const char *fe = getenv("IQF_IQGRID_FULL");
     bool full = fe && *fe == '1';
+    test_concurrent_init();
     test_grids(full, sanitized);
     test_decode_zero();
     oracle_require();

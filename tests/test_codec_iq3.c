@@ -16,6 +16,53 @@
 static const int types[] = { IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S };
 #define NTYPES ((int)(sizeof types / sizeof types[0]))
 
+/* The neighbour lists equal ggml's construction (distances to every grid point, qsort by
+ * (distance, index), the points at the nwant smallest distinct distances), done independently. */
+static int cmp_pair(const void *a, const void *b) {
+    const int *l = a, *r = b;
+    return l[0] != r[0] ? (l[0] < r[0] ? -1 : 1) : (l[1] < r[1] ? -1 : l[1] > r[1]);
+}
+
+static void test_neighbour_lists(int grid, const uint16_t *keys, int nwant) {
+    int bad = 0, ongrid = 0;
+    static int d2[512][2];
+    for (int key = 0; key < 4096; key++) {
+        int gi = -2;
+        const uint16_t *nb = iqf_iq3_neighbours(grid, key, &gi);
+        int want_gi = -1;
+        for (int j = 0; j < grid; j++)
+            if (keys[j] == key) want_gi = j;
+        if (want_gi >= 0) {
+            ongrid++;
+            bad += nb != NULL || gi != want_gi;
+            continue;
+        }
+        if (!nb || gi != -1) { bad++; continue; }
+        for (int j = 0; j < grid; j++) {
+            int s = 0;
+            for (int c = 0; c < 4; c++) {
+                int d = 2 * ((keys[j] >> 3 * c) & 7) - 2 * ((key >> 3 * c) & 7);
+                s += d * d;
+            }
+            d2[j][0] = s;
+            d2[j][1] = j;
+        }
+        qsort(d2, (size_t)grid, sizeof d2[0], cmp_pair);
+        int n = 0, nhave = 1, cur = d2[0][0];
+        for (int j = 0; j < grid; j++) {
+            if (d2[j][0] > cur) {
+                if (nhave == nwant) break;
+                cur = d2[j][0];
+                nhave++;
+            }
+            n++;
+        }
+        if (nb[0] != n) { bad++; continue; }
+        for (int j = 0; j < n; j++) bad += nb[1 + j] != d2[j][1];
+    }
+    CHECK(bad == 0 && ongrid == grid, "grid %d: %d neighbour-list mismatches, %d keys on the grid", grid, bad, ongrid);
+}
+
 static void test_tables(void) {
     iqf_iq3_table_stats s;
     CHECK(iqf_iq3_tables_stats(256, &s) == 0, "256 grid");
@@ -30,6 +77,8 @@ static void test_tables(void) {
     CHECK(s.n_offgrid == 3584 && s.n_neighbours == 24733 && s.min_list == 3 && s.max_list == 38,
           "512 grid tables: %d %d %d %d", s.n_offgrid, s.n_neighbours, s.min_list, s.max_list);
     CHECK(iqf_iq3_tables_stats(128, &s) == -1, "other grid size");
+    test_neighbour_lists(256, iqf_iq3xxs_keys, 2);
+    test_neighbour_lists(512, iqf_iq3s_keys, 3);
     /* Decoder grids relate to the encoder keys as FORMATS.md section 0 says. */
     int bad = 0;
     for (int k = 0; k < 512; k++) {
@@ -77,14 +126,14 @@ static void test_validation(void) {
 
 static void test_random(void) {
     const bool san = getenv("IQF_SANITIZED") && atoi(getenv("IQF_SANITIZED"));
-    const int nseeds = san ? 1 : 3;
-    static const int64_t lens[] = { 256, 768, 2048 };
+    const int nseeds = san ? 1 : 6;
+    static const int64_t lens[] = { 256, 768, 2048, 4096 };
     for (int ti = 0; ti < NTYPES; ti++) {
         for (int d = 0; d < QGEN_N; d++) {
             for (int m = 0; m < QGEN_IMAT_N; m++) {
                 for (int s = 0; s < nseeds; s++) {
-                    const int64_t cols = lens[(d + m + s) % 3];
-                    const int64_t rows = cols == 2048 ? 3 : 6;
+                    const int64_t cols = lens[(d + m + s) % 4];
+                    const int64_t rows = cols >= 2048 ? 2 : 6;
                     float *x = malloc(sizeof(float) * (size_t)(rows * cols));
                     float *im = malloc(sizeof(float) * (size_t)cols);
                     const uint64_t seed = 1000 + 37 * (uint64_t)s + 7 * (uint64_t)d + (uint64_t)m;
@@ -148,6 +197,11 @@ static void test_edges(void) {
         qgen_diff(type, x, 4, C, imz, label);
         for (int i = 0; i < C; i++) imz[i] = (i % 3) ? 1.0f : 0.0f;
         qgen_diff(type, x, 4, C, imz, label);
+        /* -0.0 importance (accepted by the registry: not < 0) and values of both zero signs. */
+        for (int i = 0; i < C; i++) imz[i] = (i % 5 == 1) ? -0.0f : im[i];
+        for (int i = 0; i < 4 * C; i++) if (i % 7 == 3) x[i] = (i & 8) ? -0.0f : 0.0f;
+        snprintf(label, sizeof label, "%s imatrix -0.0", name);
+        qgen_diff(type, x, 4, C, imz, label);
 
         /* Only the parity-flipped value carries weight: the fitted scale comes out negative
          * (ggml's "should never happen" branch that flips the signs). */
@@ -179,10 +233,49 @@ static void test_edges(void) {
     }
 }
 
+/* The IQ3_S corrupt-oracle case, explicitly: a zero sub-block followed by non-zero ones. Our
+ * block must differ from the oracle's, be registered in compat_oracle_corrupt, reconstruct with
+ * a lower error, and keep the non-zero sub-blocks in their own slots (decode close to x). */
+static void test_iq3_s_corrupt_oracle(void) {
+    enum { C = 1024 };
+    static float x[C], yo[C], yr[C];
+    static uint8_t qo[4 * 110], qr[4 * 110];
+    tu_rng r = { 7 };
+    for (int i = 0; i < C; i++) x[i] = (float)tu_normal(&r);
+    memset(x + 0, 0, 32 * sizeof(float));         /* block 0: sub-block 0 zero */
+    memset(x + 256 + 96, 0, 32 * sizeof(float));   /* block 1: sub-block 3 zero */
+    memset(x + 512 + 224, 0, 32 * sizeof(float));  /* block 2: last sub-block zero: not corrupt */
+    for (int imat = 0; imat < 2; imat++) {
+        float im[C];
+        for (int i = 0; i < C; i++) im[i] = (float)exp(tu_normal(&r));
+        const float *w = imat ? im : NULL;
+        iqf_quantize_params p = iqf_quantize_default_params();
+        char err[256];
+        CHECK(iqf_quantize(IQF_TYPE_IQ3_S, x, qo, 1, C, w, &p, err, sizeof err) == IQF_OK, "%s", err);
+        oracle_quantize(IQF_TYPE_IQ3_S, x, qr, 1, C, w);
+        iqf_dequantize(IQF_TYPE_IQ3_S, qo, yo, 1, C, 1, NULL, 0);
+        oracle_dequantize(IQF_TYPE_IQ3_S, qr, yr, C);
+        for (int b = 0; b < 4; b++) {
+            const bool corrupt = b < 2;
+            CHECK(compat_oracle_corrupt(IQF_TYPE_IQ3_S, x, C, b) == corrupt, "block %d registration", b);
+            const bool differ = memcmp(qo + 110 * b, qr + 110 * b, 110) != 0;
+            CHECK(differ == corrupt, "imat %d block %d: bytes %s", imat, b, differ ? "differ" : "equal");
+            const double eo = qgen_sse(x + 256 * b, yo + 256 * b, 256), er = qgen_sse(x + 256 * b, yr + 256 * b, 256);
+            if (corrupt) {
+                printf("iq3_s corrupt-oracle block %d (%s imatrix): squared error ours %.2f, oracle %.2f\n", b,
+                       imat ? "with" : "no", eo, er);
+                CHECK(eo < 0.5 * er, "imat %d block %d: our error %g vs oracle %g", imat, b, eo, er);
+            }
+            else CHECK(eo == er, "imat %d block %d: same bytes, same error", imat, b);
+        }
+    }
+}
+
 int main(void) {
     test_tables();
     test_validation();
     oracle_require();
+    test_iq3_s_corrupt_oracle();
     test_edges();
     test_random();
     return test_finish("test_codec_iq3");

@@ -69,7 +69,7 @@ int main(void) {
     diff_all(x, rows, cols, im, "imat-zero-on-nonzero");
 
     /* Huge and tiny magnitudes (fp16 overflow/underflow of the block scales). */
-    static const float mags[] = { 1e-9f, 1e-6f, 3e-5f, 1e4f, 6e4f, 1e8f };
+    static const float mags[] = { 1e-41f, 1e-38f, 1e-20f, 1e-9f, 1e-6f, 3e-5f, 1e4f, 6e4f, 1e8f, 1e18f };
     qgen_imatrix(im, cols, QGEN_IMAT_LOGNORMAL, 8);
     for (size_t k = 0; k < sizeof(mags) / sizeof(mags[0]); k++) {
         qgen_fill(x, rows, cols, QGEN_GAUSS, 50 + k);
@@ -87,6 +87,19 @@ int main(void) {
     for (int64_t j = 0; j < rows * cols; j++) x[j] = (j & 1) ? 2.0f : -2.0f;
     diff_all(x, rows, cols, NULL, "pm2");
     diff_all(x, rows, cols, im, "pm2+imat");
+
+    /* Signed zeros: blocks of +-0 only, and +-0 next to a few positive or negative values. */
+    {
+        tu_rng r = { 1234 };
+        for (int64_t j = 0; j < rows * cols; j++) {
+            uint64_t u = tu_next(&r);
+            x[j] = (u & 1) ? -0.0f : 0.0f;
+            if ((j / 32) % 3 == 1 && (u & 6) == 0) x[j] = (u & 8) ? 1.25f : -0.5f;
+            if ((j / 32) % 3 == 2 && (u & 6) == 0) x[j] = 0.75f;
+        }
+        diff_all(x, rows, cols, NULL, "signed-zeros");
+        diff_all(x, rows, cols, im, "signed-zeros+imat");
+    }
 
     free(x);
     free(im);

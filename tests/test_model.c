@@ -40,12 +40,11 @@ static char *greedy(const iqf_model *m, int n_gen, int n_threads) {
 }
 
 /* Copies the model file with `from` replaced by `to` (same length) at its first occurrence
- * after byte `after`. */
-static bool patched_copy(const char *dst, const char *from, const char *to) {
+ * (fl bytes). */
+static bool patched_copy_n(const char *dst, const char *from, const char *to, size_t fl) {
     size_t n;
     char *buf = read_file(src_path(MODEL), &n);
     if (!buf) return false;
-    size_t fl = strlen(from);
     bool done = false;
     for (size_t i = 0; i + fl <= n && !done; i++)
         if (!memcmp(buf + i, from, fl)) {
@@ -55,6 +54,10 @@ static bool patched_copy(const char *dst, const char *from, const char *to) {
     bool ok = done && write_file(dst, buf, n);
     free(buf);
     return ok;
+}
+
+static bool patched_copy(const char *dst, const char *from, const char *to) {
+    return patched_copy_n(dst, from, to, strlen(from));
 }
 
 int main(void) {
@@ -128,6 +131,23 @@ int main(void) {
     st = iqf_model_load(tmp, NULL, &m, err, sizeof err);
     CHECK(st == IQF_E_FORMAT && strstr(err, "missing tensor blk.3.ffn_up.weight"), "tensor: %d %s", st, err);
     iqf_model_free(m);
+    /* Tied embeddings: without output.weight the output projection is token_embd. */
+    /* the tensor name with its 8-byte length prefix (13), so blk.N.attn_output.weight is not hit */
+    CHECK(patched_copy_n(tmp, "\x0d\0\0\0\0\0\0\0output.weight", "\x0d\0\0\0\0\0\0\0outpux.weight", 21), "patch");
+    m = NULL;
+    st = iqf_model_load(tmp, NULL, &m, err, sizeof err);
+    CHECK(st == IQF_OK && m && iqf_model_get_info(m)->tied_output, "tied: %d %s", st, err);
+    if (m) {
+        iqf_context *c = NULL;
+        float *l = malloc(sizeof(float) * 512);
+        int32_t bos = 1;
+        CHECK(iqf_context_new(m, 4, 1, &c, err, sizeof err) == IQF_OK &&
+              iqf_decode(c, &bos, 1, 0, 0, l, err, sizeof err) == IQF_OK && isfinite(l[0]) && isfinite(l[511]),
+              "tied decode: %s", err);
+        free(l);
+        iqf_context_free(c);
+        iqf_model_free(m);
+    }
     remove(tmp);
     st = iqf_model_load("/nonexistent/x.gguf", NULL, &m, err, sizeof err);
     CHECK(st != IQF_OK && m == NULL, "missing file");

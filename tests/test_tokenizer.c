@@ -8,6 +8,7 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
@@ -526,7 +527,21 @@ static void test_oracle_live(void) {
             size_t m = 0;
             int k = 1 + (int)(tu_next(&r) % 16);
             for (int j = 0; j < k; j++) {
-                if (tu_next(&r) % 5 == 0) {
+                uint64_t pick = tu_next(&r) % 10;
+                if (pick < 2) { /* a random code point: below U+0800, below U+10000, or any */
+                    uint64_t x = tu_next(&r);
+                    uint32_t cp = (uint32_t)((x >> 8) % ((x & 3) == 0 ? 0x800u : (x & 3) == 1 ? 0x10000u : 0x110000u));
+                    unsigned char u[4];
+                    int len;
+                    if (cp < 0x80) { u[0] = (unsigned char)cp; len = 1; }
+                    else if (cp < 0x800) { u[0] = (unsigned char)(0xC0 | (cp >> 6)); u[1] = (unsigned char)(0x80 | (cp & 0x3F)); len = 2; }
+                    else if (cp < 0x10000) { u[0] = (unsigned char)(0xE0 | (cp >> 12)); u[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)); u[2] = (unsigned char)(0x80 | (cp & 0x3F)); len = 3; }
+                    else { u[0] = (unsigned char)(0xF0 | (cp >> 18)); u[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F)); u[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (unsigned char)(0x80 | (cp & 0x3F)); len = 4; }
+                    memcpy(text + m, u, (size_t)len);
+                    m += (size_t)len;
+                    continue;
+                }
+                if (pick < 4) {
                     unsigned c = (unsigned)(tu_next(&r) & 0xFF);
                     if (c >= 0xF5 && c <= 0xF7) c = 0xF4; /* libllama throws on code points > U+10FFFF */
                     text[m++] = (char)c;
@@ -561,11 +576,41 @@ static void test_oracle_live(void) {
     free(a); free(b); free(ta); free(tb);
 }
 
+/* One vocab, several threads tokenizing at once: same ids as alone (the vocab is read-only). */
+typedef struct thr_arg { const iqf_vocab *v; int bad; } thr_arg;
+
+static void *thr_main(void *p) {
+    thr_arg *a = p;
+    int32_t out[2048];
+    const int reps = getenv("IQF_SANITIZED") ? 5 : 50;
+    for (int r = 0; r < reps; r++) {
+        int32_t n = iqf_tokenize(a->v, stories_text, strlen(stories_text), true, out, 2048);
+        if (!same_ids(out, n, stories_ids, (int32_t)(sizeof stories_ids / sizeof stories_ids[0]))) a->bad++;
+    }
+    return NULL;
+}
+
+static void test_threads(void) {
+    iqf_vocab *v = load_vocab("tests/data/stories260K/stories260K-f32.gguf");
+    if (!v) return;
+    pthread_t th[4];
+    thr_arg args[4];
+    for (int i = 0; i < 4; i++) {
+        args[i] = (thr_arg){ v, 0 };
+        CHECK(pthread_create(&th[i], NULL, thr_main, &args[i]) == 0, "pthread_create");
+    }
+    int bad = 0;
+    for (int i = 0; i < 4; i++) { pthread_join(th[i], NULL); bad += args[i].bad; }
+    CHECK(bad == 0, "%d concurrent tokenizations differ", bad);
+    iqf_vocab_free(v);
+}
+
 int main(void) {
     test_vectors("ggml-vocab-llama-spm.gguf");
     test_vectors("ggml-vocab-phi-3.gguf");
     test_vectors("ggml-vocab-gpt-2.gguf");
     test_stories();
+    test_threads();
     test_recorded_cases();
     test_detokenize();
     test_hostile_text();

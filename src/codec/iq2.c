@@ -3,18 +3,22 @@
  * compat encoders, byte-identical to ggml 0.25.1 (quantize_row_iq2_xxs_impl / iq2_xs_impl /
  * iq2_s_impl, make_qp_quants; FORMATS.md sections 0, 5 and 9).
  *
- * How the encoders stay exact while being faster than ggml: every float operation that
- * produces a value ggml compares or stores is done with the same operands in the same order
- * (no FMA: the tree builds with -ffp-contract=off). What changes is only WHAT is recomputed:
- *  - the neighbour search evaluates sum_i w_i (s q_i - x_i)^2 for many grid points that share
- *    the 3 possible q per coordinate, so the 24 terms (w_i*diff)*diff are computed once per
+ * How the encoders stay exact while being 4-8x faster than ggml (docs/perf/iq2.md): every
+ * float operation that produces a value ggml compares or stores is done with the same operands in
+ * the same order (no FMA: the tree builds with -ffp-contract=off). What changes is only how the
+ * work is arranged:
+ *  - the neighbour search evaluates sum_i w_i (s q_i - x_i)^2 for grid points that share the 3
+ *    possible q per coordinate, so the 24 terms (w_i*diff)*diff are computed once per
  *    (scale, group) and each neighbour's distance is the same sequential sum of 8 table values;
- *  - the per-candidate sums use (w*x)*q and (w*q)*q, which only depend on (i, level) and are
- *    tabulated per sub-block;
- *  - SIMD variants (AVX2, AVX-512) vectorise across independent values (the rounding of the 8
- *    coordinates, the 24 table terms, several neighbours at once) and never reorder a sum.
- * The scale-search structure is kept in separate functions (search / refine / pack) so that a
- * better-than-compat mode can later re-choose grid points at the final decoded scale.
+ *    SIMD: one neighbour per lane, two short lists per vector; one-point lists need no search;
+ *  - the 13/19 scale candidates of a sub-block are independent until ggml's sequential
+ *    acceptance test: rounding and sumqx/sumq2 run one candidate per lane (each lane in ggml's
+ *    order), the acceptance test then runs in ggml's order;
+ *  - kmap lookups of a sub-block are batched and the neighbour lists prefetched.
+ * Per sub-block the steps are: weights/signs, candidates (round, resolve, sums, accept),
+ * refinement at the accepted scale, packing; a better-than-compat mode can later re-choose the
+ * grid points at the final decoded scale between refinement and packing.
+ * Scalar, AVX2 and AVX-512 variants (ctx->simd) give identical bytes.
  */
 #include "codec.h"
 #include "iqgrid.h"
@@ -22,6 +26,8 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #define GROUP_MAX_EPS 1e-15f
 #define GROUP_MAX_EPS_IQ2_S 1e-8f
@@ -50,23 +56,44 @@ static_assert(sizeof(block_iq2_s) == 82, "iq2_s block");
 /* ------------------------------------------------------------------------------------------ */
 /* Tables                                                                                      */
 
-/* Decode grids (bytes 8, 25, 43 per level), the sign expansion (7 stored bits, even parity). */
-static uint64_t dec_xxs[256], dec_xs[512], dec_s[1024];
+/* Decode grids as floats (bytes 8, 25, 43 per level: ggml-common.h's iq2xxs/iq2xs/iq2s_grid),
+ * the sign expansion (7 stored bits, even parity) and +-1 factors per sign byte. */
+static float dec_xxs[256][8], dec_xs[512][8], dec_s[1024][8];
+static float sgnf[256][8];
 static uint8_t ksigns[128];
 static const iqf_iqgrid *grid_xxs, *grid_xs, *grid_s;
 
-static void init_decode(void) {
+static void float_grid(const uint16_t *keys, int size, float (*out)[8]) {
     static const int8_t lev[3] = { 8, 25, 43 };
-    iqf_iqgrid_decode_table(iqf_iq2xxs_keys, 256, lev, dec_xxs);
-    iqf_iqgrid_decode_table(iqf_iq2xs_keys, 512, lev, dec_xs);
-    iqf_iqgrid_decode_table(iqf_iq2s_keys, 1024, lev, dec_s);
+    uint64_t tab[1024];
+    iqf_iqgrid_decode_table(keys, size, lev, tab);
+    for (int k = 0; k < size; k++)
+        for (int j = 0; j < 8; j++) out[k][j] = (float)(uint8_t)(tab[k] >> 8 * j);
+}
+
+static void init_decode(void) {
+    float_grid(iqf_iq2xxs_keys, 256, dec_xxs);
+    float_grid(iqf_iq2xs_keys, 512, dec_xs);
+    float_grid(iqf_iq2s_keys, 1024, dec_s);
     for (int i = 0; i < 128; i++) ksigns[i] = (uint8_t)(i | (__builtin_popcount(i) & 1 ? 0x80 : 0));
+    for (int s = 0; s < 256; s++)
+        for (int j = 0; j < 8; j++) sgnf[s][j] = s & (1 << j) ? -1.f : 1.f;
 }
 static pthread_once_t decode_once = PTHREAD_ONCE_INIT;
 
-static void init_xxs_tables(void) { grid_xxs = iqf_iqgrid_get(IQF_IQGRID_IQ2XXS); }
-static void init_xs_tables(void) { grid_xs = iqf_iqgrid_get(IQF_IQGRID_IQ2XS); }
-static void init_s_tables(void) { grid_s = iqf_iqgrid_get(IQF_IQGRID_IQ2S); }
+/* The codec interface has no error path for init: running out of memory while building a few
+ * MB of tables is reported and fatal, instead of a crash later. */
+static const iqf_iqgrid *need_grid(iqf_iqgrid_id id) {
+    const iqf_iqgrid *g = iqf_iqgrid_get(id);
+    if (!g) {
+        fprintf(stderr, "iqforge: out of memory building the IQ2 grid tables\n");
+        abort();
+    }
+    return g;
+}
+static void init_xxs_tables(void) { grid_xxs = need_grid(IQF_IQGRID_IQ2XXS); }
+static void init_xs_tables(void) { grid_xs = need_grid(IQF_IQGRID_IQ2XS); }
+static void init_s_tables(void) { grid_s = need_grid(IQF_IQGRID_IQ2S); }
 static pthread_once_t once_xxs = PTHREAD_ONCE_INIT, once_xs = PTHREAD_ONCE_INIT,
                       once_s = PTHREAD_ONCE_INIT;
 
@@ -86,11 +113,10 @@ static void init_iq2_s(void) {
 /* ------------------------------------------------------------------------------------------ */
 /* Decoders                                                                                    */
 
-static inline void decode8(float *y, float db, uint64_t grid, uint8_t signs) {
-    for (int j = 0; j < 8; j++) {
-        float g = (float)(uint8_t)(grid >> 8 * j);
-        y[j] = db * g * (signs & (1u << j) ? -1.f : 1.f);
-    }
+/* ggml: y[j] = db * grid[j] * (sign ? -1.f : 1.f), the same two products */
+static inline void decode8(float *restrict y, float db, const float *restrict grid, uint8_t signs) {
+    const float *restrict sg = sgnf[signs];
+    for (int j = 0; j < 8; j++) y[j] = db * grid[j] * sg[j];
 }
 
 static void dequantize_row_iq2_xxs(const void *vx, float *y, int64_t n) {
@@ -162,6 +188,9 @@ static void dequantize_row_iq2_s(const void *vx, float *y, int64_t n) {
 
 #define MAXC 32 /* candidate lanes (IQ2_XS/S use 19, IQ2_XXS 13) */
 
+/* Full unrolling of the 8-coordinate loops: constant shifts, tables kept in registers. */
+#define IQF_UNROLL8 _Pragma("GCC unroll 8")
+
 typedef struct cand_set {
     _Alignas(64) float id[MAXC]; /* inverse scale */
     _Alignas(64) float sc[MAXC]; /* 1/id: the scale of the neighbour search */
@@ -184,6 +213,8 @@ typedef struct enc_ops {
     void (*round)(cand_set *cs, const float *xval, int ng);
     /* step C: cs->sumqx/sumq2 from cs->key (final keys); wx = weight*xval */
     void (*sums)(cand_set *cs, const float *wx, const float *weight, int ng);
+    /* step B: kmap lookups and neighbour searches; NULL = the generic resolve() */
+    void (*resolve)(const iqf_iqgrid *g, cand_set *cs, const float *xval, const float *waux, int ng);
 } enc_ops;
 
 /* The 24 terms (waux_i * diff) * diff, diff = scale*q - xval_i, q = 1, 3, 5: e[4i + l]. */
@@ -208,21 +239,67 @@ static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const f
     float best = FLT_MAX;
     int gi = -1;
     int j = 1;
+    /* eight, then four neighbours side by side (independent sums, each in ggml's order; enough
+     * chains to hide the add latency) */
+    for (; j + 7 <= n; j += 8) {
+        unsigned k0 = nk[j], k1 = nk[j + 1], k2 = nk[j + 2], k3 = nk[j + 3];
+        unsigned k4 = nk[j + 4], k5 = nk[j + 5], k6 = nk[j + 6], k7 = nk[j + 7];
+        float d0 = 0, d1 = 0, d2 = 0, d3 = 0, d4 = 0, d5 = 0, d6 = 0, d7 = 0;
+        IQF_UNROLL8
+        for (int i = 0; i < 8; i++) {
+            const float *ei = e + 4 * i;
+            d0 += ei[k0 & 3];
+            d1 += ei[k1 & 3];
+            d2 += ei[k2 & 3];
+            d3 += ei[k3 & 3];
+            d4 += ei[k4 & 3];
+            d5 += ei[k5 & 3];
+            d6 += ei[k6 & 3];
+            d7 += ei[k7 & 3];
+            k0 >>= 2;
+            k1 >>= 2;
+            k2 >>= 2;
+            k3 >>= 2;
+            k4 >>= 2;
+            k5 >>= 2;
+            k6 >>= 2;
+            k7 >>= 2;
+        }
+        if (d0 < best) { best = d0; gi = nb[j]; }
+        if (d1 < best) { best = d1; gi = nb[j + 1]; }
+        if (d2 < best) { best = d2; gi = nb[j + 2]; }
+        if (d3 < best) { best = d3; gi = nb[j + 3]; }
+        if (d4 < best) { best = d4; gi = nb[j + 4]; }
+        if (d5 < best) { best = d5; gi = nb[j + 5]; }
+        if (d6 < best) { best = d6; gi = nb[j + 6]; }
+        if (d7 < best) { best = d7; gi = nb[j + 7]; }
+    }
     /* four neighbours side by side (independent sums, each in ggml's order) */
     for (; j + 3 <= n; j += 4) {
-        float d[4] = { 0, 0, 0, 0 };
-        for (int i = 0; i < 8; i++)
-            for (int t = 0; t < 4; t++) d[t] += e[4 * i + ((nk[j + t] >> 2 * i) & 3)];
-        for (int t = 0; t < 4; t++) {
-            if (d[t] < best) {
-                best = d[t];
-                gi = nb[j + t];
-            }
+        unsigned k0 = nk[j], k1 = nk[j + 1], k2 = nk[j + 2], k3 = nk[j + 3];
+        float d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+        IQF_UNROLL8
+        for (int i = 0; i < 8; i++) {
+            const float *ei = e + 4 * i;
+            d0 += ei[k0 & 3];
+            d1 += ei[k1 & 3];
+            d2 += ei[k2 & 3];
+            d3 += ei[k3 & 3];
+            k0 >>= 2;
+            k1 >>= 2;
+            k2 >>= 2;
+            k3 >>= 2;
         }
+        if (d0 < best) { best = d0; gi = nb[j]; }
+        if (d1 < best) { best = d1; gi = nb[j + 1]; }
+        if (d2 < best) { best = d2; gi = nb[j + 2]; }
+        if (d3 < best) { best = d3; gi = nb[j + 3]; }
     }
     for (; j <= n; j++) {
         float d2 = 0;
-        for (int i = 0; i < 8; i++) d2 += e[4 * i + ((nk[j] >> 2 * i) & 3)];
+        unsigned k = nk[j];
+        IQF_UNROLL8
+        for (int i = 0; i < 8; i++, k >>= 2) d2 += e[4 * i + (k & 3)];
         if (d2 < best) {
             best = d2;
             gi = nb[j];
@@ -258,7 +335,27 @@ static void sums_scalar(cand_set *cs, const float *wx, const float *weight, int 
     }
 }
 
-static const enc_ops ops_scalar = { best_nb_scalar, round_scalar, sums_scalar };
+/* step B, first half: all kmap lookups (independent loads), then prefetches of the off-grid
+ * keys' neighbour lists, so that the cache misses overlap instead of queueing one by one. */
+static inline void lookup_prefetch(const iqf_iqgrid *g, cand_set *cs, int ng) {
+    for (int k = 0; k < ng; k++) {
+        for (int c = 0; c < cs->nc; c++) {
+            int gi = g->kmap[cs->key[k][c]];
+            cs->gi[k][c] = gi;
+            cs->og[k][c] = gi >= 0;
+        }
+    }
+    for (int k = 0; k < ng; k++) {
+        for (int c = 0; c < cs->nc; c++) {
+            if (cs->og[k][c]) continue;
+            const uint16_t *nb = iqf_iqgrid_neighbours(g, cs->key[k][c]);
+            __builtin_prefetch(nb);
+            __builtin_prefetch(g->nbkeys + (nb - g->neighbours));
+        }
+    }
+}
+
+static const enc_ops ops_scalar = { best_nb_scalar, round_scalar, sums_scalar, NULL };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -274,23 +371,38 @@ T_AVX2 static inline __m256i nearest_avx2(__m256 v) {
                             _mm256_set1_epi32(0x400000));
 }
 
-T_AVX2 static int best_nb_avx2(const iqf_iqgrid *g, int u, const float *xval, const float *waux,
-                               float scale) {
-    _Alignas(32) float e[32];
-    {
-        const __m256 sq = _mm256_setr_ps(scale * 1.f, scale * 3.f, scale * 5.f, 0.f, scale * 1.f,
-                                         scale * 3.f, scale * 5.f, 0.f);
-        const __m256 xv = _mm256_loadu_ps(xval), wv = _mm256_loadu_ps(waux);
-        for (int p = 0; p < 4; p++) {
-            const __m256i idx = _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
-                                                  2 * p + 1, 2 * p + 1);
-            __m256 diff = _mm256_sub_ps(sq, _mm256_permutevar8x32_ps(xv, idx));
-            __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_permutevar8x32_ps(wv, idx), diff), diff);
-            _mm256_store_ps(e + 8 * p, t);
-        }
-        /* lane 3 of each quad: (w*(0-x))*(0-x), never selected (keys have no level 3) */
+/* A group's values and weights spread for the table build: quad p = coordinates 2p, 2p+1, each
+ * repeated 4 times (one slot per level). */
+typedef struct spread_avx2 {
+    __m256 x[4], w[4];
+} spread_avx2;
+
+T_AVX2 static inline void spread8_avx2(const float *xval, const float *waux, spread_avx2 *sp) {
+    const __m256 xv = _mm256_loadu_ps(xval), wv = _mm256_loadu_ps(waux);
+    for (int p = 0; p < 4; p++) {
+        const __m256i idx = _mm256_setr_epi32(2 * p, 2 * p, 2 * p, 2 * p, 2 * p + 1, 2 * p + 1,
+                                              2 * p + 1, 2 * p + 1);
+        sp->x[p] = _mm256_permutevar8x32_ps(xv, idx);
+        sp->w[p] = _mm256_permutevar8x32_ps(wv, idx);
     }
+}
+
+/* e[4i + l] = (waux_i * diff) * diff, diff = scale*q_l - xval_i (slot l = 3 unused) */
+T_AVX2 static inline void terms_avx2(float *e, const spread_avx2 *sp, float scale) {
+    const __m256 sq = _mm256_mul_ps(_mm256_set1_ps(scale),
+                                    _mm256_setr_ps(1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f));
+    for (int p = 0; p < 4; p++) {
+        __m256 diff = _mm256_sub_ps(sq, sp->x[p]);
+        _mm256_store_ps(e + 8 * p, _mm256_mul_ps(_mm256_mul_ps(sp->w[p], diff), diff));
+    }
+}
+
+T_AVX2 static int best_nb_avx2_core(const iqf_iqgrid *g, int u, const spread_avx2 *sp,
+                                    float scale) {
+    _Alignas(32) float e[32];
+    terms_avx2(e, sp, scale);
     __m256 tab[8];
+    IQF_UNROLL8
     for (int i = 0; i < 8; i++) tab[i] = _mm256_broadcast_ps((const __m128 *)(e + 4 * i));
     const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
     const uint16_t *nk = g->nbkeys + (nb - g->neighbours);
@@ -303,6 +415,7 @@ T_AVX2 static int best_nb_avx2(const iqf_iqgrid *g, int u, const float *xval, co
     for (int base = 1; base <= n; base += 8) {
         __m256i keys = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(nk + base)));
         __m256 d2 = _mm256_setzero_ps();
+        IQF_UNROLL8
         for (int i = 0; i < 8; i++) {
             __m256i l = _mm256_and_si256(_mm256_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
             d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(tab[i], l));
@@ -324,6 +437,87 @@ T_AVX2 static int best_nb_avx2(const iqf_iqgrid *g, int u, const float *xval, co
     return gi >= 0 ? gi : nb[1];
 }
 
+/* Two searches with lists of at most 4 points in one vector (lanes 0-3 and 4-7). */
+T_AVX2 static inline void best_nb_pair_avx2(const iqf_iqgrid *g, int ua, int ub,
+                                            const spread_avx2 *sp, float sa, float sb, int *ga,
+                                            int *gb) {
+    _Alignas(32) float ea[32], eb[32];
+    terms_avx2(ea, sp, sa);
+    terms_avx2(eb, sp, sb);
+    const uint16_t *nba = iqf_iqgrid_neighbours(g, ua), *nbb = iqf_iqgrid_neighbours(g, ub);
+    const uint16_t *nka = g->nbkeys + (nba - g->neighbours), *nkb = g->nbkeys + (nbb - g->neighbours);
+    const int na = nba[0], nb = nbb[0];
+    const __m128i k8 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)(nka + 1)),
+                                          _mm_loadl_epi64((const __m128i *)(nkb + 1)));
+    const __m256i keys = _mm256_cvtepu16_epi32(k8);
+    const __m256i three = _mm256_set1_epi32(3);
+    const __m256i off = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    __m256 d2 = _mm256_setzero_ps();
+    IQF_UNROLL8
+    for (int i = 0; i < 8; i++) {
+        const __m256 t = _mm256_set_m128(_mm_load_ps(eb + 4 * i), _mm_load_ps(ea + 4 * i));
+        __m256i l = _mm256_and_si256(_mm256_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
+        d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(t, _mm256_add_epi32(l, off)));
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3);
+    const __m256i cnt = _mm256_setr_epi32(na, na, na, na, nb, nb, nb, nb);
+    __m256 valid = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(cnt, lane)),
+                                 _mm256_cmp_ps(d2, d2, _CMP_ORD_Q));
+    d2 = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), d2, valid);
+    __m256 m = _mm256_min_ps(d2, _mm256_shuffle_ps(d2, d2, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+    unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(d2, m, _CMP_EQ_OQ));
+    float mna = _mm256_cvtss_f32(m);
+    float mnb = _mm_cvtss_f32(_mm256_extractf128_ps(m, 1));
+    *ga = mna < FLT_MAX ? nba[1 + __builtin_ctz(eq & 15)] : nba[1];
+    *gb = mnb < FLT_MAX ? nbb[1 + __builtin_ctz(eq >> 4)] : nbb[1];
+}
+
+T_AVX2 static int best_nb_avx2(const iqf_iqgrid *g, int u, const float *xval, const float *waux,
+                               float scale) {
+    spread_avx2 sp;
+    spread8_avx2(xval, waux, &sp);
+    return best_nb_avx2_core(g, u, &sp, scale);
+}
+
+T_AVX2 static void resolve_avx2(const iqf_iqgrid *g, cand_set *cs, const float *xval,
+                                const float *waux, int ng) {
+    lookup_prefetch(g, cs, ng);
+    for (int k = 0; k < ng; k++) {
+        spread_avx2 sp;
+        spread8_avx2(xval + 8 * k, waux + 8 * k, &sp);
+        int pend = -1; /* an off-grid candidate with a short list waiting for a partner */
+        for (int c = 0; c < cs->nc; c++) {
+            if (cs->og[k][c]) continue;
+            int u = cs->key[k][c];
+            const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
+            if (nb[0] == 1) { /* a single candidate: ggml's search returns it */
+                cs->gi[k][c] = nb[1];
+                cs->key[k][c] = g->keys[nb[1]];
+            } else if (nb[0] > 4) {
+                int gi = best_nb_avx2_core(g, u, &sp, cs->sc[c]);
+                cs->gi[k][c] = gi;
+                cs->key[k][c] = g->keys[gi];
+            } else if (pend < 0) {
+                pend = c;
+            } else {
+                int ga, gb;
+                best_nb_pair_avx2(g, cs->key[k][pend], u, &sp, cs->sc[pend], cs->sc[c], &ga, &gb);
+                cs->gi[k][pend] = ga;
+                cs->key[k][pend] = g->keys[ga];
+                cs->gi[k][c] = gb;
+                cs->key[k][c] = g->keys[gb];
+                pend = -1;
+            }
+        }
+        if (pend >= 0) {
+            int gi = best_nb_avx2_core(g, cs->key[k][pend], &sp, cs->sc[pend]);
+            cs->gi[k][pend] = gi;
+            cs->key[k][pend] = g->keys[gi];
+        }
+    }
+}
+
 T_AVX2 static void round_avx2(cand_set *cs, const float *xval, int ng) {
     const __m256 one = _mm256_set1_ps(1.f), half = _mm256_set1_ps(0.5f);
     const __m256i zero = _mm256_setzero_si256(), two = _mm256_set1_epi32(2);
@@ -331,6 +525,7 @@ T_AVX2 static void round_avx2(cand_set *cs, const float *xval, int ng) {
         const __m256 id = _mm256_load_ps(cs->id + v);
         for (int k = 0; k < ng; k++) {
             __m256i u = zero;
+            IQF_UNROLL8
             for (int i = 0; i < 8; i++) {
                 __m256 t = _mm256_mul_ps(id, _mm256_set1_ps(xval[8 * k + i]));
                 t = _mm256_mul_ps(half, _mm256_sub_ps(t, one));
@@ -348,6 +543,7 @@ T_AVX2 static void sums_avx2(cand_set *cs, const float *wx, const float *weight,
         __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
         for (int k = 0; k < ng; k++) {
             const __m256i key = _mm256_load_si256((const __m256i *)(cs->key[k] + v));
+            IQF_UNROLL8
             for (int i = 0; i < 8; i++) {
                 __m256i l = _mm256_and_si256(_mm256_srl_epi32(key, _mm_cvtsi32_si128(2 * i)), three);
                 __m256 q = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(l, l), one));
@@ -360,7 +556,7 @@ T_AVX2 static void sums_avx2(cand_set *cs, const float *wx, const float *weight,
     }
 }
 
-static const enc_ops ops_avx2 = { best_nb_avx2, round_avx2, sums_avx2 };
+static const enc_ops ops_avx2 = { best_nb_avx2, round_avx2, sums_avx2, resolve_avx2 };
 
 T_AVX512 static inline __m512i nearest_avx512(__m512 v) {
     __m512i b = _mm512_castps_si512(_mm512_add_ps(v, _mm512_set1_ps(12582912.f)));
@@ -368,19 +564,15 @@ T_AVX512 static inline __m512i nearest_avx512(__m512 v) {
                             _mm512_set1_epi32(0x400000));
 }
 
-T_AVX512 static int best_nb_avx512(const iqf_iqgrid *g, int u, const float *xval,
-                                   const float *waux, float scale) {
-    const __m512 sq = _mm512_setr_ps(scale * 1.f, scale * 3.f, scale * 5.f, 0.f, scale * 1.f,
-                                     scale * 3.f, scale * 5.f, 0.f, scale * 1.f, scale * 3.f,
-                                     scale * 5.f, 0.f, scale * 1.f, scale * 3.f, scale * 5.f, 0.f);
-    const __m512 xv = _mm512_castps256_ps512(_mm256_loadu_ps(xval));
-    const __m512 wv = _mm512_castps256_ps512(_mm256_loadu_ps(waux));
-    const __m512i ilo = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    const __m512i ihi = _mm512_add_epi32(ilo, _mm512_set1_epi32(4));
-    __m512 dlo = _mm512_sub_ps(sq, _mm512_permutexvar_ps(ilo, xv));
-    __m512 dhi = _mm512_sub_ps(sq, _mm512_permutexvar_ps(ihi, xv));
-    const __m512 elo = _mm512_mul_ps(_mm512_mul_ps(_mm512_permutexvar_ps(ilo, wv), dlo), dlo);
-    const __m512 ehi = _mm512_mul_ps(_mm512_mul_ps(_mm512_permutexvar_ps(ihi, wv), dhi), dhi);
+/* The search with the group's values and weights already spread as [x0 x0 x0 x0 x1 ...]. */
+T_AVX512 static inline int best_nb_avx512_core(const iqf_iqgrid *g, int u, __m512 xlo, __m512 xhi,
+                                               __m512 wlo, __m512 whi, float scale) {
+    const __m512 sq = _mm512_mul_ps(_mm512_set1_ps(scale),
+                                    _mm512_setr_ps(1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f, 1.f, 3.f,
+                                                   5.f, 0.f, 1.f, 3.f, 5.f, 0.f));
+    const __m512 dlo = _mm512_sub_ps(sq, xlo), dhi = _mm512_sub_ps(sq, xhi);
+    const __m512 elo = _mm512_mul_ps(_mm512_mul_ps(wlo, dlo), dlo);
+    const __m512 ehi = _mm512_mul_ps(_mm512_mul_ps(whi, dhi), dhi);
     const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
     const uint16_t *nk = g->nbkeys + (nb - g->neighbours);
     const int n = nb[0];
@@ -390,6 +582,7 @@ T_AVX512 static int best_nb_avx512(const iqf_iqgrid *g, int u, const float *xval
     for (int base = 1; base <= n; base += 16) {
         __m512i keys = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(nk + base)));
         __m512 d2 = _mm512_setzero_ps();
+        IQF_UNROLL8
         for (int i = 0; i < 8; i++) {
             __m512i l = _mm512_and_si512(_mm512_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
             l = _mm512_add_epi32(l, _mm512_set1_epi32(4 * (i & 3)));
@@ -409,6 +602,115 @@ T_AVX512 static int best_nb_avx512(const iqf_iqgrid *g, int u, const float *xval
     return gi >= 0 ? gi : nb[1];
 }
 
+T_AVX512 static inline void spread8_avx512(const float *v, __m512 *lo, __m512 *hi) {
+    const __m512i ilo = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i ihi = _mm512_add_epi32(ilo, _mm512_set1_epi32(4));
+    const __m512 vv = _mm512_castps256_ps512(_mm256_loadu_ps(v));
+    *lo = _mm512_permutexvar_ps(ilo, vv);
+    *hi = _mm512_permutexvar_ps(ihi, vv);
+}
+
+T_AVX512 static int best_nb_avx512(const iqf_iqgrid *g, int u, const float *xval,
+                                   const float *waux, float scale) {
+    __m512 xlo, xhi, wlo, whi;
+    spread8_avx512(xval, &xlo, &xhi);
+    spread8_avx512(waux, &wlo, &whi);
+    return best_nb_avx512_core(g, u, xlo, xhi, wlo, whi, scale);
+}
+
+/* Two searches with lists of at most 8 points in one vector: lanes 0-7 the first (tables
+ * *a), lanes 8-15 the second (tables *b); permutex2var picks from either. */
+T_AVX512 static inline void best_nb_pair_avx512(const iqf_iqgrid *g, int ua, int ub, __m512 xlo,
+                                                __m512 xhi, __m512 wlo, __m512 whi, float sa,
+                                                float sb, int *ga, int *gb) {
+    const __m512 lev = _mm512_setr_ps(1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
+                                      1.f, 3.f, 5.f, 0.f);
+    const __m512 sqa = _mm512_mul_ps(_mm512_set1_ps(sa), lev);
+    const __m512 sqb = _mm512_mul_ps(_mm512_set1_ps(sb), lev);
+    __m512 d;
+    d = _mm512_sub_ps(sqa, xlo);
+    const __m512 alo = _mm512_mul_ps(_mm512_mul_ps(wlo, d), d);
+    d = _mm512_sub_ps(sqa, xhi);
+    const __m512 ahi = _mm512_mul_ps(_mm512_mul_ps(whi, d), d);
+    d = _mm512_sub_ps(sqb, xlo);
+    const __m512 blo = _mm512_mul_ps(_mm512_mul_ps(wlo, d), d);
+    d = _mm512_sub_ps(sqb, xhi);
+    const __m512 bhi = _mm512_mul_ps(_mm512_mul_ps(whi, d), d);
+    const uint16_t *nba = iqf_iqgrid_neighbours(g, ua), *nbb = iqf_iqgrid_neighbours(g, ub);
+    const uint16_t *nka = g->nbkeys + (nba - g->neighbours), *nkb = g->nbkeys + (nbb - g->neighbours);
+    const int na = nba[0], nb = nbb[0];
+    __m256i k16 = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(nka + 1))),
+        _mm_loadu_si128((const __m128i *)(nkb + 1)), 1);
+    const __m512i keys = _mm512_cvtepu16_epi32(k16);
+    const __m512i three = _mm512_set1_epi32(3);
+    const __m512i off = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+    __m512 d2 = _mm512_setzero_ps();
+    IQF_UNROLL8
+    for (int i = 0; i < 8; i++) {
+        __m512i l = _mm512_and_si512(_mm512_srl_epi32(keys, _mm_cvtsi32_si128(2 * i)), three);
+        l = _mm512_add_epi32(l, _mm512_add_epi32(off, _mm512_set1_epi32(4 * (i & 3))));
+        d2 = _mm512_add_ps(d2, i < 4 ? _mm512_permutex2var_ps(alo, l, blo)
+                                     : _mm512_permutex2var_ps(ahi, l, bhi));
+    }
+    __mmask16 ma = (__mmask16)((1u << na) - 1), mb = (__mmask16)(((1u << nb) - 1) << 8);
+    __mmask16 ord = _mm512_cmp_ps_mask(d2, d2, _CMP_ORD_Q);
+    ma &= ord;
+    mb &= ord;
+    d2 = _mm512_mask_blend_ps(ma | mb, _mm512_set1_ps(INFINITY), d2);
+    float mna = _mm512_mask_reduce_min_ps(ma, d2), mnb = _mm512_mask_reduce_min_ps(mb, d2);
+    *ga = nba[1];
+    *gb = nbb[1];
+    if (mna < FLT_MAX) {
+        __mmask16 eq = _mm512_mask_cmp_ps_mask(ma, d2, _mm512_set1_ps(mna), _CMP_EQ_OQ);
+        *ga = nba[1 + __builtin_ctz((unsigned)eq)];
+    }
+    if (mnb < FLT_MAX) {
+        __mmask16 eq = _mm512_mask_cmp_ps_mask(mb, d2, _mm512_set1_ps(mnb), _CMP_EQ_OQ);
+        *gb = nbb[1 + __builtin_ctz((unsigned)eq) - 8];
+    }
+}
+
+T_AVX512 static void resolve_avx512(const iqf_iqgrid *g, cand_set *cs, const float *xval,
+                                    const float *waux, int ng) {
+    lookup_prefetch(g, cs, ng);
+    for (int k = 0; k < ng; k++) {
+        __m512 xlo, xhi, wlo, whi;
+        spread8_avx512(xval + 8 * k, &xlo, &xhi);
+        spread8_avx512(waux + 8 * k, &wlo, &whi);
+        int pend = -1; /* an off-grid candidate with a short list waiting for a partner */
+        for (int c = 0; c < cs->nc; c++) {
+            if (cs->og[k][c]) continue;
+            int u = cs->key[k][c];
+            const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
+            if (nb[0] == 1) { /* a single candidate: ggml's search returns it */
+                cs->gi[k][c] = nb[1];
+                cs->key[k][c] = g->keys[nb[1]];
+            } else if (nb[0] > 8) {
+                int gi = best_nb_avx512_core(g, u, xlo, xhi, wlo, whi, cs->sc[c]);
+                cs->gi[k][c] = gi;
+                cs->key[k][c] = g->keys[gi];
+            } else if (pend < 0) {
+                pend = c;
+            } else {
+                int ga, gb;
+                best_nb_pair_avx512(g, cs->key[k][pend], u, xlo, xhi, wlo, whi, cs->sc[pend],
+                                    cs->sc[c], &ga, &gb);
+                cs->gi[k][pend] = ga;
+                cs->key[k][pend] = g->keys[ga];
+                cs->gi[k][c] = gb;
+                cs->key[k][c] = g->keys[gb];
+                pend = -1;
+            }
+        }
+        if (pend >= 0) {
+            int gi = best_nb_avx512_core(g, cs->key[k][pend], xlo, xhi, wlo, whi, cs->sc[pend]);
+            cs->gi[k][pend] = gi;
+            cs->key[k][pend] = g->keys[gi];
+        }
+    }
+}
+
 T_AVX512 static void round_avx512(cand_set *cs, const float *xval, int ng) {
     const __m512 one = _mm512_set1_ps(1.f), half = _mm512_set1_ps(0.5f);
     const __m512i zero = _mm512_setzero_si512(), two = _mm512_set1_epi32(2);
@@ -416,6 +718,7 @@ T_AVX512 static void round_avx512(cand_set *cs, const float *xval, int ng) {
         const __m512 id = _mm512_load_ps(cs->id + v);
         for (int k = 0; k < ng; k++) {
             __m512i u = zero;
+            IQF_UNROLL8
             for (int i = 0; i < 8; i++) {
                 __m512 t = _mm512_mul_ps(id, _mm512_set1_ps(xval[8 * k + i]));
                 t = _mm512_mul_ps(half, _mm512_sub_ps(t, one));
@@ -433,6 +736,7 @@ T_AVX512 static void sums_avx512(cand_set *cs, const float *wx, const float *wei
         __m512 a = _mm512_setzero_ps(), b = _mm512_setzero_ps();
         for (int k = 0; k < ng; k++) {
             const __m512i key = _mm512_load_si512((const __m512i *)(cs->key[k] + v));
+            IQF_UNROLL8
             for (int i = 0; i < 8; i++) {
                 __m512i l = _mm512_and_si512(_mm512_srl_epi32(key, _mm_cvtsi32_si128(2 * i)), three);
                 __m512 q = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_add_epi32(l, l), one));
@@ -445,7 +749,7 @@ T_AVX512 static void sums_avx512(cand_set *cs, const float *wx, const float *wei
     }
 }
 
-static const enc_ops ops_avx512 = { best_nb_avx512, round_avx512, sums_avx512 };
+static const enc_ops ops_avx512 = { best_nb_avx512, round_avx512, sums_avx512, resolve_avx512 };
 #endif
 
 static const enc_ops *select_ops(const iqf_qctx *ctx) {
@@ -461,16 +765,19 @@ static const enc_ops *select_ops(const iqf_qctx *ctx) {
 /* step B: kmap lookups, neighbour search for the off-grid groups; key := the grid point's key */
 static void resolve(const enc_ops *E, const iqf_iqgrid *g, cand_set *cs, const float *xval,
                     const float *waux, int ng) {
-    for (int c = 0; c < cs->nc; c++) {
-        for (int k = 0; k < ng; k++) {
-            int u = cs->key[k][c];
-            int gi = g->kmap[u];
-            cs->og[k][c] = gi >= 0;
-            if (gi < 0) {
-                gi = E->best_nb(g, u, xval + 8 * k, waux + 8 * k, cs->sc[c]);
-                cs->key[k][c] = g->keys[gi];
-            }
+    if (E->resolve) {
+        E->resolve(g, cs, xval, waux, ng);
+        return;
+    }
+    lookup_prefetch(g, cs, ng);
+    for (int k = 0; k < ng; k++) {
+        for (int c = 0; c < cs->nc; c++) {
+            if (cs->og[k][c]) continue;
+            const uint16_t *nb = iqf_iqgrid_neighbours(g, cs->key[k][c]);
+            int gi = nb[0] == 1 ? nb[1]
+                                : E->best_nb(g, cs->key[k][c], xval + 8 * k, waux + 8 * k, cs->sc[c]);
             cs->gi[k][c] = gi;
+            cs->key[k][c] = g->keys[gi];
         }
     }
 }
@@ -590,17 +897,26 @@ static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
 
 /* Signs of 8 values; with `parity`, flips the least important one if the count of negatives is
  * odd (ggml's even-parity trick: the stored 7 bits imply the 8th). */
+/* The largest of n (multiple of 4) values, as a tree: the same number as ggml's running MAX
+ * (only the sign of a zero result could differ, and every use of it is `max < eps` first). */
+static inline float max_of(const float *v, int n) {
+    float m[4] = { v[0], v[1], v[2], v[3] };
+    for (int i = 4; i < n; i += 4)
+        for (int t = 0; t < 4; t++) m[t] = v[i + t] > m[t] ? v[i + t] : m[t];
+    float a = m[0] > m[1] ? m[0] : m[1], b = m[2] > m[3] ? m[2] : m[3];
+    return a > b ? a : b;
+}
+
 static inline uint8_t signs8(const float *xb, const float *weight, float *xval, bool parity) {
-    int nflip = 0;
-    uint8_t s = 0;
+    /* branch-free: xval = x >= 0 ? x : -x (a sign-bit flip, so -0 stays -0 as in ggml) */
+    unsigned nflip = 0, s = 0;
     for (int i = 0; i < 8; i++) {
-        if (xb[i] >= 0) {
-            xval[i] = xb[i];
-        } else {
-            xval[i] = -xb[i];
-            nflip++;
-            s |= (uint8_t)(1u << i);
-        }
+        unsigned neg = xb[i] < 0;
+        union { float f; uint32_t u; } v = { xb[i] };
+        v.u ^= neg << 31;
+        xval[i] = v.f;
+        nflip += neg;
+        s |= neg << i;
     }
     if (parity && (nflip & 1)) {
         int imin = 0;
@@ -613,9 +929,9 @@ static inline uint8_t signs8(const float *xb, const float *weight, float *xval, 
             }
         }
         xval[imin] = -xval[imin];
-        s ^= (uint8_t)(1u << imin);
+        s ^= 1u << imin;
     }
-    return parity ? (uint8_t)(s & 127) : s;
+    return parity ? (uint8_t)(s & 127) : (uint8_t)s;
 }
 
 static inline float sum_sq256(const float *x) {
@@ -637,8 +953,8 @@ static bool xxs_subblock(const enc_ops *E, const iqf_iqgrid *g, const float *xb,
     for (int i = 0; i < 32; i++) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
     for (int i = 0; i < 32; i++) waux[i] = sqrtf(weight[i]);
     for (int k = 0; k < 4; k++) bsigns[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, true);
-    float max = xval[0];
-    for (int i = 1; i < 32; i++) max = xval[i] > max ? xval[i] : max;
+    float max;
+    max = max_of(xval, 32);
     if (max < GROUP_MAX_EPS) return false;
     float scale = make_qp_quants(32, kMaxQ + 1, xval, Lqp, weight);
     float eff_max = scale * (float)kMaxQ;
@@ -791,8 +1107,8 @@ static void quantize_row_iq2_xs(const iqf_qctx *ctx, const float *x, void *vy, i
             for (int i = 0; i < 16; i++) weight[i] = w[i] * sqrtf(sigma2 + xb[i] * xb[i]);
             for (int i = 0; i < 16; i++) waux[i] = sqrtf(weight[i]);
             for (int k = 0; k < 2; k++) bs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, true);
-            float max = xval[0];
-            for (int i = 1; i < 16; i++) max = xval[i] > max ? xval[i] : max;
+            float max;
+            max = max_of(xval, 16);
             scales[ib] = 0;
             if (max < GROUP_MAX_EPS) continue;
             int gidx[2];
@@ -847,8 +1163,8 @@ static void quantize_row_iq2_s(const iqf_qctx *ctx, const float *x, void *vy, in
             }
             for (int i = 0; i < 16; i++) waux[i] = sqrtf(weight[i]);
             for (int k = 0; k < 2; k++) bs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, false);
-            float max = xval[0];
-            for (int i = 1; i < 16; i++) max = xval[i] > max ? xval[i] : max;
+            float max;
+            max = max_of(xval, 16);
             scales[ib] = 0;
             if (max < GROUP_MAX_EPS_IQ2_S) continue;
             int gidx[2];

@@ -7,11 +7,14 @@
  * Structure
  *  - Tables (key map, neighbour lists) are generated from the grid keys in iq3_grids.c on first
  *    use (pthread_once).
- *  - The encoder is one block routine shared by both types (iq3_variant holds the differences).
- *    Per 32-weight sub-block it prepares weights, |x| and signs, then calls a "search" that picks
- *    the scale and the 8 grid points. search_ref is the plain scalar reference; the AVX2/AVX-512
- *    searches (iq3_simd.c style, below) evaluate several candidate scales at once, one per lane,
- *    with exactly the reference's float operations per lane, so the bytes are identical.
+ *  - The encoder is one block routine per type around shared pieces (iq3_variant holds the
+ *    differences and the implementation chosen for the SIMD level). Per 32-weight sub-block it
+ *    prepares weights, |x| and signs, then calls a "search" that picks the scale and the 8 grid
+ *    points. search_ref is the plain scalar reference (ggml's loop); the AVX2/AVX-512 searches
+ *    evaluate several candidate scales at once, one per lane, with exactly the reference's float
+ *    operations per lane, so the bytes are identical at every level (tests check all of them).
+ *  - Only IQF_MODE_COMPAT exists; a better mode would replace the search or re-choose the grid
+ *    points at the final decoded scale inside the same block routines.
  */
 #include "codec.h"
 #include "iq3_grids.h"
@@ -19,10 +22,12 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <time.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+/* -DIQF_IQ3_PORTABLE builds only the portable code (to check that it stands alone). */
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(IQF_IQ3_PORTABLE)
 #define IQ3_X86 1
 #include <immintrin.h>
 #endif
@@ -58,88 +63,135 @@ typedef struct iq3_tab {
     uint32_t gq[512];       /* the grid as 4 int8 odd levels 2l+1 (ggml's "the_grid") */
     float gqf[512][4];      /* the same as floats */
     uint16_t *nb;
+    uint16_t *nbk;          /* parallel to nb: the neighbours' keys (nbk[start] = count too) */
+    uint8_t (*nbo)[4];      /* parallel to nb: per coordinate i, 8*i + level (SIMD tables) */
     int nb_cap;
     iqf_iq3_table_stats st;
 } iq3_tab;
 
-static uint16_t nb_256[IQ3_NB_CAP_256];
-static uint16_t nb_512[IQ3_NB_CAP_512];
-static iq3_tab tab_256 = { 256, 2, iqf_iq3xxs_keys, { 0 }, { 0 }, { { 0 } }, nb_256, IQ3_NB_CAP_256, { 0 } };
-static iq3_tab tab_512 = { 512, 3, iqf_iq3s_keys, { 0 }, { 0 }, { { 0 } }, nb_512, IQ3_NB_CAP_512, { 0 } };
+static uint16_t nb_256[IQ3_NB_CAP_256], nbk_256[IQ3_NB_CAP_256];
+static uint16_t nb_512[IQ3_NB_CAP_512], nbk_512[IQ3_NB_CAP_512];
+static uint8_t nbo_256[IQ3_NB_CAP_256][4], nbo_512[IQ3_NB_CAP_512][4];
+static iq3_tab tab_256 = { 256, 2, iqf_iq3xxs_keys, { 0 }, { 0 }, { { 0 } }, nb_256, nbk_256, nbo_256, IQ3_NB_CAP_256, { 0 } };
+static iq3_tab tab_512 = { 512, 3, iqf_iq3s_keys, { 0 }, { 0 }, { { 0 } }, nb_512, nbk_512, nbo_512, IQ3_NB_CAP_512, { 0 } };
 
 static double now_ms(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* Squared lattice distance of the search below; offsets up to this length are pre-sorted. */
+#define IQ3_RMAX 40
+
+/* Appends to list the grid points at squared level distance e from key p (e = the nwant
+ * smallest distinct distances), ordered by (e, grid index): brute force over the grid. Used
+ * only where the lattice walk gives up (no key of the real grids needs it). */
+static int neighbours_brute(const iq3_tab *t, const int p[4], uint16_t *list) {
+    uint8_t e[512];
+    uint64_t present[4] = { 0, 0, 0, 0 };
+    for (int j = 0; j < t->ngrid; j++) {
+        int s = 0;
+        for (int c = 0; c < 4; c++) {
+            const int dd = ((t->keys[j] >> 3 * c) & 7) - p[c];
+            s += dd * dd;
+        }
+        e[j] = (uint8_t)s;
+        present[s >> 6] |= 1ull << (s & 63);
+    }
+    int cnt = 0, have = 0;
+    for (int w = 0; w < 4 && have < t->nwant; w++) {
+        for (uint64_t m = present[w]; m && have < t->nwant; m &= m - 1, have++) {
+            const int v = 64 * w + __builtin_ctzll(m);
+            for (int j = 0; j < t->ngrid; j++)
+                if (e[j] == v) list[cnt++] = (uint16_t)j;
+        }
+    }
+    return cnt;
 }
 
 /*
  * For every 12-bit key not on the grid: the grid points whose squared distance (in level units)
  * is among the nwant smallest distinct distances, ordered by (distance, grid index). This is
- * the order ggml's qsort with iq3_compare_func produces; the lists are identical.
+ * the order ggml's qsort with iq3_compare_func produces, so the lists are identical. Instead of
+ * measuring the distance to every grid point, walk the lattice offsets around the key in order
+ * of increasing squared length r and stop after the nwant-th length that hits the grid.
  */
 static void build_tab(iq3_tab *t) {
     double t0 = now_ms();
     const int n = t->ngrid;
-    uint8_t lv[4][512];
     for (int i = 0; i < 4096; i++) t->kmap[i] = -1;
     for (int k = 0; k < n; k++) {
         uint32_t packed = 0;
         for (int c = 0; c < 4; c++) {
             int l = (t->keys[k] >> 3 * c) & 7;
-            lv[c][k] = (uint8_t)l;
             packed |= (uint32_t)(2 * l + 1) << 8 * c;
             t->gqf[k][c] = (float)(2 * l + 1);
         }
         t->gq[k] = packed;
         t->kmap[t->keys[k]] = k;
     }
+    /* All offsets with 1 <= |d|^2 <= IQ3_RMAX, bucketed by length. */
+    int rstart[IQ3_RMAX + 2] = { 0 };
+    for (int i = 0; i < 13 * 13 * 13 * 13; i++) {
+        const int a = i % 13 - 6, b = i / 13 % 13 - 6, c = i / 169 % 13 - 6, d = i / 2197 - 6;
+        const int r = a * a + b * b + c * c + d * d;
+        if (r >= 1 && r <= IQ3_RMAX) rstart[r + 1]++;
+    }
+    for (int r = 1; r <= IQ3_RMAX; r++) rstart[r + 1] += rstart[r];
+    int8_t (*offs)[4] = malloc((size_t)rstart[IQ3_RMAX + 1] * sizeof *offs);
+    if (offs) {
+        int fill[IQ3_RMAX + 1];
+        memcpy(fill, rstart, sizeof fill);
+        for (int i = 0; i < 13 * 13 * 13 * 13; i++) {
+            const int a = i % 13 - 6, b = i / 13 % 13 - 6, c = i / 169 % 13 - 6, d = i / 2197 - 6;
+            const int r = a * a + b * b + c * c + d * d;
+            if (r < 1 || r > IQ3_RMAX) continue;
+            int8_t *o = offs[fill[r]++];
+            o[0] = (int8_t)a; o[1] = (int8_t)b; o[2] = (int8_t)c; o[3] = (int8_t)d;
+        }
+    }
     int pos = 0, nmin = 1 << 30, nmax = 0, noff = 0;
-    uint8_t e[512];
     for (int i = 0; i < 4096; i++) {
         if (t->kmap[i] >= 0) continue;
-        const int p0 = i & 7, p1 = (i >> 3) & 7, p2 = (i >> 6) & 7, p3 = (i >> 9) & 7;
-        uint64_t present[4] = { 0, 0, 0, 0 };
-        for (int j = 0; j < n; j++) {
-            int a = lv[0][j] - p0, b = lv[1][j] - p1, c = lv[2][j] - p2, d = lv[3][j] - p3;
-            e[j] = (uint8_t)(a * a + b * b + c * c + d * d); /* <= 196 */
-        }
-        for (int j = 0; j < n; j++) present[e[j] >> 6] |= 1ull << (e[j] & 63);
-        /* The nwant-th smallest distinct distance. */
-        int have = 0, emax = 0;
-        for (int w = 0; w < 4 && have < t->nwant; w++) {
-            uint64_t m = present[w];
-            while (m && have < t->nwant) {
-                emax = 64 * w + __builtin_ctzll(m);
-                m &= m - 1;
-                have++;
-            }
-        }
-        /* Collect (in index order), then a stable insertion sort by distance. */
+        const int p[4] = { i & 7, (i >> 3) & 7, (i >> 6) & 7, (i >> 9) & 7 };
         uint16_t list[512];
-        uint8_t le[512];
-        int cnt = 0;
-        for (int j = 0; j < n; j++) {
-            if (e[j] <= emax) {
-                int at = cnt++;
-                while (at > 0 && le[at - 1] > e[j]) {
-                    le[at] = le[at - 1];
-                    list[at] = list[at - 1];
-                    at--;
-                }
-                le[at] = e[j];
-                list[at] = (uint16_t)j;
+        int cnt = 0, have = 0;
+        for (int r = 1; offs && r <= IQ3_RMAX && have < t->nwant; r++) {
+            const int start = cnt;
+            for (int o = rstart[r]; o < rstart[r + 1]; o++) {
+                const int l0 = p[0] + offs[o][0], l1 = p[1] + offs[o][1];
+                const int l2 = p[2] + offs[o][2], l3 = p[3] + offs[o][3];
+                if ((unsigned)l0 > 7 || (unsigned)l1 > 7 || (unsigned)l2 > 7 || (unsigned)l3 > 7) continue;
+                const int g = t->kmap[l0 | l1 << 3 | l2 << 6 | l3 << 9];
+                if (g >= 0) list[cnt++] = (uint16_t)g;
+            }
+            if (cnt == start) continue;
+            have++;
+            for (int x = start + 1; x < cnt; x++) { /* this distance's points by grid index */
+                const uint16_t v = list[x];
+                int y = x;
+                for (; y > start && list[y - 1] > v; y--) list[y] = list[y - 1];
+                list[y] = v;
             }
         }
+        if (have < t->nwant) cnt = neighbours_brute(t, p, list);
         if (pos + 1 + cnt > t->nb_cap) cnt = t->nb_cap - pos - 1; /* cannot happen: fixed data */
         t->kmap[i] = -(pos + 1);
+        t->nbk[pos] = (uint16_t)cnt;
         t->nb[pos++] = (uint16_t)cnt;
         memcpy(t->nb + pos, list, (size_t)cnt * sizeof(uint16_t));
+        for (int j = 0; j < cnt; j++) {
+            const int key = t->keys[list[j]];
+            t->nbk[pos + j] = (uint16_t)key;
+            for (int c = 0; c < 4; c++) t->nbo[pos + j][c] = (uint8_t)(8 * c + ((key >> 3 * c) & 7));
+        }
         pos += cnt;
         noff++;
         if (cnt < nmin) nmin = cnt;
         if (cnt > nmax) nmax = cnt;
     }
+    free(offs);
     t->st.n_offgrid = noff;
     t->st.n_neighbours = pos - noff;
     t->st.min_list = nmin;
@@ -164,6 +216,14 @@ int iqf_iq3_tables_stats(int grid_size, iqf_iq3_table_stats *st) {
         return -1;
     }
     return 0;
+}
+
+const uint16_t *iqf_iq3_neighbours(int grid_size, int key, int *grid_index) {
+    iqf_iq3_table_stats st;
+    if (iqf_iq3_tables_stats(grid_size, &st) || key < 0 || key >= 4096) return NULL;
+    const iq3_tab *t = grid_size == 256 ? &tab_256 : &tab_512;
+    *grid_index = t->kmap[key] >= 0 ? t->kmap[key] : -1;
+    return t->kmap[key] >= 0 ? NULL : t->nb - t->kmap[key] - 1;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -218,23 +278,28 @@ static void dequantize_row_iq3_s(const void *vx, float *y, int64_t n) {
 /* ---------------------------------------------------------------------------------------------
  * Encoder: shared pieces
  * ------------------------------------------------------------------------------------------- */
+struct iq3_sub;
 typedef struct iq3_variant {
     const iq3_tab *t;
     int nis;            /* candidate scales is = -nis..nis: 15 (iq3_xxs), 9 (iq3_s) */
     bool init_on_grid;  /* initial on-grid flags before the search (true xxs, false s) */
     bool refine_all;    /* the refinement re-chooses all groups (s) or only off-grid ones (xxs) */
+    /* The implementation (scalar reference or SIMD), all with identical results. */
+    int (*neighbour)(const iq3_tab *t, int u, const float *xval, const float *waux, float scale);
+    void (*prepare)(const float *xb, const float *qw, float sigma2, bool parity,
+                    struct iq3_sub *sb, uint8_t signs[4]);
+    float (*search)(const struct iq3_variant *v, const struct iq3_sub *sb, int8_t L[32]);
 } iq3_variant;
 
 /* One 32-weight sub-block, prepared: |x| (with the parity flip), LS weights, sqrt(weights). */
-typedef struct iq3_sub {
+struct iq3_sub {
     float xval[32];
     float w[32];
     float waux[32];
     float max;
-} iq3_sub;
+};
+typedef struct iq3_sub iq3_sub;
 
-/* Picks the scale and 8 grid points (as levels L) for a sub-block; returns the scale. */
-typedef float (*iq3_search_fn)(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]);
 
 /* ggml's iq3_find_best_neighbour: the first neighbour with the smallest weighted distance. */
 static int best_neighbour(const iq3_tab *t, int u, const float *xval, const float *waux,
@@ -281,7 +346,7 @@ static float refine(const iq3_variant *v, const iq3_sub *sb, float scale, const 
         for (int i = 0; i < 4; i++)
             u |= clamp07(iqf_nearest_int(0.5f * (id * sb->xval[4 * k + i] - 1))) << 3 * i;
         int gi = t->kmap[u];
-        if (gi < 0) gi = best_neighbour(t, u, sb->xval + 4 * k, sb->waux + 4 * k, scale);
+        if (gi < 0) gi = v->neighbour(t, u, sb->xval + 4 * k, sb->waux + 4 * k, scale);
         levels_of(t, gi, L + 4 * k);
     }
     float sumqx = 0, sumq2 = 0;
@@ -344,9 +409,10 @@ static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
  * key), masked to the lanes that have that key. The sequential acceptance over the candidates
  * and the refinement are the scalar code (finish_search).
  * ------------------------------------------------------------------------------------------- */
+#ifdef IQ3_X86
 typedef struct iq3_cands {
     float sumqx[32], sumq2[32];
-    int32_t gsel[8][32]; /* grid index chosen for group k by candidate c */
+    int32_t gkey[8][32]; /* key of the grid point chosen for group k by candidate c */
     uint32_t off[8];     /* bit c: group k of candidate c was off the grid */
 } iq3_cands;
 
@@ -361,7 +427,7 @@ static int candidate_scales(const iq3_variant *v, const iq3_sub *sb, int width, 
         ids[c] = (15 + (float)is * 0.2f) / sb->max;
         scl[c] = 1 / ids[c];
     }
-    return nlanes / width;
+    return nlanes;
 }
 
 static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_cands *cd,
@@ -383,167 +449,212 @@ static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_ca
         for (int k = 0; k < 8; k++) on[k] = v->init_on_grid;
     } else {
         for (int k = 0; k < 8; k++) {
-            levels_of(v->t, cd->gsel[k][win], L + 4 * k);
+            for (int i = 0; i < 4; i++) L[4 * k + i] = (int8_t)((cd->gkey[k][win] >> 3 * i) & 7);
             on[k] = !((cd->off[k] >> win) & 1);
         }
     }
     return refine(v, sb, scale, on, L);
 }
 
-#ifdef IQ3_X86
+/*
+ * The neighbour search of one key for 8 (AVX2) / 16 (AVX-512) candidate scales at once. A holds,
+ * per coordinate i and level l, the term waux_i*(s*q_l - x_i)^2 for every lane (the same float
+ * operations as best_neighbour, computed once per group instead of once per neighbour), so a
+ * neighbour costs 3 adds in best_neighbour's order. Returns per lane the key of the first
+ * neighbour with the smallest distance (the first one if none is below FLT_MAX).
+ * Out of line: inside the search loop the compiler runs out of vector registers.
+ */
+__attribute__((target("avx2"), noinline)) static __m256i nb_keys8(const uint16_t *nbk,
+                                                                 const uint8_t (*nbo)[4],
+                                                                 const __m256 *A) {
+    const int cnt = nbk[0];
+    __m256 best = _mm256_set1_ps(FLT_MAX);
+    __m256i bk = _mm256_set1_epi32(nbk[1]);
+    for (int j = 1; j <= cnt; j++) {
+        const int key = nbk[j];
+        const uint8_t *o = nbo[j];
+        __m256 d2 = _mm256_add_ps(A[o[0]], A[o[1]]);
+        d2 = _mm256_add_ps(d2, A[o[2]]);
+        d2 = _mm256_add_ps(d2, A[o[3]]);
+        const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
+        bk = _mm256_blendv_epi8(bk, _mm256_set1_epi32(key), _mm256_castps_si256(lt));
+        best = _mm256_min_ps(d2, best); /* d2 < best ? d2 : best, a short dependency chain */
+    }
+    return bk;
+}
+
+/* Evaluates the 8 candidate scales in lanes c0..c0+7 (ids, scl indexed by lane) into cd. */
+__attribute__((target("avx2"))) static void cands8(const iq3_variant *v, const iq3_sub *sb,
+                                                  const float *wx, const float *ids,
+                                                  const float *scl, int c0, iq3_cands *cd) {
+    const iq3_tab *t = v->t;
+    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+    const __m256 magic = _mm256_set1_ps(12582912.f);
+    const __m256 qtab = _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
+    __m256 sq[8], A[32];
+    const __m256 vid = _mm256_loadu_ps(ids + c0), vs = _mm256_loadu_ps(scl + c0);
+    for (int l = 0; l < 8; l++) sq[l] = _mm256_mul_ps(vs, _mm256_set1_ps((float)(2 * l + 1)));
+    __m256 sqx = _mm256_setzero_ps(), sq2 = _mm256_setzero_ps();
+    /* Keys and key-map lookups of all 8 groups first: the gathers overlap. */
+    __m256i uk[8], gk[8];
+    for (int k = 0; k < 8; k++) {
+        const float *xk = sb->xval + 4 * k;
+        __m256i u = zero;
+        for (int i = 0; i < 4; i++) {
+            __m256 tt = _mm256_mul_ps(vid, _mm256_set1_ps(xk[i]));
+            tt = _mm256_mul_ps(half, _mm256_sub_ps(tt, one));
+            tt = _mm256_add_ps(tt, magic);
+            __m256i l = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(tt), mant), bias);
+            l = _mm256_min_epi32(_mm256_max_epi32(l, zero), seven);
+            u = _mm256_or_si256(u, _mm256_slli_epi32(l, 3 * i));
+        }
+        uk[k] = u;
+        gk[k] = _mm256_i32gather_epi32(t->kmap, u, 4);
+    }
+    for (int k = 0; k < 8; k++) {
+        const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+        const __m256i u = uk[k];
+        int offm = _mm256_movemask_ps(_mm256_castsi256_ps(gk[k]));
+        __m256i key = u;
+        cd->off[k] |= (uint32_t)offm << c0;
+        if (offm) {
+            for (int i = 0; i < 4; i++) {
+                const __m256 xi = _mm256_set1_ps(xk[i]), wi = _mm256_set1_ps(wk[i]);
+                for (int l = 0; l < 8; l++) {
+                    const __m256 d = _mm256_sub_ps(sq[l], xi);
+                    A[8 * i + l] = _mm256_mul_ps(_mm256_mul_ps(wi, d), d);
+                }
+            }
+            int32_t ua[8];
+            _mm256_storeu_si256((__m256i *)ua, u);
+            while (offm) {
+                const int u0 = ua[__builtin_ctz((unsigned)offm)];
+                const __m256i mm = _mm256_cmpeq_epi32(u, _mm256_set1_epi32(u0));
+                offm &= ~_mm256_movemask_ps(_mm256_castsi256_ps(mm));
+                const __m256i bk = nb_keys8(t->nbk - t->kmap[u0] - 1, t->nbo - t->kmap[u0] - 1, A);
+                key = _mm256_blendv_epi8(key, bk, mm);
+            }
+        }
+        _mm256_storeu_si256((__m256i *)(cd->gkey[k] + c0), key);
+        for (int i = 0; i < 4; i++) {
+            const __m256i l = _mm256_and_si256(_mm256_srli_epi32(key, 3 * i), seven);
+            const __m256 q = _mm256_permutevar8x32_ps(qtab, l);
+            sqx = _mm256_add_ps(sqx, _mm256_mul_ps(_mm256_set1_ps(wx[4 * k + i]), q));
+            sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(sb->w[4 * k + i]), q), q));
+        }
+    }
+    _mm256_storeu_ps(cd->sumqx + c0, sqx);
+    _mm256_storeu_ps(cd->sumq2 + c0, sq2);
+}
+
 __attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, const iq3_sub *sb,
                                                         int8_t L[32]) {
-    const iq3_tab *t = v->t;
-    float ids[32] __attribute__((aligned(32))), scl[32] __attribute__((aligned(32)));
-    float wx[32];
-    const int nvec = candidate_scales(v, sb, 8, ids, scl);
+    float ids[32], scl[32], wx[32];
+    const int nlanes = candidate_scales(v, sb, 8, ids, scl);
     for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
     iq3_cands cd;
     memset(cd.off, 0, sizeof cd.off);
-    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
-    const __m256 magic = _mm256_set1_ps(12582912.f);
-    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
-    const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
-    const __m256i m255 = _mm256_set1_epi32(255), minus1 = _mm256_set1_epi32(-1);
-    for (int vi = 0; vi < nvec; vi++) {
-        const __m256 vid = _mm256_load_ps(ids + 8 * vi), vs = _mm256_load_ps(scl + 8 * vi);
-        __m256 sqx = _mm256_setzero_ps(), sq2 = _mm256_setzero_ps();
-        for (int k = 0; k < 8; k++) {
-            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
-            __m256i u = zero;
-            for (int i = 0; i < 4; i++) {
-                __m256 tt = _mm256_mul_ps(vid, _mm256_set1_ps(xk[i]));
-                tt = _mm256_mul_ps(half, _mm256_sub_ps(tt, one));
-                tt = _mm256_add_ps(tt, magic);
-                __m256i l = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(tt), mant), bias);
-                l = _mm256_min_epi32(_mm256_max_epi32(l, zero), seven);
-                u = _mm256_or_si256(u, _mm256_slli_epi32(l, 3 * i));
-            }
-            __m256i gi = _mm256_i32gather_epi32(t->kmap, u, 4);
-            int offm = _mm256_movemask_ps(_mm256_castsi256_ps(gi));
-            cd.off[k] |= (uint32_t)offm << 8 * vi;
-            if (offm) {
-                int32_t ua[8];
-                _mm256_storeu_si256((__m256i *)ua, u);
-                const __m256 x0 = _mm256_set1_ps(xk[0]), x1 = _mm256_set1_ps(xk[1]);
-                const __m256 x2 = _mm256_set1_ps(xk[2]), x3 = _mm256_set1_ps(xk[3]);
-                const __m256 w0 = _mm256_set1_ps(wk[0]), w1 = _mm256_set1_ps(wk[1]);
-                const __m256 w2 = _mm256_set1_ps(wk[2]), w3 = _mm256_set1_ps(wk[3]);
-                while (offm) {
-                    const int u0 = ua[__builtin_ctz((unsigned)offm)];
-                    const __m256i mm = _mm256_cmpeq_epi32(u, _mm256_set1_epi32(u0));
-                    offm &= ~_mm256_movemask_ps(_mm256_castsi256_ps(mm));
-                    const uint16_t *nb = t->nb - t->kmap[u0] - 1;
-                    const int cnt = nb[0];
-                    __m256 best = _mm256_set1_ps(FLT_MAX);
-                    __m256i bi = minus1;
-                    for (int j = 1; j <= cnt; j++) {
-                        const float *pg = t->gqf[nb[j]];
-                        __m256 d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[0])), x0);
-                        __m256 d2 = _mm256_mul_ps(_mm256_mul_ps(w0, d), d);
-                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[1])), x1);
-                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w1, d), d));
-                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[2])), x2);
-                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w2, d), d));
-                        d = _mm256_sub_ps(_mm256_mul_ps(vs, _mm256_set1_ps(pg[3])), x3);
-                        d2 = _mm256_add_ps(d2, _mm256_mul_ps(_mm256_mul_ps(w3, d), d));
-                        const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
-                        best = _mm256_blendv_ps(best, d2, lt);
-                        bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(nb[j]), _mm256_castps_si256(lt));
-                    }
-                    bi = _mm256_blendv_epi8(bi, _mm256_set1_epi32(nb[1]), _mm256_cmpeq_epi32(bi, minus1));
-                    gi = _mm256_blendv_epi8(gi, bi, mm);
-                }
-            }
-            _mm256_storeu_si256((__m256i *)(cd.gsel[k] + 8 * vi), gi);
-            const __m256i g = _mm256_i32gather_epi32((const int *)t->gq, gi, 4);
-            for (int i = 0; i < 4; i++) {
-                const __m256 q = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(g, 8 * i), m255));
-                sqx = _mm256_add_ps(sqx, _mm256_mul_ps(_mm256_set1_ps(wx[4 * k + i]), q));
-                sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(sb->w[4 * k + i]), q), q));
-            }
-        }
-        _mm256_storeu_ps(cd.sumqx + 8 * vi, sqx);
-        _mm256_storeu_ps(cd.sumq2 + 8 * vi, sq2);
-    }
+    for (int c0 = 0; c0 < nlanes; c0 += 8) cands8(v, sb, wx, ids, scl, c0, &cd);
     return finish_search(v, sb, &cd, L);
 }
 
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"), noinline)) static __m512i
+nb_keys16(const uint16_t *nbk, const uint8_t (*nbo)[4], const __m512 *A) {
+    const int cnt = nbk[0];
+    __m512 best = _mm512_set1_ps(FLT_MAX);
+    __m512i bk = _mm512_set1_epi32(nbk[1]);
+    for (int j = 1; j <= cnt; j++) {
+        const int key = nbk[j];
+        const uint8_t *o = nbo[j];
+        __m512 d2 = _mm512_add_ps(A[o[0]], A[o[1]]);
+        d2 = _mm512_add_ps(d2, A[o[2]]);
+        d2 = _mm512_add_ps(d2, A[o[3]]);
+        const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
+        bk = _mm512_mask_mov_epi32(bk, lt, _mm512_set1_epi32(key));
+        best = _mm512_min_ps(d2, best); /* d2 < best ? d2 : best, a short dependency chain */
+    }
+    return bk;
+}
+
+/* Evaluates the 16 candidate scales in lanes c0..c0+15 into cd (as cands8). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+cands16(const iq3_variant *v, const iq3_sub *sb, const float *wx, const float *ids,
+        const float *scl, int c0, iq3_cands *cd) {
+    const iq3_tab *t = v->t;
+    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
+    const __m512 magic = _mm512_set1_ps(12582912.f);
+    const __m512 qtab = _mm512_setr_ps(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
+    const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
+    const __m512i zero = _mm512_setzero_si512(), seven = _mm512_set1_epi32(7);
+    __m512 sq[8], A[32];
+    const __m512 vid = _mm512_loadu_ps(ids + c0), vs = _mm512_loadu_ps(scl + c0);
+    for (int l = 0; l < 8; l++) sq[l] = _mm512_mul_ps(vs, _mm512_set1_ps((float)(2 * l + 1)));
+    __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
+    __m512i uk[8], gk[8];
+    for (int k = 0; k < 8; k++) {
+        const float *xk = sb->xval + 4 * k;
+        __m512i u = zero;
+        for (int i = 0; i < 4; i++) {
+            __m512 tt = _mm512_mul_ps(vid, _mm512_set1_ps(xk[i]));
+            tt = _mm512_mul_ps(half, _mm512_sub_ps(tt, one));
+            tt = _mm512_add_ps(tt, magic);
+            __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(tt), mant), bias);
+            l = _mm512_min_epi32(_mm512_max_epi32(l, zero), seven);
+            u = _mm512_or_si512(u, _mm512_slli_epi32(l, 3 * i));
+        }
+        uk[k] = u;
+        gk[k] = _mm512_i32gather_epi32(u, t->kmap, 4);
+    }
+    for (int k = 0; k < 8; k++) {
+        const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
+        const __m512i u = uk[k];
+        __mmask16 offm = _mm512_movepi32_mask(gk[k]);
+        __m512i key = u;
+        cd->off[k] |= (uint32_t)offm << c0;
+        if (offm) {
+            for (int i = 0; i < 4; i++) {
+                const __m512 xi = _mm512_set1_ps(xk[i]), wi = _mm512_set1_ps(wk[i]);
+                for (int l = 0; l < 8; l++) {
+                    const __m512 d = _mm512_sub_ps(sq[l], xi);
+                    A[8 * i + l] = _mm512_mul_ps(_mm512_mul_ps(wi, d), d);
+                }
+            }
+            int32_t ua[16];
+            _mm512_storeu_si512(ua, u);
+            while (offm) {
+                const int u0 = ua[__builtin_ctz((unsigned)offm)];
+                const __mmask16 mm = _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(u0));
+                offm &= (__mmask16)~mm;
+                const __m512i bk = nb_keys16(t->nbk - t->kmap[u0] - 1, t->nbo - t->kmap[u0] - 1, A);
+                key = _mm512_mask_mov_epi32(key, mm, bk);
+            }
+        }
+        _mm512_storeu_si512(cd->gkey[k] + c0, key);
+        for (int i = 0; i < 4; i++) {
+            const __m512i l = _mm512_and_si512(_mm512_srli_epi32(key, 3 * i), seven);
+            const __m512 q = _mm512_permutexvar_ps(l, qtab);
+            sqx = _mm512_add_ps(sqx, _mm512_mul_ps(_mm512_set1_ps(wx[4 * k + i]), q));
+            sq2 = _mm512_add_ps(sq2, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(sb->w[4 * k + i]), q), q));
+        }
+    }
+    _mm512_storeu_ps(cd->sumqx + c0, sqx);
+    _mm512_storeu_ps(cd->sumq2 + c0, sq2);
+}
+
+/* 16 lanes at a time; a remainder of at most 8 candidates (iq3_s: 19 = 16 + 3) takes the
+ * 8-lane code, which costs half as much. */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static float
 search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
-    const iq3_tab *t = v->t;
-    float ids[32] __attribute__((aligned(64))), scl[32] __attribute__((aligned(64)));
-    float wx[32];
-    const int nvec = candidate_scales(v, sb, 16, ids, scl);
+    float ids[32], scl[32], wx[32];
+    const int nlanes = candidate_scales(v, sb, 8, ids, scl);
     for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
     iq3_cands cd;
     memset(cd.off, 0, sizeof cd.off);
-    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
-    const __m512 magic = _mm512_set1_ps(12582912.f);
-    const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
-    const __m512i zero = _mm512_setzero_si512(), seven = _mm512_set1_epi32(7);
-    const __m512i m255 = _mm512_set1_epi32(255), minus1 = _mm512_set1_epi32(-1);
-    for (int vi = 0; vi < nvec; vi++) {
-        const __m512 vid = _mm512_load_ps(ids + 16 * vi), vs = _mm512_load_ps(scl + 16 * vi);
-        __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
-        for (int k = 0; k < 8; k++) {
-            const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
-            __m512i u = zero;
-            for (int i = 0; i < 4; i++) {
-                __m512 tt = _mm512_mul_ps(vid, _mm512_set1_ps(xk[i]));
-                tt = _mm512_mul_ps(half, _mm512_sub_ps(tt, one));
-                tt = _mm512_add_ps(tt, magic);
-                __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(tt), mant), bias);
-                l = _mm512_min_epi32(_mm512_max_epi32(l, zero), seven);
-                u = _mm512_or_si512(u, _mm512_slli_epi32(l, 3 * i));
-            }
-            __m512i gi = _mm512_i32gather_epi32(u, t->kmap, 4);
-            __mmask16 offm = _mm512_movepi32_mask(gi);
-            cd.off[k] |= (uint32_t)offm << 16 * vi;
-            if (offm) {
-                int32_t ua[16];
-                _mm512_storeu_si512(ua, u);
-                const __m512 x0 = _mm512_set1_ps(xk[0]), x1 = _mm512_set1_ps(xk[1]);
-                const __m512 x2 = _mm512_set1_ps(xk[2]), x3 = _mm512_set1_ps(xk[3]);
-                const __m512 w0 = _mm512_set1_ps(wk[0]), w1 = _mm512_set1_ps(wk[1]);
-                const __m512 w2 = _mm512_set1_ps(wk[2]), w3 = _mm512_set1_ps(wk[3]);
-                while (offm) {
-                    const int u0 = ua[__builtin_ctz((unsigned)offm)];
-                    const __mmask16 mm = _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(u0));
-                    offm &= (__mmask16)~mm;
-                    const uint16_t *nb = t->nb - t->kmap[u0] - 1;
-                    const int cnt = nb[0];
-                    __m512 best = _mm512_set1_ps(FLT_MAX);
-                    __m512i bi = _mm512_set1_epi32(nb[1]); /* kept if nothing beats FLT_MAX */
-                    for (int j = 1; j <= cnt; j++) {
-                        const float *pg = t->gqf[nb[j]];
-                        __m512 d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[0])), x0);
-                        __m512 d2 = _mm512_mul_ps(_mm512_mul_ps(w0, d), d);
-                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[1])), x1);
-                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w1, d), d));
-                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[2])), x2);
-                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w2, d), d));
-                        d = _mm512_sub_ps(_mm512_mul_ps(vs, _mm512_set1_ps(pg[3])), x3);
-                        d2 = _mm512_add_ps(d2, _mm512_mul_ps(_mm512_mul_ps(w3, d), d));
-                        const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
-                        best = _mm512_mask_mov_ps(best, lt, d2);
-                        bi = _mm512_mask_set1_epi32(bi, lt, nb[j]);
-                    }
-                    gi = _mm512_mask_mov_epi32(gi, mm, bi);
-                }
-            }
-            _mm512_storeu_si512(cd.gsel[k] + 16 * vi, gi);
-            const __m512i g = _mm512_i32gather_epi32(gi, (const int *)t->gq, 4);
-            for (int i = 0; i < 4; i++) {
-                const __m512 q = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(g, 8 * i), m255));
-                sqx = _mm512_add_ps(sqx, _mm512_mul_ps(_mm512_set1_ps(wx[4 * k + i]), q));
-                sq2 = _mm512_add_ps(sq2, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(sb->w[4 * k + i]), q), q));
-            }
-        }
-        _mm512_storeu_ps(cd.sumqx + 16 * vi, sqx);
-        _mm512_storeu_ps(cd.sumq2 + 16 * vi, sq2);
-    }
-    (void)minus1;
+    int c0 = 0;
+    for (; c0 + 16 <= nlanes; c0 += 16) cands16(v, sb, wx, ids, scl, c0, &cd);
+    if (c0 < nlanes) cands8(v, sb, wx, ids, scl, c0, &cd);
     return finish_search(v, sb, &cd, L);
 }
 #endif
@@ -591,12 +702,123 @@ static void prepare_sub(const float *xb, const float *qw, float sigma2, bool par
     sb->max = max;
 }
 
+#ifdef IQ3_X86
+/* prepare_sub with the element-wise part in SIMD (the same IEEE operations per value: products,
+ * sqrt, sign tests); the parity fix is prepare_sub's scalar code. */
+static void parity_fix(const float *xb, iq3_sub *sb, uint8_t signs[4]) {
+    for (int k = 0; k < 4; k++) {
+        uint8_t s = signs[k];
+        if (!(__builtin_popcount(s) & 1)) continue;
+        int imin = 0;
+        float min = sb->w[8 * k] * xb[8 * k] * xb[8 * k];
+        for (int i = 1; i < 8; i++) {
+            float ax = sb->w[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
+            if (ax < min) {
+                min = ax;
+                imin = i;
+            }
+        }
+        sb->xval[8 * k + imin] = -sb->xval[8 * k + imin];
+        signs[k] = (uint8_t)(s ^ (1 << imin));
+    }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+prepare_sub_avx512(const float *xb, const float *qw, float sigma2, bool parity, iq3_sub *sb,
+                   uint8_t signs[4]) {
+    const __m512 zero = _mm512_setzero_ps(), s2 = _mm512_set1_ps(sigma2);
+    uint32_t neg = 0;
+    for (int h = 0; h < 2; h++) {
+        const __m512 x = _mm512_loadu_ps(xb + 16 * h);
+        const __m512 xx = _mm512_mul_ps(x, x);
+        const __m512 w = qw ? _mm512_mul_ps(_mm512_loadu_ps(qw + 16 * h), _mm512_sqrt_ps(_mm512_add_ps(s2, xx))) : xx;
+        _mm512_storeu_ps(sb->w + 16 * h, w);
+        _mm512_storeu_ps(sb->waux + 16 * h, _mm512_sqrt_ps(w));
+        const __mmask16 ge = _mm512_cmp_ps_mask(x, zero, _CMP_GE_OQ);
+        _mm512_storeu_ps(sb->xval + 16 * h, _mm512_mask_blend_ps(ge, _mm512_sub_ps(zero, x), x));
+        neg |= (uint32_t)(uint16_t)~ge << 16 * h;
+    }
+    for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(neg >> 8 * k);
+    if (parity) parity_fix(xb, sb, signs);
+    const __m512 m = _mm512_max_ps(_mm512_loadu_ps(sb->xval), _mm512_loadu_ps(sb->xval + 16));
+    sb->max = _mm512_reduce_max_ps(m);
+}
+
+__attribute__((target("avx2"))) static void prepare_sub_avx2(const float *xb, const float *qw,
+                                                             float sigma2, bool parity,
+                                                             iq3_sub *sb, uint8_t signs[4]) {
+    const __m256 zero = _mm256_setzero_ps(), s2 = _mm256_set1_ps(sigma2);
+    __m256 m = _mm256_set1_ps(-FLT_MAX);
+    for (int h = 0; h < 4; h++) {
+        const __m256 x = _mm256_loadu_ps(xb + 8 * h);
+        const __m256 xx = _mm256_mul_ps(x, x);
+        const __m256 w = qw ? _mm256_mul_ps(_mm256_loadu_ps(qw + 8 * h), _mm256_sqrt_ps(_mm256_add_ps(s2, xx))) : xx;
+        _mm256_storeu_ps(sb->w + 8 * h, w);
+        _mm256_storeu_ps(sb->waux + 8 * h, _mm256_sqrt_ps(w));
+        const __m256 ge = _mm256_cmp_ps(x, zero, _CMP_GE_OQ);
+        _mm256_storeu_ps(sb->xval + 8 * h, _mm256_blendv_ps(_mm256_sub_ps(zero, x), x, ge));
+        signs[h] = (uint8_t)(~_mm256_movemask_ps(ge) & 255);
+    }
+    if (parity) parity_fix(xb, sb, signs);
+    for (int h = 0; h < 4; h++) m = _mm256_max_ps(m, _mm256_loadu_ps(sb->xval + 8 * h));
+    __m128 r = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    r = _mm_max_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_max_ss(r, _mm_shuffle_ps(r, r, 1));
+    sb->max = _mm_cvtss_f32(r);
+}
+
+/* best_neighbour for one scale: the 32 terms waux_i*(scale*q_l - x_i)^2 (coordinate i, level l)
+ * in SIMD with best_neighbour's operations, then per neighbour 3 adds in its order; strict <
+ * keeps the first minimum. */
+static inline int nb_scan(const iq3_tab *t, int u, const float *A) {
+    const uint16_t *nbk = t->nbk - t->kmap[u] - 1;
+    const int cnt = nbk[0];
+    float best = FLT_MAX;
+    int bk = nbk[1]; /* kept if nothing beats FLT_MAX */
+    for (int j = 1; j <= cnt; j++) {
+        const int key = nbk[j];
+        float d2 = A[key & 7] + A[8 + ((key >> 3) & 7)];
+        d2 += A[16 + ((key >> 6) & 7)];
+        d2 += A[24 + (key >> 9)];
+        const bool lt = d2 < best; /* branch-free: the outcome is unpredictable */
+        bk = lt ? key : bk;
+        best = lt ? d2 : best;
+    }
+    return t->kmap[bk];
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static int
+best_neighbour_avx512(const iq3_tab *t, int u, const float *xval, const float *waux, float scale) {
+    float A[32];
+    const __m512 sq = _mm512_mul_ps(_mm512_set1_ps(scale), _mm512_setr_ps(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15));
+    for (int h = 0; h < 2; h++) {
+        const __m512 x = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(xval[2 * h]), _mm512_set1_ps(xval[2 * h + 1]));
+        const __m512 w = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(waux[2 * h]), _mm512_set1_ps(waux[2 * h + 1]));
+        const __m512 d = _mm512_sub_ps(sq, x);
+        _mm512_storeu_ps(A + 16 * h, _mm512_mul_ps(_mm512_mul_ps(w, d), d));
+    }
+    return nb_scan(t, u, A);
+}
+
+__attribute__((target("avx2"))) static int best_neighbour_avx2(const iq3_tab *t, int u,
+                                                              const float *xval,
+                                                              const float *waux, float scale) {
+    float A[32];
+    const __m256 sq = _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15));
+    for (int i = 0; i < 4; i++) {
+        const __m256 d = _mm256_sub_ps(sq, _mm256_set1_ps(xval[i]));
+        _mm256_storeu_ps(A + 8 * i, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(waux[i]), d), d));
+    }
+    return nb_scan(t, u, A);
+}
+#endif
+
 static inline int scale_nibble(float id, float scale) {
     int l = iqf_nearest_int(0.5f * (id * scale - 1));
     return l < 0 ? 0 : l > 15 ? 15 : l;
 }
 
-static void quantize_block_iq3_xxs(const iq3_variant *v, iq3_search_fn search, const float *xbl,
+static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
                                    const float *qwbl, block_iq3_xxs *y) {
     const iq3_tab *t = v->t;
     uint8_t q3[3 * QK_K / 8];
@@ -604,20 +826,21 @@ static void quantize_block_iq3_xxs(const iq3_variant *v, iq3_search_fn search, c
     float scales[QK_K / 32];
     memset(q3, 0, sizeof q3);
     memset(sas, 0, sizeof sas);
-    float sumx2 = 0;
-    for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    float sumx2 = 0; /* only the importance weights use it (a 256-add dependency chain) */
+    if (qwbl)
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
     const float sigma2 = 2 * sumx2 / QK_K;
     float max_scale = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
         iq3_sub sb;
         uint8_t signs[4];
-        prepare_sub(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, true, &sb, signs);
+        v->prepare(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, true, &sb, signs);
         if (sb.max < 1e-8f) { /* GROUP_MAX_EPS_IQ3_XXS: grid index 0, signs +, scale 0 */
             scales[ib] = 0;
             continue;
         }
         int8_t L[32];
-        float scale = search(v, &sb, L);
+        float scale = v->search(v, &sb, L);
         if (scale < 0) { /* ggml: "should never happen"; flips the scale and the signs */
             scale = -scale;
             for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(~signs[k] & 127);
@@ -662,25 +885,26 @@ static bool sub_is_zero(const float *xb) {
  * (a corrupt block). Here every sub-block is written to its own slot; the all-zero one keeps
  * ggml's bytes for it (index 0, signs +, scale nibble 0).
  */
-static void quantize_block_iq3_s(const iq3_variant *v, iq3_search_fn search, const float *xbl,
+static void quantize_block_iq3_s(const iq3_variant *v, const float *xbl,
                                  const float *qwbl, block_iq3_s *y) {
     const iq3_tab *t = v->t;
     float scales[QK_K / 32];
     memset(y, 0, sizeof *y);
-    float sumx2 = 0;
-    for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    float sumx2 = 0; /* only the importance weights use it (a 256-add dependency chain) */
+    if (qwbl)
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
     const float sigma2 = 2 * sumx2 / QK_K;
     float max_scale = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
         iq3_sub sb;
         uint8_t signs[4];
-        prepare_sub(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, false, &sb, signs);
+        v->prepare(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, false, &sb, signs);
         if (!sb.max) {
             scales[ib] = 0;
             continue;
         }
         int8_t L[32];
-        float scale = search(v, &sb, L);
+        float scale = v->search(v, &sb, L);
         if (scale < 0) {
             scale = -scale;
             for (int k = 0; k < 4; k++) signs[k] = (uint8_t)~signs[k];
@@ -721,31 +945,42 @@ static void quantize_block_iq3_s(const iq3_variant *v, iq3_search_fn search, con
 /* ---------------------------------------------------------------------------------------------
  * Entry points
  * ------------------------------------------------------------------------------------------- */
-static iq3_search_fn pick_search(const iqf_qctx *ctx) {
+/* The implementation for the context's SIMD level (all give identical bytes). */
+static void pick_impl(const iqf_qctx *ctx, iq3_variant *v) {
+    v->neighbour = best_neighbour;
+    v->prepare = prepare_sub;
+    v->search = search_ref;
 #ifdef IQ3_X86
-    if (ctx->simd == IQF_SIMD_AVX512) return search_avx512;
-    if (ctx->simd == IQF_SIMD_AVX2) return search_avx2;
-#endif
+    if (ctx->simd == IQF_SIMD_AVX512) {
+        v->neighbour = best_neighbour_avx512;
+        v->prepare = prepare_sub_avx512;
+        v->search = search_avx512;
+    } else if (ctx->simd == IQF_SIMD_AVX2) {
+        v->neighbour = best_neighbour_avx2;
+        v->prepare = prepare_sub_avx2;
+        v->search = search_avx2;
+    }
+#else
     (void)ctx;
-    return search_ref;
+#endif
 }
 
 static void quantize_row_iq3_xxs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
                                  const float *qw) {
-    const iq3_variant v = { &tab_256, 15, true, false };
-    const iq3_search_fn search = pick_search(ctx);
+    iq3_variant v = { &tab_256, 15, true, false, NULL, NULL, NULL };
+    pick_impl(ctx, &v);
     block_iq3_xxs *y = vy;
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++)
-        quantize_block_iq3_xxs(&v, search, x + QK_K * ibl, qw ? qw + QK_K * ibl : NULL, y + ibl);
+        quantize_block_iq3_xxs(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : NULL, y + ibl);
 }
 
 static void quantize_row_iq3_s(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
                                const float *qw) {
-    const iq3_variant v = { &tab_512, 9, false, true };
-    const iq3_search_fn search = pick_search(ctx);
+    iq3_variant v = { &tab_512, 9, false, true, NULL, NULL, NULL };
+    pick_impl(ctx, &v);
     block_iq3_s *y = vy;
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++)
-        quantize_block_iq3_s(&v, search, x + QK_K * ibl, qw ? qw + QK_K * ibl : NULL, y + ibl);
+        quantize_block_iq3_s(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : NULL, y + ibl);
 }
 
 const iqf_codec iqf_codecs_iq3[] = {

@@ -23,4 +23,9 @@ typedef struct iqf_iq3_table_stats {
 } iqf_iq3_table_stats;
 int iqf_iq3_tables_stats(int grid_size, iqf_iq3_table_stats *st);
 
+/* The key map entry of a 12-bit key: if on the grid, *grid_index = its index and NULL is
+ * returned; otherwise *grid_index = -1 and the neighbour list is returned (list[0] = count,
+ * list[1..count] = grid indices, closest first). */
+const uint16_t *iqf_iq3_neighbours(int grid_size, int key, int *grid_index);
+
 #endif

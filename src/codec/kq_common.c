@@ -346,6 +346,16 @@ void kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const f
                                        L + (size_t)g * n, &mins[g], Laux, rmin, rdelta, nstep, use_mad);
 }
 
+void kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *qw, float sigma2, float *w) {
+    int64_t j = 0;
+#ifdef KQ_HAVE_X86
+    if (simd == IQF_SIMD_AVX512) j = impl_weights_avx512(n, x, qw, sigma2, w);
+    else if (simd == IQF_SIMD_AVX2) j = impl_weights_avx2(n, x, qw, sigma2, w);
+#endif
+    (void)simd;
+    for (; j < n; ++j) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+
 void kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, const float *dm,
                 int lo, int hi, int off, uint8_t *L) {
 #ifdef KQ_HAVE_X86
@@ -366,6 +376,7 @@ void kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, c
 }
 
 #else /* KQ_LANES_PASS: one group per lane, KQ_W lanes */
+#include <immintrin.h>
 
 #define VF KQ_SFX(vf)
 #define VI KQ_SFX(vi)
@@ -401,9 +412,17 @@ static inline KQ_TGT VI KQ_SFX(clampi)(VI l, VI lo, VI hi) {
     return KQ_SFX(seli)(l > lo, l, lo);
 }
 static inline KQ_TGT bool KQ_SFX(any)(VI m) {
-    int32_t r = 0;
-    for (int k = 0; k < KQ_W; k++) r |= m[k];
-    return r != 0;
+#if KQ_W == 8
+    return !_mm256_testz_si256((__m256i)m, (__m256i)m);
+#else
+    return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
+#endif
+}
+/* Narrowing store of KQ_W lanes (values fit in 8 bits). */
+static inline KQ_TGT void KQ_SFX(st8)(VI l, void *dst) {
+    typedef uint8_t VB8 __attribute__((vector_size(KQ_W)));
+    VB8 b = __builtin_convertvector(l, VB8);
+    memcpy(dst, &b, KQ_W);
 }
 
 #define splatf KQ_SFX(splatf)
@@ -418,9 +437,9 @@ static inline KQ_TGT bool KQ_SFX(any)(VI m) {
 #define anym KQ_SFX(any)
 
 /* make_qx_quants(n, nmax, x, L, 1, w) per lane; xt/wt are [n][KQ_W]; wt NULL: w = x*x. */
-static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const float *wt, int8_t *Lt,
+static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const float *wt, VI *Lout,
                                     float *sc) {
-    VI Lb[32], Lc[32];
+    VI Lb[32];
     const VF zero = splatf(0.f);
     VF max = zero, amax = zero;
     for (int i = 0; i < n; i++) {
@@ -431,51 +450,62 @@ static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const floa
     }
     const VI allzero = amax < splatf(KQ_GROUP_MAX_EPS);
     const VI lo = splati(-nmax), hi = splati(nmax - 1);
+    /* Per-value weights w and products w*x are the same for every candidate scale. */
+    VF wv[32], wx[32];
+    for (int i = 0; i < n; i++) {
+        VF x = ldf(xt + i * KQ_W);
+        wv[i] = wt ? ldf(wt + i * KQ_W) : x * x;
+        wx[i] = wv[i] * x;
+    }
     VF iscale = splatf((float)-nmax) / max;
     VF sumlx = zero, suml2 = zero;
     for (int i = 0; i < n; i++) {
         VF x = ldf(xt + i * KQ_W);
-        VF w = wt ? ldf(wt + i * KQ_W) : x * x;
         VI l = clampi(nearest(iscale * x), lo, hi);
         Lb[i] = l;
         VF lf = tof(l);
-        sumlx = sumlx + w * x * lf;
-        suml2 = suml2 + w * lf * lf;
+        sumlx = sumlx + wx[i] * lf;
+        suml2 = suml2 + wv[i] * lf * lf;
     }
     VF scale = self(suml2 != zero, sumlx / suml2, zero);
     VF best = scale * sumlx;
-    for (int is = -9; is <= 9; ++is) {
-        if (is == 0) continue;
-        float t = nmax + 0.1f * is;
-        iscale = splatf(-t) / max;
-        sumlx = zero;
-        suml2 = zero;
+    /* Candidates is = -9..9 (not 0) two at a time: their sums are independent, which halves the
+     * add-latency chains; the winner test then runs in the reference's order (is, then is+1). */
+    static const int order[18] = { -9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    for (int c = 0; c < 18; c += 2) {
+        const VF isa = splatf(-(nmax + 0.1f * order[c])) / max;
+        const VF isb = splatf(-(nmax + 0.1f * order[c + 1])) / max;
+        VF sxa = zero, s2a = zero, sxb = zero, s2b = zero;
         for (int i = 0; i < n; i++) {
             VF x = ldf(xt + i * KQ_W);
-            VF w = wt ? ldf(wt + i * KQ_W) : x * x;
-            VI l = clampi(nearest(iscale * x), lo, hi);
-            Lc[i] = l;
-            VF lf = tof(l);
-            sumlx = sumlx + w * x * lf;
-            suml2 = suml2 + w * lf * lf;
+            VF la = tof(clampi(nearest(isa * x), lo, hi));
+            VF lb = tof(clampi(nearest(isb * x), lo, hi));
+            sxa = sxa + wx[i] * la;
+            s2a = s2a + wv[i] * la * la;
+            sxb = sxb + wx[i] * lb;
+            s2b = s2b + wv[i] * lb * lb;
         }
-        VI upd = (suml2 > zero) & (sumlx * sumlx > best * suml2);
-        if (!anym(upd)) continue;
-        for (int i = 0; i < n; i++) Lb[i] = seli(upd, Lc[i], Lb[i]);
-        scale = self(upd, sumlx / suml2, scale);
-        best = self(upd, scale * sumlx, best);
+        for (int h = 0; h < 2; h++) {
+            const VF isc = h ? isb : isa, sx = h ? sxb : sxa, s2 = h ? s2b : s2a;
+            VI upd = (s2 > zero) & (sx * sx > best * s2);
+            if (!anym(upd)) continue;
+            for (int i = 0; i < n; i++)
+                Lb[i] = seli(upd, clampi(nearest(isc * ldf(xt + i * KQ_W)), lo, hi), Lb[i]);
+            scale = self(upd, sx / s2, scale);
+            best = self(upd, scale * sx, best);
+        }
     }
     const VI vn = splati(nmax);
     for (int i = 0; i < n; i++) {
         VI l = seli(allzero, splati(0), Lb[i] + vn);
-        for (int k = 0; k < KQ_W; k++) Lt[i * KQ_W + k] = (int8_t)l[k];
+        Lout[i] = l;
     }
     scale = self(allzero, zero, scale);
     memcpy(sc, &scale, sizeof scale);
 }
 
 /* make_q3_quants(n, nmax, x, L, true) per lane. */
-static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, int8_t *Lt, float *sc) {
+static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, VI *Lout, float *sc) {
     VI Lb[32];
     const VF zero = splatf(0.f);
     VF max = zero, amax = zero;
@@ -525,7 +555,7 @@ static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, int8_t *Lt
     const VI vn = splati(nmax);
     for (int i = 0; i < n; i++) {
         VI l = seli(allzero, splati(0), Lb[i] + vn);
-        for (int k = 0; k < KQ_W; k++) Lt[i * KQ_W + k] = (int8_t)l[k];
+        Lout[i] = l;
     }
     VF scale = self(suml2 > zero, sumlx / suml2, zero);
     scale = self(allzero, zero, scale);
@@ -533,7 +563,7 @@ static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, int8_t *Lt
 }
 
 /* make_qkx2/3_quants per lane (weights given). */
-static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const float *wt, uint8_t *Lt,
+static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const float *wt, VI *Lout,
                                      float *sc, float *mn, float rmin, float rdelta, int nstep,
                                      bool use_mad) {
     VI Lb[32], La[32];
@@ -600,7 +630,7 @@ static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const flo
     }
     for (int i = 0; i < n; i++) {
         VI l = seli(degen, splati(0), Lb[i]);
-        for (int k = 0; k < KQ_W; k++) Lt[i * KQ_W + k] = (uint8_t)l[k];
+        Lout[i] = l;
     }
     scale = self(degen, zero, scale);
     min = self(degen, min0, min);
@@ -609,42 +639,96 @@ static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const flo
     memcpy(mn, &nm, sizeof nm);
 }
 
-/* Gather KQ_W groups (padding with the last one) into [n][KQ_W]. */
+/* In-register transpose of a KQ_W x KQ_W tile of 32-bit values: out[c][k] = in[k][c]. */
+static inline KQ_TGT void KQ_SFX(transpose)(const VF *in, VF *out) {
+#if KQ_W == 8
+    __m256 t[8], u[8];
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_ps((__m256)in[2 * k], (__m256)in[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_ps((__m256)in[2 * k], (__m256)in[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) {
+        __m256d a = _mm256_castps_pd(t[4 * k]), b = _mm256_castps_pd(t[4 * k + 2]);
+        __m256d c = _mm256_castps_pd(t[4 * k + 1]), d = _mm256_castps_pd(t[4 * k + 3]);
+        u[4 * k + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, b));
+        u[4 * k + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, b));
+        u[4 * k + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(c, d));
+        u[4 * k + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(c, d));
+    }
+    for (int j = 0; j < 4; j++) {
+        out[j] = (VF)_mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        out[4 + j] = (VF)_mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+#else
+    __m512 t[16], u[16];
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_ps((__m512)in[2 * k], (__m512)in[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_ps((__m512)in[2 * k], (__m512)in[2 * k + 1]);
+    }
+    for (int k = 0; k < 4; k++) {
+        __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 2]);
+        __m512d c = _mm512_castps_pd(t[4 * k + 1]), d = _mm512_castps_pd(t[4 * k + 3]);
+        u[4 * k + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        u[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        u[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        u[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), v2 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
+        __m512 w = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
+        out[j] = (VF)_mm512_shuffle_f32x4(v, w, 0x88);
+        out[4 + j] = (VF)_mm512_shuffle_f32x4(v, w, 0xDD);
+        out[8 + j] = (VF)_mm512_shuffle_f32x4(v2, w2, 0x88);
+        out[12 + j] = (VF)_mm512_shuffle_f32x4(v2, w2, 0xDD);
+    }
+#endif
+}
+
+/* Gather KQ_W groups of n values (n a multiple of KQ_W; lanes >= cnt repeat the last group)
+ * into [n][KQ_W]. */
 static inline KQ_TGT void KQ_SFX(gather)(int cnt, int n, const float *src, float *dst) {
-    for (int k = 0; k < KQ_W; k++) {
-        const float *s = src + (size_t)(k < cnt ? k : cnt - 1) * n;
-        for (int i = 0; i < n; i++) dst[i * KQ_W + k] = s[i];
+    VF rows[KQ_W], cols[KQ_W];
+    for (int i0 = 0; i0 < n; i0 += KQ_W) {
+        for (int k = 0; k < KQ_W; k++) rows[k] = ldf(src + (size_t)(k < cnt ? k : cnt - 1) * n + i0);
+        KQ_SFX(transpose)(rows, cols);
+        memcpy(dst + (size_t)i0 * KQ_W, cols, sizeof cols);
+    }
+}
+
+/* Codes per lane (Lv[i] = value i of every lane) back to group-major bytes, lanes < cnt. */
+static inline KQ_TGT void KQ_SFX(scatter)(int cnt, int n, const VI *Lv, void *dst) {
+    VF rows[KQ_W], cols[KQ_W];
+    for (int i0 = 0; i0 < n; i0 += KQ_W) {
+        for (int c = 0; c < KQ_W; c++) rows[c] = (VF)Lv[i0 + c];
+        KQ_SFX(transpose)(rows, cols);
+        for (int k = 0; k < cnt; k++) KQ_SFX(st8)((VI)cols[k], (uint8_t *)dst + (size_t)k * n + i0);
     }
 }
 
 static KQ_TGT void KQ_SFX(qx_batch)(int G, int n, int nmax, const float *x, const float *qw,
                                     int8_t *L, float *scales) {
     float xt[32 * KQ_W], wt[32 * KQ_W], sc[KQ_W];
-    int8_t Lt[32 * KQ_W];
+    VI Lv[32];
     for (int g0 = 0; g0 < G; g0 += KQ_W) {
         int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
         KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
         if (qw) KQ_SFX(gather)(cnt, n, qw + (size_t)g0 * n, wt);
-        KQ_SFX(qx_lanes)(n, nmax, xt, qw ? wt : NULL, Lt, sc);
-        for (int k = 0; k < cnt; k++) {
-            for (int i = 0; i < n; i++) L[(size_t)(g0 + k) * n + i] = Lt[i * KQ_W + k];
-            scales[g0 + k] = sc[k];
-        }
+        KQ_SFX(qx_lanes)(n, nmax, xt, qw ? wt : NULL, Lv, sc);
+        KQ_SFX(scatter)(cnt, n, Lv, L + (size_t)g0 * n);
+        for (int k = 0; k < cnt; k++) scales[g0 + k] = sc[k];
     }
 }
 
 static KQ_TGT void KQ_SFX(q3_batch)(int G, int n, int nmax, const float *x, int8_t *L,
                                     float *scales) {
     float xt[32 * KQ_W], sc[KQ_W];
-    int8_t Lt[32 * KQ_W];
+    VI Lv[32];
     for (int g0 = 0; g0 < G; g0 += KQ_W) {
         int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
         KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
-        KQ_SFX(q3_lanes)(n, nmax, xt, Lt, sc);
-        for (int k = 0; k < cnt; k++) {
-            for (int i = 0; i < n; i++) L[(size_t)(g0 + k) * n + i] = Lt[i * KQ_W + k];
-            scales[g0 + k] = sc[k];
-        }
+        KQ_SFX(q3_lanes)(n, nmax, xt, Lv, sc);
+        KQ_SFX(scatter)(cnt, n, Lv, L + (size_t)g0 * n);
+        for (int k = 0; k < cnt; k++) scales[g0 + k] = sc[k];
     }
 }
 
@@ -652,18 +736,37 @@ static KQ_TGT void KQ_SFX(qkx_batch)(int G, int n, int nmax, const float *x, con
                                      uint8_t *L, float *scales, float *mins, float rmin,
                                      float rdelta, int nstep, bool use_mad) {
     float xt[32 * KQ_W], wt[32 * KQ_W], sc[KQ_W], mn[KQ_W];
-    uint8_t Lt[32 * KQ_W];
+    VI Lv[32];
     for (int g0 = 0; g0 < G; g0 += KQ_W) {
         int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
         KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
         KQ_SFX(gather)(cnt, n, w + (size_t)g0 * n, wt);
-        KQ_SFX(qkx_lanes)(n, nmax, xt, wt, Lt, sc, mn, rmin, rdelta, nstep, use_mad);
+        KQ_SFX(qkx_lanes)(n, nmax, xt, wt, Lv, sc, mn, rmin, rdelta, nstep, use_mad);
+        KQ_SFX(scatter)(cnt, n, Lv, L + (size_t)g0 * n);
         for (int k = 0; k < cnt; k++) {
-            for (int i = 0; i < n; i++) L[(size_t)(g0 + k) * n + i] = Lt[i * KQ_W + k];
             scales[g0 + k] = sc[k];
             mins[g0 + k] = mn[k];
         }
     }
+}
+
+/* kq_impl_weights: whole vectors; returns how many values it did (sqrt is correctly rounded). */
+static KQ_TGT int64_t KQ_SFX(impl_weights)(int64_t n, const float *x, const float *qw, float sigma2,
+                                           float *w) {
+    const VF s2 = splatf(sigma2);
+    int64_t j = 0;
+    for (; j + KQ_W <= n; j += KQ_W) {
+        VF xv = ldf(x + j), q = ldf(qw + j);
+        VF a = s2 + xv * xv;
+#if KQ_W == 8
+        VF r = (VF)_mm256_sqrt_ps((__m256)a);
+#else
+        VF r = (VF)_mm512_sqrt_ps((__m512)a);
+#endif
+        r = q * r;
+        memcpy(w + j, &r, sizeof r);
+    }
+    return j;
 }
 
 /* kq_requant: lanes over the values of one group. */

@@ -76,6 +76,9 @@ void kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const f
                   float *scales, float *mins, float rmin, float rdelta, int nstep, bool use_mad);
 
 
+/* w[j] = qw[j] * sqrtf(sigma2 + x[j]*x[j]) for j < n (the *_impl encoders' weights). */
+void kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *qw, float sigma2, float *w);
+
 /* Final re-quantization at the decoded scales, for ng groups of gs values (gs a multiple of 16):
  * where d[g] != 0, L[g*gs+i] = off + clamp(nearest_int((x + dm[g]) / d[g]), lo, hi)
  * (dm NULL: nearest_int(x / d[g])); groups with d[g] == 0 keep their L. */

@@ -74,7 +74,7 @@ static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 if (max_min > 0) {
                     float iscale = 15.f / max_min;
                     for (int j = 0; j < 16; ++j)
-                        b->scales[j] = (uint8_t)(b->scales[j] | (iqf_nearest_int(iscale * mn[j]) << 4));
+                        b->scales[j] = (uint8_t)(b->scales[j] | ((unsigned)iqf_nearest_int(iscale * mn[j]) << 4));
                     b->dmin = IQF_FP32_TO_FP16(max_min / 15.f);
                 } else {
                     b->dmin = IQF_FP32_TO_FP16(0.f);
@@ -88,12 +88,10 @@ static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 const float sigma2 = sb_sumx2(xs) / QK_K;
                 const float *q = qw + (i0 + s) * QK_K;
                 float *ws = w + s * QK_K;
+                kq_impl_weights(ctx->simd, QK_K, xs, q, sigma2, ws);
                 for (int j = 0; j < 16; ++j) {
                     float sum = 0;
-                    for (int l = 0; l < 16; ++l) {
-                        ws[16 * j + l] = q[16 * j + l] * sqrtf(sigma2 + xs[16 * j + l] * xs[16 * j + l]);
-                        sum += ws[16 * j + l];
-                    }
+                    for (int l = 0; l < 16; ++l) sum += ws[16 * j + l];
                     sw[s * 16 + j] = sum;
                 }
             }
@@ -198,11 +196,9 @@ static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 const float sigma2 = 2 * sb_sumx2(xs) / QK_K;
                 const float *q = qw + (i0 + s) * QK_K;
                 float *ws = w + s * QK_K;
+                kq_impl_weights(ctx->simd, QK_K, xs, q, sigma2, ws);
                 for (int j = 0; j < 16; ++j) {
                     float sum = 0;
-                    for (int l = 0; l < 16; ++l) {
-                        ws[16 * j + l] = q[16 * j + l] * sqrtf(sigma2 + xs[16 * j + l] * xs[16 * j + l]);
-                    }
                     for (int l = 0; l < 16; ++l) sum += ws[16 * j + l];
                     sw[s * 16 + j] = sum;
                 }
@@ -302,10 +298,9 @@ static void k4_search(const iqf_qctx *ctx, const float *xc, const float *qw, int
     for (int s = 0; s < ns; s++) {
         const float *xs = xc + s * QK_K;
         const float sigma2 = 2 * sb_sumx2(xs) / QK_K;
+        kq_impl_weights(ctx->simd, QK_K, xs, qw + s * QK_K, sigma2, w + s * QK_K);
         for (int j = 0; j < 8; ++j) {
-            const float *q = qw + s * QK_K + 32 * j;
-            float *wj = w + s * QK_K + 32 * j;
-            for (int l = 0; l < 32; ++l) wj[l] = q[l] * sqrtf(sigma2 + xs[32 * j + l] * xs[32 * j + l]);
+            const float *wj = w + s * QK_K + 32 * j;
             float sumw = 0;
             for (int l = 0; l < 32; ++l) sumw += wj[l];
             sw[s * 8 + j] = sumw;

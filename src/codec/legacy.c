@@ -50,9 +50,6 @@ static float row_sigma2(const float *x, int64_t n) {
     return sum_x2 / n;
 }
 
-static void impl_weights(const float *x, const float *qw, int64_t nvals, float sigma2, float *w) {
-    for (int64_t j = 0; j < nvals; ++j) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
-}
 
 /* ================================ q4_0 ================================ */
 static void q4_0_ref(const float *x, block_q4_0 *y, int64_t nb) {
@@ -88,7 +85,7 @@ static void quantize_row_q4_0(const iqf_qctx *ctx, const float *x, void *vy, int
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
         int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
         const float *xb = x + b0 * QK;
-        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
         kq_qx_batch(ctx->simd, G, QK, 8, xb, w, L, sc);
         for (int g = 0; g < G; g++) {
             block_q4_0 *b = &y[b0 + g];
@@ -146,7 +143,7 @@ static void quantize_row_q4_1(const iqf_qctx *ctx, const float *x, void *vy, int
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
         int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
         const float *xb = x + b0 * QK;
-        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
         kq_qkx_batch(ctx->simd, G, QK, 15, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
         for (int g = 0; g < G; g++) {
             block_q4_1 *b = &y[b0 + g];
@@ -213,7 +210,7 @@ static void quantize_row_q5_0(const iqf_qctx *ctx, const float *x, void *vy, int
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
         int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
         const float *xb = x + b0 * QK;
-        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
         kq_qx_batch(ctx->simd, G, QK, 16, xb, w, L, sc);
         for (int g = 0; g < G; g++) {
             block_q5_0 *b = &y[b0 + g];
@@ -273,7 +270,7 @@ static void quantize_row_q5_1(const iqf_qctx *ctx, const float *x, void *vy, int
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
         int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
         const float *xb = x + b0 * QK;
-        impl_weights(xb, qw + b0 * QK, (int64_t)G * QK, sigma2, w);
+        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
         kq_qkx_batch(ctx->simd, G, QK, 31, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
         for (int g = 0; g < G; g++) {
             block_q5_1 *b = &y[b0 + g];
@@ -345,7 +342,7 @@ const iqf_codec iqf_codecs_legacy[] = {
 #ifdef LEG_HAVE_X86
 #define LEG_PASS 1
 #define LW 8
-#define LTGT __attribute__((target("avx2")))
+#define LTGT __attribute__((target("avx2,f16c")))
 #define LSFX(name) name##_avx2
 #include "legacy.c"
 #undef LEG_PASS
@@ -354,18 +351,23 @@ const iqf_codec iqf_codecs_legacy[] = {
 #undef LSFX
 #define LEG_PASS 2
 #define LW 16
-#define LTGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define LTGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c")))
 #define LSFX(name) name##_avx512
 #include "legacy.c"
 #endif
 
 #else /* LEG_PASS: LW lanes over one 32-value block (NV vectors). Blocks whose outcome depends on
-       * signed zeros or a non-finite inverse scale take the scalar path. */
+       * signed zeros or a non-finite inverse scale take the scalar path. F16C converts the block
+       * scales (round to nearest even, bitwise as iqf_fp32_to_fp16 for finite values). */
+#include <immintrin.h>
+
 #define NV (QK / LW)
 #define VF LSFX(vf)
 #define VI LSFX(vi)
+#define VB LSFX(vb)
 typedef float VF __attribute__((vector_size(LW * 4)));
 typedef int32_t VI __attribute__((vector_size(LW * 4)));
+typedef uint8_t VB __attribute__((vector_size(LW)));
 
 static inline LTGT VF LSFX(splatf)(float s) {
     VF v;
@@ -380,23 +382,48 @@ static inline LTGT VI LSFX(splati)(int32_t s) {
 static inline LTGT VF LSFX(vabs)(VF a) { return (VF)((VI)a & LSFX(splati)(0x7fffffff)); }
 static inline LTGT VF LSFX(vmax)(VF a, VF b) { VI m = a > b; return (VF)((m & (VI)a) | (~m & (VI)b)); }
 static inline LTGT VF LSFX(vmin)(VF a, VF b) { VI m = a < b; return (VF)((m & (VI)a) | (~m & (VI)b)); }
+#if LW == 8
 static inline LTGT float LSFX(hmax)(VF a) {
-    float r = a[0];
-    for (int k = 1; k < LW; k++) r = r > a[k] ? r : a[k];
-    return r;
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128((__m256)a), _mm256_extractf128_ps((__m256)a, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
 }
 static inline LTGT float LSFX(hmin)(VF a) {
-    float r = a[0];
-    for (int k = 1; k < LW; k++) r = r < a[k] ? r : a[k];
-    return r;
+    __m128 m = _mm_min_ps(_mm256_castps256_ps128((__m256)a), _mm256_extractf128_ps((__m256)a, 1));
+    m = _mm_min_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_min_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
 }
+/* bit k = bit 4 of lane k */
+static inline LTGT uint32_t LSFX(bit4)(VI l) { return (uint32_t)_mm256_movemask_ps((__m256)(l << 27)); }
+#else
+static inline LTGT float LSFX(hmax)(VF a) { return _mm512_reduce_max_ps((__m512)a); }
+static inline LTGT float LSFX(hmin)(VF a) { return _mm512_reduce_min_ps((__m512)a); }
+static inline LTGT uint32_t LSFX(bit4)(VI l) {
+    return (uint32_t)_mm512_test_epi32_mask((__m512i)l, (__m512i)LSFX(splati)(16));
+}
+#endif
+static inline LTGT iqf_half LSFX(fp16)(float f) { return (iqf_half)_cvtss_sh(f, 0); }
 /* (int32_t)f for |f| < 2^31 (cvttps2dq). */
 static inline LTGT VI LSFX(cvtt)(VF f) { return __builtin_convertvector(f, VI); }
 static inline LTGT void LSFX(load)(const float *x, VF *v) {
     for (int k = 0; k < NV; k++) memcpy(&v[k], x + k * LW, sizeof(VF));
 }
 static inline LTGT void LSFX(store_u8)(VI l, uint8_t *dst) {
-    for (int k = 0; k < LW; k++) dst[k] = (uint8_t)l[k];
+    VB b = __builtin_convertvector(l, VB);
+    memcpy(dst, &b, LW);
+}
+/* Nibble packing qs[j] = l[j] | l[j+16] << 4 (low nibbles); q5: qh bit j = bit 4 of l[j]. */
+static inline LTGT void LSFX(pack4)(const VI *l, uint8_t *qs) {
+    for (int k = 0; k < NV / 2; k++)
+        LSFX(store_u8)((l[k] & LSFX(splati)(15)) | ((l[k + NV / 2] & LSFX(splati)(15)) << 4), qs + k * LW);
+}
+static inline LTGT void LSFX(pack5)(const VI *l, uint8_t *qs, uint8_t *qhb) {
+    LSFX(pack4)(l, qs);
+    uint32_t qh = 0;
+    for (int k = 0; k < NV; k++) qh |= LSFX(bit4)(l[k]) << (k * LW);
+    memcpy(qhb, &qh, 4);
 }
 
 /* Signed max-abs value (first occurrence), as the q4_0/q5_0 reference loops find it. */
@@ -420,20 +447,19 @@ static inline LTGT float LSFX(signed_amax)(const float *x, const VF *v) {
             const float d = max / NMAXF;                                                            \
             const float id = d ? 1.0f / d : 0.0f;                                                   \
             if (isinf(id)) { NAME(x, &y[i], 1); continue; }                                         \
-            y[i].d = IQF_FP32_TO_FP16(d);                                                           \
-            uint8_t l[QK];                                                                          \
+            y[i].d = LSFX(fp16)(d);                                                                 \
+            VI l[NV];                                                                               \
             for (int k = 0; k < NV; k++) {                                                          \
                 VI q = LSFX(cvtt)(v[k] * LSFX(splatf)(id) + LSFX(splatf)(BIAS));                    \
                 VI top = LSFX(splati)(TOP);                                                         \
                 VI m = q < top;                                                                     \
-                LSFX(store_u8)((m & q) | (~m & top), l + k * LW);                                   \
+                l[k] = (m & q) | (~m & top);                                                        \
             }                                                                                       \
             PACK;                                                                                   \
         }                                                                                           \
     }
-LEG_SYM(q4_0_ref, block_q4_0, -8, 8.5f, 15,
-        for (int j = 0; j < 16; ++j) y[i].qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4)))
-LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, pack_q5(l, l + 16, y[i].qs, y[i].qh))
+LEG_SYM(q4_0_ref, block_q4_0, -8, 8.5f, 15, LSFX(pack4)(l, y[i].qs))
+LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, LSFX(pack5)(l, y[i].qs, y[i].qh))
 
 /* q4_1 (15 steps, clamp 15) and q5_1 (31 steps, no clamp). */
 #define LEG_ASYM(NAME, BT, STEPS, TOP, PACK)                                                         \
@@ -447,23 +473,23 @@ LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, pack_q5(l, l + 16, y[i].qs, y[i].q
             const float d = (max - min) / STEPS;                                                    \
             const float id = d ? 1.0f / d : 0.0f;                                                   \
             if (min == 0 || max == 0 || isinf(id)) { NAME(x, &y[i], 1); continue; }                 \
-            y[i].d = IQF_FP32_TO_FP16(d);                                                           \
-            y[i].m = IQF_FP32_TO_FP16(min);                                                         \
-            uint8_t l[QK];                                                                          \
+            y[i].d = LSFX(fp16)(d);                                                                 \
+            y[i].m = LSFX(fp16)(min);                                                               \
+            VI l[NV];                                                                               \
             for (int k = 0; k < NV; k++) {                                                          \
                 VI q = LSFX(cvtt)((v[k] - LSFX(splatf)(min)) * LSFX(splatf)(id) + LSFX(splatf)(0.5f)); \
                 VI top = LSFX(splati)(TOP);                                                         \
                 VI m = q < top;                                                                     \
-                LSFX(store_u8)((m & q) | (~m & top), l + k * LW);                                   \
+                l[k] = (m & q) | (~m & top);                                                        \
             }                                                                                       \
             PACK;                                                                                   \
         }                                                                                           \
     }
-LEG_ASYM(q4_1_ref, block_q4_1, 15, 15,
-         for (int j = 0; j < 16; ++j) y[i].qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4)))
-LEG_ASYM(q5_1_ref, block_q5_1, 31, 255, pack_q5(l, l + 16, y[i].qs, y[i].qh))
+LEG_ASYM(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
+LEG_ASYM(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
 
 static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
+    typedef int8_t VS __attribute__((vector_size(LW)));
     for (int64_t i = 0; i < nb; i++, x += QK) {
         VF v[NV];
         LSFX(load)(x, v);
@@ -473,14 +499,15 @@ static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
         const float d = amax / ((1 << 7) - 1);
         const float id = d ? 1.0f / d : 0.0f;
         if (isinf(id)) { q8_0_ref(x, &y[i], 1); continue; }
-        y[i].d = IQF_FP32_TO_FP16(d);
+        y[i].d = LSFX(fp16)(d);
         for (int k = 0; k < NV; k++) {
             /* roundf: truncate, then step away from zero when the remainder is >= 1/2. */
             VF s = v[k] * LSFX(splatf)(id);
             VI q = LSFX(cvtt)(s);
             VF r = s - __builtin_convertvector(q, VF);
             q = q - (r >= LSFX(splatf)(0.5f)) + (r <= LSFX(splatf)(-0.5f));
-            for (int j = 0; j < LW; j++) y[i].qs[k * LW + j] = (int8_t)q[j];
+            VS b = __builtin_convertvector(q, VS);
+            memcpy(y[i].qs + k * LW, &b, LW);
         }
     }
 }
@@ -488,6 +515,7 @@ static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
 #undef NV
 #undef VF
 #undef VI
+#undef VB
 #undef LEG_SYM
 #undef LEG_ASYM
 #endif /* LEG_PASS */

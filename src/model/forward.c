@@ -47,6 +47,8 @@ void iqf_context_free(iqf_context *c) {
     free(c->wtile);
     free(c->scores);
     free(c->rope_cs);
+    free(c->xq);
+    free(c->xd);
     free(c);
 }
 
@@ -85,6 +87,13 @@ iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_con
     c->wtile = xcalloc((size_t)nt * IQF_MM_TILE * (size_t)c->max_ncols, sizeof(float), &ok);
     c->scores = xcalloc((size_t)nt * (size_t)n_ctx, sizeof(float), &ok);
     c->rope_cs = xcalloc((size_t)(B * hd), sizeof(float), &ok);
+    bool any_int = false;
+    for (int i = 0; i < m->n_mats; i++) any_int |= iqf_mm_int8_supported(m->mats[i]->type, c->simd);
+    any_int |= iqf_mm_int8_supported(m->output.type, c->simd);
+    if (any_int) {
+        c->xq = xcalloc((size_t)(B * c->max_ncols), 1, &ok);
+        c->xd = xcalloc((size_t)(B * (c->max_ncols / 256 + 1)), sizeof(float), &ok);
+    }
     if (!ok) {
         iqf_context_free(c);
         return fail(err, errlen, IQF_E_NOMEM, "out of memory for a context of %d tokens", n_ctx);

@@ -205,6 +205,7 @@ typedef struct mmjob {
     int T;
     float *y;
     int64_t ldy;
+    bool int8;
 } mmjob;
 
 static void mm_range(void *arg, int64_t b, int64_t e, int tid) {
@@ -212,6 +213,15 @@ static void mm_range(void *arg, int64_t b, int64_t e, int tid) {
     const iqf_weight *w = j->w;
     iqf_context *c = j->c;
     const int64_t K = w->ncols;
+    if (j->int8) {
+        uint8_t *buf = (uint8_t *)(c->wtile + (size_t)tid * IQF_MM_TILE * (size_t)c->max_ncols);
+        for (int64_t r0 = b; r0 < e; r0 += IQF_MM_TILE) {
+            int nr = (int)(e - r0 < IQF_MM_TILE ? e - r0 : IQF_MM_TILE);
+            iqf_mm_int8_decode(w, r0, nr, buf);
+            iqf_mm_int8_kernel(buf, nr, K, c->xq, c->xd, j->T, j->y + r0, j->ldy);
+        }
+        return;
+    }
     for (int64_t r0 = b; r0 < e; r0 += IQF_MM_TILE) {
         int nr = (int)(e - r0 < IQF_MM_TILE ? e - r0 : IQF_MM_TILE);
         const float *W;
@@ -241,6 +251,10 @@ void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx
         c->imat->count[w->id] += T;
         c->imat->ncall[w->id]++;
     }
-    mmjob j = { c, w, x, ldx, T, y, ldy };
+    mmjob j = { c, w, x, ldx, T, y, ldy, false };
+    if (c->xq && iqf_mm_int8_supported(w->type, c->simd)) {
+        iqf_mm_quantize_act(x, ldx, T, w->ncols, c->xq, c->xd);
+        j.int8 = true;
+    }
     iqf_pool_run(c->pool, w->nrows, IQF_MM_TILE, mm_range, &j);
 }

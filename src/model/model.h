@@ -68,6 +68,8 @@ struct iqf_context {
     float *rope_cs;            /* [max_batch][head_dim] cos/sin pairs */
     int64_t max_ncols;
     iqf_imat_acc *imat;        /* NULL unless collecting */
+    int8_t *xq;                /* Q8_K activations for the integer path: [max_batch][max_ncols] */
+    float *xd;                 /* their scales: [max_batch][max_ncols / 256] */
 };
 
 /* Y[t][n] = sum_k X[t][k] W[n][k] for t < T, n < W->nrows. X rows ldx apart, Y rows ldy apart. */
@@ -75,6 +77,14 @@ void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx
                 int64_t ldy);
 /* Decode one row of w into out (w->ncols floats). */
 void iqf_weight_row(const iqf_weight *w, int64_t row, float *out);
+
+/* Integer path (mm_int8.c): types whose blocks decode exactly to int8 x sub-block scales. */
+bool iqf_mm_int8_supported(int type, iqf_simd s);
+size_t iqf_mm_int8_row_bytes(int64_t K);
+void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, int8_t *xq, float *xd);
+void iqf_mm_int8_decode(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf);
+void iqf_mm_int8_kernel(const uint8_t *tile, int nr, int64_t K, const int8_t *xq, const float *xd,
+                        int T, float *Y, int64_t ldy);
 
 /* Vector helpers (SIMD chosen at run time). */
 float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n);

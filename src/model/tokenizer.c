@@ -354,6 +354,8 @@ struct iqf_vocab {
     uint32_t *tok_hash;
     float *scores;
     uint32_t *attr;
+    uint32_t max_tok_len;
+    uint32_t max_mleft, max_mright; /* longest merge sides */
     uint32_t hmask;      /* token hash table: hmask+1 slots of ids (-1 empty) */
     int32_t *htab;
 
@@ -409,7 +411,7 @@ int32_t iqf_vocab_find(const iqf_vocab *v, const char *s, size_t n) {
 }
 
 static int32_t merge_rank(const iqf_vocab *v, const char *l, size_t ln, const char *r, size_t rn) {
-    if (!v->mtab) return -1;
+    if (!v->mtab || ln > v->max_mleft || rn > v->max_mright) return -1;
     uint32_t h = hash_bytes(hash_bytes(HASH_SEED, (const unsigned char *)l, ln) ^ 0x9E3779B9u,
                             (const unsigned char *)r, rn);
     for (uint32_t i = h & v->mmask;; i = (i + 1) & v->mmask) {
@@ -488,6 +490,7 @@ static unsigned char token_byte(const char *t, size_t n) {
 }
 
 static void build_piece(const iqf_vocab *v, int32_t id, sbuf *b) {
+    const size_t start = b->n;
     const char *t = v->text + v->tok_off[id];
     size_t n = v->tok_len[id];
     uint32_t a = v->attr[id];
@@ -515,7 +518,9 @@ static void build_piece(const iqf_vocab *v, int32_t id, sbuf *b) {
                         snprintf(hx, sizeof hx, "%02x", u[j]);
                         sb_put(b, hx, 2);
                     }
-                    sb_put(b, t, n);
+                    /* llama.cpp appends the whole token text for every such code point, which
+                     * is quadratic in the token length; we stop copying it past 64 KiB. */
+                    if (b->n - start + n <= 65536) sb_put(b, t, n);
                     sb_put(b, "]", 1);
                 }
             }
@@ -631,6 +636,7 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
             }
             v->tok_off[i] = b.n;
             v->tok_len[i] = (uint32_t)l;
+            if ((uint32_t)l > v->max_tok_len) v->max_tok_len = (uint32_t)l;
             sb_put(&b, s, (size_t)l);
             v->tok_hash[i] = hash_bytes(HASH_SEED, (const unsigned char *)s, (size_t)l);
         }
@@ -701,6 +707,8 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
             if (sp < (size_t)l) {
                 m->llen = (uint32_t)sp;
                 m->rlen = (uint32_t)(l - sp - 1);
+                if (m->llen > v->max_mleft) v->max_mleft = m->llen;
+                if (m->rlen > v->max_mright) v->max_mright = m->rlen;
                 sb_put(&b, s, sp);
                 sb_put(&b, s + sp + 1, m->rlen);
             } else {
@@ -914,16 +922,16 @@ oom:
 /* ------------------------------------------------------------------------------------------ */
 /* Accessors                                                                                   */
 
-iqf_vocab_type iqf_vocab_get_type(const iqf_vocab *v) { return v->type; }
+iqf_vocab_type iqf_vocab_get_type(const iqf_vocab *v) { return v ? v->type : (iqf_vocab_type)0; }
 int32_t iqf_vocab_n_tokens(const iqf_vocab *v) { return v ? v->n_tokens : 0; }
-int32_t iqf_vocab_bos(const iqf_vocab *v) { return v->bos; }
-int32_t iqf_vocab_eos(const iqf_vocab *v) { return v->eos; }
-int32_t iqf_vocab_eot(const iqf_vocab *v) { return v->eot; }
-int32_t iqf_vocab_unk(const iqf_vocab *v) { return v->unk; }
-int32_t iqf_vocab_pad(const iqf_vocab *v) { return v->pad; }
-int32_t iqf_vocab_newline(const iqf_vocab *v) { return v->linefeed; }
-bool iqf_vocab_add_bos(const iqf_vocab *v) { return v->add_bos && v->bos != IQF_TOKEN_NULL; }
-bool iqf_vocab_add_eos(const iqf_vocab *v) { return v->add_eos && v->eos != IQF_TOKEN_NULL; }
+int32_t iqf_vocab_bos(const iqf_vocab *v) { return v ? v->bos : IQF_TOKEN_NULL; }
+int32_t iqf_vocab_eos(const iqf_vocab *v) { return v ? v->eos : IQF_TOKEN_NULL; }
+int32_t iqf_vocab_eot(const iqf_vocab *v) { return v ? v->eot : IQF_TOKEN_NULL; }
+int32_t iqf_vocab_unk(const iqf_vocab *v) { return v ? v->unk : IQF_TOKEN_NULL; }
+int32_t iqf_vocab_pad(const iqf_vocab *v) { return v ? v->pad : IQF_TOKEN_NULL; }
+int32_t iqf_vocab_newline(const iqf_vocab *v) { return v ? v->linefeed : IQF_TOKEN_NULL; }
+bool iqf_vocab_add_bos(const iqf_vocab *v) { return v && v->add_bos && v->bos != IQF_TOKEN_NULL; }
+bool iqf_vocab_add_eos(const iqf_vocab *v) { return v && v->add_eos && v->eos != IQF_TOKEN_NULL; }
 
 bool iqf_vocab_is_eog(const iqf_vocab *v, int32_t id) {
     if (!v || id < 0) return false;
@@ -1010,11 +1018,25 @@ static bigram heap_pop(heap *h) {
     return top;
 }
 
+/* Per-call cache word bytes -> token ids. A word's tokens depend on its bytes only (SPM: a
+ * chunk cut before a U+2581 run; BPE: a pre-tokenized word), and running text repeats words,
+ * so most words are merged once per call. */
+typedef struct wslot { uint32_t hash, key_off, key_len, val_off, val_len; } wslot;
+typedef struct wcache {
+    wslot *slots;        /* key_len == UINT32_MAX: empty */
+    uint32_t mask, n;
+    unsigned char *keys; size_t nkeys, capkeys;
+    int32_t *vals; size_t nvals, capvals;
+} wcache;
+#define WC_MAX_KEY 128
+#define WC_MAX_ENTRIES (1u << 16)
+
 typedef struct scratch {
     sym *s; size_t ns, cap;
     heap h;
     unsigned char *buf; size_t nbuf, capbuf;
     uint32_t *cpt; size_t capcpt;
+    wcache wc;
     bool oom;
 } scratch;
 
@@ -1027,6 +1049,49 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
     *p = q;
     *cap = c;
     return true;
+}
+
+/* The cached ids of a word, or NULL (then *h is the hash to pass to wc_put). */
+static const int32_t *wc_get(const wcache *c, const unsigned char *k, size_t n, uint32_t *h, uint32_t *nv) {
+    *h = hash_bytes(HASH_SEED, k, n);
+    if (!c->slots) return NULL;
+    for (uint32_t i = *h & c->mask;; i = (i + 1) & c->mask) {
+        const wslot *e = &c->slots[i];
+        if (e->key_len == UINT32_MAX) return NULL;
+        if (e->hash == *h && e->key_len == n && memcmp(c->keys + e->key_off, k, n) == 0) {
+            *nv = e->val_len;
+            return c->vals + e->val_off;
+        }
+    }
+}
+
+static void wc_put(wcache *c, const unsigned char *k, size_t n, uint32_t h, const int32_t *ids, size_t nids) {
+    if (n > WC_MAX_KEY || c->n >= WC_MAX_ENTRIES || nids > n) return;
+    if (!c->slots || (c->n + 1) * 2 > c->mask + 1) {
+        uint32_t nm = c->slots ? c->mask * 2 + 1 : 1023;
+        wslot *ns = malloc(sizeof(wslot) * ((size_t)nm + 1));
+        if (!ns) return;
+        for (uint32_t i = 0; i <= nm; i++) ns[i].key_len = UINT32_MAX;
+        for (uint32_t i = 0; c->slots && i <= c->mask; i++) {
+            if (c->slots[i].key_len == UINT32_MAX) continue;
+            uint32_t j = c->slots[i].hash & nm;
+            while (ns[j].key_len != UINT32_MAX) j = (j + 1) & nm;
+            ns[j] = c->slots[i];
+        }
+        free(c->slots);
+        c->slots = ns;
+        c->mask = nm;
+    }
+    if (!grow((void **)&c->keys, &c->capkeys, c->nkeys + n + 1, 1)) return;
+    if (!grow((void **)&c->vals, &c->capvals, c->nvals + nids + 1, sizeof(int32_t))) return;
+    uint32_t j = h & c->mask;
+    while (c->slots[j].key_len != UINT32_MAX) j = (j + 1) & c->mask;
+    c->slots[j] = (wslot){ h, (uint32_t)c->nkeys, (uint32_t)n, (uint32_t)c->nvals, (uint32_t)nids };
+    memcpy(c->keys + c->nkeys, k, n);
+    c->nkeys += n;
+    if (nids) memcpy(c->vals + c->nvals, ids, nids * sizeof(int32_t));
+    c->nvals += nids;
+    c->n++;
 }
 
 static bool split_symbols(scratch *w, const unsigned char *t, size_t n) {
@@ -1052,6 +1117,7 @@ static bool split_symbols(scratch *w, const unsigned char *t, size_t n) {
 static void spm_add(const iqf_vocab *v, scratch *w, const unsigned char *t, int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     uint32_t size = w->s[l].n + w->s[r].n;
+    if (size > v->max_tok_len) return;
     int32_t id = iqf_vocab_find(v, (const char *)t + w->s[l].off, size);
     if (id < 0) return;
     heap_push(&w->h, (bigram){ v->scores[id], l, r, size });
@@ -1111,7 +1177,17 @@ static void spm_tokenize(const iqf_vocab *v, scratch *w, const unsigned char *t,
             uint32_t off = w->s[i].off;
             if (off >= 3 && t[off - 3] == 0xE2 && t[off - 2] == 0x96 && t[off - 1] == 0x81) continue;
         }
-        spm_chunk(v, w, t, a, i, out);
+        /* the chunk's bytes: s[a].off .. start of s[i] (or the end) */
+        size_t k0 = w->s[a].off, k1 = i < ns ? w->s[i].off : n;
+        uint32_t h, nv;
+        const int32_t *hit = wc_get(&w->wc, t + k0, k1 - k0, &h, &nv);
+        if (hit) {
+            for (uint32_t j = 0; j < nv; j++) ib_push(out, hit[j]);
+        } else {
+            size_t before = out->n;
+            spm_chunk(v, w, t, a, i, out);
+            if (!out->oom && !w->oom) wc_put(&w->wc, t + k0, k1 - k0, h, out->n > before ? out->p + before : NULL, out->n - before);
+        }
         a = i;
     }
 }
@@ -1178,6 +1254,13 @@ static void bpe_word(const iqf_vocab *v, scratch *w, const uint32_t *c, size_t n
         }
     }
     const unsigned char *t = w->buf;
+    uint32_t h, nv;
+    const int32_t *hit = wc_get(&w->wc, t, m, &h, &nv);
+    if (hit) {
+        for (uint32_t j = 0; j < nv; j++) ib_push(out, hit[j]);
+        return;
+    }
+    const size_t before = out->n;
     if (!split_symbols(w, t, m)) { w->oom = true; return; }
     w->h.n = 0;
     for (size_t i = 1; i < w->ns; i++) {
@@ -1213,6 +1296,7 @@ static void bpe_word(const iqf_vocab *v, scratch *w, const uint32_t *c, size_t n
             if (b >= 0) ib_push(out, b);
         }
     }
+    if (!out->oom) wc_put(&w->wc, t, m, h, out->n > before ? out->p + before : NULL, out->n - before);
 }
 
 static void bpe_tokenize(const iqf_vocab *v, scratch *w, const unsigned char *t, size_t n, ibuf *out) {
@@ -1226,6 +1310,12 @@ static void bpe_tokenize(const iqf_vocab *v, scratch *w, const unsigned char *t,
 /* tokenizer_st_partition: fragments of raw text and special tokens. */
 typedef struct frag { int32_t token; size_t off, len; } frag; /* token < 0: raw text */
 
+#define GRAM_WORDS (1u << 14) /* 2^20 bits */
+static uint32_t gram_hash(const unsigned char *p) {
+    uint32_t x = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16;
+    return (x * 0x9E3779B1u) >> 12;
+}
+
 static bool is_space_c(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 static frag *partition(const iqf_vocab *v, const char *text, size_t len, bool parse_special, size_t *nfrag) {
@@ -1235,12 +1325,34 @@ static frag *partition(const iqf_vocab *v, const char *text, size_t len, bool pa
     if (len > 0) f[n++] = (frag){ -1, 0, len };
     frag *g = NULL;
     size_t gcap = 0;
+    /* Many special tokens over a long text (e.g. parse_special with thousands of control
+     * tokens): a bitmap of the text's 3-byte grams rejects most tokens without a scan. */
+    uint64_t *grams = NULL;
+    int32_t considered = 0;
+    for (int32_t si = 0; si < v->n_special; si++)
+        if (parse_special || !(v->attr[v->special[si]] & (IQF_TOKATTR_CONTROL | IQF_TOKATTR_UNKNOWN))) considered++;
+    if (len >= 3 && (uint64_t)considered * len > (1u << 22)) {
+        grams = calloc(GRAM_WORDS, sizeof(uint64_t));
+        if (grams)
+            for (size_t i = 0; i + 3 <= len; i++) {
+                uint32_t h = gram_hash((const unsigned char *)text + i);
+                grams[h >> 6] |= 1ull << (h & 63);
+            }
+    }
     for (int32_t si = 0; si < v->n_special; si++) {
         int32_t id = v->special[si];
         uint32_t a = v->attr[id];
         if (!parse_special && (a & (IQF_TOKATTR_CONTROL | IQF_TOKATTR_UNKNOWN))) continue;
         const char *st = v->text + v->tok_off[id];
         size_t sl = v->tok_len[id];
+        if (grams && sl >= 3) {
+            bool maybe = true;
+            for (size_t i = 0; i + 3 <= sl && i < 16 && maybe; i++) {
+                uint32_t h = gram_hash((const unsigned char *)st + i);
+                maybe = (grams[h >> 6] >> (h & 63)) & 1;
+            }
+            if (!maybe) continue;
+        }
         /* quick reject: any raw fragment containing the text? */
         bool any = false;
         for (size_t k = 0; k < n && !any; k++)
@@ -1248,14 +1360,14 @@ static frag *partition(const iqf_vocab *v, const char *text, size_t len, bool pa
         if (!any) continue;
         size_t gn = 0;
         for (size_t k = 0; k < n; k++) {
-            if (!grow((void **)&g, &gcap, gn + 3, sizeof *g)) { free(f); free(g); return NULL; }
+            if (!grow((void **)&g, &gcap, gn + 3, sizeof *g)) { free(f); free(g); free(grams); return NULL; }
             if (f[k].token >= 0) { g[gn++] = f[k]; continue; }
             size_t off = f[k].off, l = f[k].len;
             for (;;) {
                 const char *m = l ? memmem(text + off, l, st, sl) : NULL;
                 if (!m) { if (l > 0) g[gn++] = (frag){ -1, off, l }; break; }
                 size_t mp = (size_t)(m - text);
-                if (!grow((void **)&g, &gcap, gn + 3, sizeof *g)) { free(f); free(g); return NULL; }
+                if (!grow((void **)&g, &gcap, gn + 3, sizeof *g)) { free(f); free(g); free(grams); return NULL; }
                 if (mp > off) {
                     size_t ll = mp - off;
                     if (a & IQF_TOKATTR_LSTRIP)
@@ -1279,6 +1391,7 @@ static frag *partition(const iqf_vocab *v, const char *text, size_t len, bool pa
         n = gn;
     }
     free(g);
+    free(grams);
     *nfrag = n;
     return f;
 }
@@ -1323,6 +1436,7 @@ static int32_t tokenize_impl(const iqf_vocab *v, const char *text, size_t len, b
     }
     free(f);
     free(w.s); free(w.h.p); free(w.buf); free(w.cpt);
+    free(w.wc.slots); free(w.wc.keys); free(w.wc.vals);
     int32_t ret;
     if (w.oom || o.oom || o.n > (size_t)INT32_MAX) {
         ret = IQF_TOKENIZE_ERROR;
@@ -1389,7 +1503,7 @@ int32_t iqf_detokenize(const iqf_vocab *v, const int32_t *tokens, int32_t n_toke
         const char *p = iqf_token_piece(v, tokens[i], unparse_special, &n);
         if (remove_space && n && *p == ' ') { p++; n--; }
         remove_space = false;
-        if (total + (int64_t)n <= text_max) memcpy(text + total, p, n);
+        if (n && total + (int64_t)n <= text_max) memcpy(text + total, p, n);
         total += (int64_t)n;
         if (total > INT32_MAX) return IQF_TOKENIZE_ERROR;
     }

@@ -9,9 +9,19 @@
  *            for the tokenizer.ggml.pre values llama.cpp maps to that regex ("gpt-2", "phi-2",
  *            "mpt", "olmo", ...).
  *
- * Results equal llama.cpp's llama_tokenize / llama_token_to_piece / llama_detokenize (ggml
- * 0.25.1 era, tests/data/vocab vectors). A vocab is immutable after loading: every function
- * below may be called from several threads at once.
+ * Results equal llama.cpp's llama_tokenize / llama_token_to_piece / llama_detokenize (the
+ * oracle's libllama; tests/test_tokenizer.c checks the test-tokenizer-0 vectors, recorded ids and,
+ * when the oracle is installed, random texts live). A vocab is immutable after loading: every
+ * function below may be called from several threads at once.
+ *
+ * Where llama.cpp aborts or throws, we do something defined instead (only reachable with broken
+ * vocabularies or bytes F5..F7 in the text):
+ *  - SPM byte fallback when a byte has neither a <0xXX> nor a one-byte token: <unk>, else dropped;
+ *  - code points above U+10FFFF (from F5..F7 lead bytes) in BPE text: encoded as U+FFFD;
+ *  - a normal BPE token with characters outside GPT-2's byte map renders "[UNK_BYTE_0x..<text>]"
+ *    as llama.cpp does, but stops repeating the token text once the piece passes 64 KiB.
+ * Not implemented: other tokenizer.ggml.model values (bert, t5, rwkv, ...) and BPE pre-tokenizers
+ * other than the GPT-2 regex (llama3, qwen2, ...): iqf_vocab_load reports them as unsupported.
  */
 #ifndef IQF_MODEL_TOKENIZER_H
 #define IQF_MODEL_TOKENIZER_H

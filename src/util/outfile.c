@@ -12,34 +12,44 @@ static int set_err(iqf_outfile *of, const char *what) {
     return -1;
 }
 
+static void cleanup(iqf_outfile *of);
+
+/* Records the error and releases everything: a failed open owns nothing (abort is a no-op). */
+static int open_fail(iqf_outfile *of, const char *what) {
+    set_err(of, what);
+    cleanup(of);
+    return -1;
+}
+
 int iqf_outfile_open(iqf_outfile *of, const char *path) {
     memset(of, 0, sizeof *of);
     of->path = strdup(path);
-    if (!of->path) return set_err(of, "out of memory");
+    if (!of->path) return open_fail(of, "out of memory");
     struct stat st;
     /* Devices (e.g. /dev/null, /dev/full) cannot be renamed onto: write them directly. */
     if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode))) {
         of->f = fopen(path, "wb");
-        if (!of->f) return set_err(of, strerror(errno));
+        if (!of->f) return open_fail(of, strerror(errno));
         return 0;
     }
     size_t n = strlen(path) + 16;
     of->tmp_path = malloc(n);
-    if (!of->tmp_path) return set_err(of, "out of memory");
+    if (!of->tmp_path) return open_fail(of, "out of memory");
     snprintf(of->tmp_path, n, "%s.tmp.XXXXXX", path);
     int fd = mkstemp(of->tmp_path);
     if (fd < 0) {
         int e = errno;
         free(of->tmp_path);
         of->tmp_path = NULL;
-        return set_err(of, strerror(e));
+        return open_fail(of, strerror(e));
     }
     fchmod(fd, 0644);
     of->f = fdopen(fd, "wb");
     if (!of->f) {
+        int e = errno;
         close(fd);
         unlink(of->tmp_path);
-        return set_err(of, strerror(errno));
+        return open_fail(of, strerror(e));
     }
     return 0;
 }

@@ -3,6 +3,7 @@
  *
  * iqf_outfile_open creates a temporary file next to `path` (same folder, so rename is atomic);
  * iqf_outfile_commit flushes, closes and renames it to `path`; iqf_outfile_abort removes it.
+ * A failed open owns nothing (calling abort afterwards is a harmless no-op).
  * Every write error (including ENOSPC on /dev/full-like targets) is reported and sticky: after
  * one failure, commit fails and removes the temporary file.
  */

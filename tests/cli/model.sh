@@ -46,6 +46,12 @@ head -c 4 "$t/im.gguf" | grep -q GGUF && ok || bad "imatrix gguf magic"
 "$cli" imatrix -m "$model" -f "$text" -c 256 --chunks 4 -o "$t/im.dat" >/dev/null 2>"$t/err" && ok || bad "imatrix dat: $(cat "$t/err")"
 [ -s "$t/im.dat" ] && ! head -c 4 "$t/im.dat" | grep -q GGUF && ok || bad "imatrix .dat"
 
+# the imatrix drives `iqforge quantize`; the quantized model (mixed types) runs in the engine.
+"$cli" quantize --imatrix "$t/im.gguf" "$model" "$t/q.gguf" IQ3_XXS >/dev/null 2>"$t/err" && ok || bad "quantize with our imatrix: $(cat "$t/err")"
+"$cli" perplexity -m "$t/q.gguf" --kld "$t/base.kld" > "$t/qkld.txt" 2>"$t/err" && ok || bad "kld of quantized: $(cat "$t/err")"
+kl=$(awk '/^Mean +KLD:/ {print $3}' "$t/qkld.txt")
+awk -v k="${kl:-9}" 'BEGIN{exit !(k > 0.001 && k < 2)}' && ok || bad "KLD of the IQ3_XXS model: '$kl'"
+
 # simulated quantization with the imatrix just written (f16 is always encodable).
 "$cli" perplexity -m "$model" -f "$text" -c 256 --chunks 4 --simulate f16 --imatrix "$t/im.gguf" > "$t/sim.txt" 2>"$t/err" && ok || bad "simulate: $(cat "$t/err")"
 grep -q '^Final estimate: PPL = ' "$t/sim.txt" && ok || bad "simulate output"

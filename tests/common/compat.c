@@ -9,7 +9,8 @@
 /* iq3_s (docs/compat/iq3.md): ggml skips an all-zero 32-weight sub-block (its max |x| is 0)
  * with `continue` before advancing its qs/signs pointers, so every later non-zero sub-block of
  * the super-block is stored one slot early. Corrupt exactly when an all-zero sub-block is
- * followed by a sub-block that is not all zero. */
+ * followed by a sub-block that is not all zero (when the block's fp16 scale underflows to 0
+ * iqforge writes ggml's bytes, so such blocks never differ and are never asked about). */
 static bool iq3_s_corrupt(const float *row, int64_t cols, int64_t block) {
     if ((block + 1) * 256 > cols) return false;
     const float *xb = row + block * 256;

@@ -24,6 +24,7 @@ static const struct ggml_type_traits_o *(*p_traits)(int);
 static bool (*p_validate)(int, const void *, size_t);
 static bool (*p_requires_imatrix)(int);
 static const char *load_error;
+void *oracle_ggml_ctx;
 
 static const char *lib_path(void) {
     static char path[4096];
@@ -65,9 +66,9 @@ bool oracle_load(void) {
     }
     /* ggml_init fills the fp16 table that to_float needs; a small context is enough. */
     struct ggml_init_params_o ip = { 1024 * 1024, NULL, false };
-    static void *ctx; /* kept reachable: the oracle context lives for the whole test */
-    ctx = p_init(ip);
-    if (!ctx) { load_error = "ggml_init failed"; return false; }
+    /* Kept in a global so it stays reachable: the oracle context lives for the whole test. */
+    oracle_ggml_ctx = p_init(ip);
+    if (!oracle_ggml_ctx) { load_error = "ggml_init failed"; return false; }
     return true;
 }
 
