@@ -186,6 +186,7 @@ static int full_shapes(lo_api *api, bool sanitized) {
     snprintf(img, sizeof img, "%s", tmp("full.imatrix.gguf"));
     iqf_genmodel_opts go = iqf_genmodel_default_opts();
     go.n_layer = 1;
+    if (getenv("IQF_FULL_SCALE")) go.scale = atoi(getenv("IQF_FULL_SCALE")); /* smoke runs only */
     CHECK(iqf_genmodel_write(&go, model, img, NULL, err, sizeof err) == IQF_OK, "genmodel: %s", err);
     int n_ok = 0, n_skip = 0;
     run a = { model, img, IQF_FTYPE_MOSTLY_IQ3_XXS, 2, false, false, -1, -1, NULL, 0, false };
