@@ -43,6 +43,7 @@ typedef struct run {
     int output_type, embd_type;
     const char *tt_pat;
     int tt_type;
+    bool allow_requantize;
 } run;
 
 static char verified[2048], unverified[2048];
@@ -68,6 +69,7 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     p.leave_output_tensor = r->leave_output;
     p.output_tensor_type = r->output_type;
     p.token_embedding_type = r->embd_type;
+    p.allow_requantize = r->allow_requantize;
     const char *pats[1] = { r->tt_pat };
     int types[1] = { r->tt_type };
     if (r->tt_pat) {
@@ -93,6 +95,7 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     o.token_embedding_type = r->embd_type;
     o.leave_output = r->leave_output;
     o.pure = r->pure;
+    o.allow_requantize = r->allow_requantize;
     o.tt_pat = pats;
     o.tt_type = types;
     o.n_tt = r->tt_pat ? 1 : 0;
@@ -153,7 +156,7 @@ static int shared_models(lo_api *api, bool sanitized) {
     for (int i = 0; i < n_all; i += sanitized ? 5 : 1) {
         char label[96];
         run r = { (i & 1) ? m16 : m32, (i % 3 == 2) ? imd : img, iqf_ftype_from_name(all_ftypes[i]), 1 + (i % 2),
-                  false, false, -1, -1, NULL, 0 };
+                  false, false, -1, -1, NULL, 0, false };
         snprintf(label, sizeof label, "stories260K-%s %s", (i & 1) ? "f16" : "f32", all_ftypes[i]);
         add_result(run_pair(api, &r, label), label, &n_ok, &n_skip);
     }
@@ -161,7 +164,7 @@ static int shared_models(lo_api *api, bool sanitized) {
                                         "Q6_K", "Q4_0", "Q5_1", "IQ3_M" };
     for (size_t i = 0; i < sizeof noim / sizeof noim[0]; i += sanitized ? 4 : 1) {
         char label[96];
-        run r = { tiny, NULL, iqf_ftype_from_name(noim[i]), 2, false, false, -1, -1, NULL, 0 };
+        run r = { tiny, NULL, iqf_ftype_from_name(noim[i]), 2, false, false, -1, -1, NULL, 0, false };
         snprintf(label, sizeof label, "tiny-random-llama %s", noim[i]);
         add_result(run_pair(api, &r, label), label, &n_ok, &n_skip);
     }
@@ -183,11 +186,12 @@ static int full_shapes(lo_api *api, bool sanitized) {
     snprintf(img, sizeof img, "%s", tmp("full.imatrix.gguf"));
     iqf_genmodel_opts go = iqf_genmodel_default_opts();
     go.n_layer = 1;
+    if (getenv("IQF_FULL_SCALE")) go.scale = atoi(getenv("IQF_FULL_SCALE")); /* smoke runs only */
     CHECK(iqf_genmodel_write(&go, model, img, NULL, err, sizeof err) == IQF_OK, "genmodel: %s", err);
     int n_ok = 0, n_skip = 0;
-    run a = { model, img, IQF_FTYPE_MOSTLY_IQ3_XXS, 2, false, false, -1, -1, NULL, 0 };
+    run a = { model, img, IQF_FTYPE_MOSTLY_IQ3_XXS, 2, false, false, -1, -1, NULL, 0, false };
     add_result(run_pair(api, &a, "full IQ3_XXS"), "IQ3_XXS", &n_ok, &n_skip);
-    run b = { model, img, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0 };
+    run b = { model, img, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0, false };
     add_result(run_pair(api, &b, "full Q4_K_M"), "Q4_K_M", &n_ok, &n_skip);
     unlink(model);
     unlink(img);
@@ -246,7 +250,7 @@ int main(int argc, char **argv) {
     if (sanitized && n_ft > 3) n_ft = 3;
     int n_ok = 0, n_skip = 0;
     for (int i = 0; i < n_ft; i++) {
-        run r = { model_s, img_s, iqf_ftype_from_name(ftypes[i]), 1 + (i % 3), false, false, -1, -1, NULL, 0 };
+        run r = { model_s, img_s, iqf_ftype_from_name(ftypes[i]), 1 + (i % 3), false, false, -1, -1, NULL, 0, false };
         char label[64];
         snprintf(label, sizeof label, "%s (imatrix)", ftypes[i]);
         add_result(run_pair(api, &r, label), ftypes[i], &n_ok, &n_skip);
@@ -255,18 +259,18 @@ int main(int argc, char **argv) {
     /* Without an imatrix (types that allow it), the legacy .dat imatrix, other input types, and
      * the options. Each only where encodable. */
     const run extra[] = {
-        { model_s, NULL, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0 },
-        { model_s, NULL, IQF_FTYPE_MOSTLY_IQ4_XS, 1, false, false, -1, -1, NULL, 0 },
-        { model_s, NULL, IQF_FTYPE_MOSTLY_IQ3_S, 2, false, false, -1, -1, NULL, 0 },
-        { model_s, NULL, IQF_FTYPE_MOSTLY_Q8_0, 3, false, false, -1, -1, NULL, 0 },
-        { model_s, imd_s, IQF_FTYPE_MOSTLY_IQ3_XXS, 2, false, false, -1, -1, NULL, 0 },
-        { model_s, imd_s, IQF_FTYPE_MOSTLY_Q4_0, 2, false, false, -1, -1, NULL, 0 },
-        { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, true, false, -1, -1, NULL, 0 },
-        { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, true, -1, -1, NULL, 0 },
-        { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, IQF_TYPE_Q8_0, IQF_TYPE_Q4_0, NULL, 0 },
-        { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, "attn_(q|k)", IQF_TYPE_Q5_0 },
-        { model_s, NULL, IQF_FTYPE_MOSTLY_F16, 2, false, false, -1, -1, NULL, 0 },
-        { model_s, NULL, IQF_FTYPE_MOSTLY_BF16, 2, false, false, -1, -1, NULL, 0 },
+        { model_s, NULL, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0, false },
+        { model_s, NULL, IQF_FTYPE_MOSTLY_IQ4_XS, 1, false, false, -1, -1, NULL, 0, false },
+        { model_s, NULL, IQF_FTYPE_MOSTLY_IQ3_S, 2, false, false, -1, -1, NULL, 0, false },
+        { model_s, NULL, IQF_FTYPE_MOSTLY_Q8_0, 3, false, false, -1, -1, NULL, 0, false },
+        { model_s, imd_s, IQF_FTYPE_MOSTLY_IQ3_XXS, 2, false, false, -1, -1, NULL, 0, false },
+        { model_s, imd_s, IQF_FTYPE_MOSTLY_Q4_0, 2, false, false, -1, -1, NULL, 0, false },
+        { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, true, false, -1, -1, NULL, 0, false },
+        { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, true, -1, -1, NULL, 0, false },
+        { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, IQF_TYPE_Q8_0, IQF_TYPE_Q4_0, NULL, 0, false },
+        { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, "attn_(q|k)", IQF_TYPE_Q5_0, false },
+        { model_s, NULL, IQF_FTYPE_MOSTLY_F16, 2, false, false, -1, -1, NULL, 0, false },
+        { model_s, NULL, IQF_FTYPE_MOSTLY_BF16, 2, false, false, -1, -1, NULL, 0, false },
     };
     static const char *const extra_names[] = {
         "Q4_K_M no imatrix", "IQ4_XS no imatrix", "IQ3_S no imatrix", "Q8_0 no imatrix",
@@ -276,6 +280,22 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
         if (!sanitized || i % 4 == 0) run_pair(api, &extra[i], extra_names[i]);
 
+    /* Requantizing (--allow-requantize): a Q8_0 model (ours, compared above) to Q4_K_M. */
+    if (!sanitized) {
+        char q8[512];
+        snprintf(q8, sizeof q8, "%s", tmp("m16_q8_0.gguf"));
+        iqf_model_quantize_params qp = iqf_model_quantize_default_params();
+        qp.ftype = IQF_FTYPE_MOSTLY_Q8_0;
+        qp.quiet = true;
+        if (iqf_model_quantize(model_s, q8, &qp, NULL, NULL, err, sizeof err) == IQF_OK) {
+            run rq = { q8, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0, true };
+            run_pair(api, &rq, "Q8_0 -> Q4_K_M --allow-requantize");
+        } else {
+            fprintf(stderr, "requantize case not run: %s\n", err);
+        }
+        unlink(q8);
+    }
+
     /* BF16 and F32 inputs. */
     for (int k = 0; k < (sanitized ? 1 : 2); k++) {
         iqf_genmodel_opts g2 = go;
@@ -284,8 +304,8 @@ int main(int argc, char **argv) {
         char mp[512];
         snprintf(mp, sizeof mp, "%s", tmp(k ? "m16_f32.gguf" : "m16_bf16.gguf"));
         CHECK(iqf_genmodel_write(&g2, mp, NULL, NULL, err, sizeof err) == IQF_OK, "genmodel: %s", err);
-        run r1 = { mp, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0 };
-        run r2 = { mp, img_s, IQF_FTYPE_MOSTLY_IQ3_XXS, 1, false, false, -1, -1, NULL, 0 };
+        run r1 = { mp, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0, false };
+        run r2 = { mp, img_s, IQF_FTYPE_MOSTLY_IQ3_XXS, 1, false, false, -1, -1, NULL, 0, false };
         run_pair(api, &r1, k ? "F32 input Q4_K_M" : "BF16 input Q4_K_M");
         run_pair(api, &r2, k ? "F32 input IQ3_XXS" : "BF16 input IQ3_XXS");
         unlink(mp);
