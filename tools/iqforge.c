@@ -23,7 +23,6 @@ static const command commands[] = {
     { "perplexity", cmd_perplexity, "perplexity and KL-divergence of a model on a text" },
     { "imatrix", cmd_imatrix, "compute an importance matrix from a text" },
     { "generate", cmd_generate, "greedy text generation" },
-    { "ladder", cmd_ladder, "quality sweep over quantization types" },
 };
 
 int cli_error(const char *fmt, ...) {
