@@ -45,8 +45,8 @@ static void run_chunks(iqf_pool *p, uint64_t gen, int id) {
     for (;;) {
         uint64_t v = atomic_load(&p->next);
         if ((v & ~ITEM_MASK) != tag) return;
-        const int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
-        const int64_t grain = atomic_load_explicit(&p->grain, memory_order_relaxed);
+        const int64_t n = atomic_load(&p->n);
+        const int64_t grain = atomic_load(&p->grain);
         int64_t b = (int64_t)(v & ITEM_MASK);
         if (b >= n) return;
         int64_t e = b + grain < n ? b + grain : n;
@@ -128,16 +128,20 @@ void iqf_pool_run(iqf_pool *p, int64_t n, int64_t grain, iqf_pool_fn fn, void *a
         return;
     }
     pthread_mutex_lock(&p->mu);
-    /* Every chunk of the previous loop is done, so no worker is inside fn; late workers may
-     * still read the counter, and see the new generation's tag only from here on. */
+    /* Every chunk of the previous loop is done, so no worker is inside fn. A late worker may
+     * still be between reading the counter and its compare-and-swap: first move the counter to
+     * the new generation (exhausted), so that such a swap fails, and only then change n and
+     * grain (a worker that read the old counter value and then the new n could otherwise claim
+     * a phantom chunk of the old generation); then open the new loop. */
+    p->generation++;
+    const uint64_t gen = p->generation, tag = (gen & 0xFFFFFF) << GEN_SHIFT;
+    atomic_store(&p->next, tag | ITEM_MASK);
     p->fn = fn;
     p->arg = arg;
-    atomic_store_explicit(&p->n, n, memory_order_relaxed);
-    atomic_store_explicit(&p->grain, grain, memory_order_relaxed);
+    atomic_store(&p->n, n);
+    atomic_store(&p->grain, grain);
     atomic_store(&p->done, 0);
-    p->generation++;
-    const uint64_t gen = p->generation;
-    atomic_store(&p->next, (gen & 0xFFFFFF) << GEN_SHIFT);
+    atomic_store(&p->next, tag);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     run_chunks(p, gen, 0);
