@@ -1,116 +1,12 @@
 /*
- * test_codec_kq.c - q2_K, q3_K, q4_K, q5_K, q6_K against the oracle (ggml 0.25.1):
- * randomized differential tests (every qgen distribution x imatrix variant x seeds x row
- * lengths, every SIMD level, 1 and 3 threads) plus edge cases.
+ * test_codec_kq.c - q2_K, q3_K, q4_K, q5_K, q6_K against the oracle (ggml 0.25.1): the shared randomized
+ * differential suite (tests/common/codec_suite.c) over row lengths that cross SIMD batch boundaries.
  */
+#include "codec_suite.h"
 #include "iqforge.h"
-#include "oracle.h"
-#include "qgen.h"
-#include "testutil.h"
-
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-static const int types[] = { IQF_TYPE_Q2_K, IQF_TYPE_Q3_K, IQF_TYPE_Q4_K, IQF_TYPE_Q5_K, IQF_TYPE_Q6_K };
-#define NTYPES (int)(sizeof(types) / sizeof(types[0]))
-
-static void diff_all(const float *x, int64_t rows, int64_t cols, const float *im, const char *what) {
-    char label[160];
-    for (int t = 0; t < NTYPES; t++) {
-        snprintf(label, sizeof label, "%s %s", what, iqf_type_get(types[t])->name);
-        qgen_diff(types[t], x, rows, cols, im, label);
-    }
-}
 
 int main(void) {
-    oracle_require();
-    const bool san = getenv("IQF_SANITIZED") && atoi(getenv("IQF_SANITIZED")) == 1;
-    const int nseeds = san ? 2 : 10;
-    static const int64_t lens[] = { 256, 768, 1024, 2304, 5120 };
-    const int rows = 4;
-    float *x = malloc(sizeof(float) * rows * 8192), *im = malloc(sizeof(float) * 8192);
-
-    /* Randomized: distributions x imatrix variants x seeds x row lengths. */
-    for (int d = 0; d < QGEN_N; d++) {
-        for (int m = 0; m < QGEN_IMAT_N; m++) {
-            for (int s = 0; s < nseeds; s++) {
-                int64_t cols = lens[(d + m + s) % 5];
-                uint64_t seed = 1000 + (uint64_t)(d * 31 + m * 7 + s);
-                qgen_fill(x, rows, cols, (qgen_dist)d, seed);
-                bool has = qgen_imatrix(im, cols, (qgen_imat)m, seed);
-                char what[96];
-                snprintf(what, sizeof what, "%s/%s/seed%d/%lld", qgen_dist_name((qgen_dist)d),
-                         qgen_imat_name((qgen_imat)m), s, (long long)cols);
-                diff_all(x, rows, cols, has ? im : NULL, what);
-            }
-        }
-    }
-
-    /* Edge cases. */
-    const int64_t cols = 256;
-    qgen_imatrix(im, cols, QGEN_IMAT_LOGNORMAL, 7);
-    memset(x, 0, sizeof(float) * rows * cols);
-    diff_all(x, rows, cols, NULL, "all-zero");
-    diff_all(x, rows, cols, im, "all-zero+imat");
-
-    memset(x, 0, sizeof(float) * rows * cols);
-    x[5] = 1.5f; x[cols + 40] = -2.25f; x[2 * cols + 255] = 1e-3f;
-    diff_all(x, rows, cols, NULL, "single");
-    diff_all(x, rows, cols, im, "single+imat");
-
-    /* imatrix zero exactly where the values are non-zero. */
-    qgen_fill(x, rows, cols, QGEN_SPARSE, 99);
-    for (int64_t j = 0; j < cols; j++) {
-        bool nz = false;
-        for (int r = 0; r < rows; r++) nz |= x[r * cols + j] != 0;
-        im[j] = nz ? 0.f : 1.f + (float)j;
-    }
-    diff_all(x, rows, cols, im, "imat-zero-on-nonzero");
-
-    /* Huge and tiny magnitudes (fp16 overflow/underflow of the block scales). */
-    static const float mags[] = { 1e-41f, 1e-38f, 1e-20f, 1e-9f, 1e-6f, 3e-5f, 1e4f, 6e4f, 1e8f, 1e18f };
-    qgen_imatrix(im, cols, QGEN_IMAT_LOGNORMAL, 8);
-    for (size_t k = 0; k < sizeof(mags) / sizeof(mags[0]); k++) {
-        qgen_fill(x, rows, cols, QGEN_GAUSS, 50 + k);
-        for (int64_t j = 0; j < rows * cols; j++) x[j] *= mags[k];
-        char what[64];
-        snprintf(what, sizeof what, "magnitude %g", (double)mags[k]);
-        diff_all(x, rows, cols, NULL, what);
-        diff_all(x, rows, cols, im, what);
-    }
-
-    /* Overflowing intermediates: x^2 = inf with zero importance (NaN weights), huge importance. */
-    qgen_fill(x, rows, cols, QGEN_OUTLIER, 61);
-    for (int64_t j = 0; j < rows * cols; j++) x[j] *= 1e18f;
-    qgen_imatrix(im, cols, QGEN_IMAT_ZEROS, 9);
-    diff_all(x, rows, cols, im, "1e18 + imatrix zeros");
-    qgen_fill(x, rows, cols, QGEN_GAUSS, 62);
-    for (int64_t j = 0; j < cols; j++) im[j] = (j % 3) ? 1e30f : 1e-30f;
-    diff_all(x, rows, cols, im, "imatrix 1e30/1e-30");
-
-    /* Ties: values on exact half-steps of the scale, constant blocks, sign-symmetric maxima. */
-    for (int64_t j = 0; j < rows * cols; j++) x[j] = (float)((int)(j % 17) - 8) * 0.5f;
-    diff_all(x, rows, cols, NULL, "half-steps");
-    diff_all(x, rows, cols, im, "half-steps+imat");
-    for (int64_t j = 0; j < rows * cols; j++) x[j] = (j & 1) ? 2.0f : -2.0f;
-    diff_all(x, rows, cols, NULL, "pm2");
-    diff_all(x, rows, cols, im, "pm2+imat");
-
-    /* Signed zeros: blocks of +-0 only, and +-0 next to a few positive or negative values. */
-    {
-        tu_rng r = { 1234 };
-        for (int64_t j = 0; j < rows * cols; j++) {
-            uint64_t u = tu_next(&r);
-            x[j] = (u & 1) ? -0.0f : 0.0f;
-            if ((j / 32) % 3 == 1 && (u & 6) == 0) x[j] = (u & 8) ? 1.25f : -0.5f;
-            if ((j / 32) % 3 == 2 && (u & 6) == 0) x[j] = 0.75f;
-        }
-        diff_all(x, rows, cols, NULL, "signed-zeros");
-        diff_all(x, rows, cols, im, "signed-zeros+imat");
-    }
-
-    free(x);
-    free(im);
-    return test_finish("test_codec_kq");
+    static const int types[] = { IQF_TYPE_Q2_K, IQF_TYPE_Q3_K, IQF_TYPE_Q4_K, IQF_TYPE_Q5_K, IQF_TYPE_Q6_K };
+    static const int64_t lens[5] = { 256, 768, 1024, 2304, 5120 };
+    return codec_suite_run("test_codec_kq", types, (int)(sizeof types / sizeof types[0]), lens);
 }

@@ -1,0 +1,11 @@
+/* codec_suite.h - see codec_suite.c. */
+#ifndef IQF_TEST_CODEC_SUITE_H
+#define IQF_TEST_CODEC_SUITE_H
+
+#include <stdint.h>
+
+/* Runs the suite for the given types with rows of lens[0..4] values (multiples of the block
+ * size, at most 8192; the edge cases use 256). Returns test_finish(name). */
+int codec_suite_run(const char *name, const int *types, int ntypes, const int64_t lens[5]);
+
+#endif
