@@ -5,6 +5,7 @@
  * encoders can assume well-formed input (finite values, whole blocks, imatrix when required).
  */
 #include "codec.h"
+#include "../util/error.h"
 
 #include "../util/parallel.h"
 
@@ -41,15 +42,6 @@ bool iqf_requires_imatrix(int type) {
     return type == IQF_TYPE_IQ2_XXS || type == IQF_TYPE_IQ2_XS || type == IQF_TYPE_IQ1_S;
 }
 
-static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 iqf_quantize_params iqf_quantize_default_params(void) {
     iqf_quantize_params p = { IQF_MODE_COMPAT, 0, IQF_SIMD_AUTO };
@@ -66,15 +58,15 @@ static iqf_simd resolve_simd(iqf_simd want) {
 static iqf_status check_shape(int type, int64_t nrows, int64_t ncols, bool encode,
                               const iqf_codec **out, char *err, size_t errlen) {
     const iqf_type_info *t = iqf_type_get(type);
-    if (!t) return fail(err, errlen, IQF_E_UNKNOWN_TYPE, "unknown tensor type id %d", type);
+    if (!t) return iqf_fail(err, errlen, IQF_E_UNKNOWN_TYPE, "unknown tensor type id %d", type);
     const iqf_codec *c = iqf_codec_get(type);
     if (!c || !(encode ? c->quantize_row != NULL : c->dequantize_row != NULL))
-        return fail(err, errlen, IQF_E_UNSUPPORTED, "type %s cannot be %s by this build", t->name,
+        return iqf_fail(err, errlen, IQF_E_UNSUPPORTED, "type %s cannot be %s by this build", t->name,
                     encode ? "encoded" : "decoded");
     if (nrows < 0 || ncols < 0)
-        return fail(err, errlen, IQF_E_INVALID_ARG, "negative row count or row length");
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "negative row count or row length");
     if (ncols % t->blck_size != 0)
-        return fail(err, errlen, IQF_E_SHAPE,
+        return iqf_fail(err, errlen, IQF_E_SHAPE,
                     "row length %lld is not a multiple of %lld (the %s block size)",
                     (long long)ncols, (long long)t->blck_size, t->name);
     *out = c;
@@ -143,14 +135,14 @@ iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, in
     iqf_status st = check_shape(type, nrows, ncols, true, &c, err, errlen);
     if (st) return st;
     if (nrows > 0 && ncols > 0 && (!src || !dst))
-        return fail(err, errlen, IQF_E_INVALID_ARG, "NULL source or destination");
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL source or destination");
     const char *name = iqf_type_get(type)->name;
     if (!imatrix && iqf_requires_imatrix(type))
-        return fail(err, errlen, IQF_E_NEED_IMATRIX, "type %s needs an importance matrix", name);
+        return iqf_fail(err, errlen, IQF_E_NEED_IMATRIX, "type %s needs an importance matrix", name);
     if (imatrix) {
         for (int64_t j = 0; j < ncols; j++) {
             if (!isfinite(imatrix[j]) || imatrix[j] < 0)
-                return fail(err, errlen, IQF_E_NONFINITE,
+                return iqf_fail(err, errlen, IQF_E_NONFINITE,
                             "importance matrix column %lld is %g (must be finite and >= 0)",
                             (long long)j, (double)imatrix[j]);
         }
@@ -162,12 +154,12 @@ iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, in
     /* Grain: about 64K weights per task keeps scheduling cheap and load balanced. */
     int64_t grain = ncols > 0 ? (65536 + ncols - 1) / ncols : 1;
     if (iqf_parallel_for(p.n_threads, nrows, grain, quantize_range, &j))
-        return fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
+        return iqf_fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
     int64_t r = atomic_load(&j.bad_row);
     if (r != INT64_MAX) {
         const float *x = src + r * ncols;
         int64_t col = first_nonfinite(x, ncols);
-        return fail(err, errlen, IQF_E_NONFINITE, "row %lld, column %lld: value is %s", (long long)r,
+        return iqf_fail(err, errlen, IQF_E_NONFINITE, "row %lld, column %lld: value is %s", (long long)r,
                     (long long)col, isnan(x[col]) ? "NaN" : "Inf");
     }
     return IQF_OK;
@@ -194,11 +186,11 @@ iqf_status iqf_dequantize(int type, const void *src, float *dst, int64_t nrows, 
     iqf_status st = check_shape(type, nrows, ncols, false, &c, err, errlen);
     if (st) return st;
     if (nrows > 0 && ncols > 0 && (!src || !dst))
-        return fail(err, errlen, IQF_E_INVALID_ARG, "NULL source or destination");
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL source or destination");
     if (c->init) c->init();
     djob j = { c, src, dst, ncols, iqf_row_size(type, ncols) };
     int64_t grain = ncols > 0 ? (262144 + ncols - 1) / ncols : 1;
     if (iqf_parallel_for(n_threads, nrows, grain, dequantize_range, &j))
-        return fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
+        return iqf_fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
     return IQF_OK;
 }

@@ -3,6 +3,7 @@
  * llama-perplexity and llama-imatrix (tools/perplexity/perplexity.cpp, tools/imatrix/).
  */
 #include "model.h"
+#include "../util/error.h"
 
 #include "util/outfile.h"
 
@@ -12,15 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 static double now(void) {
     struct timespec ts;
@@ -172,7 +164,7 @@ static void kld_line(FILE *log, int chunk, const kldsum *k) {
 
 iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens,
                           const iqf_ppl_params *p, iqf_ppl_result *res, char *err, size_t errlen) {
-    if (!c || !p || !res) return fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
+    if (!c || !p || !res) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
     memset(res, 0, sizeof *res);
     const iqf_model_info *h = &c->m->info;
     const int n_vocab = h->n_vocab, nv = 2 * ((n_vocab + 1) / 2) + 4;
@@ -188,37 +180,37 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
     iqf_status st = IQF_OK;
     const int mode = p->kld_in ? 2 : p->kld_base_out ? 1 : 0;
     if (p->kld_in && p->kld_base_out)
-        return fail(err, errlen, IQF_E_INVALID_ARG, "--kld and --kld-base cannot be used together");
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "--kld and --kld-base cannot be used together");
 
     if (mode == 2) {
         fin = fopen(p->kld_in, "rb");
-        if (!fin) return fail(err, errlen, IQF_E_IO, "%s: cannot open", p->kld_in);
+        if (!fin) return iqf_fail(err, errlen, IQF_E_IO, "%s: cannot open", p->kld_in);
         char magic[8];
         uint32_t fctx;
         int32_t fvocab, fchunk;
         if (fread(magic, 1, 8, fin) != 8 || memcmp(magic, "_logits_", 8) ||
             fread(&fctx, 4, 1, fin) != 1 || fread(&fvocab, 4, 1, fin) != 1 || fread(&fchunk, 4, 1, fin) != 1) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: not a log-probability file (llama-perplexity --kl-divergence-base)", p->kld_in);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: not a log-probability file (llama-perplexity --kl-divergence-base)", p->kld_in);
             goto done;
         }
         if (fvocab != n_vocab) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: made with a vocabulary of %d tokens, the model has %d", p->kld_in, fvocab, n_vocab);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: made with a vocabulary of %d tokens, the model has %d", p->kld_in, fvocab, n_vocab);
             goto done;
         }
         if (fctx < 4 || fctx > (uint32_t)c->n_ctx || fchunk < 1 || fchunk > (1 << 24)) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: n_ctx %u / %d chunks do not fit this context (%d)", p->kld_in, fctx, fchunk, c->n_ctx);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: n_ctx %u / %d chunks do not fit this context (%d)", p->kld_in, fctx, fchunk, c->n_ctx);
             goto done;
         }
         n_ctx = (int)fctx;
         ftoks = malloc((size_t)n_ctx * (size_t)fchunk * sizeof(int32_t));
-        if (!ftoks) { st = fail(err, errlen, IQF_E_NOMEM, "out of memory"); goto done; }
+        if (!ftoks) { st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory"); goto done; }
         if (fread(ftoks, sizeof(int32_t), (size_t)n_ctx * fchunk, fin) != (size_t)n_ctx * fchunk) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: truncated (tokens)", p->kld_in);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: truncated (tokens)", p->kld_in);
             goto done;
         }
         for (size_t i = 0; i < (size_t)n_ctx * fchunk; i++)
             if (ftoks[i] < 0 || ftoks[i] >= n_vocab) {
-                st = fail(err, errlen, IQF_E_FORMAT, "%s: token %d out of range", p->kld_in, ftoks[i]);
+                st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: token %d out of range", p->kld_in, ftoks[i]);
                 goto done;
             }
         tokens = ftoks;
@@ -227,9 +219,9 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
         if (p->n_chunks >= 0 && p->n_chunks < n_chunk) n_chunk = p->n_chunks;
     } else {
         if (n_ctx < 4 || n_ctx > c->n_ctx)
-            return fail(err, errlen, IQF_E_INVALID_ARG, "n_ctx %d must be in [4, %d] (the context size)", n_ctx, c->n_ctx);
+            return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "n_ctx %d must be in [4, %d] (the context size)", n_ctx, c->n_ctx);
         if (!tokens || n_tokens < 2 * (size_t)n_ctx)
-            return fail(err, errlen, IQF_E_INVALID_ARG,
+            return iqf_fail(err, errlen, IQF_E_INVALID_ARG,
                         "you need at least %d tokens to evaluate perplexity with a context of %d (the text gives %zu)",
                         2 * n_ctx, n_ctx, n_tokens);
         size_t mx = n_tokens / (size_t)n_ctx;
@@ -246,11 +238,11 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
         pvals = malloc(sizeof(float) * (size_t)n_score * (size_t)(n_chunk > 0 ? n_chunk : 1));
     }
     if (!toks || !logits || !rr || (mode && !lp) || (mode == 2 && (!kvals || !pvals))) {
-        st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
         goto done;
     }
     if (mode == 1) {
-        if (iqf_outfile_open(&of, p->kld_base_out)) { st = fail(err, errlen, IQF_E_IO, "%s", of.err); goto done; }
+        if (iqf_outfile_open(&of, p->kld_base_out)) { st = iqf_fail(err, errlen, IQF_E_IO, "%s", of.err); goto done; }
         of_open = true;
         uint32_t u = (uint32_t)n_ctx;
         int32_t a = n_vocab, b = n_chunk;
@@ -275,7 +267,7 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
         st = iqf_decode(c, toks, n_ctx, 0, first, logits, err, errlen);
         if (st) goto done;
         if (mode == 2 && fread(lp, sizeof(uint16_t), (size_t)n_score * nv, fin) != (size_t)n_score * nv) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: truncated at chunk %d", p->kld_in, ch + 1);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: truncated at chunk %d", p->kld_in, ch + 1);
             goto done;
         }
         scorejob sj = { logits, src + first + 1, n_vocab, nv, mode, lp, rr };
@@ -305,7 +297,7 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
         }
         count += n_score;
         if (mode == 1 && iqf_outfile_write(&of, lp, sizeof(uint16_t) * (size_t)n_score * nv)) {
-            st = fail(err, errlen, IQF_E_IO, "%s", of.err);
+            st = iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
             goto done;
         }
         if (mode == 2) kld_line(p->log, ch + 1, &ks);
@@ -356,7 +348,7 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
     }
     if (of_open) {
         of_open = false;
-        if (iqf_outfile_commit(&of)) st = fail(err, errlen, IQF_E_IO, "%s", of.err);
+        if (iqf_outfile_commit(&of)) st = iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
     }
 done:
     if (fin) fclose(fin);
@@ -396,14 +388,14 @@ static int cmp_name_ref(const void *a, const void *b) {
 iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_tokens, int n_ctx,
                                int n_chunks, FILE *logf, iqf_imatrix_data **out, char *err,
                                size_t errlen) {
-    if (!c || !out) return fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
+    if (!c || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
     *out = NULL;
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
     if (n_ctx < 4 || n_ctx > c->n_ctx)
-        return fail(err, errlen, IQF_E_INVALID_ARG, "n_ctx %d must be in [4, %d]", n_ctx, c->n_ctx);
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "n_ctx %d must be in [4, %d]", n_ctx, c->n_ctx);
     if (!tokens || n_tokens < 2 * (size_t)n_ctx)
-        return fail(err, errlen, IQF_E_INVALID_ARG,
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG,
                     "you need at least %d tokens for a context of %d (the text gives %zu)", 2 * n_ctx, n_ctx, n_tokens);
     size_t mx = n_tokens / (size_t)n_ctx;
     int n_chunk = (int)(mx > (1u << 30) ? (1u << 30) : mx);
@@ -422,7 +414,7 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
         ok = acc.sum2[i] != NULL;
     }
     iqf_imatrix_data *d = calloc(1, sizeof *d);
-    if (!ok || !d) { st = fail(err, errlen, IQF_E_NOMEM, "out of memory"); goto done; }
+    if (!ok || !d) { st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory"); goto done; }
     c->imat = &acc;
     double nll = 0;
     int64_t count = 0;
@@ -461,7 +453,7 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
     if (!d->names || !d->ncols || !d->sum2 || !d->counts || !refs) {
         free(refs);
         d->n_entries = 0;
-        st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
         goto done;
     }
     for (int i = 0; i < m->n_mats; i++) refs[i] = (name_ref){ m->mats[i]->name, i };
@@ -472,7 +464,7 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
         d->ncols[k] = w->ncols;
         d->counts[k] = acc.count[refs[k].id];
         d->sum2[k] = malloc((size_t)w->ncols * sizeof(float));
-        if (!d->sum2[k]) { st = fail(err, errlen, IQF_E_NOMEM, "out of memory"); break; }
+        if (!d->sum2[k]) { st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory"); break; }
         for (int64_t j = 0; j < w->ncols; j++) d->sum2[k][j] = (float)acc.sum2[refs[k].id][j];
     }
     free(refs);

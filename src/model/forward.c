@@ -9,21 +9,13 @@
  * last layer's FFN).
  */
 #include "model.h"
+#include "../util/error.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 static void *xcalloc(size_t n, size_t sz, bool *ok) {
     if (n == 0) n = 1;
@@ -55,11 +47,11 @@ void iqf_context_free(iqf_context *c) {
 
 iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
                            char *err, size_t errlen) {
-    if (!m || !out || n_ctx <= 0) return fail(err, errlen, IQF_E_INVALID_ARG, "bad context arguments");
+    if (!m || !out || n_ctx <= 0) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "bad context arguments");
     *out = NULL;
     const iqf_model_info *h = &m->info;
     iqf_context *c = calloc(1, sizeof *c);
-    if (!c) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    if (!c) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     c->m = m;
     c->n_ctx = n_ctx;
     c->max_batch = n_ctx < IQF_MAX_BATCH ? n_ctx : IQF_MAX_BATCH; /* longer inputs go in pieces */
@@ -98,7 +90,7 @@ iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_con
     }
     if (!ok) {
         iqf_context_free(c);
-        return fail(err, errlen, IQF_E_NOMEM, "out of memory for a context of %d tokens", n_ctx);
+        return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for a context of %d tokens", n_ctx);
     }
     *out = c;
     return IQF_OK;
@@ -254,16 +246,16 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
 iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,
                       float *logits, char *err, size_t errlen) {
     if (!c || (!tokens && T > 0) || T < 0 || pos < 0)
-        return fail(err, errlen, IQF_E_INVALID_ARG, "bad decode arguments");
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "bad decode arguments");
     const iqf_model_info *h = &c->m->info;
     if (T == 0) return IQF_OK;
-    if (pos > c->n_past) return fail(err, errlen, IQF_E_INVALID_ARG, "position %d skips past the cache (%d)", pos, c->n_past);
+    if (pos > c->n_past) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "position %d skips past the cache (%d)", pos, c->n_past);
     if ((int64_t)pos + T > c->n_ctx)
-        return fail(err, errlen, IQF_E_INVALID_ARG, "positions %d..%d exceed the context of %d", pos, pos + T - 1, c->n_ctx);
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "positions %d..%d exceed the context of %d", pos, pos + T - 1, c->n_ctx);
     if (first_out < 0 || first_out > T) first_out = T;
     for (int t = 0; t < T; t++)
         if (tokens[t] < 0 || tokens[t] >= h->n_vocab)
-            return fail(err, errlen, IQF_E_INVALID_ARG, "token id %d out of range [0, %d)", tokens[t], h->n_vocab);
+            return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "token id %d out of range [0, %d)", tokens[t], h->n_vocab);
     for (int s = 0; s < T; s += c->max_batch) {
         const int n = T - s < c->max_batch ? T - s : c->max_batch;
         /* rows of this piece whose logits are wanted: from max(first_out - s, 0), or none */

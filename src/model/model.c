@@ -2,6 +2,7 @@
  * model.c - loading a llama-architecture GGUF model (and simulated quantization of its weights).
  */
 #include "model.h"
+#include "../util/error.h"
 
 #include "util/parallel.h"
 
@@ -11,15 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 iqf_model_params iqf_model_default_params(void) {
     iqf_model_params p;
@@ -63,17 +55,17 @@ static bool key_int(loader *ld, const char *suffix, bool required, int64_t def, 
     int64_t v;
     if (!iqf_gguf_get_int(ld->m->gguf, key, &v)) {
         if (iqf_gguf_find_kv(ld->m->gguf, key) >= 0) {
-            *st = fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: key %s is not an integer", ld->path, key);
+            *st = iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: key %s is not an integer", ld->path, key);
             return false;
         }
         if (required) {
-            *st = fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing key %s", ld->path, key);
+            *st = iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing key %s", ld->path, key);
             return false;
         }
         v = def;
     }
     if (v < lo || v > hi) {
-        *st = fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s = %lld is out of range [%lld, %lld]",
+        *st = iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s = %lld is out of range [%lld, %lld]",
                    ld->path, key, (long long)v, (long long)lo, (long long)hi);
         return false;
     }
@@ -88,17 +80,17 @@ static iqf_status get_tensor(loader *ld, const char *name, int64_t ne0, int64_t 
     int64_t i = iqf_gguf_find_tensor(ld->m->gguf, name);
     if (i < 0) {
         if (optional) return IQF_OK;
-        return fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing tensor %s", ld->path, name);
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing tensor %s", ld->path, name);
     }
     const iqf_gguf_tensor *t = iqf_gguf_tensor_at(ld->m->gguf, i);
     bool ok = t->ne[0] == ne0 && t->ne[2] == 1 && t->ne[3] == 1 && (ne1 ? t->ne[1] == ne1 : t->ne[1] == 1);
     if (!ok)
-        return fail(ld->err, ld->errlen, IQF_E_FORMAT,
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT,
                     "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", ld->path,
                     name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                     (long long)t->ne[3], (long long)ne0, (long long)(ne1 ? ne1 : 1));
     if (!iqf_can_decode(t->type))
-        return fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: tensor %s has type %s, which this build cannot decode",
+        return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: tensor %s has type %s, which this build cannot decode",
                     ld->path, name, iqf_type_get(t->type)->name);
     *out = t;
     return IQF_OK;
@@ -125,7 +117,7 @@ static iqf_status load_vector(loader *ld, float **out, const char *name, int64_t
     iqf_status st = get_tensor(ld, name, n, 0, false, &t);
     if (st) return st;
     *out = malloc((size_t)n * sizeof(float));
-    if (!*out) return fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+    if (!*out) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
     st = iqf_dequantize(t->type, t->data, *out, 1, n, 1, ld->err, ld->errlen);
     ld->m->info.n_params += n;
     return st;
@@ -138,17 +130,17 @@ static iqf_status load_vocab(loader *ld) {
     if (ti >= 0 && iqf_gguf_arr_type(g, ti) == IQF_GGUF_STR) {
         uint64_t n = iqf_gguf_arr_n(g, ti);
         if (n != (uint64_t)m->info.n_vocab)
-            return fail(ld->err, ld->errlen, IQF_E_FORMAT,
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT,
                         "%s: tokenizer.ggml.tokens has %llu tokens but token_embd.weight has %d rows",
                         ld->path, (unsigned long long)n, m->info.n_vocab);
         m->vocab_tokens = calloc(n ? n : 1, sizeof(char *));
-        if (!m->vocab_tokens) return fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+        if (!m->vocab_tokens) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
         for (uint64_t j = 0; j < n; j++) m->vocab_tokens[j] = (char *)iqf_gguf_arr_str(g, ti, j, NULL);
         uint64_t nt = 0;
         const int32_t *types = iqf_gguf_get_arr(g, "tokenizer.ggml.token_type", IQF_GGUF_I32, &nt);
         if (types && nt == n) {
             m->vocab_types = malloc(n * sizeof(int));
-            if (!m->vocab_types) return fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+            if (!m->vocab_types) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
             for (uint64_t j = 0; j < n; j++) m->vocab_types[j] = types[j];
         }
     }
@@ -239,7 +231,7 @@ static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w)
     iqf_model *m = ld->m;
     const int64_t nel = w->ncols * w->nrows;
     if (nel % 256)
-        return fail(ld->err, ld->errlen, IQF_E_SHAPE, "%s: %s has %lld elements, not a multiple of 256",
+        return iqf_fail(ld->err, ld->errlen, IQF_E_SHAPE, "%s: %s has %lld elements, not a multiple of 256",
                     ld->path, w->name, (long long)nel);
     float *src = malloc((size_t)nel * sizeof(float));
     float *dst = malloc((size_t)nel * sizeof(float));
@@ -251,7 +243,7 @@ static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w)
     if (owned) m->owned = owned;
     if (!src || !dst || !qbuf || !imrow || !owned) {
         free(src); free(dst); free(qbuf); free(imrow);
-        return fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+        return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
     }
     iqf_status st = iqf_dequantize(w->type, w->data, src, w->nrows, w->ncols, nt, ld->err, ld->errlen);
     const float *im = NULL;
@@ -259,7 +251,7 @@ static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w)
     simjob j = { w, src, dst, im, p->simulate_type, 0, "", rowq, qbuf, imrow };
     if (!st) {
         iqf_parallel_for(nt, nel / 256, 1, sim_range, &j);
-        if (atomic_load(&j.st)) st = fail(ld->err, ld->errlen, (iqf_status)atomic_load(&j.st), "%s: simulating %s on %s: %s", ld->path,
+        if (atomic_load(&j.st)) st = iqf_fail(ld->err, ld->errlen, (iqf_status)atomic_load(&j.st), "%s: simulating %s on %s: %s", ld->path,
                             iqf_type_get(p->simulate_type)->name, w->name, j.msg);
     }
     free(src); free(qbuf); free(imrow);
@@ -275,30 +267,30 @@ static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w)
 
 iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
                           char *err, size_t errlen) {
-    if (!path || !out) return fail(err, errlen, IQF_E_INVALID_ARG, "NULL path or output");
+    if (!path || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL path or output");
     *out = NULL;
     iqf_model_params p = params ? *params : iqf_model_default_params();
     if (p.simulate_type >= 0 && !iqf_can_encode(p.simulate_type))
-        return fail(err, errlen, IQF_E_UNSUPPORTED, "cannot simulate %s: this build has no encoder for it",
+        return iqf_fail(err, errlen, IQF_E_UNSUPPORTED, "cannot simulate %s: this build has no encoder for it",
                     iqf_type_get(p.simulate_type) ? iqf_type_get(p.simulate_type)->name : "an unknown type");
     iqf_model *m = calloc(1, sizeof *m);
-    if (!m) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    if (!m) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     char gerr[512];
     m->gguf = iqf_gguf_open(path, gerr, sizeof gerr);
     if (!m->gguf) {
         free(m);
-        return fail(err, errlen, IQF_E_FORMAT, "%s", gerr);
+        return iqf_fail(err, errlen, IQF_E_FORMAT, "%s", gerr);
     }
     loader ld = { m, path, err, errlen };
     iqf_status st = IQF_OK;
     iqf_model_info *h = &m->info;
     const char *arch = NULL;
     if (!iqf_gguf_get_str(m->gguf, "general.architecture", &arch, NULL)) {
-        st = fail(err, errlen, IQF_E_FORMAT, "%s: missing key general.architecture", path);
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: missing key general.architecture", path);
         goto done;
     }
     if (strcmp(arch, "llama") != 0) {
-        st = fail(err, errlen, IQF_E_FORMAT, "%s: unsupported architecture '%.40s' (only llama is supported)", path, arch);
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported architecture '%.40s' (only llama is supported)", path, arch);
         goto done;
     }
     snprintf(h->arch, sizeof h->arch, "%s", arch);
@@ -310,14 +302,14 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
         !key_int(&ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
         goto done;
     if (h->n_embd % h->n_head || h->n_head % h->n_head_kv) {
-        st = fail(err, errlen, IQF_E_FORMAT, "%s: embedding_length %d, head_count %d and head_count_kv %d are inconsistent",
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: embedding_length %d, head_count %d and head_count_kv %d are inconsistent",
                   path, h->n_embd, h->n_head, h->n_head_kv);
         goto done;
     }
     const int hd = h->n_embd / h->n_head;
     if (!key_int(&ld, "rope.dimension_count", false, hd, 2, hd, &h->n_rot, &st)) goto done;
     if (h->n_rot % 2) {
-        st = fail(err, errlen, IQF_E_FORMAT, "%s: odd rope.dimension_count %d", path, h->n_rot);
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: odd rope.dimension_count %d", path, h->n_rot);
         goto done;
     }
     {
@@ -336,20 +328,20 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
         const char *sc = NULL;
         snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
         if (iqf_gguf_get_str(m->gguf, key, &sc, NULL) && strcmp(sc, "none") != 0) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling '%.40s'", path, sc);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling '%.40s'", path, sc);
             goto done;
         }
         snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
         if (iqf_gguf_get_float(m->gguf, key, &d) && d != 0.0 && d != 1.0) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling factor %g", path, d);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling factor %g", path, d);
             goto done;
         }
         if (iqf_gguf_find_tensor(m->gguf, "rope_freqs.weight") >= 0) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: unsupported tensor rope_freqs.weight (llama 3.1 RoPE scaling)", path);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported tensor rope_freqs.weight (llama 3.1 RoPE scaling)", path);
             goto done;
         }
         if (!(h->rope_base > 0) || !(h->rms_eps > 0) || !isfinite(h->rope_base)) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: bad rope.freq_base or layer_norm_rms_epsilon", path);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: bad rope.freq_base or layer_norm_rms_epsilon", path);
             goto done;
         }
     }
@@ -357,12 +349,12 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
     {
         int64_t ti = iqf_gguf_find_tensor(m->gguf, "token_embd.weight");
         if (ti < 0) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: missing tensor token_embd.weight", path);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: missing tensor token_embd.weight", path);
             goto done;
         }
         int64_t nv = iqf_gguf_tensor_at(m->gguf, ti)->ne[1];
         if (nv < 1 || nv > INT32_MAX) {
-            st = fail(err, errlen, IQF_E_FORMAT, "%s: bad vocabulary size %lld", path, (long long)nv);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: bad vocabulary size %lld", path, (long long)nv);
             goto done;
         }
         h->n_vocab = (int)nv;
@@ -380,7 +372,7 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
     m->layers = calloc((size_t)h->n_layer, sizeof(iqf_layer));
     m->mats = calloc((size_t)h->n_layer * IQF_MAX_WEIGHTS_PER_LAYER, sizeof(iqf_weight *));
     if (!m->layers || !m->mats) {
-        st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
         goto done;
     }
     for (int l = 0; l < h->n_layer; l++) {

@@ -4,6 +4,7 @@
  * tools/imatrix/imatrix.cpp (writing). See imatrix.h.
  */
 #include "imatrix.h"
+#include "../util/error.h"
 
 #include "../util/outfile.h"
 
@@ -16,15 +17,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 void iqf_imatrix_free(iqf_imatrix *im) {
     if (!im) return;
@@ -109,23 +101,23 @@ iqf_status iqf_imatrix_parse_dat(const void *data, size_t size, iqf_imatrix *im,
     reader r = { data, size, 0 };
     int32_t n_entries;
     if (!rd_i32(&r, &n_entries) || n_entries < 1)
-        return fail(err, errlen, IQF_E_FORMAT, "no data (entry count missing or < 1)");
+        return iqf_fail(err, errlen, IQF_E_FORMAT, "no data (entry count missing or < 1)");
     /* Each entry needs at least 4+4+4+4 bytes: bound the count by the size before allocating. */
     if ((uint64_t)n_entries > (size - 4) / 16)
-        return fail(err, errlen, IQF_E_FORMAT, "entry count %d does not fit in %zu bytes", n_entries, size);
+        return iqf_fail(err, errlen, IQF_E_FORMAT, "entry count %d does not fit in %zu bytes", n_entries, size);
     im->entries = calloc((size_t)n_entries, sizeof *im->entries);
-    if (!im->entries) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    if (!im->entries) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     iqf_status st = IQF_OK;
     for (int i = 0; i < n_entries; i++) {
         int32_t len, ncall, nval;
         if (!rd_i32(&r, &len) || len < 0 || (size_t)len > r.n - r.off) {
-            st = fail(err, errlen, IQF_E_FORMAT, "entry %d: bad or truncated name", i + 1);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "entry %d: bad or truncated name", i + 1);
             goto bad;
         }
         iqf_imatrix_entry *e = &im->entries[im->n_entries];
         e->name = malloc((size_t)len + 1);
         if (!e->name) {
-            st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+            st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
             goto bad;
         }
         memcpy(e->name, r.p + r.off, (size_t)len);
@@ -133,17 +125,17 @@ iqf_status iqf_imatrix_parse_dat(const void *data, size_t size, iqf_imatrix *im,
         r.off += (size_t)len;
         im->n_entries++;
         if (!rd_i32(&r, &ncall) || !rd_i32(&r, &nval) || nval < 1) {
-            st = fail(err, errlen, IQF_E_FORMAT, "entry %d (%s): bad or truncated value count", i + 1, e->name);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "entry %d (%s): bad or truncated value count", i + 1, e->name);
             goto bad;
         }
         if ((uint64_t)nval * 4 > r.n - r.off) {
-            st = fail(err, errlen, IQF_E_FORMAT, "entry %d (%s): %d values truncated", i + 1, e->name, nval);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "entry %d (%s): %d values truncated", i + 1, e->name, nval);
             goto bad;
         }
         e->n = nval;
         e->values = malloc((size_t)nval * sizeof(float));
         if (!e->values) {
-            st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+            st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
             goto bad;
         }
         memcpy(e->values, r.p + r.off, (size_t)nval * 4);
@@ -160,7 +152,7 @@ iqf_status iqf_imatrix_parse_dat(const void *data, size_t size, iqf_imatrix *im,
             char *d = malloc((size_t)len + 1);
             if (!im->datasets || !d) {
                 free(d);
-                st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+                st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
                 goto bad;
             }
             memcpy(d, r.p + r.off, (size_t)len);
@@ -182,23 +174,23 @@ bad:
  * ---------------------------------------------------------------------------------------- */
 static iqf_status slurp(const char *path, uint8_t **out, size_t *n, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail(err, errlen, IQF_E_IO, "%s: %s", path, strerror(errno));
+    if (!f) return iqf_fail(err, errlen, IQF_E_IO, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(f);
-        return fail(err, errlen, IQF_E_IO, "%s: not a regular file", path);
+        return iqf_fail(err, errlen, IQF_E_IO, "%s: not a regular file", path);
     }
     size_t sz = (size_t)st.st_size;
     uint8_t *buf = malloc(sz ? sz : 1);
     if (!buf) {
         fclose(f);
-        return fail(err, errlen, IQF_E_NOMEM, "%s: out of memory (%zu bytes)", path, sz);
+        return iqf_fail(err, errlen, IQF_E_NOMEM, "%s: out of memory (%zu bytes)", path, sz);
     }
     if (sz && fread(buf, 1, sz, f) != sz) {
         int e = errno;
         free(buf);
         fclose(f);
-        return fail(err, errlen, IQF_E_IO, "%s: read failed: %s", path, e ? strerror(e) : "short read");
+        return iqf_fail(err, errlen, IQF_E_IO, "%s: read failed: %s", path, e ? strerror(e) : "short read");
     }
     fclose(f);
     *out = buf;
@@ -224,7 +216,7 @@ iqf_status iqf_imatrix_load(const char *path, iqf_imatrix *im, char *err, size_t
         st = iqf_imatrix_parse_dat(buf, n, im, msg, sizeof msg);
     }
     free(buf);
-    if (st) return fail(err, errlen, st, "%s: %s", path, msg);
+    if (st) return iqf_fail(err, errlen, st, "%s: %s", path, msg);
     return IQF_OK;
 }
 
@@ -239,11 +231,11 @@ static int stats_cmp(const void *a, const void *b) {
 static iqf_status sorted_stats(const iqf_imatrix_stats *stats, int n, const iqf_imatrix_stats ***out,
                                char *err, size_t errlen) {
     const iqf_imatrix_stats **v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
-    if (!v) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    if (!v) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         if (!stats[i].name || stats[i].ne0 < 1 || stats[i].n_mat < 1 || !stats[i].sum_x2 || !stats[i].counts) {
             free(v);
-            return fail(err, errlen, IQF_E_INVALID_ARG, "imatrix entry %d is malformed", i);
+            return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "imatrix entry %d is malformed", i);
         }
         v[i] = &stats[i];
     }
@@ -257,7 +249,7 @@ static int wr_i32(iqf_outfile *of, int32_t v) { return iqf_outfile_write(of, &v,
 iqf_status iqf_imatrix_write_dat(const char *path, const iqf_imatrix_stats *stats, int n,
                                  const iqf_imatrix_meta *meta, char *err, size_t errlen) {
     if (!path || (n > 0 && !stats) || n < 0 || !meta)
-        return fail(err, errlen, IQF_E_INVALID_ARG, "invalid arguments");
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "invalid arguments");
     const iqf_imatrix_stats **v = NULL;
     iqf_status st = sorted_stats(stats, n, &v, err, errlen);
     if (st) return st;
@@ -272,7 +264,7 @@ iqf_status iqf_imatrix_write_dat(const char *path, const iqf_imatrix_stats *stat
     iqf_outfile of;
     if (iqf_outfile_open(&of, path) != 0) {
         free(v);
-        return fail(err, errlen, IQF_E_IO, "%s", of.err);
+        return iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
     }
     float *tmp = NULL;
     size_t tmp_n = 0;
@@ -297,7 +289,7 @@ iqf_status iqf_imatrix_write_dat(const char *path, const iqf_imatrix_stats *stat
             if (!tmp) {
                 iqf_outfile_abort(&of);
                 free(v);
-                return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+                return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
             }
         }
         for (int64_t j = 0; j < nval; j++) {
@@ -317,7 +309,7 @@ iqf_status iqf_imatrix_write_dat(const char *path, const iqf_imatrix_stats *stat
     iqf_outfile_write(&of, ds, strlen(ds));
     free(tmp);
     free(v);
-    if (iqf_outfile_commit(&of) != 0) return fail(err, errlen, IQF_E_IO, "%s", of.err);
+    if (iqf_outfile_commit(&of) != 0) return iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
     return IQF_OK;
 }
 

@@ -4,6 +4,7 @@
  * layout. Built on the GGUF container (src/gguf).
  */
 #include "imatrix.h"
+#include "../util/error.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -11,15 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 static bool strip_suffix(const char *name, const char *suffix, char *out, size_t outlen) {
     size_t n = strlen(name), s = strlen(suffix);
@@ -34,11 +26,11 @@ iqf_status iqf_imatrix_parse_gguf(const void *data, size_t size, iqf_imatrix *im
     memset(im, 0, sizeof *im);
     char msg[256];
     iqf_gguf *g = iqf_gguf_open_memory(data, size, "imatrix", msg, sizeof msg);
-    if (!g) return fail(err, errlen, IQF_E_FORMAT, "%s", msg);
+    if (!g) return iqf_fail(err, errlen, IQF_E_FORMAT, "%s", msg);
     iqf_status st = IQF_OK;
     const int64_t nt = iqf_gguf_n_tensors(g);
     if (nt < 1) {
-        st = fail(err, errlen, IQF_E_FORMAT, "no data (no tensors)");
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "no data (no tensors)");
         goto done;
     }
     int64_t kd = iqf_gguf_find_kv(g, "imatrix.datasets");
@@ -48,14 +40,14 @@ iqf_status iqf_imatrix_parse_gguf(const void *data, size_t size, iqf_imatrix *im
         uint64_t n = iqf_gguf_arr_n(g, kd);
         im->datasets = calloc(n ? n : 1, sizeof *im->datasets);
         if (!im->datasets) {
-            st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+            st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
             goto done;
         }
         for (uint64_t i = 0; i < n; i++) {
             const char *s = iqf_gguf_arr_str(g, kd, i, NULL);
             im->datasets[i] = strdup(s ? s : "");
             if (!im->datasets[i]) {
-                st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+                st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
                 goto done;
             }
             im->n_datasets++;
@@ -64,14 +56,14 @@ iqf_status iqf_imatrix_parse_gguf(const void *data, size_t size, iqf_imatrix *im
     uint32_t v;
     if (kc >= 0) {
         if (!iqf_gguf_get_u32(g, "imatrix.chunk_count", &v)) {
-            st = fail(err, errlen, IQF_E_FORMAT, "imatrix.chunk_count is not a u32");
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "imatrix.chunk_count is not a u32");
             goto done;
         }
         im->chunk_count = (int)v;
     }
     if (ks >= 0) {
         if (!iqf_gguf_get_u32(g, "imatrix.chunk_size", &v)) {
-            st = fail(err, errlen, IQF_E_FORMAT, "imatrix.chunk_size is not a u32");
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "imatrix.chunk_size is not a u32");
             goto done;
         }
         im->chunk_size = (int)v;
@@ -80,7 +72,7 @@ iqf_status iqf_imatrix_parse_gguf(const void *data, size_t size, iqf_imatrix *im
 
     im->entries = calloc((size_t)nt, sizeof *im->entries);
     if (!im->entries) {
-        st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
         goto done;
     }
     /* Pair NAME.in_sum2 with NAME.counts. Tensor names are unique, so each base name is met at
@@ -92,7 +84,7 @@ iqf_status iqf_imatrix_parse_gguf(const void *data, size_t size, iqf_imatrix *im
         if (strip_suffix(t->name, ".counts", base, sizeof base)) {
             snprintf(cname, sizeof cname, "%s.in_sum2", base);
             if (iqf_gguf_find_tensor(g, cname) < 0) {
-                st = fail(err, errlen, IQF_E_FORMAT, "mismatched sums and counts for %s", base);
+                st = iqf_fail(err, errlen, IQF_E_FORMAT, "mismatched sums and counts for %s", base);
                 goto done;
             }
             continue;
@@ -101,12 +93,12 @@ iqf_status iqf_imatrix_parse_gguf(const void *data, size_t size, iqf_imatrix *im
         snprintf(cname, sizeof cname, "%s.counts", base);
         int64_t ci = iqf_gguf_find_tensor(g, cname);
         if (ci < 0) {
-            st = fail(err, errlen, IQF_E_FORMAT, "mismatched sums and counts for %s", base);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "mismatched sums and counts for %s", base);
             goto done;
         }
         const iqf_gguf_tensor *c = iqf_gguf_tensor_at(g, ci);
         if (t->type != IQF_TYPE_F32 || c->type != IQF_TYPE_F32) {
-            st = fail(err, errlen, IQF_E_FORMAT, "sums and counts for %s must be F32", base);
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "sums and counts for %s must be F32", base);
             goto done;
         }
         const int64_t nval = iqf_gguf_tensor_nelements(t);
@@ -119,7 +111,7 @@ iqf_status iqf_imatrix_parse_gguf(const void *data, size_t size, iqf_imatrix *im
             free(e->values);
             e->name = NULL;
             e->values = NULL;
-            st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+            st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
             goto done;
         }
         e->n = nval;
@@ -129,7 +121,7 @@ iqf_status iqf_imatrix_parse_gguf(const void *data, size_t size, iqf_imatrix *im
             float cf;
             memcpy(&cf, (const char *)c->data + 4 * j, 4);
             if (!isfinite(cf) || fabsf(cf) > 9.0e18f) {
-                st = fail(err, errlen, IQF_E_FORMAT, "%s: count %lld is not a finite number", cname, (long long)j);
+                st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: count %lld is not a finite number", cname, (long long)j);
                 goto done;
             }
             const float count = (float)lroundf(cf);
@@ -157,15 +149,15 @@ static int stats_cmp(const void *a, const void *b) {
 iqf_status iqf_imatrix_write_gguf(const char *path, const iqf_imatrix_stats *stats, int n,
                                   const iqf_imatrix_meta *meta, char *err, size_t errlen) {
     if (!path || (n > 0 && !stats) || n < 0 || !meta)
-        return fail(err, errlen, IQF_E_INVALID_ARG, "invalid arguments");
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "invalid arguments");
     const iqf_imatrix_stats **v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
-    if (!v) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    if (!v) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         const iqf_imatrix_stats *s = &stats[i];
         if (!s->name || s->ne0 < 1 || s->n_mat < 1 || !s->sum_x2 || !s->counts ||
             strlen(s->name) + 8 >= IQF_GGUF_MAX_NAME) {
             free(v);
-            return fail(err, errlen, IQF_E_INVALID_ARG, "imatrix entry %d is malformed or its name too long", i);
+            return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "imatrix entry %d is malformed or its name too long", i);
         }
         v[i] = s;
     }
@@ -199,7 +191,7 @@ iqf_status iqf_imatrix_write_gguf(const char *path, const iqf_imatrix_stats *sta
     }
     free(v);
     if (st) {
-        fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
+        iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
         iqf_gguf_writer_abort(w);
         return st;
     }

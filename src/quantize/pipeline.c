@@ -13,6 +13,7 @@
  * peak RSS is a few slabs, not the model.
  */
 #include "iqforge.h"
+#include "../util/error.h"
 
 #include "imatrix.h"
 #include "recipe.h"
@@ -33,15 +34,6 @@
 
 #define SLAB_FLOATS (4 << 20) /* 16 MiB of f32 per slab */
 
-static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 iqf_model_quantize_params iqf_model_quantize_default_params(void) {
     iqf_model_quantize_params p;
@@ -139,28 +131,28 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     memset(&rep, 0, sizeof rep);
 
     if (!in || !params || (!out && !params->dry_run))
-        return fail(err, errlen, IQF_E_INVALID_ARG, "missing input or output path");
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "missing input or output path");
     const int default_type = iqf_ftype_default_type(params->ftype);
-    if (default_type < 0) return fail(err, errlen, IQF_E_INVALID_ARG, "invalid output file type %d", params->ftype);
+    if (default_type < 0) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "invalid output file type %d", params->ftype);
     const int n_threads = params->n_threads > 0 ? params->n_threads : iqf_cpu_count();
     if (!params->dry_run && iqf_same_file(in, out))
-        return fail(err, errlen, IQF_E_INVALID_ARG, "input and output files are the same: '%s'", in);
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "input and output files are the same: '%s'", in);
 
     g = iqf_gguf_open(in, msg, sizeof msg);
-    if (!g) return fail(err, errlen, IQF_E_FORMAT, "%s", msg);
+    if (!g) return iqf_fail(err, errlen, IQF_E_FORMAT, "%s", msg);
 
     /* Model hyper-parameters. */
     iqf_recipe_model hp;
     memset(&hp, 0, sizeof hp);
     const char *arch;
     if (!iqf_gguf_get_str(g, "general.architecture", &arch, NULL) || !*arch || strlen(arch) >= sizeof hp.arch) {
-        st = fail(err, errlen, IQF_E_FORMAT, "%s: general.architecture missing or not a string", in);
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: general.architecture missing or not a string", in);
         goto done;
     }
     snprintf(hp.arch, sizeof hp.arch, "%s", arch);
     int64_t v;
     if (!get_hparam(g, arch, "block_count", &v) || v < 0 || v > 100000) {
-        st = fail(err, errlen, IQF_E_FORMAT, "%s: %s.block_count missing or invalid", in, arch);
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: %s.block_count missing or invalid", in, arch);
         goto done;
     }
     hp.n_layer = (int)v;
@@ -179,7 +171,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             for (int64_t j = 0; j < im.entries[i].n; j++) {
                 float x = im.entries[i].values[j];
                 if (!isfinite(x) || x < 0) {
-                    st = fail(err, errlen, IQF_E_NONFINITE, "%s: entry %s has a %s value (%g) at column %" PRId64,
+                    st = iqf_fail(err, errlen, IQF_E_NONFINITE, "%s: entry %s has a %s value (%g) at column %" PRId64,
                               params->imatrix_path, im.entries[i].name, isfinite(x) ? "negative" : "non-finite",
                               (double)x, j);
                     goto done;
@@ -197,7 +189,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     rt = calloc((size_t)(nt > 0 ? nt : 1), sizeof *rt);
     rc = calloc((size_t)(nt > 0 ? nt : 1), sizeof *rc);
     if (!items || !rt || !rc) {
-        st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
         goto done;
     }
     for (int64_t i = 0; i < nt; i++) items[i].t = iqf_gguf_tensor_at(g, i);
@@ -212,7 +204,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     if (params->n_tensor_types > 0) {
         ov = calloc((size_t)params->n_tensor_types, sizeof *ov);
         if (!ov) {
-            st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+            st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
             goto done;
         }
         for (int i = 0; i < params->n_tensor_types; i++) {
@@ -234,7 +226,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             int rcode = regcomp(&ov[i].re, pat, REG_EXTENDED | REG_NOSUB);
             if (rcode != 0) {
                 regerror(rcode, &ov[i].re, msg, sizeof msg);
-                st = fail(err, errlen, IQF_E_INVALID_ARG, "--tensor-type pattern '%s': %s",
+                st = iqf_fail(err, errlen, IQF_E_INVALID_ARG, "--tensor-type pattern '%s': %s",
                           params->tensor_type_patterns[i], msg);
                 goto done;
             }
@@ -255,7 +247,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     ro.n_overrides = n_ov;
     st = iqf_recipe_plan(&hp, &ro, rt, (int)nt, rc, &rep.n_fallback, msg, sizeof msg);
     if (st) {
-        st = fail(err, errlen, st, "%s: %s", in, msg);
+        st = iqf_fail(err, errlen, st, "%s: %s", in, msg);
         goto done;
     }
 
@@ -269,7 +261,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             if (params->dry_run) {
                 will_require_imatrix = true;
             } else {
-                st = fail(err, errlen, IQF_E_NEED_IMATRIX,
+                st = iqf_fail(err, errlen, IQF_E_NEED_IMATRIX,
                           "this quantization requires an importance matrix (--imatrix): tensor %s would be %s",
                           items[i].t->name, tname(rc[i].type));
                 goto done;
@@ -284,26 +276,26 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
         if (nt_ == t->type) continue;
         rep.n_quantized++;
         if (!iqf_type_get(nt_)) {
-            st = fail(err, errlen, IQF_E_UNKNOWN_TYPE, "tensor %s: invalid target type %d", t->name, nt_);
+            st = iqf_fail(err, errlen, IQF_E_UNKNOWN_TYPE, "tensor %s: invalid target type %d", t->name, nt_);
             goto done;
         }
         if (!is_float_type(t->type)) {
             if (iqf_type_get(t->type)->is_quantized && !params->allow_requantize) {
-                st = fail(err, errlen, IQF_E_UNSUPPORTED,
+                st = iqf_fail(err, errlen, IQF_E_UNSUPPORTED,
                           "%s: tensor %s is already quantized (%s); requantizing is disabled "
                           "(--allow-requantize; inputs should be F32, F16 or BF16)",
                           in, t->name, tname(t->type));
                 goto done;
             }
             if (!iqf_type_get(t->type)->is_quantized || !iqf_can_decode(t->type)) {
-                st = fail(err, errlen, IQF_E_UNSUPPORTED,
+                st = iqf_fail(err, errlen, IQF_E_UNSUPPORTED,
                           "%s: tensor %s has type %s, which cannot be converted (inputs: F32, F16, BF16)", in,
                           t->name, tname(t->type));
                 goto done;
             }
         }
         if (!iqf_can_encode(nt_) && !params->dry_run) {
-            st = fail(err, errlen, IQF_E_UNSUPPORTED, "tensor %s: type %s cannot be encoded by this build", t->name,
+            st = iqf_fail(err, errlen, IQF_E_UNSUPPORTED, "tensor %s: type %s cannot be encoded by this build", t->name,
                       tname(nt_));
             goto done;
         }
@@ -313,7 +305,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
                 if (e->n == t->ne[0] * t->ne[2]) {
                     it->imatrix = e->values;
                 } else if (strcmp(t->name, "token_embd.weight") && strcmp(t->name, "per_layer_token_embd.weight")) {
-                    st = fail(err, errlen, IQF_E_SHAPE,
+                    st = iqf_fail(err, errlen, IQF_E_SHAPE,
                               "imatrix size %" PRId64 " is different from tensor size %" PRId64
                               " for %s (imatrix made for another model?)",
                               e->n, t->ne[0] * t->ne[2], t->name);
@@ -322,19 +314,19 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             }
         }
         if (!it->imatrix && it->choice.requires_imatrix && !params->dry_run) {
-            st = fail(err, errlen, IQF_E_NEED_IMATRIX,
+            st = iqf_fail(err, errlen, IQF_E_NEED_IMATRIX,
                       "missing importance matrix for tensor %s in a very low-bit quantization (%s)", t->name,
                       tname(nt_));
             goto done;
         }
         if (!it->imatrix && iqf_requires_imatrix(nt_) && !params->dry_run) {
-            st = fail(err, errlen, IQF_E_NEED_IMATRIX, "tensor %s: type %s cannot be made without an importance matrix",
+            st = iqf_fail(err, errlen, IQF_E_NEED_IMATRIX, "tensor %s: type %s cannot be made without an importance matrix",
                       t->name, tname(nt_));
             goto done;
         }
     }
     if (have_im && n_matched == 0) {
-        st = fail(err, errlen, IQF_E_SHAPE, "%s: none of its %d entries names a tensor of %s (imatrix made for another model?)",
+        st = iqf_fail(err, errlen, IQF_E_SHAPE, "%s: none of its %d entries names a tensor of %s (imatrix made for another model?)",
                   params->imatrix_path, im.n_entries, in);
         goto done;
     }
@@ -372,7 +364,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
                                             items[i].choice.type);
         if (!st) st = iqf_gguf_writer_write_header(w);
         if (st) {
-            fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
+            iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
             goto done;
         }
     }
@@ -414,7 +406,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             st = iqf_gguf_writer_write_data(w, t->data, t->nbytes);
             drop_pages(t->data, t->nbytes);
             if (st) {
-                fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
+                iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
                 goto done;
             }
             done_in += (int64_t)t->nbytes;
@@ -439,7 +431,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             qcap = qbuf ? need_q : 0;
         }
         if (f32cap < need_f || qcap < need_q) {
-            st = fail(err, errlen, IQF_E_NOMEM, "out of memory (tensor %s)", t->name);
+            st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (tensor %s)", t->name);
             goto done;
         }
         for (int64_t r = 0; r < nrows_total;) {
@@ -453,19 +445,19 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             }
             st = rows_to_f32(t, r, n, f32buf, &x, n_threads, msg, sizeof msg);
             if (st) {
-                st = fail(err, errlen, st, "tensor %s: %s", t->name, msg);
+                st = iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
                 goto done;
             }
             const float *imx = it->imatrix ? it->imatrix + expert * ncols : NULL;
             st = iqf_quantize(new_type, x, qbuf, n, ncols, imx, &qp, msg, sizeof msg);
             if (st) {
-                if (st == IQF_E_NONFINITE && !imx) st = fail(err, errlen, st, "%s: tensor %s (rows from %" PRId64 "): %s", in, t->name, r, msg);
-                else st = fail(err, errlen, st, "tensor %s: %s", t->name, msg);
+                if (st == IQF_E_NONFINITE && !imx) st = iqf_fail(err, errlen, st, "%s: tensor %s (rows from %" PRId64 "): %s", in, t->name, r, msg);
+                else st = iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
                 goto done;
             }
             st = iqf_gguf_writer_write_data(w, qbuf, (size_t)n * dst_rs);
             if (st) {
-                fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
+                iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
                 goto done;
             }
             drop_pages((const uint8_t *)t->data + (size_t)r * src_rs, (size_t)n * src_rs);
