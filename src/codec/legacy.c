@@ -440,6 +440,16 @@ static inline LTGT void LSFX(pack5)(const VI *l, uint8_t *qs, uint8_t *qhb) {
     memcpy(qhb, &qh, 4);
 }
 
+/* The registry validates a row right before encoding it, so the row is streamed from memory by
+ * that check; fetching the NEXT row (rows are contiguous in iqf_quantize) while this one is encoded
+ * overlaps that stream with the arithmetic. Prefetches never fault, also past the last row. */
+#define LEG_PREFETCH(x, nb)                                                                      \
+    do {                                                                                          \
+        const char *pf_ = (const char *)((x) + (nb) * QK);                                        \
+        __builtin_prefetch(pf_, 0, 3);                                                            \
+        __builtin_prefetch(pf_ + 64, 0, 3);                                                       \
+    } while (0)
+
 /* Signed max-abs value (first occurrence), as the q4_0/q5_0 reference loops find it. */
 static inline LTGT float LSFX(signed_amax)(const float *x, const VF *v) {
     VF a[NV];
@@ -484,6 +494,7 @@ LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, LSFX(pack5)(l, y[i].qs, y[i].qh))
     static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
         for (int64_t i = 0; i < nb; i++, x += QK) {                                                 \
             VF v[NV];                                                                               \
+            LEG_PREFETCH(x, nb);                                                                    \
             LSFX(load)(x, v);                                                                       \
             VF mn = v[0], mx = v[0];                                                                \
             for (int k = 1; k < NV; k++) { mn = LSFX(vmin)(mn, v[k]); mx = LSFX(vmax)(mx, v[k]); } \
@@ -534,4 +545,5 @@ static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
 #undef VB
 #undef LEG_SYM
 #undef LEG_ASYM
+#undef LEG_PREFETCH
 #endif /* LEG_PASS */
