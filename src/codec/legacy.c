@@ -492,7 +492,9 @@ LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, LSFX(pack5)(l, y[i].qs, y[i].qh))
 /* q4_1 (15 steps, clamp 15) and q5_1 (31 steps, no clamp). */
 #define LEG_ASYM(NAME, BT, STEPS, TOP, PACK)                                                         \
     static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
-        for (int64_t i = 0; i < nb; i++, x += QK) {                                                 \
+        int64_t i = 0;                                                                              \
+        LEG_BATCH(NAME);                                                                            \
+        for (; i < nb; i++, x += QK) {                                                              \
             VF v[NV];                                                                               \
             LEG_PREFETCH(x, nb);                                                                    \
             LSFX(load)(x, v);                                                                       \
@@ -514,6 +516,79 @@ LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, LSFX(pack5)(l, y[i].qs, y[i].qh))
             PACK;                                                                                   \
         }                                                                                           \
     }
+#if LW == 16
+/* 16 blocks at a time: the per-block min/max vectors are folded by a shuffle tree into one vector
+ * (lane = block), so the scales of 16 blocks cost one division each instead of 16 latency-bound
+ * horizontal reductions. d = (max - min)/STEPS and 1/d are IEEE divisions, correctly rounded as in
+ * the scalar code; blocks with a zero min/max (signed-zero order) or an infinite 1/d go scalar. */
+static inline LTGT __m512 LSFX(fold16)(__m512 *r, int is_max) {
+#define LEG_OP(a, b) (is_max ? _mm512_max_ps(a, b) : _mm512_min_ps(a, b))
+    for (int k = 0; k < 8; k++) /* vector k: block 2k in 128-bit lanes 0-1, block 2k+1 in 2-3 */
+        r[k] = LEG_OP(_mm512_shuffle_f32x4(r[2 * k], r[2 * k + 1], 0x44),
+                      _mm512_shuffle_f32x4(r[2 * k], r[2 * k + 1], 0xEE));
+    for (int k = 0; k < 4; k++) /* vector k: 128-bit lane j holds block 4k+j */
+        r[k] = LEG_OP(_mm512_shuffle_f32x4(r[2 * k], r[2 * k + 1], 0x88),
+                      _mm512_shuffle_f32x4(r[2 * k], r[2 * k + 1], 0xDD));
+    for (int k = 0; k < 2; k++) /* lane j, elements 0-1: block 8k+j, elements 2-3: block 8k+4+j */
+        r[k] = LEG_OP(_mm512_shuffle_ps(r[2 * k], r[2 * k + 1], 0x44),
+                      _mm512_shuffle_ps(r[2 * k], r[2 * k + 1], 0xEE));
+    /* element e of 128-bit lane j: block 4e+j */
+    __m512 t = LEG_OP(_mm512_shuffle_ps(r[0], r[1], 0x88), _mm512_shuffle_ps(r[0], r[1], 0xDD));
+#undef LEG_OP
+    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(tr, t);
+}
+#define LEG_ASYM16(NAME, BT, STEPS, TOP, PACK)                                                       \
+    static LTGT void LSFX(NAME##_16)(const float *x, BT *y) {                                       \
+        __m512 mn[16], mx[16];                                                                      \
+        for (int b = 0; b < 16; b++) {                                                              \
+            __m512 v0 = _mm512_loadu_ps(x + b * QK), v1 = _mm512_loadu_ps(x + b * QK + 16);         \
+            mn[b] = _mm512_min_ps(v0, v1);                                                          \
+            mx[b] = _mm512_max_ps(v0, v1);                                                          \
+        }                                                                                           \
+        const __m512 vmin = LSFX(fold16)(mn, 0), vmax = LSFX(fold16)(mx, 1);                        \
+        const __m512 vd = _mm512_div_ps(_mm512_sub_ps(vmax, vmin), _mm512_set1_ps(STEPS));          \
+        const __mmask16 nz = _mm512_cmp_ps_mask(vd, _mm512_setzero_ps(), _CMP_NEQ_OQ);              \
+        const __m512 vid = _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.0f), vd);                       \
+        const __mmask16 spec = _mm512_cmp_ps_mask(vmin, _mm512_setzero_ps(), _CMP_EQ_OQ) |          \
+                               _mm512_cmp_ps_mask(vmax, _mm512_setzero_ps(), _CMP_EQ_OQ) |          \
+                               _mm512_cmp_ps_mask(_mm512_abs_ps(vid), _mm512_set1_ps(INFINITY),     \
+                                                  _CMP_EQ_OQ);                                      \
+        float fmin[16], fid[16];                                                                    \
+        iqf_half hd[16], hm[16];                                                                    \
+        _mm512_storeu_ps(fmin, vmin);                                                               \
+        _mm512_storeu_ps(fid, vid);                                                                 \
+        _mm256_storeu_si256((__m256i *)hd, _mm512_cvtps_ph(vd, 0));                                 \
+        _mm256_storeu_si256((__m256i *)hm, _mm512_cvtps_ph(vmin, 0));                               \
+        for (int i = 0; i < 16; i++) {                                                              \
+            if (spec >> i & 1) { NAME(x + i * QK, &y[i], 1); continue; }                            \
+            y[i].d = hd[i];                                                                         \
+            y[i].m = hm[i];                                                                         \
+            VF v[NV];                                                                               \
+            LSFX(load)(x + i * QK, v);                                                              \
+            VI l[NV];                                                                               \
+            for (int k = 0; k < NV; k++) {                                                          \
+                VI q = LSFX(cvtt)((v[k] - LSFX(splatf)(fmin[i])) * LSFX(splatf)(fid[i]) + LSFX(splatf)(0.5f)); \
+                VI top = LSFX(splati)(TOP);                                                         \
+                VI m = q < top;                                                                     \
+                l[k] = (m & q) | (~m & top);                                                        \
+            }                                                                                       \
+            PACK;                                                                                   \
+        }                                                                                           \
+    }
+LEG_ASYM16(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
+LEG_ASYM16(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
+#undef LEG_ASYM16
+#define LEG_BATCH(NAME)                                                                              \
+    for (; i + 16 <= nb; i += 16, x += 16 * QK) {                                                   \
+        const char *pf_ = (const char *)(x + nb * QK);                                              \
+        for (int c = 0; c < 16 * QK * 4; c += 64) __builtin_prefetch(pf_ + c, 0, 3);                \
+        LSFX(NAME##_16)(x, y + i);                                                                  \
+    }
+#else
+#define LEG_BATCH(NAME) ((void)0)
+#endif
+
 LEG_ASYM(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
 LEG_ASYM(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
 
@@ -546,4 +621,5 @@ static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
 #undef LEG_SYM
 #undef LEG_ASYM
 #undef LEG_PREFETCH
+#undef LEG_BATCH
 #endif /* LEG_PASS */
