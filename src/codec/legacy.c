@@ -521,32 +521,42 @@ LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, LSFX(pack5)(l, y[i].qs, y[i].qh))
  * (lane = block), so the scales of 16 blocks cost one division each instead of 16 latency-bound
  * horizontal reductions. d = (max - min)/STEPS and 1/d are IEEE divisions, correctly rounded as in
  * the scalar code; blocks with a zero min/max (signed-zero order) or an infinite 1/d go scalar. */
-static inline LTGT __m512 LSFX(fold16)(__m512 *r, int is_max) {
-#define LEG_OP(a, b) (is_max ? _mm512_max_ps(a, b) : _mm512_min_ps(a, b))
-    for (int k = 0; k < 8; k++) /* vector k: block 2k in 128-bit lanes 0-1, block 2k+1 in 2-3 */
-        r[k] = LEG_OP(_mm512_shuffle_f32x4(r[2 * k], r[2 * k + 1], 0x44),
-                      _mm512_shuffle_f32x4(r[2 * k], r[2 * k + 1], 0xEE));
-    for (int k = 0; k < 4; k++) /* vector k: 128-bit lane j holds block 4k+j */
-        r[k] = LEG_OP(_mm512_shuffle_f32x4(r[2 * k], r[2 * k + 1], 0x88),
-                      _mm512_shuffle_f32x4(r[2 * k], r[2 * k + 1], 0xDD));
-    for (int k = 0; k < 2; k++) /* lane j, elements 0-1: block 8k+j, elements 2-3: block 8k+4+j */
-        r[k] = LEG_OP(_mm512_shuffle_ps(r[2 * k], r[2 * k + 1], 0x44),
-                      _mm512_shuffle_ps(r[2 * k], r[2 * k + 1], 0xEE));
-    /* element e of 128-bit lane j: block 4e+j */
-    __m512 t = LEG_OP(_mm512_shuffle_ps(r[0], r[1], 0x88), _mm512_shuffle_ps(r[0], r[1], 0xDD));
-#undef LEG_OP
-    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm512_permutexvar_ps(tr, t);
+#define LEG_F4(OP, a, b, i1, i2) OP(_mm512_shuffle_f32x4(a, b, i1), _mm512_shuffle_f32x4(a, b, i2))
+#define LEG_FP(OP, a, b, i1, i2) OP(_mm512_shuffle_ps(a, b, i1), _mm512_shuffle_ps(a, b, i2))
+/* Per-block min and max of 4 blocks: 128-bit lane j of the result holds 4 partials of block j. */
+static inline __attribute__((always_inline)) LTGT void LSFX(minmax4)(const float *x, __m512 *mn, __m512 *mx) {
+    __m512 n[4], m[4];
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; b++) {
+        const __m512 v0 = _mm512_loadu_ps(x + b * QK), v1 = _mm512_loadu_ps(x + b * QK + 16);
+        n[b] = _mm512_min_ps(v0, v1);
+        m[b] = _mm512_max_ps(v0, v1);
+    }
+    /* block 2k in 128-bit lanes 0-1, block 2k+1 in lanes 2-3 */
+    const __m512 n0 = LEG_F4(_mm512_min_ps, n[0], n[1], 0x44, 0xEE), n1 = LEG_F4(_mm512_min_ps, n[2], n[3], 0x44, 0xEE);
+    const __m512 m0 = LEG_F4(_mm512_max_ps, m[0], m[1], 0x44, 0xEE), m1 = LEG_F4(_mm512_max_ps, m[2], m[3], 0x44, 0xEE);
+    *mn = LEG_F4(_mm512_min_ps, n0, n1, 0x88, 0xDD);
+    *mx = LEG_F4(_mm512_max_ps, m0, m1, 0x88, 0xDD);
 }
+/* min/max of 16 blocks, lane b = block b. */
+static inline __attribute__((always_inline)) LTGT void LSFX(minmax16)(const float *x, __m512 *vmin, __m512 *vmax) {
+    __m512 n[4], m[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) LSFX(minmax4)(x + q * 4 * QK, &n[q], &m[q]);
+    /* lane j, elements 0-1: block 8k+j, elements 2-3: block 8k+4+j */
+    const __m512 n0 = LEG_FP(_mm512_min_ps, n[0], n[1], 0x44, 0xEE), n1 = LEG_FP(_mm512_min_ps, n[2], n[3], 0x44, 0xEE);
+    const __m512 m0 = LEG_FP(_mm512_max_ps, m[0], m[1], 0x44, 0xEE), m1 = LEG_FP(_mm512_max_ps, m[2], m[3], 0x44, 0xEE);
+    /* element e of 128-bit lane j: block 4e+j; transpose to lane = block */
+    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    *vmin = _mm512_permutexvar_ps(tr, LEG_FP(_mm512_min_ps, n0, n1, 0x88, 0xDD));
+    *vmax = _mm512_permutexvar_ps(tr, LEG_FP(_mm512_max_ps, m0, m1, 0x88, 0xDD));
+}
+#undef LEG_F4
+#undef LEG_FP
 #define LEG_ASYM16(NAME, BT, STEPS, TOP, PACK)                                                       \
     static LTGT void LSFX(NAME##_16)(const float *x, BT *y) {                                       \
-        __m512 mn[16], mx[16];                                                                      \
-        for (int b = 0; b < 16; b++) {                                                              \
-            __m512 v0 = _mm512_loadu_ps(x + b * QK), v1 = _mm512_loadu_ps(x + b * QK + 16);         \
-            mn[b] = _mm512_min_ps(v0, v1);                                                          \
-            mx[b] = _mm512_max_ps(v0, v1);                                                          \
-        }                                                                                           \
-        const __m512 vmin = LSFX(fold16)(mn, 0), vmax = LSFX(fold16)(mx, 1);                        \
+        __m512 vmin, vmax;                                                                          \
+        LSFX(minmax16)(x, &vmin, &vmax);                                                            \
         const __m512 vd = _mm512_div_ps(_mm512_sub_ps(vmax, vmin), _mm512_set1_ps(STEPS));          \
         const __mmask16 nz = _mm512_cmp_ps_mask(vd, _mm512_setzero_ps(), _CMP_NEQ_OQ);              \
         const __m512 vid = _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.0f), vd);                       \
