@@ -470,6 +470,7 @@ static inline LTGT float LSFX(signed_amax)(const float *x, const VF *v) {
     static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
         for (int64_t i = 0; i < nb; i++, x += QK) {                                                 \
             VF v[NV];                                                                               \
+            LEG_PREFETCH(x, nb);                                                                    \
             LSFX(load)(x, v);                                                                       \
             const float max = LSFX(signed_amax)(x, v);                                              \
             const float d = max / NMAXF;                                                            \
@@ -605,6 +606,7 @@ LEG_ASYM(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
 static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += QK) {
         VF v[NV];
+        LEG_PREFETCH(x, nb);
         LSFX(load)(x, v);
         VF a = LSFX(vabs)(v[0]);
         for (int k = 1; k < NV; k++) a = LSFX(vmax)(a, LSFX(vabs)(v[k]));
