@@ -517,11 +517,11 @@ LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, LSFX(pack5)(l, y[i].qs, y[i].qh))
             PACK;                                                                                   \
         }                                                                                           \
     }
-#if LW == 16
-/* 16 blocks at a time: the per-block min/max vectors are folded by a shuffle tree into one vector
- * (lane = block), so the scales of 16 blocks cost one division each instead of 16 latency-bound
+/* LW blocks at a time: the per-block min/max vectors are folded by a shuffle tree into one vector
+ * (lane = block), so the scales of LW blocks cost one division each instead of LW latency-bound
  * horizontal reductions. d = (max - min)/STEPS and 1/d are IEEE divisions, correctly rounded as in
  * the scalar code; blocks with a zero min/max (signed-zero order) or an infinite 1/d go scalar. */
+#if LW == 16
 #define LEG_F4(OP, a, b, i1, i2) OP(_mm512_shuffle_f32x4(a, b, i1), _mm512_shuffle_f32x4(a, b, i2))
 #define LEG_FP(OP, a, b, i1, i2) OP(_mm512_shuffle_ps(a, b, i1), _mm512_shuffle_ps(a, b, i2))
 /* Per-block min and max of 4 blocks: 128-bit lane j of the result holds 4 partials of block j. */
@@ -540,7 +540,7 @@ static inline __attribute__((always_inline)) LTGT void LSFX(minmax4)(const float
     *mx = LEG_F4(_mm512_max_ps, m0, m1, 0x88, 0xDD);
 }
 /* min/max of 16 blocks, lane b = block b. */
-static inline __attribute__((always_inline)) LTGT void LSFX(minmax16)(const float *x, __m512 *vmin, __m512 *vmax) {
+static inline __attribute__((always_inline)) LTGT void LSFX(minmaxB)(const float *x, VF *vmin, VF *vmax) {
     __m512 n[4], m[4];
 #pragma GCC unroll 4
     for (int q = 0; q < 4; q++) LSFX(minmax4)(x + q * 4 * QK, &n[q], &m[q]);
@@ -549,29 +549,67 @@ static inline __attribute__((always_inline)) LTGT void LSFX(minmax16)(const floa
     const __m512 m0 = LEG_FP(_mm512_max_ps, m[0], m[1], 0x44, 0xEE), m1 = LEG_FP(_mm512_max_ps, m[2], m[3], 0x44, 0xEE);
     /* element e of 128-bit lane j: block 4e+j; transpose to lane = block */
     const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    *vmin = _mm512_permutexvar_ps(tr, LEG_FP(_mm512_min_ps, n0, n1, 0x88, 0xDD));
-    *vmax = _mm512_permutexvar_ps(tr, LEG_FP(_mm512_max_ps, m0, m1, 0x88, 0xDD));
+    *vmin = (VF)_mm512_permutexvar_ps(tr, LEG_FP(_mm512_min_ps, n0, n1, 0x88, 0xDD));
+    *vmax = (VF)_mm512_permutexvar_ps(tr, LEG_FP(_mm512_max_ps, m0, m1, 0x88, 0xDD));
 }
 #undef LEG_F4
 #undef LEG_FP
-#define LEG_ASYM16(NAME, BT, STEPS, TOP, PACK)                                                       \
-    static LTGT void LSFX(NAME##_16)(const float *x, BT *y) {                                       \
-        __m512 vmin, vmax;                                                                          \
-        LSFX(minmax16)(x, &vmin, &vmax);                                                            \
-        const __m512 vd = _mm512_div_ps(_mm512_sub_ps(vmax, vmin), _mm512_set1_ps(STEPS));          \
-        const __mmask16 nz = _mm512_cmp_ps_mask(vd, _mm512_setzero_ps(), _CMP_NEQ_OQ);              \
-        const __m512 vid = _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.0f), vd);                       \
-        const __mmask16 spec = _mm512_cmp_ps_mask(vmin, _mm512_setzero_ps(), _CMP_EQ_OQ) |          \
-                               _mm512_cmp_ps_mask(vmax, _mm512_setzero_ps(), _CMP_EQ_OQ) |          \
-                               _mm512_cmp_ps_mask(_mm512_abs_ps(vid), _mm512_set1_ps(INFINITY),     \
-                                                  _CMP_EQ_OQ);                                      \
-        float fmin[16], fid[16];                                                                    \
-        iqf_half hd[16], hm[16];                                                                    \
-        _mm512_storeu_ps(fmin, vmin);                                                               \
-        _mm512_storeu_ps(fid, vid);                                                                 \
-        _mm256_storeu_si256((__m256i *)hd, _mm512_cvtps_ph(vd, 0));                                 \
-        _mm256_storeu_si256((__m256i *)hm, _mm512_cvtps_ph(vmin, 0));                               \
-        for (int i = 0; i < 16; i++) {                                                              \
+static inline LTGT void LSFX(cvtph)(VF v, iqf_half *h) {
+    _mm256_storeu_si256((__m256i *)h, _mm512_cvtps_ph((__m512)v, 0));
+}
+static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)_mm512_min_epi32((__m512i)a, (__m512i)b); }
+#else
+/* min/max of 8 blocks, lane b = block b. */
+static inline __attribute__((always_inline)) LTGT void LSFX(minmaxB)(const float *x, VF *vmin, VF *vmax) {
+    __m256 n[8], m[8];
+#pragma GCC unroll 8
+    for (int b = 0; b < 8; b++) {
+        const __m256 v0 = _mm256_loadu_ps(x + b * QK), v1 = _mm256_loadu_ps(x + b * QK + 8);
+        const __m256 v2 = _mm256_loadu_ps(x + b * QK + 16), v3 = _mm256_loadu_ps(x + b * QK + 24);
+        n[b] = _mm256_min_ps(_mm256_min_ps(v0, v1), _mm256_min_ps(v2, v3));
+        m[b] = _mm256_max_ps(_mm256_max_ps(v0, v1), _mm256_max_ps(v2, v3));
+    }
+#define LEG_P2(OP, a, b, i1, i2) OP(_mm256_permute2f128_ps(a, b, i1), _mm256_permute2f128_ps(a, b, i2))
+#define LEG_SP(OP, a, b, i1, i2) OP(_mm256_shuffle_ps(a, b, i1), _mm256_shuffle_ps(a, b, i2))
+    __m256 rn[4], rm[4], sn[2], sm[2];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) { /* 128-bit lane j: block 2k+j */
+        rn[k] = LEG_P2(_mm256_min_ps, n[2 * k], n[2 * k + 1], 0x20, 0x31);
+        rm[k] = LEG_P2(_mm256_max_ps, m[2 * k], m[2 * k + 1], 0x20, 0x31);
+    }
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++) { /* lane j, elements 0-1: block 4k+j, elements 2-3: block 4k+2+j */
+        sn[k] = LEG_SP(_mm256_min_ps, rn[2 * k], rn[2 * k + 1], 0x44, 0xEE);
+        sm[k] = LEG_SP(_mm256_max_ps, rm[2 * k], rm[2 * k + 1], 0x44, 0xEE);
+    }
+    /* element e of 128-bit lane j: block 2e+j; transpose to lane = block */
+    const __m256i tr = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    *vmin = (VF)_mm256_permutevar8x32_ps(LEG_SP(_mm256_min_ps, sn[0], sn[1], 0x88, 0xDD), tr);
+    *vmax = (VF)_mm256_permutevar8x32_ps(LEG_SP(_mm256_max_ps, sm[0], sm[1], 0x88, 0xDD), tr);
+#undef LEG_P2
+#undef LEG_SP
+}
+static inline LTGT void LSFX(cvtph)(VF v, iqf_half *h) {
+    _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph((__m256)v, 0));
+}
+static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)_mm256_min_epi32((__m256i)a, (__m256i)b); }
+#endif
+#define LEG_ASYMB(NAME, BT, STEPS, TOP, PACK)                                                        \
+    static LTGT void LSFX(NAME##_B)(const float *x, BT *y) {                                        \
+        VF vmin, vmax;                                                                              \
+        LSFX(minmaxB)(x, &vmin, &vmax);                                                             \
+        const VF vd = (vmax - vmin) / LSFX(splatf)(STEPS);                                          \
+        const VF vid = (VF)((VI)(LSFX(splatf)(1.0f) / vd) & (vd != LSFX(splatf)(0.0f)));            \
+        const VF zero = LSFX(splatf)(0.0f);                                                         \
+        const uint32_t spec = LSFX(bit31)((vmin == zero) | (vmax == zero) |                         \
+                                          (LSFX(vabs)(vid) == LSFX(splatf)(INFINITY)));             \
+        float fmin[LW], fid[LW];                                                                    \
+        iqf_half hd[LW], hm[LW];                                                                    \
+        memcpy(fmin, &vmin, sizeof fmin);                                                           \
+        memcpy(fid, &vid, sizeof fid);                                                              \
+        LSFX(cvtph)(vd, hd);                                                                        \
+        LSFX(cvtph)(vmin, hm);                                                                      \
+        for (int i = 0; i < LW; i++) {                                                              \
             if (spec >> i & 1) { NAME(x + i * QK, &y[i], 1); continue; }                            \
             y[i].d = hd[i];                                                                         \
             y[i].m = hm[i];                                                                         \
@@ -580,25 +618,20 @@ static inline __attribute__((always_inline)) LTGT void LSFX(minmax16)(const floa
             VI l[NV];                                                                               \
             for (int k = 0; k < NV; k++) {                                                          \
                 VI q = LSFX(cvtt)((v[k] - LSFX(splatf)(fmin[i])) * LSFX(splatf)(fid[i]) + LSFX(splatf)(0.5f)); \
-                VI top = LSFX(splati)(TOP);                                                         \
-                VI m = q < top;                                                                     \
-                l[k] = (m & q) | (~m & top);                                                        \
+                l[k] = LSFX(vmini)(q, LSFX(splati)(TOP));                                           \
             }                                                                                       \
             PACK;                                                                                   \
         }                                                                                           \
     }
-LEG_ASYM16(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
-LEG_ASYM16(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
-#undef LEG_ASYM16
+LEG_ASYMB(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
+LEG_ASYMB(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
+#undef LEG_ASYMB
 #define LEG_BATCH(NAME)                                                                              \
-    for (; i + 16 <= nb; i += 16, x += 16 * QK) {                                                   \
+    for (; i + LW <= nb; i += LW, x += LW * QK) {                                                   \
         const char *pf_ = (const char *)(x + nb * QK);                                              \
-        for (int c = 0; c < 16 * QK * 4; c += 64) __builtin_prefetch(pf_ + c, 0, 3);                \
-        LSFX(NAME##_16)(x, y + i);                                                                  \
+        for (int c = 0; c < LW * QK * 4; c += 64) __builtin_prefetch(pf_ + c, 0, 3);                \
+        LSFX(NAME##_B)(x, y + i);                                                                   \
     }
-#else
-#define LEG_BATCH(NAME) ((void)0)
-#endif
 
 LEG_ASYM(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
 LEG_ASYM(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
