@@ -595,7 +595,7 @@ static inline LTGT void LSFX(cvtph)(VF v, iqf_half *h) {
 static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)_mm256_min_epi32((__m256i)a, (__m256i)b); }
 #endif
 #define LEG_ASYMB(NAME, BT, STEPS, TOP, PACK)                                                        \
-    static LTGT void LSFX(NAME##_B)(const float *x, BT *y) {                                        \
+    static LTGT void LSFX(NAME##_B)(const float *x, BT *y, const char *pf) {                                        \
         VF vmin, vmax;                                                                              \
         LSFX(minmaxB)(x, &vmin, &vmax);                                                             \
         const VF vd = (vmax - vmin) / LSFX(splatf)(STEPS);                                          \
@@ -610,6 +610,8 @@ static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)_mm256_min_epi32((__m
         LSFX(cvtph)(vd, hd);                                                                        \
         LSFX(cvtph)(vmin, hm);                                                                      \
         for (int i = 0; i < LW; i++) {                                                              \
+            __builtin_prefetch(pf + i * QK * 4, 0, 3);                                              \
+            __builtin_prefetch(pf + i * QK * 4 + 64, 0, 3);                                         \
             if (spec >> i & 1) { NAME(x + i * QK, &y[i], 1); continue; }                            \
             y[i].d = hd[i];                                                                         \
             y[i].m = hm[i];                                                                         \
@@ -628,9 +630,7 @@ LEG_ASYMB(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
 #undef LEG_ASYMB
 #define LEG_BATCH(NAME)                                                                              \
     for (; i + LW <= nb; i += LW, x += LW * QK) {                                                   \
-        const char *pf_ = (const char *)(x + nb * QK);                                              \
-        for (int c = 0; c < LW * QK * 4; c += 64) __builtin_prefetch(pf_ + c, 0, 3);                \
-        LSFX(NAME##_B)(x, y + i);                                                                   \
+        LSFX(NAME##_B)(x, y + i, (const char *)(x + nb * QK));                                      \
     }
 
 LEG_ASYM(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
