@@ -443,9 +443,11 @@ static inline LTGT void LSFX(pack5)(const VI *l, uint8_t *qs, uint8_t *qhb) {
 /* The registry validates a row right before encoding it, so the row is streamed from memory by
  * that check; fetching the NEXT row (rows are contiguous in iqf_quantize) while this one is encoded
  * overlaps that stream with the arithmetic. Prefetches never fault, also past the last row. */
+/* Address arithmetic in integers: past the last row it is only ever prefetched, never read. */
+#define LEG_NEXT_ROW(x, nb) ((const char *)((uintptr_t)(x) + (uintptr_t)(nb) * (QK * sizeof(float))))
 #define LEG_PREFETCH(x, nb)                                                                      \
     do {                                                                                          \
-        const char *pf_ = (const char *)((x) + (nb) * QK);                                        \
+        const char *pf_ = LEG_NEXT_ROW(x, nb);                                        \
         __builtin_prefetch(pf_, 0, 3);                                                            \
         __builtin_prefetch(pf_ + 64, 0, 3);                                                       \
     } while (0)
@@ -466,7 +468,7 @@ static inline LTGT float LSFX(signed_amax)(const float *x, const VF *v) {
 }
 
 /* q4_0 (nmax 8, top 15) and q5_0 (nmax 16, top 31). */
-#define LEG_SYM(NAME, BT, NMAXF, BIAS, TOP, PACK)                                                    \
+#define LEG_SYM(NAME, BT, NMAXF, BIAS, TOP, PACK)                                                   \
     static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
         for (int64_t i = 0; i < nb; i++, x += QK) {                                                 \
             VF v[NV];                                                                               \
@@ -491,7 +493,7 @@ LEG_SYM(q4_0_ref, block_q4_0, -8, 8.5f, 15, LSFX(pack4)(l, y[i].qs))
 LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, LSFX(pack5)(l, y[i].qs, y[i].qh))
 
 /* q4_1 (15 steps, clamp 15) and q5_1 (31 steps, no clamp). */
-#define LEG_ASYM(NAME, BT, STEPS, TOP, PACK)                                                         \
+#define LEG_ASYM(NAME, BT, STEPS, TOP, PACK)                                                        \
     static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
         int64_t i = 0;                                                                              \
         LEG_BATCH(NAME);                                                                            \
@@ -594,8 +596,8 @@ static inline LTGT void LSFX(cvtph)(VF v, iqf_half *h) {
 }
 static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)_mm256_min_epi32((__m256i)a, (__m256i)b); }
 #endif
-#define LEG_ASYMB(NAME, BT, STEPS, TOP, PACK)                                                        \
-    static LTGT void LSFX(NAME##_B)(const float *x, BT *y, const char *pf) {                                        \
+#define LEG_ASYMB(NAME, BT, STEPS, TOP, PACK)                                                       \
+    static LTGT void LSFX(NAME##_B)(const float *x, BT *y, uintptr_t pf) {                          \
         VF vmin, vmax;                                                                              \
         LSFX(minmaxB)(x, &vmin, &vmax);                                                             \
         const VF vd = (vmax - vmin) / LSFX(splatf)(STEPS);                                          \
@@ -610,8 +612,8 @@ static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)_mm256_min_epi32((__m
         LSFX(cvtph)(vd, hd);                                                                        \
         LSFX(cvtph)(vmin, hm);                                                                      \
         for (int i = 0; i < LW; i++) {                                                              \
-            __builtin_prefetch(pf + i * QK * 4, 0, 3);                                              \
-            __builtin_prefetch(pf + i * QK * 4 + 64, 0, 3);                                         \
+            __builtin_prefetch((const void *)(pf + i * QK * 4), 0, 3);                              \
+            __builtin_prefetch((const void *)(pf + i * QK * 4 + 64), 0, 3);                         \
             if (spec >> i & 1) { NAME(x + i * QK, &y[i], 1); continue; }                            \
             y[i].d = hd[i];                                                                         \
             y[i].m = hm[i];                                                                         \
@@ -628,9 +630,9 @@ static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)_mm256_min_epi32((__m
 LEG_ASYMB(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
 LEG_ASYMB(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
 #undef LEG_ASYMB
-#define LEG_BATCH(NAME)                                                                              \
+#define LEG_BATCH(NAME)                                                                             \
     for (; i + LW <= nb; i += LW, x += LW * QK) {                                                   \
-        LSFX(NAME##_B)(x, y + i, (const char *)(x + nb * QK));                                      \
+        LSFX(NAME##_B)(x, y + i, (uintptr_t)LEG_NEXT_ROW(x, nb));                                   \
     }
 
 LEG_ASYM(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
@@ -666,5 +668,6 @@ static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
 #undef LEG_SYM
 #undef LEG_ASYM
 #undef LEG_PREFETCH
+#undef LEG_NEXT_ROW
 #undef LEG_BATCH
 #endif /* LEG_PASS */
