@@ -612,8 +612,8 @@ static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)_mm256_min_epi32((__m
         LSFX(cvtph)(vd, hd);                                                                        \
         LSFX(cvtph)(vmin, hm);                                                                      \
         for (int i = 0; i < LW; i++) {                                                              \
-            __builtin_prefetch((const void *)(pf + i * QK * 4), 0, 3);                              \
-            __builtin_prefetch((const void *)(pf + i * QK * 4 + 64), 0, 3);                         \
+            __builtin_prefetch((const void *)(pf + i * QK * 4), 0, 2);                              \
+            __builtin_prefetch((const void *)(pf + i * QK * 4 + 64), 0, 2);                         \
             if (spec >> i & 1) { NAME(x + i * QK, &y[i], 1); continue; }                            \
             y[i].d = hd[i];                                                                         \
             y[i].m = hm[i];                                                                         \
