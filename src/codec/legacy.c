@@ -440,6 +440,18 @@ static inline LTGT void LSFX(pack5)(const VI *l, uint8_t *qs, uint8_t *qhb) {
     memcpy(qhb, &qh, 4);
 }
 
+/* The registry validates a row right before encoding it, so the row is streamed from memory by
+ * that check; fetching the NEXT row (rows are contiguous in iqf_quantize) while this one is encoded
+ * overlaps that stream with the arithmetic. Prefetches never fault, also past the last row. */
+/* Address arithmetic in integers: past the last row it is only ever prefetched, never read. */
+#define LEG_NEXT_ROW(x, nb) ((const char *)((uintptr_t)(x) + (uintptr_t)(nb) * (QK * sizeof(float))))
+#define LEG_PREFETCH(x, nb)                                                                      \
+    do {                                                                                          \
+        const char *pf_ = LEG_NEXT_ROW(x, nb);                                        \
+        __builtin_prefetch(pf_, 0, 3);                                                            \
+        __builtin_prefetch(pf_ + 64, 0, 3);                                                       \
+    } while (0)
+
 /* Signed max-abs value (first occurrence), as the q4_0/q5_0 reference loops find it. */
 static inline LTGT float LSFX(signed_amax)(const float *x, const VF *v) {
     VF a[NV];
@@ -456,10 +468,11 @@ static inline LTGT float LSFX(signed_amax)(const float *x, const VF *v) {
 }
 
 /* q4_0 (nmax 8, top 15) and q5_0 (nmax 16, top 31). */
-#define LEG_SYM(NAME, BT, NMAXF, BIAS, TOP, PACK)                                                    \
+#define LEG_SYM(NAME, BT, NMAXF, BIAS, TOP, PACK)                                                   \
     static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
         for (int64_t i = 0; i < nb; i++, x += QK) {                                                 \
             VF v[NV];                                                                               \
+            LEG_PREFETCH(x, nb);                                                                    \
             LSFX(load)(x, v);                                                                       \
             const float max = LSFX(signed_amax)(x, v);                                              \
             const float d = max / NMAXF;                                                            \
@@ -480,10 +493,13 @@ LEG_SYM(q4_0_ref, block_q4_0, -8, 8.5f, 15, LSFX(pack4)(l, y[i].qs))
 LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, LSFX(pack5)(l, y[i].qs, y[i].qh))
 
 /* q4_1 (15 steps, clamp 15) and q5_1 (31 steps, no clamp). */
-#define LEG_ASYM(NAME, BT, STEPS, TOP, PACK)                                                         \
+#define LEG_ASYM(NAME, BT, STEPS, TOP, PACK)                                                        \
     static LTGT void LSFX(NAME)(const float *x, BT *y, int64_t nb) {                                \
-        for (int64_t i = 0; i < nb; i++, x += QK) {                                                 \
+        int64_t i = 0;                                                                              \
+        LEG_BATCH(NAME);                                                                            \
+        for (; i < nb; i++, x += QK) {                                                              \
             VF v[NV];                                                                               \
+            LEG_PREFETCH(x, nb);                                                                    \
             LSFX(load)(x, v);                                                                       \
             VF mn = v[0], mx = v[0];                                                                \
             for (int k = 1; k < NV; k++) { mn = LSFX(vmin)(mn, v[k]); mx = LSFX(vmax)(mx, v[k]); } \
@@ -503,12 +519,129 @@ LEG_SYM(q5_0_ref, block_q5_0, -16, 16.5f, 31, LSFX(pack5)(l, y[i].qs, y[i].qh))
             PACK;                                                                                   \
         }                                                                                           \
     }
+/* LW blocks at a time: the per-block min/max vectors are folded by a shuffle tree into one vector
+ * (lane = block), so the scales of LW blocks cost one division each instead of LW latency-bound
+ * horizontal reductions. d = (max - min)/STEPS and 1/d are IEEE divisions, correctly rounded as in
+ * the scalar code; blocks with a zero min/max (signed-zero order) or an infinite 1/d go scalar. */
+#if LW == 16
+#define LEG_F4(OP, a, b, i1, i2) OP(_mm512_shuffle_f32x4(a, b, i1), _mm512_shuffle_f32x4(a, b, i2))
+#define LEG_FP(OP, a, b, i1, i2) OP(_mm512_shuffle_ps(a, b, i1), _mm512_shuffle_ps(a, b, i2))
+/* Per-block min and max of 4 blocks: 128-bit lane j of the result holds 4 partials of block j. */
+static inline __attribute__((always_inline)) LTGT void LSFX(minmax4)(const float *x, __m512 *mn, __m512 *mx) {
+    __m512 n[4], m[4];
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; b++) {
+        const __m512 v0 = _mm512_loadu_ps(x + b * QK), v1 = _mm512_loadu_ps(x + b * QK + 16);
+        n[b] = _mm512_min_ps(v0, v1);
+        m[b] = _mm512_max_ps(v0, v1);
+    }
+    /* block 2k in 128-bit lanes 0-1, block 2k+1 in lanes 2-3 */
+    const __m512 n0 = LEG_F4(_mm512_min_ps, n[0], n[1], 0x44, 0xEE), n1 = LEG_F4(_mm512_min_ps, n[2], n[3], 0x44, 0xEE);
+    const __m512 m0 = LEG_F4(_mm512_max_ps, m[0], m[1], 0x44, 0xEE), m1 = LEG_F4(_mm512_max_ps, m[2], m[3], 0x44, 0xEE);
+    *mn = LEG_F4(_mm512_min_ps, n0, n1, 0x88, 0xDD);
+    *mx = LEG_F4(_mm512_max_ps, m0, m1, 0x88, 0xDD);
+}
+/* min/max of 16 blocks, lane b = block b. */
+static inline __attribute__((always_inline)) LTGT void LSFX(minmaxB)(const float *x, VF *vmin, VF *vmax) {
+    __m512 n[4], m[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) LSFX(minmax4)(x + q * 4 * QK, &n[q], &m[q]);
+    /* lane j, elements 0-1: block 8k+j, elements 2-3: block 8k+4+j */
+    const __m512 n0 = LEG_FP(_mm512_min_ps, n[0], n[1], 0x44, 0xEE), n1 = LEG_FP(_mm512_min_ps, n[2], n[3], 0x44, 0xEE);
+    const __m512 m0 = LEG_FP(_mm512_max_ps, m[0], m[1], 0x44, 0xEE), m1 = LEG_FP(_mm512_max_ps, m[2], m[3], 0x44, 0xEE);
+    /* element e of 128-bit lane j: block 4e+j; transpose to lane = block */
+    const __m512i tr = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    *vmin = (VF)_mm512_permutexvar_ps(tr, LEG_FP(_mm512_min_ps, n0, n1, 0x88, 0xDD));
+    *vmax = (VF)_mm512_permutexvar_ps(tr, LEG_FP(_mm512_max_ps, m0, m1, 0x88, 0xDD));
+}
+#undef LEG_F4
+#undef LEG_FP
+static inline LTGT void LSFX(cvtph)(VF v, iqf_half *h) {
+    _mm256_storeu_si256((__m256i *)h, _mm512_cvtps_ph((__m512)v, 0));
+}
+static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)_mm512_min_epi32((__m512i)a, (__m512i)b); }
+#else
+/* min/max of 8 blocks, lane b = block b. */
+static inline __attribute__((always_inline)) LTGT void LSFX(minmaxB)(const float *x, VF *vmin, VF *vmax) {
+    __m256 n[8], m[8];
+#pragma GCC unroll 8
+    for (int b = 0; b < 8; b++) {
+        const __m256 v0 = _mm256_loadu_ps(x + b * QK), v1 = _mm256_loadu_ps(x + b * QK + 8);
+        const __m256 v2 = _mm256_loadu_ps(x + b * QK + 16), v3 = _mm256_loadu_ps(x + b * QK + 24);
+        n[b] = _mm256_min_ps(_mm256_min_ps(v0, v1), _mm256_min_ps(v2, v3));
+        m[b] = _mm256_max_ps(_mm256_max_ps(v0, v1), _mm256_max_ps(v2, v3));
+    }
+#define LEG_P2(OP, a, b, i1, i2) OP(_mm256_permute2f128_ps(a, b, i1), _mm256_permute2f128_ps(a, b, i2))
+#define LEG_SP(OP, a, b, i1, i2) OP(_mm256_shuffle_ps(a, b, i1), _mm256_shuffle_ps(a, b, i2))
+    __m256 rn[4], rm[4], sn[2], sm[2];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) { /* 128-bit lane j: block 2k+j */
+        rn[k] = LEG_P2(_mm256_min_ps, n[2 * k], n[2 * k + 1], 0x20, 0x31);
+        rm[k] = LEG_P2(_mm256_max_ps, m[2 * k], m[2 * k + 1], 0x20, 0x31);
+    }
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++) { /* lane j, elements 0-1: block 4k+j, elements 2-3: block 4k+2+j */
+        sn[k] = LEG_SP(_mm256_min_ps, rn[2 * k], rn[2 * k + 1], 0x44, 0xEE);
+        sm[k] = LEG_SP(_mm256_max_ps, rm[2 * k], rm[2 * k + 1], 0x44, 0xEE);
+    }
+    /* element e of 128-bit lane j: block 2e+j; transpose to lane = block */
+    const __m256i tr = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    *vmin = (VF)_mm256_permutevar8x32_ps(LEG_SP(_mm256_min_ps, sn[0], sn[1], 0x88, 0xDD), tr);
+    *vmax = (VF)_mm256_permutevar8x32_ps(LEG_SP(_mm256_max_ps, sm[0], sm[1], 0x88, 0xDD), tr);
+#undef LEG_P2
+#undef LEG_SP
+}
+static inline LTGT void LSFX(cvtph)(VF v, iqf_half *h) {
+    _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph((__m256)v, 0));
+}
+static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)_mm256_min_epi32((__m256i)a, (__m256i)b); }
+#endif
+#define LEG_ASYMB(NAME, BT, STEPS, TOP, PACK)                                                       \
+    static LTGT void LSFX(NAME##_B)(const float *x, BT *y, uintptr_t pf) {                          \
+        VF vmin, vmax;                                                                              \
+        LSFX(minmaxB)(x, &vmin, &vmax);                                                             \
+        const VF vd = (vmax - vmin) / LSFX(splatf)(STEPS);                                          \
+        const VF vid = (VF)((VI)(LSFX(splatf)(1.0f) / vd) & (vd != LSFX(splatf)(0.0f)));            \
+        const VF zero = LSFX(splatf)(0.0f);                                                         \
+        const uint32_t spec = LSFX(bit31)((vmin == zero) | (vmax == zero) |                         \
+                                          (LSFX(vabs)(vid) == LSFX(splatf)(INFINITY)));             \
+        float fmin[LW], fid[LW];                                                                    \
+        iqf_half hd[LW], hm[LW];                                                                    \
+        memcpy(fmin, &vmin, sizeof fmin);                                                           \
+        memcpy(fid, &vid, sizeof fid);                                                              \
+        LSFX(cvtph)(vd, hd);                                                                        \
+        LSFX(cvtph)(vmin, hm);                                                                      \
+        for (int i = 0; i < LW; i++) {                                                              \
+            __builtin_prefetch((const void *)(pf + i * QK * 4), 0, 2);                              \
+            __builtin_prefetch((const void *)(pf + i * QK * 4 + 64), 0, 2);                         \
+            if (spec >> i & 1) { NAME(x + i * QK, &y[i], 1); continue; }                            \
+            y[i].d = hd[i];                                                                         \
+            y[i].m = hm[i];                                                                         \
+            VF v[NV];                                                                               \
+            LSFX(load)(x + i * QK, v);                                                              \
+            VI l[NV];                                                                               \
+            for (int k = 0; k < NV; k++) {                                                          \
+                VI q = LSFX(cvtt)((v[k] - LSFX(splatf)(fmin[i])) * LSFX(splatf)(fid[i]) + LSFX(splatf)(0.5f)); \
+                l[k] = LSFX(vmini)(q, LSFX(splati)(TOP));                                           \
+            }                                                                                       \
+            PACK;                                                                                   \
+        }                                                                                           \
+    }
+LEG_ASYMB(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
+LEG_ASYMB(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
+#undef LEG_ASYMB
+#define LEG_BATCH(NAME)                                                                             \
+    for (; i + LW <= nb; i += LW, x += LW * QK) {                                                   \
+        LSFX(NAME##_B)(x, y + i, (uintptr_t)LEG_NEXT_ROW(x, nb));                                   \
+    }
+
 LEG_ASYM(q4_1_ref, block_q4_1, 15, 15, LSFX(pack4)(l, y[i].qs))
 LEG_ASYM(q5_1_ref, block_q5_1, 31, 255, LSFX(pack5)(l, y[i].qs, y[i].qh))
 
 static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += QK) {
         VF v[NV];
+        LEG_PREFETCH(x, nb);
         LSFX(load)(x, v);
         VF a = LSFX(vabs)(v[0]);
         for (int k = 1; k < NV; k++) a = LSFX(vmax)(a, LSFX(vabs)(v[k]));
@@ -534,4 +667,7 @@ static LTGT void LSFX(q8_0_ref)(const float *x, block_q8_0 *y, int64_t nb) {
 #undef VB
 #undef LEG_SYM
 #undef LEG_ASYM
+#undef LEG_PREFETCH
+#undef LEG_NEXT_ROW
+#undef LEG_BATCH
 #endif /* LEG_PASS */
