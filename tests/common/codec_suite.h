@@ -8,4 +8,8 @@
  * size, at most 8192; the edge cases use 256). Returns test_finish(name). */
 int codec_suite_run(const char *name, const int *types, int ntypes, const int64_t lens[5]);
 
+/* The IQ1/IQ4 variant (see codec_suite.c). Types that need an imatrix are checked to be refused
+ * without one. Returns test_finish(name). */
+int codec_suite_run_iq(const char *name, const int *types, int ntypes);
+
 #endif
