@@ -135,7 +135,18 @@ static inline int iqf_nearest_int(float fval) {
  * a corrupt block; see docs/COMPAT.md). Later modes search harder within the same block format. */
 typedef enum iqf_mode {
     IQF_MODE_COMPAT = 0,
+    /* The same block formats, searched harder: lower error where a better encoder is known
+     * (docs/QUALITY.md lists what each type gains). Blocks are valid for every stock decoder.
+     * A type without a better encoder yet encodes exactly as COMPAT. Deterministic: the same
+     * bytes at every thread count and SIMD level. */
+    IQF_MODE_BEST = 1,
+    IQF_MODE_COUNT = 2,
 } iqf_mode;
+
+/* "compat", "best"; NULL for an unknown mode. */
+const char *iqf_mode_name(int mode);
+/* The mode for a name (case-insensitive), or -1. */
+int iqf_mode_from_name(const char *name);
 
 /* Which instruction set the hot loops may use. Every level gives identical bytes. */
 typedef enum iqf_simd {
@@ -150,7 +161,7 @@ iqf_simd iqf_simd_detect(void);
 const char *iqf_simd_name(iqf_simd s);
 
 typedef struct iqf_quantize_params {
-    iqf_mode mode;    /* IQF_MODE_COMPAT */
+    iqf_mode mode;    /* IQF_MODE_COMPAT (default) or IQF_MODE_BEST; anything else: IQF_E_INVALID_ARG */
     int n_threads;    /* <= 0: one per online CPU. Output never depends on it. */
     iqf_simd simd;    /* IQF_SIMD_AUTO; a level the CPU lacks falls back to the best it has */
 } iqf_quantize_params;
@@ -460,6 +471,15 @@ typedef struct iqf_model_quantize_params {
     const char *const *tensor_type_patterns; /* --tensor-type PATTERN=TYPE: the patterns ... */
     const int *tensor_type_types;            /* ... and their types */
     int n_tensor_types;
+    iqf_mode mode;               /* --mode: the encoder (COMPAT default: llama-quantize's bytes).
+                                    A mode other than COMPAT is recorded as quantize.mode. */
+    /* Called after every slab of a tensor is encoded, with its blocks (n rows of ncols
+     * weights of `type`), before they are written: for instrumentation and for tests that
+     * need a deliberately damaged file (the ladder's alarm test). NULL: none. It may modify
+     * the blocks; it must not fail. */
+    void (*post_encode)(void *user, const char *tensor, int type, void *blocks, int64_t nrows,
+                        int64_t ncols);
+    void *post_encode_user;
 } iqf_model_quantize_params;
 
 iqf_model_quantize_params iqf_model_quantize_default_params(void);
@@ -522,6 +542,7 @@ typedef struct iqf_model_params {
      * order, quantized with iqf_quantize to this type and decoded back (float32 kept in memory).
      * The importance row of a 256-chunk at flat index f is im[(f + j) mod ncols]. */
     int simulate_type;
+    iqf_mode simulate_mode;         /* the encoder used by the simulation (default COMPAT) */
     iqf_imatrix_lookup_fn imatrix;  /* NULL: no imatrix */
     void *imatrix_user;
     int n_threads;                  /* for the simulation; <= 0: all CPUs */

@@ -11,7 +11,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: iqforge generate -m MODEL [-p PROMPT] [-n N] [-t THREADS] [-c N_CTX]\n"
-               "                        [--simulate TYPE [--imatrix FILE]]\n\n"
+               "                        [--simulate TYPE [--imatrix FILE] [--mode compat|best]]\n\n"
                "Greedy decoding (argmax at every step) of N tokens (default 128) after BOS and the\n"
                "prompt; the text goes to stdout.\n");
 }

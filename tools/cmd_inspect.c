@@ -172,6 +172,12 @@ int cmd_inspect(int argc, char **argv) {
     human(tot_b, hs, sizeof hs);
     printf("\ntotal: %" PRId64 " tensors, %.0f weights, %.0f bytes of tensor data (%s), %.4f bits per weight\n",
            nt, tot_w, tot_b, hs, tot_w > 0 ? 8.0 * tot_b / tot_w : 0.0);
+    /* A quantized file says which encoder wrote it; no quantize.mode key means compat. */
+    if (iqf_gguf_find_kv(g, "general.quantization_version") >= 0) {
+        const char *mode = NULL;
+        iqf_gguf_get_str(g, "quantize.mode", &mode, NULL);
+        printf("encoder mode: %s\n", mode ? mode : "compat");
+    }
     iqf_gguf_close(g);
     return 0;
 }

@@ -12,7 +12,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: iqforge perplexity -m MODEL -f TEXT [-c N_CTX] [--chunks N] [-t THREADS]\n"
             "                          [--kld-base OUT.kld | --kld BASE.kld]\n"
-            "                          [--simulate TYPE [--imatrix FILE]]\n\n"
+            "                          [--simulate TYPE [--imatrix FILE] [--mode compat|best]]\n\n"
             "Perplexity over chunks of N_CTX tokens (default 512), scoring the second half of each\n"
             "chunk, exactly as llama-perplexity. --kld-base saves the model's log-probabilities\n"
             "(llama-perplexity's --kl-divergence-base format); --kld compares against such a file\n"

@@ -25,7 +25,9 @@ static void usage(FILE *f) {
             "  --tensor-type-file FILE      PATTERN=TYPE entries separated by spaces or newlines\n"
             "  --allow-requantize           allow already quantized input tensors\n"
             "  --dry-run                    print the plan per tensor and the resulting size; write nothing\n"
-            "  --quiet                      no progress line and no summary\n\n"
+            "  --quiet                      no progress line and no summary\n"
+            "  --mode compat|best           the encoder: compat (default) writes llama-quantize's bytes;\n"
+            "                               best searches harder in the same formats (recorded as quantize.mode)\n\n"
             "TYPE (file types): IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_NL\n"
             "  IQ4_XS Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K Q8_0 Q4_0 Q4_1\n"
             "  Q5_0 Q5_1 F16 BF16 F32 (aliases Q3_K, Q4_K, Q5_K; or the numeric llama ftype id).\n"
@@ -118,6 +120,13 @@ int cmd_quantize(int argc, char **argv) {
             if (!add_tensor_type(&tt, argv[++i])) goto out;
         } else if (!strcmp(a, "--tensor-type-file") && has_val) {
             if (!add_tensor_type_file(&tt, argv[++i])) goto out;
+        } else if (!strcmp(a, "--mode") && has_val) {
+            int m = iqf_mode_from_name(argv[++i]);
+            if (m < 0) {
+                cli_error("quantize: --mode: unknown mode '%s' (available: compat, best)", argv[i]);
+                goto out;
+            }
+            p.mode = (iqf_mode)m;
         } else if (!strcmp(a, "--imatrix") && has_val) {
             p.imatrix_path = argv[++i];
         } else if (!strcmp(a, "--include-weights") && has_val && p.n_include < MAX_LIST) {

@@ -19,7 +19,7 @@
 static void quantize_usage(FILE *f) {
     fprintf(f,
             "usage: iqforge quantize-raw --type TYPE --cols N [--imatrix IMAT.f32] [--threads T]\n"
-            "                            [--mode compat] [--simd auto|scalar|avx2|avx512] [--quiet]\n"
+            "                            [--mode compat|best] [--simd auto|scalar|avx2|avx512] [--quiet]\n"
             "                            IN.f32 OUT.bin\n"
             "       iqforge quantize-raw --list-types\n\n"
             "IN is little-endian float32 rows of N values; IMAT is N float32 values (one weight per\n"
@@ -35,6 +35,7 @@ typedef struct raw_args {
     const char *type_name, *imatrix, *in, *out;
     long long cols, threads;
     iqf_simd simd;
+    iqf_mode mode;
     bool quiet, list;
 } raw_args;
 
@@ -61,10 +62,12 @@ static int parse(int argc, char **argv, raw_args *a, bool quantize) {
             }
         } else if (quantize && !strcmp(s, "--imatrix") && has_val) a->imatrix = argv[++i];
         else if (quantize && !strcmp(s, "--mode") && has_val) {
-            if (strcmp(argv[++i], "compat")) {
-                cli_error("%s: --mode: unknown mode '%s' (available: compat)", argv[0], argv[i]);
+            int m = iqf_mode_from_name(argv[++i]);
+            if (m < 0) {
+                cli_error("%s: --mode: unknown mode '%s' (available: compat, best)", argv[0], argv[i]);
                 return 2;
             }
+            a->mode = (iqf_mode)m;
         } else if (quantize && !strcmp(s, "--simd") && has_val) {
             const char *v = argv[++i];
             if (!strcmp(v, "auto")) a->simd = IQF_SIMD_AUTO;
@@ -163,6 +166,7 @@ static int run(raw_args *a, bool quantize) {
     iqf_quantize_params qp = iqf_quantize_default_params();
     qp.n_threads = (int)a->threads;
     qp.simd = a->simd;
+    qp.mode = a->mode;
     iqf_progress prog;
     iqf_progress_init(&prog, a->quiet, 1, nrows * (long long)in_row);
     char err[256];

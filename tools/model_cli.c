@@ -14,7 +14,10 @@ void model_cli_sim_init(model_cli_sim *s) { memset(s, 0, sizeof *s); }
 
 int model_cli_sim_arg(model_cli_sim *s, int argc, char **argv, int *i) {
     const char *a = argv[*i];
-    const char **dst = !strcmp(a, "--simulate") ? &s->type_name : !strcmp(a, "--imatrix") ? &s->imatrix_path : NULL;
+    const char **dst = !strcmp(a, "--simulate") ? &s->type_name
+                     : !strcmp(a, "--imatrix")  ? &s->imatrix_path
+                     : !strcmp(a, "--mode")     ? &s->mode_name
+                                                : NULL;
     if (!dst) return 0;
     if (*i + 1 >= argc) {
         cli_error("%s: %s needs a value", argv[0], a);
@@ -45,6 +48,12 @@ int model_cli_load(const char *path, const model_cli_sim *s, int n_threads, iqf_
     if (s && s->type_name) {
         p.simulate_type = iqf_type_from_name(s->type_name);
         if (p.simulate_type < 0) return cli_error("unknown type '%s' for --simulate", s->type_name);
+    }
+    if (s && s->mode_name) {
+        if (!s->type_name) return cli_error("--mode is only used with --simulate");
+        int mode = iqf_mode_from_name(s->mode_name);
+        if (mode < 0) return cli_error("--mode: unknown mode '%s' (available: compat, best)", s->mode_name);
+        p.simulate_mode = (iqf_mode)mode;
     }
     iqf_imatrix im;
     memset(&im, 0, sizeof im);

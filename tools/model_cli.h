@@ -10,10 +10,11 @@
 typedef struct model_cli_sim {
     const char *type_name;    /* --simulate TYPE */
     const char *imatrix_path; /* --imatrix FILE */
+    const char *mode_name;    /* --mode compat|best (the simulation's encoder) */
 } model_cli_sim;
 
 void model_cli_sim_init(model_cli_sim *s);
-/* If argv[*i] is --simulate/--imatrix, consumes it (and its value): returns 1; on a missing
+/* If argv[*i] is --simulate/--imatrix/--mode, consumes it (and its value): returns 1; on a missing
  * value prints an error and returns -1; otherwise 0. */
 int model_cli_sim_arg(model_cli_sim *s, int argc, char **argv, int *i);
 /* Loads the model (with simulated quantization if asked); prints errors; returns 0 or 1. */

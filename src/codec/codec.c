@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <strings.h>
 
 static const iqf_codec *const families[] = {
     iqf_codecs_float, iqf_codecs_iq3, iqf_codecs_iq2,     iqf_codecs_iq1,
@@ -46,6 +47,21 @@ bool iqf_requires_imatrix(int type) {
 iqf_quantize_params iqf_quantize_default_params(void) {
     iqf_quantize_params p = { IQF_MODE_COMPAT, 0, IQF_SIMD_AUTO };
     return p;
+}
+
+const char *iqf_mode_name(int mode) {
+    switch (mode) {
+    case IQF_MODE_COMPAT: return "compat";
+    case IQF_MODE_BEST: return "best";
+    default: return NULL;
+    }
+}
+
+int iqf_mode_from_name(const char *name) {
+    if (!name) return -1;
+    for (int m = 0; m < IQF_MODE_COUNT; m++)
+        if (strcasecmp(iqf_mode_name(m), name) == 0) return m;
+    return -1;
 }
 
 static iqf_simd resolve_simd(iqf_simd want) {
@@ -148,6 +164,8 @@ iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, in
         }
     }
     iqf_quantize_params p = params ? *params : iqf_quantize_default_params();
+    if ((int)p.mode < 0 || p.mode >= IQF_MODE_COUNT)
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "unknown encoder mode %d", (int)p.mode);
     if (c->init) c->init();
     qjob j = { c, { p.mode, resolve_simd(p.simd) }, src, dst, ncols, iqf_row_size(type, ncols),
                imatrix, INT64_MAX };

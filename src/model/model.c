@@ -201,6 +201,7 @@ typedef struct simjob {
     float *dst;
     const float *im;   /* ncols or NULL */
     int type;
+    iqf_mode mode;
     _Atomic int st;    /* first error (0 = none); its writer alone fills msg */
     char msg[256];
     size_t rowq;
@@ -214,6 +215,7 @@ static void sim_range(void *arg, int64_t b, int64_t e, int tid) {
     float *imr = j->imrow + (size_t)tid * 256;
     iqf_quantize_params qp = iqf_quantize_default_params();
     qp.n_threads = 1;
+    qp.mode = j->mode;
     for (int64_t r = b; r < e; r++) {
         const int64_t f = r * 256;
         if (j->im)
@@ -248,7 +250,7 @@ static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w)
     iqf_status st = iqf_dequantize(w->type, w->data, src, w->nrows, w->ncols, nt, ld->err, ld->errlen);
     const float *im = NULL;
     if (!st && p->imatrix) im = p->imatrix(p->imatrix_user, w->name, w->ncols);
-    simjob j = { w, src, dst, im, p->simulate_type, 0, "", rowq, qbuf, imrow };
+    simjob j = { w, src, dst, im, p->simulate_type, p->simulate_mode, 0, "", rowq, qbuf, imrow };
     if (!st) {
         iqf_parallel_for(nt, nel / 256, 1, sim_range, &j);
         if (atomic_load(&j.st)) st = iqf_fail(ld->err, ld->errlen, (iqf_status)atomic_load(&j.st), "%s: simulating %s on %s: %s", ld->path,

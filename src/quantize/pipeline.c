@@ -134,6 +134,8 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "missing input or output path");
     const int default_type = iqf_ftype_default_type(params->ftype);
     if (default_type < 0) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "invalid output file type %d", params->ftype);
+    if (!iqf_mode_name(params->mode))
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "unknown encoder mode %d", (int)params->mode);
     const int n_threads = params->n_threads > 0 ? params->n_threads : iqf_cpu_count();
     if (!params->dry_run && iqf_same_file(in, out))
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "input and output files are the same: '%s'", in);
@@ -359,6 +361,9 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             if (!st && im.chunk_count > 0)
                 st = iqf_gguf_writer_set_u32(w, "quantize.imatrix.chunks_count", (uint32_t)im.chunk_count);
         }
+        /* compat writes llama-quantize's metadata exactly; any other encoder says so. */
+        if (!st && params->mode != IQF_MODE_COMPAT)
+            st = iqf_gguf_writer_set_str(w, "quantize.mode", iqf_mode_name(params->mode));
         for (int64_t i = 0; i < nt && !st; i++)
             st = iqf_gguf_writer_add_tensor(w, items[i].t->name, items[i].t->n_dims, items[i].t->ne,
                                             items[i].choice.type);
@@ -377,6 +382,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     int64_t done_in = 0;
     iqf_quantize_params qp = iqf_quantize_default_params();
     qp.n_threads = n_threads;
+    qp.mode = params->mode;
     for (int64_t i = 0; i < nt; i++) {
         const plan_item *it = &items[i];
         const iqf_gguf_tensor *t = it->t;
@@ -455,6 +461,8 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
                 else st = iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
                 goto done;
             }
+            if (params->post_encode)
+                params->post_encode(params->post_encode_user, t->name, new_type, qbuf, n, ncols);
             st = iqf_gguf_writer_write_data(w, qbuf, (size_t)n * dst_rs);
             if (st) {
                 iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));

@@ -38,6 +38,17 @@ expect imatrix_dataset "^  quantize\.imatrix\.dataset +str += \"synthetic\"$" "$
 expect imatrix_entries "^  quantize\.imatrix\.entries_count +u32 += 14$" "$T/ins"
 expect imatrix_chunks "^  quantize\.imatrix\.chunks_count +u32 += 100$" "$T/ins"
 expect attn_v_q6 "blk\.1\.attn_v\.weight .* q6_K" "$T/ins"
+expect compat_mode "^encoder mode: compat$" "$T/ins"
+grep -q "quantize\.mode" "$T/ins" && bad "compat output carries a quantize.mode key (llama-quantize's metadata has none)" || ok
+# --mode best: same tensor types and sizes, the mode recorded; unknown modes are usage errors.
+"$CLI" quantize --mode best --imatrix "$T/im.gguf" "$T/m.gguf" "$T/qb.gguf" Q4_K_M 2 >/dev/null 2>&1 && ok || bad "--mode best exit"
+"$CLI" inspect "$T/qb.gguf" >"$T/insb" 2>&1 && ok || bad "inspect of the best-mode result"
+expect best_key "^  quantize\.mode +str += \"best\"$" "$T/insb"
+expect best_mode "^encoder mode: best$" "$T/insb"
+[ "$(stat -c %s "$T/qb.gguf")" -gt 0 ] && [ "$(grep -c ' q[0-9]_K\| f32' "$T/insb")" = "$(grep -c ' q[0-9]_K\| f32' "$T/ins")" ] && ok || bad "best mode changed the tensor types"
+"$CLI" quantize --mode fastest "$T/m.gguf" "$T/qx.gguf" Q4_K_M >"$T/out" 2>&1; [ $? -eq 2 ] && ok || bad "unknown --mode: want exit 2"
+expect bad_mode "unknown mode 'fastest'" "$T/out"
+[ -e "$T/qx.gguf" ] && bad "unknown --mode left an output" || ok
 expect output_q6 "output\.weight .* q6_K" "$T/ins"
 expect norm_f32 "blk\.0\.ffn_norm\.weight .* f32" "$T/ins"
 
