@@ -16,6 +16,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_imatrix(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_ladder(int argc, char **argv);
 
 /* Prints "iqforge: " + message + newline to stderr; returns 1. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -23,6 +23,7 @@ static const command commands[] = {
     { "perplexity", cmd_perplexity, "perplexity and KL-divergence of a model on a text" },
     { "imatrix", cmd_imatrix, "compute an importance matrix from a text" },
     { "generate", cmd_generate, "greedy text generation" },
+    { "ladder", cmd_ladder, "quantize to every type, measure each rung, raise the alarm on a broken one" },
 };
 
 int cli_error(const char *fmt, ...) {

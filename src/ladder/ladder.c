@@ -1,0 +1,633 @@
+/* ladder.c - the ladder's alarm and reports; see ladder.h for the contract. */
+#include "ladder.h"
+
+#include "iqforge.h"
+#include "util/error.h"
+#include "util/outfile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+ladder_family ladder_family_of_ftype(int ftype) {
+    switch (ftype) {
+    case IQF_FTYPE_MOSTLY_Q4_0: case IQF_FTYPE_MOSTLY_Q4_1: case IQF_FTYPE_MOSTLY_Q5_0:
+    case IQF_FTYPE_MOSTLY_Q5_1: case IQF_FTYPE_MOSTLY_Q8_0:
+        return LADDER_FAMILY_LEGACY;
+    case IQF_FTYPE_MOSTLY_Q2_K: case IQF_FTYPE_MOSTLY_Q2_K_S: case IQF_FTYPE_MOSTLY_Q3_K_S:
+    case IQF_FTYPE_MOSTLY_Q3_K_M: case IQF_FTYPE_MOSTLY_Q3_K_L: case IQF_FTYPE_MOSTLY_Q4_K_S:
+    case IQF_FTYPE_MOSTLY_Q4_K_M: case IQF_FTYPE_MOSTLY_Q5_K_S: case IQF_FTYPE_MOSTLY_Q5_K_M:
+    case IQF_FTYPE_MOSTLY_Q6_K:
+        return LADDER_FAMILY_K;
+    case IQF_FTYPE_ALL_F32: case IQF_FTYPE_MOSTLY_F16: case IQF_FTYPE_MOSTLY_BF16:
+        return LADDER_FAMILY_FLOAT;
+    default:
+        return LADDER_FAMILY_IQ;
+    }
+}
+
+ladder_family ladder_family_of_type(int type) {
+    switch (type) {
+    case IQF_TYPE_Q4_0: case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_0: case IQF_TYPE_Q5_1: case IQF_TYPE_Q8_0:
+        return LADDER_FAMILY_LEGACY;
+    case IQF_TYPE_Q2_K: case IQF_TYPE_Q3_K: case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: case IQF_TYPE_Q6_K:
+        return LADDER_FAMILY_K;
+    case IQF_TYPE_F32: case IQF_TYPE_F16: case IQF_TYPE_BF16:
+        return LADDER_FAMILY_FLOAT;
+    default:
+        return LADDER_FAMILY_IQ;
+    }
+}
+
+const char *ladder_family_name(ladder_family f) {
+    static const char *const names[] = { "IQ", "K", "legacy", "float" };
+    return (unsigned)f < 4 ? names[f] : "?";
+}
+
+ladder_limits ladder_default_limits(void) {
+    ladder_limits l;
+    memset(&l, 0, sizeof l);
+    l.z = 2.0;
+    l.margin = 0.10;
+    l.cross_factor = 2.0;
+    l.max_ppl_ratio = 0;
+    return l;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The alarm                                                                                  */
+
+static bool usable(const ladder_rung *r) { return r->done && !r->failed; }
+
+static double combined(const ladder_rung *a, const ladder_rung *b) {
+    return sqrt(a->kld_err * a->kld_err + b->kld_err * b->kld_err);
+}
+
+static double ppl_limit_for(const ladder_limits *l, const ladder_rung *r) {
+    for (int i = 0; i < l->n_ppl_limits; i++)
+        if (l->ppl_limit_ftype[i] == r->ftype && r->ftype >= 0) return l->ppl_limit[i];
+    return l->max_ppl_ratio;
+}
+
+typedef struct finding_sink {
+    ladder_finding *out;
+    int max, n, n_alarms;
+} finding_sink;
+
+__attribute__((format(printf, 5, 6))) static void add(finding_sink *s, ladder_finding_kind k, int a,
+                                                      int b, const char *fmt, ...) {
+    if (k != LADDER_NOTE_INVERSION && k != LADDER_NOTE_MODE) s->n_alarms++;
+    if (s->n >= s->max) return;
+    ladder_finding *f = &s->out[s->n++];
+    f->kind = k;
+    f->a = a;
+    f->b = b;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->text, sizeof f->text, fmt, ap);
+    va_end(ap);
+}
+
+static const char *mode_str(int m) {
+    const char *s = iqf_mode_name(m);
+    return s ? s : "?";
+}
+
+int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding *out, int max,
+                 int *n_alarms) {
+    finding_sink alarms = { out, max, 0, 0 };
+    /* Notes are collected behind the alarms: first count the alarms' room, so do two passes. */
+    ladder_finding *notes = calloc((size_t)(max > 0 ? max : 1), sizeof *notes);
+    finding_sink nsink = { notes, notes ? max : 0, 0, 0 };
+    for (int i = 0; i < n; i++) r[i].alarm = false;
+    for (int a = 0; a < n; a++) {
+        ladder_rung *A = &r[a];
+        if (!A->done) continue;
+        if (A->failed) {
+            A->alarm = true;
+            add(&alarms, LADDER_ALARM_FAILED, a, -1, "%s (%s): measurement failed: %s", A->name,
+                mode_str(A->mode), A->error);
+            continue;
+        }
+        /* The worst smaller rung of each rule. */
+        int worst_fam = -1, worst_cross = -1;
+        double wf = 0, wc = 0;
+        for (int b = 0; b < n; b++) {
+            const ladder_rung *B = &r[b];
+            if (b == a || !usable(B) || B->mode != A->mode || B->file_bytes >= A->file_bytes) continue;
+            if (!(A->kld > B->kld)) continue;
+            const bool stat = A->kld - B->kld > lim->z * combined(A, B);
+            const double ratio = B->kld > 0 ? A->kld / B->kld : INFINITY;
+            if (A->family == B->family) {
+                if (stat && A->kld > B->kld * (1.0 + lim->margin) && ratio > wf) { wf = ratio; worst_fam = b; }
+            } else {
+                if (stat && A->kld > B->kld * lim->cross_factor && ratio > wc) { wc = ratio; worst_cross = b; }
+            }
+        }
+        if (worst_fam >= 0) {
+            const ladder_rung *B = &r[worst_fam];
+            A->alarm = true;
+            add(&alarms, LADDER_ALARM_FAMILY, a, worst_fam,
+                "%s (%s, %.4f bpw) has mean KLD %.6f +/- %.6f, %.2fx that of the smaller %s (%.4f bpw) "
+                "%.6f +/- %.6f in the same family (%s): a broken encoder, not a quality cliff",
+                A->name, mode_str(A->mode), A->bpw, A->kld, A->kld_err, wf, B->name, B->bpw, B->kld,
+                B->kld_err, ladder_family_name(A->family));
+        }
+        if (worst_cross >= 0) {
+            const ladder_rung *B = &r[worst_cross];
+            A->alarm = true;
+            add(&alarms, LADDER_ALARM_CROSS, a, worst_cross,
+                "%s (%s, %.4f bpw) has mean KLD %.6f +/- %.6f, %.2fx that of the smaller %s (%.4f bpw, "
+                "%s family) %.6f +/- %.6f (limit %.2fx)",
+                A->name, mode_str(A->mode), A->bpw, A->kld, A->kld_err, wc, B->name, B->bpw,
+                ladder_family_name(B->family), B->kld, B->kld_err, lim->cross_factor);
+        }
+        const double pl = ppl_limit_for(lim, A);
+        if (pl > 0 && A->ppl_ratio > pl) {
+            A->alarm = true;
+            add(&alarms, LADDER_ALARM_PPL, a, -1, "%s (%s): PPL(Q)/PPL(base) %.4f +/- %.4f exceeds the limit %.4f",
+                A->name, mode_str(A->mode), A->ppl_ratio, A->ppl_ratio_err, pl);
+        }
+        if (A->smoke_run && !A->smoke_ok) {
+            A->alarm = true;
+            add(&alarms, LADDER_ALARM_SMOKE, a, -1, "%s (%s): smoke test failed: the greedy continuation \"%s\" "
+                "does not contain the expected text", A->name, mode_str(A->mode), A->smoke_text);
+        }
+        if (worst_fam >= 0 || worst_cross >= 0) continue;
+        /* Inversions that are no alarm: notes. */
+        for (int b = 0; b < n; b++) {
+            const ladder_rung *B = &r[b];
+            if (b == a || !usable(B) || B->mode != A->mode || B->file_bytes >= A->file_bytes) continue;
+            if (!(A->kld > B->kld)) continue;
+            add(&nsink, LADDER_NOTE_INVERSION, a, b,
+                "inversion: %s (%s, %.4f bpw) KLD %.6f +/- %.6f is above the smaller %s's (%.4f bpw) "
+                "%.6f +/- %.6f (%s; within the alarm's limits)",
+                A->name, mode_str(A->mode), A->bpw, A->kld, A->kld_err, B->name, B->bpw, B->kld, B->kld_err,
+                A->family == B->family ? "same family" : "across families");
+        }
+    }
+    /* A better mode that is worse than compat on the same type: a note. */
+    for (int a = 0; a < n; a++) {
+        const ladder_rung *A = &r[a];
+        if (!usable(A) || A->mode == IQF_MODE_COMPAT) continue;
+        for (int c = 0; c < n; c++) {
+            const ladder_rung *C = &r[c];
+            if (!usable(C) || C->mode != IQF_MODE_COMPAT || strcmp(C->name, A->name)) continue;
+            if (A->kld - C->kld > lim->z * combined(A, C))
+                add(&nsink, LADDER_NOTE_MODE, a, c, "%s: mode %s KLD %.6f +/- %.6f is worse than compat's %.6f +/- %.6f",
+                    A->name, mode_str(A->mode), A->kld, A->kld_err, C->kld, C->kld_err);
+        }
+    }
+    int nw = alarms.n;
+    for (int i = 0; i < nsink.n && nw < max; i++) out[nw++] = notes[i];
+    free(notes);
+    if (n_alarms) *n_alarms = alarms.n_alarms;
+    return nw;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reports                                                                                    */
+
+void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_finding *fd, int nf) {
+    fprintf(f, "| %-8s | %-6s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", "type", "mode",
+            "bytes", "bpw", "PPL", "mean KLD", "KLD p99", "same top", "quant s", "eval s", "status");
+    fprintf(f, "|----------|--------|-----------:|--------:|----------------------|------------------------|"
+               "----------:|---------:|--------:|--------:|--------|\n");
+    for (int i = 0; i < n; i++) {
+        const ladder_rung *x = &r[i];
+        if (!x->done) {
+            fprintf(f, "| %-8s | %-6s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", x->name,
+                    mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "todo");
+            continue;
+        }
+        if (x->failed) {
+            fprintf(f, "| %-8s | %-6s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", x->name,
+                    mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "FAILED");
+            continue;
+        }
+        char ppl[32], kld[40], top[16];
+        snprintf(ppl, sizeof ppl, "%.4f +/- %.4f", x->ppl, x->ppl_err);
+        snprintf(kld, sizeof kld, "%.6f +/- %.6f", x->kld, x->kld_err);
+        snprintf(top, sizeof top, "%.3f%%", 100.0 * x->same_top);
+        const char *st = x->alarm ? "ALARM" : x->smoke_run ? "ok+sm" : "ok";
+        fprintf(f, "| %-8s | %-6s | %10llu | %7.4f | %-20s | %-22s | %9.6f | %8s | %7.2f | %7.2f | %-6s |\n",
+                x->name, mode_str(x->mode), (unsigned long long)x->file_bytes, x->bpw, ppl, kld, x->kld_p99, top,
+                x->quantize_s, x->eval_s, st);
+    }
+    for (int i = 0; i < nf; i++) {
+        const bool note = fd[i].kind == LADDER_NOTE_INVERSION || fd[i].kind == LADDER_NOTE_MODE;
+        fprintf(f, "%s %s\n", note ? "note: " : "ALARM:", fd[i].text);
+    }
+}
+
+/* Output through the atomic file helper, formatted. */
+typedef struct rep {
+    iqf_outfile of;
+    bool bad;
+} rep;
+
+__attribute__((format(printf, 2, 3))) static void put(rep *o, const char *fmt, ...) {
+    if (o->bad) return;
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (k < 0) { o->bad = true; return; }
+    if ((size_t)k >= sizeof buf) k = (int)sizeof buf - 1;
+    if (iqf_outfile_write(&o->of, buf, (size_t)k)) o->bad = true;
+}
+
+static int rep_open(rep *o, const char *path, char *err, size_t errlen) {
+    o->bad = false;
+    if (iqf_outfile_open(&o->of, path)) {
+        snprintf(err, errlen, "%s", o->of.err);
+        return -1;
+    }
+    return 0;
+}
+
+static int rep_close(rep *o, char *err, size_t errlen) {
+    if (o->bad) {
+        snprintf(err, errlen, "%s", o->of.err[0] ? o->of.err : "write failed");
+        iqf_outfile_abort(&o->of);
+        return -1;
+    }
+    if (iqf_outfile_commit(&o->of)) {
+        snprintf(err, errlen, "%s", o->of.err);
+        return -1;
+    }
+    return 0;
+}
+
+/* A JSON string literal (quotes included). */
+static void put_jstr(rep *o, const char *s) {
+    if (!s) { put(o, "null"); return; }
+    put(o, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') put(o, "\\%c", *p);
+        else if (*p < 0x20) put(o, "\\u%04x", *p);
+        else put(o, "%c", *p);
+    }
+    put(o, "\"");
+}
+
+/* Non-finite numbers are not JSON: null. */
+static void put_jnum(rep *o, double v) {
+    if (isfinite(v)) put(o, "%.9g", v);
+    else put(o, "null");
+}
+
+static const char *kind_name(ladder_finding_kind k) {
+    switch (k) {
+    case LADDER_NOTE_INVERSION: return "note-inversion";
+    case LADDER_ALARM_FAMILY: return "alarm-family";
+    case LADDER_ALARM_CROSS: return "alarm-cross-family";
+    case LADDER_ALARM_PPL: return "alarm-ppl-ratio";
+    case LADDER_ALARM_SMOKE: return "alarm-smoke";
+    case LADDER_ALARM_FAILED: return "alarm-failed";
+    case LADDER_NOTE_MODE: return "note-mode";
+    }
+    return "?";
+}
+
+int ladder_write_json(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
+                      const ladder_finding *fd, int nf, int n_alarms, char *err, size_t errlen) {
+    rep o;
+    if (rep_open(&o, path, err, errlen)) return -1;
+    put(&o, "{\n  \"tool\": \"iqforge ladder\",\n  \"version\": ");
+    put_jstr(&o, IQF_VERSION);
+    put(&o, ",\n  \"inputs\": {\n    \"model\": ");
+    put_jstr(&o, in->model);
+    put(&o, ",\n    \"model_bytes\": %llu,\n    \"weights\": %llu,\n    \"eval_text\": ",
+        (unsigned long long)in->model_bytes, (unsigned long long)in->n_weights);
+    put_jstr(&o, in->eval_text);
+    put(&o, ",\n    \"imatrix\": ");
+    put_jstr(&o, in->imatrix);
+    put(&o, ",\n    \"calibration\": ");
+    put_jstr(&o, in->calibration);
+    put(&o, ",\n    \"n_ctx\": %d,\n    \"chunks\": %d,\n    \"threads\": %d,\n    \"simulate\": %s,\n    \"prompt\": ",
+        in->n_ctx, in->n_chunks, in->n_threads, in->simulate ? "true" : "false");
+    put_jstr(&o, in->prompt);
+    put(&o, ",\n    \"expect\": ");
+    put_jstr(&o, in->expect);
+    put(&o, ",\n    \"key\": ");
+    put_jstr(&o, in->key);
+    put(&o, "\n  },\n  \"base\": { \"ppl\": ");
+    put_jnum(&o, in->base_ppl);
+    put(&o, ", \"ppl_err\": ");
+    put_jnum(&o, in->base_ppl_err);
+    put(&o, " },\n  \"rungs\": [");
+    for (int i = 0; i < n; i++) {
+        const ladder_rung *x = &r[i];
+        put(&o, "%s\n    { \"type\": ", i ? "," : "");
+        put_jstr(&o, x->name);
+        put(&o, ", \"mode\": ");
+        put_jstr(&o, mode_str(x->mode));
+        put(&o, ", \"family\": ");
+        put_jstr(&o, ladder_family_name(x->family));
+        put(&o, ", \"done\": %s, \"failed\": %s", x->done ? "true" : "false", x->failed ? "true" : "false");
+        if (x->failed) {
+            put(&o, ", \"error\": ");
+            put_jstr(&o, x->error);
+        }
+        if (x->done && !x->failed) {
+            put(&o, ", \"bytes\": %llu, \"bpw\": ", (unsigned long long)x->file_bytes);
+            put_jnum(&o, x->bpw);
+            const struct { const char *k; double v; } nums[] = {
+                { "ppl", x->ppl }, { "ppl_err", x->ppl_err }, { "ppl_ratio", x->ppl_ratio },
+                { "ppl_ratio_err", x->ppl_ratio_err }, { "kld", x->kld }, { "kld_err", x->kld_err },
+                { "kld_p99", x->kld_p99 }, { "kld_max", x->kld_max }, { "same_top", x->same_top },
+                { "same_top_err", x->same_top_err }, { "quantize_s", x->quantize_s }, { "eval_s", x->eval_s },
+            };
+            for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
+                put(&o, ", \"%s\": ", nums[k].k);
+                put_jnum(&o, nums[k].v);
+            }
+            put(&o, ", \"chunks\": %d, \"cached\": %s", x->n_chunks, x->cached ? "true" : "false");
+            if (x->smoke_run) {
+                put(&o, ", \"smoke_ok\": %s, \"smoke_text\": ", x->smoke_ok ? "true" : "false");
+                put_jstr(&o, x->smoke_text);
+            }
+        }
+        put(&o, ", \"alarm\": %s }", x->alarm ? "true" : "false");
+    }
+    put(&o, "\n  ],\n  \"findings\": [");
+    for (int i = 0; i < nf; i++) {
+        put(&o, "%s\n    { \"kind\": ", i ? "," : "");
+        put_jstr(&o, kind_name(fd[i].kind));
+        put(&o, ", \"rung\": ");
+        put_jstr(&o, r[fd[i].a].name);
+        put(&o, ", \"mode\": ");
+        put_jstr(&o, mode_str(r[fd[i].a].mode));
+        put(&o, ", \"other\": ");
+        put_jstr(&o, fd[i].b >= 0 ? r[fd[i].b].name : NULL);
+        put(&o, ", \"text\": ");
+        put_jstr(&o, fd[i].text);
+        put(&o, " }");
+    }
+    put(&o, "\n  ],\n  \"alarms\": %d\n}\n", n_alarms);
+    return rep_close(&o, err, errlen);
+}
+
+int ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, size_t errlen) {
+    rep o;
+    if (rep_open(&o, path, err, errlen)) return -1;
+    put(&o, "type,mode,family,bytes,bpw,ppl,ppl_err,ppl_ratio,ppl_ratio_err,kld,kld_err,kld_p99,kld_max,"
+            "same_top,same_top_err,quantize_s,eval_s,chunks,smoke,alarm,status\n");
+    for (int i = 0; i < n; i++) {
+        const ladder_rung *x = &r[i];
+        const char *status = !x->done ? "todo" : x->failed ? "failed" : "ok";
+        if (!x->done || x->failed) {
+            put(&o, "%s,%s,%s,,,,,,,,,,,,,,,,,%d,%s\n", x->name, mode_str(x->mode), ladder_family_name(x->family),
+                x->alarm ? 1 : 0, status);
+            continue;
+        }
+        put(&o, "%s,%s,%s,%llu,%.6f,%.6f,%.6f,%.6f,%.6f,%.8f,%.8f,%.8f,%.8f,%.6f,%.6f,%.3f,%.3f,%d,%s,%d,%s\n",
+            x->name, mode_str(x->mode), ladder_family_name(x->family), (unsigned long long)x->file_bytes, x->bpw,
+            x->ppl, x->ppl_err, x->ppl_ratio, x->ppl_ratio_err, x->kld, x->kld_err, x->kld_p99, x->kld_max,
+            x->same_top, x->same_top_err, x->quantize_s, x->eval_s, x->n_chunks,
+            !x->smoke_run ? "" : x->smoke_ok ? "pass" : "fail", x->alarm ? 1 : 0, status);
+    }
+    return rep_close(&o, err, errlen);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* SVG: two panels sharing the bpw axis: mean KLD (log scale) above, PPL below. One colour per
+ * mode, a point per rung labelled with its type, alarms drawn as a red ring and listed. */
+
+static const char *const mode_colour[] = { "#1f77b4", "#d62728", "#2ca02c", "#9467bd" };
+
+typedef struct axis {
+    double lo, hi;
+    bool log;
+    double p0, p1; /* pixel range */
+} axis;
+
+static double ax_map(const axis *a, double v) {
+    double t;
+    if (a->log) t = (log10(v) - log10(a->lo)) / (log10(a->hi) - log10(a->lo));
+    else t = (v - a->lo) / (a->hi - a->lo);
+    return a->p0 + t * (a->p1 - a->p0);
+}
+
+static void put_xml(rep *o, const char *s) {
+    for (; *s; s++) {
+        if (*s == '<') put(o, "&lt;");
+        else if (*s == '>') put(o, "&gt;");
+        else if (*s == '&') put(o, "&amp;");
+        else if (*s == '"') put(o, "&quot;");
+        else put(o, "%c", *s);
+    }
+}
+
+int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_rung *r, int n, char *err,
+                     size_t errlen) {
+    double bmin = INFINITY, bmax = -INFINITY, kmin = INFINITY, kmax = -INFINITY, pmin = INFINITY, pmax = -INFINITY;
+    bool modes[IQF_MODE_COUNT] = { false };
+    int nuse = 0;
+    for (int i = 0; i < n; i++) {
+        const ladder_rung *x = &r[i];
+        if (!usable(x)) continue;
+        nuse++;
+        if ((unsigned)x->mode < IQF_MODE_COUNT) modes[x->mode] = true;
+        bmin = fmin(bmin, x->bpw), bmax = fmax(bmax, x->bpw);
+        if (x->kld > 0) kmin = fmin(kmin, x->kld), kmax = fmax(kmax, x->kld);
+        pmin = fmin(pmin, x->ppl), pmax = fmax(pmax, x->ppl);
+    }
+    if (!nuse) bmin = 1, bmax = 9, pmin = 1, pmax = 2;
+    if (!(kmin < INFINITY)) kmin = 1e-4, kmax = 1;
+    /* Round the ranges outward: bpw to whole bits, KLD to decades. */
+    axis X = { floor(bmin - 0.25), ceil(bmax + 0.25), false, 90, 860 };
+    if (X.hi - X.lo < 1) X.hi = X.lo + 1;
+    axis K = { pow(10, floor(log10(kmin))), pow(10, ceil(log10(kmax))), true, 400, 60 };
+    if (K.hi <= K.lo) K.hi = K.lo * 10;
+    double pad = (pmax - pmin) * 0.08 + 1e-3;
+    axis P = { pmin - pad, pmax + pad, false, 700, 480 };
+    rep o;
+    if (rep_open(&o, path, err, errlen)) return -1;
+    put(&o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" height=\"800\" viewBox=\"0 0 960 800\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n"
+            "<rect width=\"960\" height=\"800\" fill=\"white\"/>\n<title>iqforge ladder: ");
+    put_xml(&o, in->model ? in->model : "");
+    put(&o, "</title>\n<text x=\"480\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">iqforge ladder: ");
+    put_xml(&o, in->model ? in->model : "");
+    put(&o, "</text>\n");
+    /* Frames, ticks and grid. */
+    const axis *Y[2] = { &K, &P };
+    const char *ylabel[2] = { "mean KLD (log scale)", "perplexity" };
+    for (int p = 0; p < 2; p++) {
+        const axis *A = Y[p];
+        double top = fmin(A->p0, A->p1), bot = fmax(A->p0, A->p1);
+        put(&o, "<g class=\"panel\" id=\"%s\">\n", p ? "ppl" : "kld");
+        put(&o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"black\"/>\n", X.p0,
+            top, X.p1 - X.p0, bot - top);
+        for (double b = X.lo; b <= X.hi + 1e-9; b += 1) {
+            double px = ax_map(&X, b);
+            put(&o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", px, top, px, bot);
+            put(&o, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", px, bot + 16, b);
+        }
+        if (A->log) {
+            for (double v = A->lo; v <= A->hi * 1.0001; v *= 10) {
+                double py = ax_map(A, v);
+                put(&o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", X.p0, py, X.p1, py);
+                put(&o, "<text class=\"ytick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", X.p0 - 6, py + 4, v);
+            }
+        } else {
+            for (int k = 0; k <= 4; k++) {
+                double v = A->lo + (A->hi - A->lo) * k / 4.0, py = ax_map(A, v);
+                put(&o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", X.p0, py, X.p1, py);
+                put(&o, "<text class=\"ytick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n", X.p0 - 6, py + 4, v);
+            }
+        }
+        put(&o, "<text x=\"24\" y=\"%.1f\" transform=\"rotate(-90 24 %.1f)\" text-anchor=\"middle\">%s</text>\n",
+            (top + bot) / 2, (top + bot) / 2, ylabel[p]);
+        put(&o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">bits per weight (file)</text>\n", (X.p0 + X.p1) / 2,
+            bot + 34);
+        /* Series: one polyline per mode through its rungs in bpw order, then the points. */
+        for (int m = 0; m < IQF_MODE_COUNT; m++) {
+            if (!modes[m]) continue;
+            const char *col = mode_colour[m % 4];
+            put(&o, "<g class=\"series\" data-mode=\"%s\">\n", mode_str(m));
+            int idx[512], k = 0;
+            for (int i = 0; i < n && k < 512; i++)
+                if (usable(&r[i]) && r[i].mode == m && (p || r[i].kld > 0)) idx[k++] = i;
+            for (int a = 1; a < k; a++) /* insertion sort by bpw */
+                for (int b = a; b > 0 && r[idx[b]].bpw < r[idx[b - 1]].bpw; b--) {
+                    int t = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = t;
+                }
+            put(&o, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\" points=\"", col);
+            for (int a = 0; a < k; a++)
+                put(&o, "%.1f,%.1f ", ax_map(&X, r[idx[a]].bpw), ax_map(A, p ? r[idx[a]].ppl : r[idx[a]].kld));
+            put(&o, "\"/>\n");
+            for (int a = 0; a < k; a++) {
+                const ladder_rung *x = &r[idx[a]];
+                double px = ax_map(&X, x->bpw), py = ax_map(A, p ? x->ppl : x->kld);
+                put(&o, "<circle class=\"rung\" data-type=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
+                    x->name, px, py, col);
+                if (x->alarm)
+                    put(&o, "<circle class=\"alarm\" data-type=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"9\" fill=\"none\" "
+                            "stroke=\"red\" stroke-width=\"2.5\"/>\n", x->name, px, py);
+                if (m == 0 || !modes[0])
+                    put(&o, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" font-size=\"9\" fill=\"#444\">%s</text>\n",
+                        px + 5, py - 5, x->name);
+            }
+            put(&o, "</g>\n");
+        }
+        put(&o, "</g>\n");
+    }
+    /* Legend. */
+    double ly = 70;
+    for (int m = 0; m < IQF_MODE_COUNT; m++) {
+        if (!modes[m]) continue;
+        put(&o, "<rect x=\"880\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/><text class=\"legend\" x=\"896\" "
+                "y=\"%.1f\">%s</text>\n", ly, mode_colour[m % 4], ly + 10, mode_str(m));
+        ly += 18;
+    }
+    put(&o, "<circle cx=\"886\" cy=\"%.1f\" r=\"6\" fill=\"none\" stroke=\"red\" stroke-width=\"2.5\"/><text "
+            "class=\"legend\" x=\"896\" y=\"%.1f\">alarm</text>\n</svg>\n", ly + 6, ly + 10);
+    return rep_close(&o, err, errlen);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The cache record                                                                           */
+
+uint64_t ladder_fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* The numeric fields of a record, by name; %a (hex float) keeps them exact. */
+#define RUNG_FIELDS(X)                                                                             \
+    X(bpw) X(ppl) X(ppl_err) X(ppl_ratio) X(ppl_ratio_err) X(kld) X(kld_err) X(kld_p99) X(kld_max)   \
+    X(same_top) X(same_top_err) X(quantize_s) X(eval_s)
+
+int ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen) {
+    rep o;
+    if (rep_open(&o, path, err, errlen)) return -1;
+    put(&o, "iqforge-ladder-rung 1\nkey %s\nname %s\nmode %d\nfile_bytes %llu\nn_chunks %d\n", key, r->name,
+        r->mode, (unsigned long long)r->file_bytes, r->n_chunks);
+#define PUT_FIELD(f) put(&o, #f " %a\n", r->f);
+    RUNG_FIELDS(PUT_FIELD)
+#undef PUT_FIELD
+    put(&o, "smoke %d %d\n", r->smoke_run ? 1 : 0, r->smoke_ok ? 1 : 0);
+    /* The continuation last, on its own line, control characters replaced. */
+    char t[sizeof r->smoke_text];
+    snprintf(t, sizeof t, "%s", r->smoke_text);
+    for (char *c = t; *c; c++)
+        if ((unsigned char)*c < 0x20) *c = ' ';
+    put(&o, "smoke_text %s\nend\n", t);
+    return rep_close(&o, err, errlen);
+}
+
+bool ladder_rung_load(const char *path, const char *key, ladder_rung *r) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    char line[600];
+    ladder_rung x = *r;
+    unsigned seen = 0, want = 0;
+    int nf = 0;
+    bool ok = fgets(line, sizeof line, f) && !strcmp(line, "iqforge-ladder-rung 1\n");
+    while (ok && fgets(line, sizeof line, f)) {
+        size_t len = strlen(line);
+        if (!len || line[len - 1] != '\n') { ok = false; break; }
+        line[--len] = 0;
+        if (!strcmp(line, "end")) { seen |= 1u << 31; break; }
+        char *sp = strchr(line, ' ');
+        if (!sp) { ok = false; break; }
+        *sp = 0;
+        const char *k = line, *v = sp + 1;
+        char *end = NULL;
+        errno = 0;
+        if (!strcmp(k, "key")) { ok = !strcmp(v, key); seen |= 1; }
+        else if (!strcmp(k, "name")) { ok = !strcmp(v, r->name); seen |= 2; }
+        else if (!strcmp(k, "mode")) { ok = strtol(v, &end, 10) == r->mode && !*end; seen |= 4; }
+        else if (!strcmp(k, "file_bytes")) {
+            unsigned long long b = strtoull(v, &end, 10);
+            ok = *v >= '0' && *v <= '9' && !*end && !errno && b > 0;
+            x.file_bytes = b;
+            seen |= 8;
+        } else if (!strcmp(k, "n_chunks")) {
+            long c = strtol(v, &end, 10);
+            ok = !*end && end != v && c > 0 && c < (1 << 30);
+            x.n_chunks = (int)c;
+            seen |= 16;
+        } else if (!strcmp(k, "smoke")) {
+            int a, b;
+            ok = sscanf(v, "%d %d", &a, &b) == 2 && (a == 0 || a == 1) && (b == 0 || b == 1);
+            x.smoke_run = a == 1;
+            x.smoke_ok = b == 1;
+            seen |= 32;
+        } else if (!strcmp(k, "smoke_text")) {
+            snprintf(x.smoke_text, sizeof x.smoke_text, "%s", v);
+            seen |= 64;
+        }
+#define GET_FIELD(fld)                                                                             \
+        else if (!strcmp(k, #fld)) {                                                               \
+            x.fld = strtod(v, &end);                                                               \
+            ok = end != v && !*end && isfinite(x.fld);                                             \
+            nf++;                                                                                  \
+        }
+        RUNG_FIELDS(GET_FIELD)
+#undef GET_FIELD
+        else ok = false;
+    }
+    fclose(f);
+    want = 1 | 2 | 4 | 8 | 16 | 32 | 64 | (1u << 31);
+#define COUNT_FIELD(f) +1
+    const int n_fields = 0 RUNG_FIELDS(COUNT_FIELD);
+#undef COUNT_FIELD
+    if (!ok || seen != want || nf != n_fields) return false;
+    x.done = true;
+    x.failed = false;
+    x.cached = true;
+    *r = x;
+    return true;
+}
