@@ -6,6 +6,8 @@
 #  2. The quality picture on the real stories260K model: an importance matrix captured by
 #     iqforge from the bundled calibration text, then perplexity and KL-divergence of the F32
 #     model and of simulated IQ3_XXS, IQ2_XS and Q4_K quantizations of it.
+#  3. `iqforge ladder` on the bundled kjv-3m (whole files, every IQ and K type + Q8_0, compat and
+#     best side by side): the table, the alarm's verdict and the SVG's path.
 set -euo pipefail
 cli=${1:-build/iqforge}
 bindir=$(dirname "$cli")
@@ -50,3 +52,17 @@ for t in q4_K iq3_xxs iq2_xs; do
 done
 echo
 echo "(llama.cpp with its own imatrix, same method: Q4_K 6.6136 / 0.0887, IQ3_XXS 12.0264 / 0.7604, IQ2_XS 51.9476 / 2.2621; see docs/QUALITY.md)"
+
+echo
+echo "== 3. iqforge ladder: kjv-3m (tests/data/kjv-3m), every IQ and K type + Q8_0, compat and best =="
+kjv=$data/kjv-3m
+lstart=$(date +%s.%N)
+set +e
+"$cli" ladder -m "$kjv/kjv-3m-f32.gguf" -f "$kjv/heldout-70k.txt" --imatrix "$kjv/imatrix.gguf" -c 256 \
+  --chunks 30 --mode compat,best -t "$threads" -o "$work/ladder-kjv-3m" --prompt "The LORD is my" --expect "God"
+lrc=$?
+set -e
+lend=$(date +%s.%N)
+awk -v s="$lstart" -v e="$lend" 'BEGIN { printf "\nladder wall time: %.1f s (rungs already in the folder are reused)\n", e - s }'
+echo "open $work/ladder-kjv-3m/ladder.svg in a browser for the plot (bpw against KLD and PPL)"
+[ $lrc -eq 0 ] || { echo "the ladder raised the alarm (exit $lrc)"; exit $lrc; }

@@ -15,3 +15,9 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 bash "$(dirname "$0")/install-oracle.sh"
+# CI only: a headless browser for the ladder SVG's rendering check (tests/cli/ladder.sh). Optional:
+# without it that test checks the SVG's structure only.
+if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+    || echo "install-deps: chromium not installed; the SVG is checked structurally only" >&2
+fi

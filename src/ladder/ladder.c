@@ -216,6 +216,37 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
                 x->name, mode_str(x->mode), (unsigned long long)x->file_bytes, x->bpw, ppl, kld, x->kld_p99, top,
                 x->quantize_s, x->eval_s, st);
     }
+    /* With several modes: each type's KLD side by side, as ratios to compat. */
+    bool other = false;
+    for (int i = 0; i < n; i++) other |= r[i].mode != IQF_MODE_COMPAT && usable(&r[i]);
+    if (other) {
+        fprintf(f, "\n| %-8s | %-22s | %-6s | %-22s | %8s |\n", "type", "compat KLD", "mode", "KLD", "x compat");
+        fprintf(f, "|----------|------------------------|--------|------------------------|---------:|\n");
+        double lsum[IQF_MODE_COUNT] = { 0 };
+        int cnt[IQF_MODE_COUNT] = { 0 };
+        for (int c = 0; c < n; c++) {
+            const ladder_rung *C = &r[c];
+            if (!usable(C) || C->mode != IQF_MODE_COMPAT) continue;
+            for (int a = 0; a < n; a++) {
+                const ladder_rung *A = &r[a];
+                if (!usable(A) || A->mode == IQF_MODE_COMPAT || strcmp(A->name, C->name)) continue;
+                char ck[40], ak[40];
+                snprintf(ck, sizeof ck, "%.6f +/- %.6f", C->kld, C->kld_err);
+                snprintf(ak, sizeof ak, "%.6f +/- %.6f", A->kld, A->kld_err);
+                const double ratio = C->kld > 0 ? A->kld / C->kld : 1.0;
+                fprintf(f, "| %-8s | %-22s | %-6s | %-22s | %8.4f |\n", C->name, ck, mode_str(A->mode), ak, ratio);
+                if ((unsigned)A->mode < IQF_MODE_COUNT && ratio > 0) {
+                    lsum[A->mode] += log(ratio);
+                    cnt[A->mode]++;
+                }
+            }
+        }
+        for (int m = 1; m < IQF_MODE_COUNT; m++)
+            if (cnt[m])
+                fprintf(f, "geometric mean of %s/compat KLD over %d types: %.4f\n", mode_str(m), cnt[m],
+                        exp(lsum[m] / cnt[m]));
+        fputc('\n', f);
+    }
     for (int i = 0; i < nf; i++) {
         const bool note = fd[i].kind == LADDER_NOTE_INVERSION || fd[i].kind == LADDER_NOTE_MODE;
         fprintf(f, "%s %s\n", note ? "note: " : "ALARM:", fd[i].text);
@@ -398,7 +429,8 @@ int ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, s
 /* SVG: two panels sharing the bpw axis: mean KLD (log scale) above, PPL below. One colour per
  * mode, a point per rung labelled with its type, alarms drawn as a red ring and listed. */
 
-static const char *const mode_colour[] = { "#1f77b4", "#d62728", "#2ca02c", "#9467bd" };
+static const char *const mode_colour[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd" };
+static const char *const family_dash[] = { "none", "6,3", "2,3", "1,1" };
 
 typedef struct axis {
     double lo, hi;
@@ -499,10 +531,19 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
                 for (int b = a; b > 0 && r[idx[b]].bpw < r[idx[b - 1]].bpw; b--) {
                     int t = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = t;
                 }
-            put(&o, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\" points=\"", col);
-            for (int a = 0; a < k; a++)
-                put(&o, "%.1f,%.1f ", ax_map(&X, r[idx[a]].bpw), ax_map(A, p ? r[idx[a]].ppl : r[idx[a]].kld));
-            put(&o, "\"/>\n");
+            /* One line per format family (dash pattern), so a family's ladder reads as a curve. */
+            for (int fam = 0; fam < 4; fam++) {
+                int cnt = 0;
+                for (int a = 0; a < k; a++) cnt += (int)r[idx[a]].family == fam;
+                if (cnt < 2) continue;
+                put(&o, "<polyline class=\"family\" data-family=\"%s\" fill=\"none\" stroke=\"%s\" "
+                        "stroke-width=\"1.2\" stroke-dasharray=\"%s\" points=\"",
+                    ladder_family_name((ladder_family)fam), col, family_dash[fam]);
+                for (int a = 0; a < k; a++)
+                    if ((int)r[idx[a]].family == fam)
+                        put(&o, "%.1f,%.1f ", ax_map(&X, r[idx[a]].bpw), ax_map(A, p ? r[idx[a]].ppl : r[idx[a]].kld));
+                put(&o, "\"/>\n");
+            }
             for (int a = 0; a < k; a++) {
                 const ladder_rung *x = &r[idx[a]];
                 double px = ax_map(&X, x->bpw), py = ax_map(A, p ? x->ppl : x->kld);
@@ -528,7 +569,13 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
         ly += 18;
     }
     put(&o, "<circle cx=\"886\" cy=\"%.1f\" r=\"6\" fill=\"none\" stroke=\"red\" stroke-width=\"2.5\"/><text "
-            "class=\"legend\" x=\"896\" y=\"%.1f\">alarm</text>\n</svg>\n", ly + 6, ly + 10);
+            "class=\"legend\" x=\"896\" y=\"%.1f\">alarm</text>\n", ly + 6, ly + 10);
+    ly += 30;
+    for (int fam = 0; fam < 3; fam++, ly += 18)
+        put(&o, "<line x1=\"872\" y1=\"%.1f\" x2=\"892\" y2=\"%.1f\" stroke=\"#444\" stroke-dasharray=\"%s\"/>"
+                "<text class=\"legend\" x=\"896\" y=\"%.1f\">%s</text>\n", ly, ly, family_dash[fam], ly + 4,
+            ladder_family_name((ladder_family)fam));
+    put(&o, "</svg>\n");
     return rep_close(&o, err, errlen);
 }
 

@@ -59,6 +59,15 @@ expect svg_axes "bits per weight" "$T/h/ladder.svg"
 expect svg_series "data-mode=\"best\"" "$T/h/ladder.svg"
 [ "$(grep -c 'class="rung"' "$T/h/ladder.svg")" -eq $((2 * nrungs)) ] && ok || bad "svg points != 2 x rungs"
 reject svg_no_alarm "class=\"alarm\"" "$T/h/ladder.svg"
+# In a browser, when one is installed (CI installs Debian's chromium): it renders to a picture.
+BROWSER=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$BROWSER" ]; then
+    (cd "$T" && timeout 120 "$BROWSER" --headless --no-sandbox --disable-gpu --hide-scrollbars \
+        --window-size=960,800 --screenshot="$T/svg.png" "file://$T/h/ladder.svg" >/dev/null 2>&1)
+    png=$(stat -c %s "$T/svg.png" 2>/dev/null || echo 0)
+    [ "$png" -gt 20000 ] && ok || bad "headless browser screenshot of the SVG: $png bytes"
+    [ "$(head -c 8 "$T/svg.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] && ok || bad "screenshot is not a PNG"
+fi
 
 # 2. The same inputs again: nothing recomputed, same numbers.
 "${L[@]}" --types "$TYPES" --mode compat,best -o "$T/h" >"$T/h2.out" 2>&1 && ok || bad "second run exit"
