@@ -3,8 +3,9 @@
  * Q8_K activation quantization against ggml's definition, and the IQ3_XXS / IQ3_S / Q4_K tile kernels
  * (every SIMD level the CPU has) against a double-precision product of the weights decoded by the
  * codec registry and the dequantized Q8_K activations; then a small random llama model in each
- * type through the whole engine, integer path vs float path (they differ only by the Q8_K
- * rounding of activations: ~2% RMS on the logits here; wiring errors give ~100%).
+ * type through the whole engine, integer path vs float path (both use Q8_K-rounded activations, so
+ * they differ only by float summation order and the rare rounding decision it flips downstream:
+ * <= 0.15% RMS on the logits here; wiring errors give ~100%).
  */
 #include "iqforge.h"
 #include "model/model.h"
@@ -73,7 +74,7 @@ static bool write_model(const char *path, int type) {
 }
 
 /* Logits of 40 tokens through the whole engine: the integer path vs the float-tile path
- * (IQF_SIMD=scalar). They differ only by the Q8_K rounding of the activations. */
+ * (IQF_SIMD=scalar), which rounds the activations to Q8_K the same way. */
 static void end_to_end(int type) {
     char path[64], err[512];
     snprintf(path, sizeof path, "/tmp/iqf_test_kernels_%d.gguf", (int)getpid());
@@ -104,7 +105,7 @@ static void end_to_end(int type) {
     double rel = sqrt(num / den);
     printf("%s end to end: integer vs float logits, relative RMS difference %.3g (max |logit| %.2f)\n",
            iqf_type_get(type)->name, rel, mx);
-    CHECK(rel < 0.05 && mx > 0.1, "%s: integer path logits differ by %g", iqf_type_get(type)->name, rel);
+    CHECK(rel < 0.01 && mx > 0.1, "%s: integer path logits differ by %g", iqf_type_get(type)->name, rel);
     free(a);
     free(b);
     iqf_model_free(m);

@@ -42,6 +42,7 @@ void iqf_context_free(iqf_context *c) {
     free(c->xq);
     free(c->xd);
     free(c->xs);
+    free(c->xr);
     free(c);
 }
 
@@ -88,6 +89,10 @@ iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_con
         c->xd = xcalloc((size_t)(B * (c->max_ncols / 256 + 1)), sizeof(float), &ok);
         c->xs = xcalloc((size_t)(B * (c->max_ncols / 32 + 1)), sizeof(int32_t), &ok);
     }
+    bool any_round = false;
+    for (int i = 0; i < m->n_mats; i++) any_round |= iqf_mm_act_type(m->mats[i]->type) >= 0;
+    any_round |= iqf_mm_act_type(m->output.type) >= 0;
+    if (any_round) c->xr = xcalloc((size_t)(B * c->max_ncols), sizeof(float), &ok);
     if (!ok) {
         iqf_context_free(c);
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for a context of %d tokens", n_ctx);

@@ -13,6 +13,7 @@
 #include "codec/codec.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------------ */
@@ -55,6 +56,7 @@ static void decode_rows(const iqf_weight *w, int64_t r0, int64_t nr, float *out,
         break;
     }
     const iqf_codec *c = iqf_codec_get(w->type);
+    if (c->init) c->init(); /* lookup tables some decoders need (IQ1_S/IQ1_M grids); pthread_once */
     for (int64_t r = 0; r < nr; r++) c->dequantize_row(src + (size_t)r * w->row_bytes, out + r * K, K);
 }
 
@@ -196,6 +198,94 @@ void iqf_axpy_f32(iqf_simd s, float a, const float *x, float *y, int64_t n) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* Activation rounding: ggml's CPU matmul converts the activations to the weight type's          */
+/* vec_dot_type before the dot products; the float path rounds them the same way (x' = d * q)    */
+
+int iqf_mm_act_type(int wtype) {
+    switch (wtype) {
+    case IQF_TYPE_Q4_0: case IQF_TYPE_Q5_0: case IQF_TYPE_Q8_0: case IQF_TYPE_IQ4_NL:
+    case IQF_TYPE_MXFP4: case IQF_TYPE_Q1_0:
+        return IQF_TYPE_Q8_0;
+    case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_1:
+        return IQF_TYPE_Q8_1;
+    case IQF_TYPE_Q2_K: case IQF_TYPE_Q3_K: case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K:
+    case IQF_TYPE_Q6_K: case IQF_TYPE_IQ2_XXS: case IQF_TYPE_IQ2_XS: case IQF_TYPE_IQ2_S:
+    case IQF_TYPE_IQ3_XXS: case IQF_TYPE_IQ3_S: case IQF_TYPE_IQ1_S: case IQF_TYPE_IQ1_M:
+    case IQF_TYPE_IQ4_XS: case IQF_TYPE_TQ1_0: case IQF_TYPE_TQ2_0:
+        return IQF_TYPE_Q8_K;
+    case IQF_TYPE_F16:
+        return IQF_TYPE_F16;
+    case IQF_TYPE_BF16:
+        return IQF_TYPE_BF16;
+    default:
+        return -1;
+    }
+}
+
+/* Q8_0 / Q8_1 as ggml's x86 quantize_row_q8_0/q8_1 (AVX2 path): d = amax/127 stored as fp16,
+ * q = round-half-even(x * (127/amax)). Q8_1's s = fp16(d * sum q) is returned in s (one per
+ * 32) when s is not NULL. */
+static void round_q8_0(const float *x, float *y, int64_t K, float *s) {
+    for (int64_t b = 0; b + 32 <= K; b += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) {
+            const float a = fabsf(x[b + j]);
+            amax = a > amax ? a : amax;
+        }
+        const float d = amax / 127.f;
+        const float dh = iqf_fp16_to_fp32(iqf_fp32_to_fp16(d));
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            int q = iqf_nearest_int(x[b + j] * id);
+            q = q > 127 ? 127 : q < -128 ? -128 : q;
+            sum += q;
+            y[b + j] = dh * (float)q;
+        }
+        if (s) s[b / 32] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(d * (float)sum));
+    }
+}
+
+/* Q8_K as ggml's quantize_row_q8_K_ref (what x86 runs): scale -127/max of the largest
+ * magnitude, d = 1/iscale as float. */
+static void round_q8_K(const float *x, float *y, int64_t K) {
+    for (int64_t b = 0; b + 256 <= K; b += 256) {
+        const float *v = x + b;
+        float amax = 0, mx = 0;
+        for (int j = 0; j < 256; j++) {
+            const float ax = fabsf(v[j]);
+            if (ax > amax) { amax = ax; mx = v[j]; }
+        }
+        if (!amax) {
+            for (int j = 0; j < 256; j++) y[b + j] = 0;
+            continue;
+        }
+        const float iscale = -127.f / mx, d = 1 / iscale;
+        for (int j = 0; j < 256; j++) {
+            const int q = iqf_nearest_int(iscale * v[j]);
+            y[b + j] = d * (float)(q < 127 ? q : 127);
+        }
+    }
+}
+
+void iqf_mm_round_act(int vtype, const float *x, float *y, int64_t K, float *s) {
+    switch (vtype) {
+    case IQF_TYPE_Q8_0: round_q8_0(x, y, K, NULL); break;
+    case IQF_TYPE_Q8_1: round_q8_0(x, y, K, s); break;
+    case IQF_TYPE_Q8_K: round_q8_K(x, y, K); break;
+    case IQF_TYPE_F16:
+        for (int64_t i = 0; i < K; i++) y[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(x[i]));
+        break;
+    case IQF_TYPE_BF16:
+        for (int64_t i = 0; i < K; i++) y[i] = iqf_bf16_to_fp32(iqf_fp32_to_bf16(x[i]));
+        break;
+    default:
+        if (y != x) memcpy(y, x, (size_t)K * sizeof(float));
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
 
 typedef struct mmjob {
     iqf_context *c;
@@ -254,6 +344,20 @@ static void qa_range(void *arg, int64_t b, int64_t e, int tid) {
                         q->xd + b * (q->K / 256), q->xs + b * (q->K / 32));
 }
 
+typedef struct rajob {
+    const float *x;
+    int64_t ldx, K;
+    int vtype;
+    float *xr;
+} rajob;
+
+/* Rounds activation rows b..e to the weight's vec_dot_type (rows are independent). */
+static void ra_range(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const rajob *r = arg;
+    for (int64_t t = b; t < e; t++) iqf_mm_round_act(r->vtype, r->x + t * r->ldx, r->xr + t * r->K, r->K, NULL);
+}
+
 void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T, float *y,
                 int64_t ldy) {
     if (c->imat && w->id >= 0 && T >= 16) {
@@ -271,6 +375,11 @@ void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx
         qajob q = { x, ldx, w->ncols, c->xq, c->xd, c->xs };
         iqf_pool_run(c->pool, T, 16, qa_range, &q);
         j.int8 = true;
+    } else if (c->xr && iqf_mm_act_type(w->type) >= 0) {
+        rajob r = { x, ldx, w->ncols, iqf_mm_act_type(w->type), c->xr };
+        iqf_pool_run(c->pool, T, 16, ra_range, &r);
+        j.x = c->xr;
+        j.ldx = w->ncols;
     }
     iqf_pool_run(c->pool, w->nrows, IQF_MM_TILE, mm_range, &j);
 }

@@ -73,6 +73,7 @@ struct iqf_context {
     uint8_t *xq;               /* Q8_K activations + 128 for the integer path: [max_batch][max_ncols] */
     float *xd;                 /* their scales: [max_batch][max_ncols / 256] */
     int32_t *xs;               /* their sums per 32: [max_batch][max_ncols / 32] */
+    float *xr;                 /* activations rounded to a vec_dot_type: [max_batch][max_ncols] */
 };
 
 /* Y[t][n] = sum_k X[t][k] W[n][k] for t < T, n < W->nrows. X rows ldx apart, Y rows ldy apart. */
@@ -90,6 +91,13 @@ void iqf_mm_int8_decode(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf);
 size_t iqf_mm_int8_tile_bytes(int64_t K); /* buffer for one tile of IQF_MM_TILE rows */
 void iqf_mm_int8_tile(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf, const uint8_t *xq,
                       const float *xd, const int32_t *xs, int T, float *Y, int64_t ldy, iqf_simd s);
+
+/* ggml's vec_dot_type of a weight type (the type the CPU backend converts activations to before
+ * the dot products): IQF_TYPE_Q8_0, Q8_1, Q8_K, F16, BF16, or -1 (used as they are: F32). */
+int iqf_mm_act_type(int wtype);
+/* Rounds one activation row of K values to vtype and back to float (y = d * q; y may be x).
+ * For Q8_1, s (K/32 floats, or NULL) receives the blocks' fp16 s = d * sum q. */
+void iqf_mm_round_act(int vtype, const float *x, float *y, int64_t K, float *s);
 
 /* Vector helpers (SIMD chosen at run time). */
 float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n);
