@@ -19,12 +19,13 @@ oracle:
 test: build oracle
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, except the full-shape
-# quantize comparison (1 GB of model through the oracle; it runs in `make test` under CI=true).
+# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, except the two long
+# CI-only differentials that run in `make test` under CI=true: the full-shape quantize comparison
+# (1 GB of model through the oracle) and the whole kjv-3m ladder against llama.cpp's figures.
 asan: oracle
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DIQF_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
-	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 IQF_SANITIZED=1 ctest --output-on-failure -j $(JOBS) -E '^test_quantize_oracle_full$$'
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 IQF_SANITIZED=1 ctest --output-on-failure -j $(JOBS) -E '^(test_quantize_oracle_full|cli_ladder_reference)$$'
 
 demo: build
 	@bash scripts/demo.sh $(BUILD)/iqforge

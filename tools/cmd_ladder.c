@@ -247,6 +247,22 @@ static void break_blocks(void *user, const char *tensor, int type, void *blocks,
 /* ------------------------------------------------------------------------------------------ */
 /* Measuring                                                                                  */
 
+/* The progress line: "[rung i/n] TYPE (mode): stage  elapsed  ETA", on a terminal only. */
+typedef struct ladder_prog {
+    bool show;
+    int i, n;
+    double eta;      /* seconds for the remaining rungs, -1 unknown */
+} ladder_prog;
+
+static void stage(const ladder_prog *p, const ladder_rung *r, const char *what) {
+    if (!p->show) return;
+    char eta[16];
+    fmt_time(p->eta, eta, sizeof eta);
+    fprintf(stderr, "\r\033[K[rung %d/%d] %s (%s): %s  ETA %s", p->i, p->n, r->name, iqf_mode_name(r->mode), what,
+            p->eta >= 0 ? eta : "--:--");
+    fflush(stderr);
+}
+
 typedef struct bench {
     const opts *o;
     const char *base_kld;
@@ -254,6 +270,7 @@ typedef struct bench {
     uint64_t n_weights;      /* of the base model */
     iqf_gguf *g;             /* the base model's GGUF (for simulated sizes) */
     iqf_vocab *vocab;        /* for the smoke test */
+    ladder_prog prog;
 } bench;
 
 /* Greedy continuation of the prompt (the smoke test). */
@@ -331,6 +348,7 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
     iqf_model *m = NULL;
     double t0 = iqf_now();
     r->failed = false;
+    stage(&b->prog, r, o->simulate ? "simulating" : "quantizing");
     if (!o->simulate) {
         iqf_model_quantize_params p = iqf_model_quantize_default_params();
         p.ftype = r->ftype;
@@ -371,6 +389,7 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
     }
     iqf_ppl_params pp = { (int)o->n_ctx, (int)o->n_chunks, NULL, b->base_kld, NULL };
     iqf_ppl_result res;
+    stage(&b->prog, r, "evaluating");
     double t1 = iqf_now();
     if (iqf_perplexity(c, NULL, 0, &pp, &res, err, sizeof err)) {
         set_error(r, "evaluation: %s", err);
@@ -383,6 +402,7 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
         r->same_top = res.same_top, r->same_top_err = res.same_top_err;
     }
     iqf_context_free(c);
+    if (!r->failed && o->prompt) stage(&b->prog, r, "smoke test");
     if (!r->failed && o->prompt && smoke(b, m, r)) {
         set_error(r, "smoke test could not run (see above)");
     }
@@ -664,7 +684,7 @@ int cmd_ladder(int argc, char **argv) {
     char base_key[32];
     snprintf(base_key, sizeof base_key, "%016llx", (unsigned long long)hb);
 
-    bench b = { &o, kld_path, o.imatrix, 0, NULL, NULL };
+    bench b = { &o, kld_path, o.imatrix, 0, NULL, NULL, { false, 0, 0, -1 } };
     if (o.calibration) {
         uint64_t hc = hm;
         if (!hash_file(o.calibration, &hc, NULL)) return cli_error("%s: cannot read: %s", o.calibration, strerror(errno));
@@ -724,6 +744,7 @@ int cmd_ladder(int argc, char **argv) {
         if (!ladder_rung_load(path, rung_key, r)) todo += !o.report_only && selected(&o, r);
     }
     const bool show = !o.quiet && isatty(2);
+    b.prog.show = show;
     fault flt = { o.test_break, NULL };
     double t_start = iqf_now();
     int done_now = 0;
@@ -731,13 +752,9 @@ int cmd_ladder(int argc, char **argv) {
     for (int i = 0; i < n && !o.report_only; i++) {
         ladder_rung *r = &rungs[i];
         if (r->done || !selected(&o, r)) continue;
-        if (show) {
-            char eta[16];
-            double per = done_now ? (iqf_now() - t_start) / done_now : 0;
-            fmt_time(per * (todo - done_now), eta, sizeof eta);
-            fprintf(stderr, "\r\033[K[rung %d/%d] %s (%s): quantizing and evaluating  ETA %s", done_now + 1, todo,
-                    r->name, iqf_mode_name(r->mode), done_now ? eta : "--:--");
-        }
+        b.prog.i = done_now + 1;
+        b.prog.n = todo;
+        b.prog.eta = done_now ? (iqf_now() - t_start) / done_now * (todo - done_now) : -1;
         char gguf_out[4096];
         path_fmt(gguf_out, sizeof gguf_out, "%s/%s.%s.gguf", o.dir, r->name, iqf_mode_name(r->mode));
         measure(&b, r, gguf_out, &flt);
