@@ -3,6 +3,7 @@
 
 #include "iqforge.h"
 #include "model_cli.h"
+#include "util/outfile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +51,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (!text_path && !kld) { usage(stderr); return cli_error("perplexity: -f TEXT is required"), 2; }
     if (kld && kld_base) return cli_error("perplexity: --kld and --kld-base exclude each other"), 2;
 
+    if (kld_base) iqf_outfile_install_signal_cleanup("iqforge perplexity");
     char err[1024];
     iqf_model *m = NULL;
     if (model_cli_load(model_path, &sim, (int)n_threads, &m)) return 1;

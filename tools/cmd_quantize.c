@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "iqforge.h"
+#include "util/outfile.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -182,6 +183,7 @@ int cmd_quantize(int argc, char **argv) {
     p.tensor_type_types = tt.type;
     p.n_tensor_types = tt.n;
 
+    if (!p.dry_run) iqf_outfile_install_signal_cleanup("iqforge quantize");
     iqf_model_quantize_report rep;
     char err[1024] = "";
     iqf_status st = iqf_model_quantize(in, p.dry_run ? NULL : out, &p, &rep, stdout, err, sizeof err);
