@@ -324,6 +324,27 @@ int64_t iqf_gguf_find_tensor(const iqf_gguf *g, const char *name);       /* inde
 int64_t iqf_gguf_tensor_nelements(const iqf_gguf_tensor *t);
 
 /*
+ * Schema. The keys llama.cpp reads for the models it loads (general.architecture, alignment,
+ * file_type, name; every {arch}.* hyper-parameter of llama_model::load_hparams such as
+ * context_length, embedding_length, block_count, feed_forward_length, attention.head_count(_kv),
+ * rope.*, layer_norm_rms_epsilon, expert_*, vocab_size; tokenizer.ggml.* and tokenizer.chat_template;
+ * split.no/count/tensors.count) must have llama.cpp's exact GGUF type (u32 hyper-parameters,
+ * f32 epsilons, arr[str] tokens and merges, arr[f32] scores and arr[i32] token_type with one
+ * element per token, u32 token ids, u16 split.no/split.count, i32 split.tensors.count) and a sane
+ * range (token ids below the vocabulary size, token types 0..6, block_count 1..512, per-layer
+ * arrays of block_count elements, head_count dividing embedding_length, head_count_kv dividing
+ * head_count, for llama rope.dimension_count = embedding_length / head_count, positive finite
+ * epsilons and rope bases, expert_used_count <= expert_count, split.no < split.count).
+ * Other keys are not checked.
+ * iqf_gguf_check_kv: IQF_OK, or IQF_E_FORMAT with "key K has type T, llama.cpp reads U" / "key K:
+ * what is wrong" (no path); IQF_E_INVALID_ARG for a bad index.
+ * iqf_gguf_check_schema: every KV plus keys that need each other (tokens for a tokenizer model,
+ * split.no with split.count); the first problem as "PATH: key K ...", IQF_E_FORMAT.
+ */
+iqf_status iqf_gguf_check_kv(const iqf_gguf *g, int64_t i, char *err, size_t errlen);
+iqf_status iqf_gguf_check_schema(const iqf_gguf *g, char *err, size_t errlen);
+
+/*
  * Writing (streaming, bounded memory). Order of calls:
  *   w = iqf_gguf_writer_open(path)            temp file next to path (src/util/outfile.h)
  *   iqf_gguf_writer_set_input(w, in)          optional, per input: refuse writing over an input

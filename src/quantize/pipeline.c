@@ -140,6 +140,10 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
 
     g = iqf_gguf_open(in, msg, sizeof msg);
     if (!g) return iqf_fail(err, errlen, IQF_E_FORMAT, "%s", msg);
+    if (iqf_gguf_check_schema(g, msg, sizeof msg)) { /* keys llama.cpp reads, before anything is written */
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s", msg);
+        goto done;
+    }
 
     /* Model hyper-parameters. */
     iqf_recipe_model hp;
