@@ -462,6 +462,32 @@ const char *iqf_ftype_name(int ftype);
 /* The tensor type a file type defaults to (llama_ftype_get_default_type), or -1. */
 int iqf_ftype_default_type(int ftype);
 
+/* --override-kv KEY=TYPE:VALUE, as llama's llama_model_kv_override. Written to the output after
+ * the input's KVs (int as u32 of |value|, float as f32, bool, str), and int overrides of the
+ * {arch}.block_count / attention.head_count(_kv) / expert_count hyper-parameters are what the type
+ * recipe sees (llama's loader applies them). */
+typedef enum iqf_kv_override_tag {
+    IQF_KV_OVERRIDE_INT = 0,
+    IQF_KV_OVERRIDE_FLOAT = 1,
+    IQF_KV_OVERRIDE_BOOL = 2,
+    IQF_KV_OVERRIDE_STR = 3,
+} iqf_kv_override_tag;
+
+typedef struct iqf_kv_override {
+    char key[128];
+    iqf_kv_override_tag tag;
+    int64_t val_i64;
+    double val_f64;
+    bool val_bool;
+    char val_str[128];
+} iqf_kv_override;
+
+/* Parses "KEY=TYPE:VALUE" (TYPE int, float, bool, str) as llama's string_parse_kv_override,
+ * but strictly: KEY 1..127 bytes; int a whole decimal number with |value| <= 4294967295 (written
+ * as u32 of its absolute value, as llama-quantize does); float a finite number; bool "true" or
+ * "false"; str at most 127 bytes. Errors: IQF_E_INVALID_ARG with a message naming the problem. */
+iqf_status iqf_kv_override_parse(const char *arg, iqf_kv_override *out, char *err, size_t errlen);
+
 /* Options of `iqforge quantize`, as llama-quantize's. */
 typedef struct iqf_model_quantize_params {
     int ftype;                   /* IQF_FTYPE_* */
@@ -481,6 +507,12 @@ typedef struct iqf_model_quantize_params {
     const char *const *tensor_type_patterns; /* --tensor-type PATTERN=TYPE: the patterns ... */
     const int *tensor_type_types;            /* ... and their types */
     int n_tensor_types;
+    const iqf_kv_override *kv_overrides;     /* --override-kv, applied in order */
+    int n_kv_overrides;
+    /* --prune-layers: blk.N tensors of these layers are dropped and the later layers renumbered
+     * (llama's remap_layer), {arch}.block_count set to the layers kept. Sorted, unique, >= 0. */
+    const int *prune_layers;
+    int n_prune_layers;
 } iqf_model_quantize_params;
 
 iqf_model_quantize_params iqf_model_quantize_default_params(void);

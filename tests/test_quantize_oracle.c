@@ -13,6 +13,8 @@
  * The imatrix values handed to the oracle are the ones our reader produced (the oracle's reader is
  * C++ inside llama-common and has no C entry point); test_imatrix checks the reader itself.
  */
+/* run{} initializers leave the trailing option fields (kvo, prune) out: NULL. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include "genmodel.h"
 #include "ggufcmp.h"
 #include "llama_oracle.h"
@@ -44,6 +46,8 @@ typedef struct run {
     const char *tt_pat;
     int tt_type;
     bool allow_requantize;
+    const char *const *kvo; /* --override-kv arguments, NULL-terminated, or NULL */
+    const char *prune;      /* --prune-layers list as given (sorted, unique), or NULL */
 } run;
 
 static char verified[2048], unverified[2048];
@@ -78,6 +82,21 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
         p.tensor_type_types = types;
         p.n_tensor_types = 1;
     }
+    iqf_kv_override kvo[8];
+    int n_kvo = 0, prune[16], n_prune = 0;
+    for (int i = 0; r->kvo && r->kvo[i] && n_kvo < 8; i++) {
+        CHECK(iqf_kv_override_parse(r->kvo[i], &kvo[n_kvo], err, sizeof err) == IQF_OK, "%s: %s", label, err);
+        n_kvo++;
+    }
+    for (const char *s = r->prune; s && *s && n_prune < 16;) {
+        prune[n_prune++] = atoi(s);
+        s = strchr(s, ',');
+        if (s) s++;
+    }
+    p.kv_overrides = kvo;
+    p.n_kv_overrides = n_kvo;
+    p.prune_layers = prune;
+    p.n_prune_layers = n_prune;
     double t0 = iqf_now();
     iqf_status st = iqf_model_quantize(r->model, got, &p, NULL, NULL, err, sizeof err);
     double t1 = iqf_now();
@@ -101,6 +120,10 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     o.tt_pat = pats;
     o.tt_type = types;
     o.n_tt = r->tt_pat ? 1 : 0;
+    o.kvo = kvo;
+    o.n_kvo = n_kvo;
+    o.prune = prune;
+    o.n_prune = n_prune;
     uint32_t orc = lo_quantize(api, r->model, ref, &o);
     fprintf(stderr, "%-36s iqforge %.2f s (%d threads), oracle %.2f s (2 threads)\n", label, t1 - t0,
             r->threads_ours, iqf_now() - t1);
@@ -257,7 +280,12 @@ int main(int argc, char **argv) {
     }
     if (subset) goto finish;
     /* Without an imatrix (types that allow it), the legacy .dat imatrix, other input types, and
-     * the options. Each only where encodable. */
+     * the options, also --override-kv (every type; an existing key and new ones; an int override
+     * of a hyper-parameter the recipe reads) and --prune-layers. */
+    static const char *const kv_args[] = { "general.name=str:overridden", "llama.context_length=int:-4096",
+                                           "test.float=float:0.1", "tokenizer.ggml.add_bos_token=bool:false",
+                                           "quantize.imatrix.file=str:first", NULL };
+    static const char *const kv_hp[] = { "llama.attention.head_count_kv=int:32", NULL };
     const run extra[] = {
         { model_s, NULL, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0, false },
         { model_s, NULL, IQF_FTYPE_MOSTLY_IQ4_XS, 1, false, false, -1, -1, NULL, 0, false },
@@ -271,11 +299,17 @@ int main(int argc, char **argv) {
         { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, "attn_(q|k)", IQF_TYPE_Q5_0, false },
         { model_s, NULL, IQF_FTYPE_MOSTLY_F16, 2, false, false, -1, -1, NULL, 0, false },
         { model_s, NULL, IQF_FTYPE_MOSTLY_BF16, 2, false, false, -1, -1, NULL, 0, false },
+        { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0, false, kv_args, NULL },
+        { model_s, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0, false, NULL, "1" },
+        { model_s, img_s, IQF_FTYPE_MOSTLY_IQ3_M, 3, false, false, -1, -1, NULL, 0, false, kv_args, "0,2" },
+        { model_s, img_s, IQF_FTYPE_MOSTLY_Q3_K_M, 1, false, false, -1, -1, NULL, 0, false, kv_hp, "3" },
     };
     static const char *const extra_names[] = {
         "Q4_K_M no imatrix", "IQ4_XS no imatrix", "IQ3_S no imatrix", "Q8_0 no imatrix",
         "IQ3_XXS .dat imatrix", "Q4_0 .dat imatrix", "Q4_K_M --pure", "Q4_K_M --leave-output-tensor",
         "Q4_K_M output q8_0 embd q4_0", "Q4_K_M --tensor-type attn_(q|k)=q5_0", "F16", "BF16",
+        "Q4_K_M --override-kv x4", "Q4_K_M --prune-layers 1", "IQ3_M --override-kv --prune-layers 0,2",
+        "Q3_K_M --override-kv head_count_kv --prune-layers 3",
     };
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
         if (!sanitized || i % 4 == 0) add_result(run_pair(api, &extra[i], extra_names[i]), extra_names[i], &n_ok, &n_skip);
