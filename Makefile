@@ -4,7 +4,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all build test asan demo bench fuzz oracle clean
+.PHONY: all build test asan demo bench fuzz oracle clean install install-only
 
 all: build
 
@@ -38,3 +38,9 @@ fuzz:
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+
+# Installs the binary, libiqforge (static and shared), iqforge.h and iqforge.pc under PREFIX.
+PREFIX ?= /usr/local
+install: build install-only
+install-only:
+	@cmake --install $(BUILD) --prefix "$(PREFIX)"

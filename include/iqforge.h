@@ -335,6 +335,27 @@ int64_t iqf_gguf_find_tensor(const iqf_gguf *g, const char *name);       /* inde
 int64_t iqf_gguf_tensor_nelements(const iqf_gguf_tensor *t);
 
 /*
+ * Schema. The keys llama.cpp reads for the models it loads (general.architecture, alignment,
+ * file_type, name; every {arch}.* hyper-parameter of llama_model::load_hparams such as
+ * context_length, embedding_length, block_count, feed_forward_length, attention.head_count(_kv),
+ * rope.*, layer_norm_rms_epsilon, expert_*, vocab_size; tokenizer.ggml.* and tokenizer.chat_template;
+ * split.no/count/tensors.count) must have llama.cpp's exact GGUF type (u32 hyper-parameters,
+ * f32 epsilons, arr[str] tokens and merges, arr[f32] scores and arr[i32] token_type with one
+ * element per token, u32 token ids, u16 split.no/split.count, i32 split.tensors.count) and a sane
+ * range (token ids below the vocabulary size, token types 0..6, block_count 1..512, per-layer
+ * arrays of block_count elements, head_count dividing embedding_length, head_count_kv dividing
+ * head_count, for llama rope.dimension_count = embedding_length / head_count, positive finite
+ * epsilons and rope bases, expert_used_count <= expert_count, split.no < split.count).
+ * Other keys are not checked.
+ * iqf_gguf_check_kv: IQF_OK, or IQF_E_FORMAT with "key K has type T, llama.cpp reads U" / "key K:
+ * what is wrong" (no path); IQF_E_INVALID_ARG for a bad index.
+ * iqf_gguf_check_schema: every KV plus keys that need each other (tokens for a tokenizer model,
+ * split.no with split.count); the first problem as "PATH: key K ...", IQF_E_FORMAT.
+ */
+iqf_status iqf_gguf_check_kv(const iqf_gguf *g, int64_t i, char *err, size_t errlen);
+iqf_status iqf_gguf_check_schema(const iqf_gguf *g, char *err, size_t errlen);
+
+/*
  * Writing (streaming, bounded memory). Order of calls:
  *   w = iqf_gguf_writer_open(path)            temp file next to path (src/util/outfile.h)
  *   iqf_gguf_writer_set_input(w, in)          optional, per input: refuse writing over an input
@@ -452,6 +473,32 @@ const char *iqf_ftype_name(int ftype);
 /* The tensor type a file type defaults to (llama_ftype_get_default_type), or -1. */
 int iqf_ftype_default_type(int ftype);
 
+/* --override-kv KEY=TYPE:VALUE, as llama's llama_model_kv_override. Written to the output after
+ * the input's KVs (int as u32 of |value|, float as f32, bool, str), and int overrides of the
+ * {arch}.block_count / attention.head_count(_kv) / expert_count hyper-parameters are what the type
+ * recipe sees (llama's loader applies them). */
+typedef enum iqf_kv_override_tag {
+    IQF_KV_OVERRIDE_INT = 0,
+    IQF_KV_OVERRIDE_FLOAT = 1,
+    IQF_KV_OVERRIDE_BOOL = 2,
+    IQF_KV_OVERRIDE_STR = 3,
+} iqf_kv_override_tag;
+
+typedef struct iqf_kv_override {
+    char key[128];
+    iqf_kv_override_tag tag;
+    int64_t val_i64;
+    double val_f64;
+    bool val_bool;
+    char val_str[128];
+} iqf_kv_override;
+
+/* Parses "KEY=TYPE:VALUE" (TYPE int, float, bool, str) as llama's string_parse_kv_override,
+ * but strictly: KEY 1..127 bytes; int a whole decimal number with |value| <= 4294967295 (written
+ * as u32 of its absolute value, as llama-quantize does); float a finite number; bool "true" or
+ * "false"; str at most 127 bytes. Errors: IQF_E_INVALID_ARG with a message naming the problem. */
+iqf_status iqf_kv_override_parse(const char *arg, iqf_kv_override *out, char *err, size_t errlen);
+
 /* Options of `iqforge quantize`, as llama-quantize's. */
 typedef struct iqf_model_quantize_params {
     int ftype;                   /* IQF_FTYPE_* */
@@ -471,6 +518,12 @@ typedef struct iqf_model_quantize_params {
     const char *const *tensor_type_patterns; /* --tensor-type PATTERN=TYPE: the patterns ... */
     const int *tensor_type_types;            /* ... and their types */
     int n_tensor_types;
+    const iqf_kv_override *kv_overrides;     /* --override-kv, applied in order */
+    int n_kv_overrides;
+    /* --prune-layers: blk.N tensors of these layers are dropped and the later layers renumbered
+     * (llama's remap_layer), {arch}.block_count set to the layers kept. Sorted, unique, >= 0. */
+    const int *prune_layers;
+    int n_prune_layers;
     iqf_mode mode;               /* --mode: the encoder (COMPAT default: llama-quantize's bytes).
                                     A mode other than COMPAT is recorded as quantize.mode. */
     /* Called after every slab of a tensor is encoded, with its blocks (n rows of ncols

@@ -9,7 +9,7 @@ lib="$dir/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so"
 [ -f "$lib" ] && exit 0
 fail() {
   echo "install-oracle: $*" >&2
-  if [ "${CI:-}" = "true" ]; then exit 1; fi
+  case "${CI:-}" in ""|0|false|FALSE|False|no) ;; *) exit 1 ;; esac
   echo "install-oracle: differential tests will be skipped" >&2
   exit 0
 }

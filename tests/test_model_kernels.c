@@ -114,9 +114,13 @@ static void end_to_end(int type) {
 
 int main(void) {
     if (!iqf_mm_int8_supported(IQF_TYPE_IQ3_XXS, iqf_simd_detect()) || !iqf_can_encode(IQF_TYPE_IQ3_XXS)) {
-        printf("no AVX2 or no iq3_xxs encoder: integer path not used\n");
-        CHECK(1, "skip");
-        return test_finish("test_model_kernels");
+        /* Nothing to test here: a skip (77), which CI counts as a failure. */
+        fprintf(stderr, "skip: no AVX2 or no iq3_xxs encoder: the integer path is not used on this CPU\n");
+        if (tu_ci()) {
+            CHECK(0, "CI: the integer-path kernels were not tested (no AVX2)");
+            return test_finish("test_model_kernels");
+        }
+        return 77;
     }
     enum { N = 37, K = 768, T = 13 };
     tu_rng r = { 99 };

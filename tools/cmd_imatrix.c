@@ -4,6 +4,7 @@
 #include "iqforge.h"
 #include "model_cli.h"
 #include "quantize/imatrix.h"
+#include "util/outfile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@ int cmd_imatrix(int argc, char **argv) {
     else if (!strcmp(fmt, "dat")) dat = true;
     else return cli_error("imatrix: --output-format must be gguf or dat, not '%s'", fmt), 2;
 
+    iqf_outfile_install_signal_cleanup("iqforge imatrix");
     char err[1024];
     iqf_model *m = NULL;
     if (model_cli_load(model_path, NULL, (int)n_threads, &m)) return 1;

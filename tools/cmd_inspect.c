@@ -14,13 +14,16 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: iqforge inspect [--no-kv] [--no-tensors] [--full] FILE.gguf\n\n"
+            "usage: iqforge inspect [--no-kv] [--no-tensors] [--full] [--force] FILE.gguf\n\n"
             "Shows a GGUF file's metadata (key, type, value; long arrays abbreviated with their\n"
             "length), its tensors (name, shape, type, bytes, offset), a histogram of tensor types,\n"
-            "the total size and the bits per weight. The whole file is validated first.\n\n"
+            "the total size and the bits per weight. The whole file is validated first, and the keys\n"
+            "llama.cpp reads (tokenizer.ggml.*, {arch}.* hyper-parameters, general.*, split.*) are\n"
+            "checked for type and range: a wrong one is an error (exit 1).\n\n"
             "  --no-kv       skip the metadata listing\n"
             "  --no-tensors  skip the per-tensor table\n"
-            "  --full        print every array element and whole strings\n");
+            "  --full        print every array element and whole strings\n"
+            "  --force       print the file even if a key fails the check (marked \"!!\"; exit 1)\n");
 }
 
 /* Prints s (n bytes) quoted, escaping non-printables; at most `max` bytes unless max == 0. */
@@ -59,6 +62,8 @@ static void print_scalar(int t, const void *p) {
 static void print_kv(const iqf_gguf *g, int64_t i, bool full) {
     int t = iqf_gguf_kv_type(g, i);
     const char *key = iqf_gguf_kv_key(g, i);
+    char why[400];
+    if (iqf_gguf_check_kv(g, i, why, sizeof why) != IQF_OK) printf("!! INVALID: %s\n", why);
     if (t == IQF_GGUF_ARR) {
         int et = iqf_gguf_arr_type(g, i);
         uint64_t n = iqf_gguf_arr_n(g, i);
@@ -103,7 +108,7 @@ static void human(double b, char *out, size_t n) {
 }
 
 int cmd_inspect(int argc, char **argv) {
-    bool no_kv = false, no_tensors = false, full = false;
+    bool no_kv = false, no_tensors = false, full = false, force = false;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
@@ -111,6 +116,7 @@ int cmd_inspect(int argc, char **argv) {
         if (!strcmp(s, "--no-kv")) no_kv = true;
         else if (!strcmp(s, "--no-tensors")) no_tensors = true;
         else if (!strcmp(s, "--full")) full = true;
+        else if (!strcmp(s, "--force")) force = true;
         else if (s[0] == '-' && s[1]) { cli_error("inspect: unknown option '%s'", s); usage(stderr); return 2; }
         else if (!path) path = s;
         else { cli_error("inspect: unexpected argument '%s'", s); return 2; }
@@ -121,6 +127,13 @@ int cmd_inspect(int argc, char **argv) {
     iqf_gguf *g = iqf_gguf_open(path, err, sizeof err);
     if (!g) {
         fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    char schema_err[600] = "";
+    const bool schema_bad = iqf_gguf_check_schema(g, schema_err, sizeof schema_err) != IQF_OK;
+    if (schema_bad && !force) {
+        fprintf(stderr, "%s (--force shows the file anyway)\n", schema_err);
+        iqf_gguf_close(g);
         return 1;
     }
     char hs[32];
@@ -179,5 +192,10 @@ int cmd_inspect(int argc, char **argv) {
         printf("encoder mode: %s\n", mode ? mode : "compat");
     }
     iqf_gguf_close(g);
+    if (schema_bad) {
+        printf("\n!! this file fails llama.cpp's schema: %s\n", schema_err);
+        fprintf(stderr, "%s\n", schema_err);
+        return 1;
+    }
     return 0;
 }

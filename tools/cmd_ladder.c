@@ -670,6 +670,7 @@ int cmd_ladder(int argc, char **argv) {
     }
 
     char path[4096], kld_path[4096], txt_path[4096], im_path[4096];
+    if (!o.report_only) iqf_outfile_install_signal_cleanup("iqforge ladder");
     if (make_dir(o.dir)) return 1;
     path_fmt(path, sizeof path, "%s/rungs", o.dir);
     if (make_dir(path)) return 1;

@@ -3,6 +3,8 @@
 
 #include "iqforge.h"
 #include "model_cli.h"
+#include "util/outfile.h"
+#include "model/kld.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,6 +52,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (!text_path && !kld) { usage(stderr); return cli_error("perplexity: -f TEXT is required"), 2; }
     if (kld && kld_base) return cli_error("perplexity: --kld and --kld-base exclude each other"), 2;
 
+    if (kld_base) iqf_outfile_install_signal_cleanup("iqforge perplexity");
     char err[1024];
     iqf_model *m = NULL;
     if (model_cli_load(model_path, &sim, (int)n_threads, &m)) return 1;
@@ -66,17 +69,22 @@ int cmd_perplexity(int argc, char **argv) {
         if (r) { iqf_model_free(m); return 1; }
         fprintf(stderr, "perplexity: tokenized %s: %d tokens\n", text_path, n_tok);
     } else {
-        /* The context must hold the file's n_ctx: read it from the header. */
-        FILE *f = fopen(kld, "rb");
-        unsigned char hdr[12];
-        if (!f || fread(hdr, 1, 12, f) != 12 || memcmp(hdr, "_logits_", 8)) {
-            if (f) fclose(f);
+        /* The context must hold the file's n_ctx: read it from the header, which is checked
+         * against the file's length (and the model's vocabulary) before the context is sized. */
+        FILE *f = NULL;
+        iqf_kld_header kh;
+        if (iqf_kld_open(kld, &f, &kh, err, sizeof err)) {
             iqf_model_free(m);
-            return cli_error("%s: not a log-probability file (made with --kld-base)", kld);
+            return cli_error("%s", err);
         }
         fclose(f);
-        n_ctx = hdr[8] | hdr[9] << 8 | hdr[10] << 16 | (long long)hdr[11] << 24;
-        if (n_ctx < 4 || n_ctx > (1 << 20)) { iqf_model_free(m); return cli_error("%s: bad n_ctx %lld", kld, n_ctx); }
+        if (kh.n_vocab != iqf_model_get_info(m)->n_vocab) {
+            cli_error("%s: made with a vocabulary of %d tokens, the model has %d", kld, kh.n_vocab,
+                      iqf_model_get_info(m)->n_vocab);
+            iqf_model_free(m);
+            return 1;
+        }
+        n_ctx = kh.n_ctx;
     }
     if (iqf_context_new(m, (int)n_ctx, (int)n_threads, &c, err, sizeof err)) {
         status = cli_error("%s", err);

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "iqforge.h"
+#include "util/outfile.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -24,6 +25,8 @@ static void usage(FILE *f) {
             "  --tensor-type PATTERN=TYPE   tensors whose name matches PATTERN (extended regex) get TYPE (repeatable)\n"
             "  --tensor-type-file FILE      PATTERN=TYPE entries separated by spaces or newlines\n"
             "  --allow-requantize           allow already quantized input tensors\n"
+            "  --override-kv KEY=TYPE:VALUE set a metadata key in the output (TYPE int, float, bool, str; repeatable)\n"
+            "  --prune-layers LIST          drop these layers (comma-separated ids) and renumber the rest\n"
             "  --dry-run                    print the plan per tensor and the resulting size; write nothing\n"
             "  --quiet                      no progress line and no summary\n"
             "  --mode compat|best           the encoder: compat (default) writes llama-quantize's bytes;\n"
@@ -88,8 +91,42 @@ static bool add_tensor_type_file(tt_list *l, const char *path) {
     return ok;
 }
 
+/* llama-quantize's parse_layer_prune, strictly: comma-separated ids >= 0, sorted and made unique. */
+static int cmp_int(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
+static bool parse_prune(const char *s, int *out, int *n) {
+    *n = 0;
+    const char *p = s;
+    while (*p) {
+        long long v;
+        char tok[32];
+        size_t k = strcspn(p, ",");
+        if (k == 0 || k >= sizeof tok || *n >= MAX_LIST) break;
+        memcpy(tok, p, k);
+        tok[k] = 0;
+        if (!cli_parse_int(tok, 0, 1 << 20, &v)) break;
+        out[(*n)++] = (int)v;
+        p += k;
+        if (*p == ',' && !*++p) {
+            *n = 0; /* a trailing comma */
+            break;
+        }
+    }
+    if (*p || *n == 0) {
+        cli_error("quantize: invalid --prune-layers '%s' (want comma-separated layer ids >= 0)", s);
+        return false;
+    }
+    qsort(out, (size_t)*n, sizeof *out, cmp_int);
+    int u = 0;
+    for (int i = 0; i < *n; i++)
+        if (u == 0 || out[u - 1] != out[i]) out[u++] = out[i];
+    *n = u;
+    return true;
+}
+
 int cmd_quantize(int argc, char **argv) {
     iqf_model_quantize_params p = iqf_model_quantize_default_params();
+    static iqf_kv_override kvo[MAX_LIST];
+    static int prune[MAX_LIST];
     const char *inc[MAX_LIST], *exc[MAX_LIST];
     tt_list tt;
     memset(&tt, 0, sizeof tt);
@@ -133,6 +170,17 @@ int cmd_quantize(int argc, char **argv) {
             inc[p.n_include++] = argv[++i];
         } else if (!strcmp(a, "--exclude-weights") && has_val && p.n_exclude < MAX_LIST) {
             exc[p.n_exclude++] = argv[++i];
+        } else if (!strcmp(a, "--override-kv") && has_val && p.n_kv_overrides < MAX_LIST) {
+            char e[512];
+            if (iqf_kv_override_parse(argv[++i], &kvo[p.n_kv_overrides], e, sizeof e)) {
+                cli_error("quantize: %s", e);
+                goto out;
+            }
+            p.n_kv_overrides++;
+            p.kv_overrides = kvo;
+        } else if (!strcmp(a, "--prune-layers") && has_val) {
+            if (!parse_prune(argv[++i], prune, &p.n_prune_layers)) goto out;
+            p.prune_layers = prune;
         } else {
             cli_error("quantize: unknown option or missing value: %s", a);
             usage(stderr);
@@ -191,6 +239,7 @@ int cmd_quantize(int argc, char **argv) {
     p.tensor_type_types = tt.type;
     p.n_tensor_types = tt.n;
 
+    if (!p.dry_run) iqf_outfile_install_signal_cleanup("iqforge quantize");
     iqf_model_quantize_report rep;
     char err[1024] = "";
     iqf_status st = iqf_model_quantize(in, p.dry_run ? NULL : out, &p, &rep, stdout, err, sizeof err);

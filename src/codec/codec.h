@@ -36,6 +36,12 @@ typedef struct iqf_codec {
     void (*dequantize_row)(const void *x, float *y, int64_t n);
 } iqf_codec;
 
+/* After a codec's init: false if the encoder tables it needs could not be built (malloc failed;
+ * the registry then returns IQF_E_NOMEM instead of encoding). Tables of other types (static, or
+ * none) cannot fail. */
+bool iqf_iq1_tables_ok(void);
+bool iqf_iq2_tables_ok(int type);
+
 extern const iqf_codec iqf_codecs_float[];   /* f32, f16, bf16 (float.c) */
 extern const iqf_codec iqf_codecs_iq3[];     /* iq3_xxs, iq3_s */
 extern const iqf_codec iqf_codecs_iq2[];     /* iq2_xxs, iq2_xs, iq2_s */

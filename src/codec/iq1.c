@@ -111,6 +111,8 @@ static void iq1_build(void) {
 }
 
 static void iq1_init(void) { pthread_once(&iq1_once, iq1_build); }
+/* The grid is required; without nb_keys (out of memory) the encoder takes its scalar route. */
+bool iqf_iq1_tables_ok(void) { return grid1 != NULL; }
 
 /* ---------------------------------------------------------------------------------------------
  * Decoders

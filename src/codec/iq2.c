@@ -81,19 +81,14 @@ static void init_decode(void) {
 }
 static pthread_once_t decode_once = PTHREAD_ONCE_INIT;
 
-/* The codec interface has no error path for init: running out of memory while building a few
- * MB of tables is reported and fatal, instead of a crash later. */
-static const iqf_iqgrid *need_grid(iqf_iqgrid_id id) {
-    const iqf_iqgrid *g = iqf_iqgrid_get(id);
-    if (!g) {
-        fprintf(stderr, "iqforge: out of memory building the IQ2 grid tables\n");
-        abort();
-    }
-    return g;
+/* A grid is NULL if malloc failed while building it; tables_ok then makes iqf_quantize return
+ * IQF_E_NOMEM (decoding needs no grid). */
+static void init_xxs_tables(void) { grid_xxs = iqf_iqgrid_get(IQF_IQGRID_IQ2XXS); }
+static void init_xs_tables(void) { grid_xs = iqf_iqgrid_get(IQF_IQGRID_IQ2XS); }
+static void init_s_tables(void) { grid_s = iqf_iqgrid_get(IQF_IQGRID_IQ2S); }
+bool iqf_iq2_tables_ok(int type) {
+    return type == IQF_TYPE_IQ2_XXS ? grid_xxs != NULL : type == IQF_TYPE_IQ2_XS ? grid_xs != NULL : grid_s != NULL;
 }
-static void init_xxs_tables(void) { grid_xxs = need_grid(IQF_IQGRID_IQ2XXS); }
-static void init_xs_tables(void) { grid_xs = need_grid(IQF_IQGRID_IQ2XS); }
-static void init_s_tables(void) { grid_s = need_grid(IQF_IQGRID_IQ2S); }
 static pthread_once_t once_xxs = PTHREAD_ONCE_INIT, once_xs = PTHREAD_ONCE_INIT,
                       once_s = PTHREAD_ONCE_INIT;
 

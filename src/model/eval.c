@@ -6,6 +6,7 @@
 #include "../util/error.h"
 
 #include "util/outfile.h"
+#include "kld.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -183,36 +184,22 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "--kld and --kld-base cannot be used together");
 
     if (mode == 2) {
-        fin = fopen(p->kld_in, "rb");
-        if (!fin) return iqf_fail(err, errlen, IQF_E_IO, "%s: cannot open", p->kld_in);
-        char magic[8];
-        uint32_t fctx;
-        int32_t fvocab, fchunk;
-        if (fread(magic, 1, 8, fin) != 8 || memcmp(magic, "_logits_", 8) ||
-            fread(&fctx, 4, 1, fin) != 1 || fread(&fvocab, 4, 1, fin) != 1 || fread(&fchunk, 4, 1, fin) != 1) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: not a log-probability file (llama-perplexity --kl-divergence-base)", p->kld_in);
+        /* The header is checked against the file's length before anything is sized from it. */
+        iqf_kld_header kh;
+        st = iqf_kld_open(p->kld_in, &fin, &kh, err, errlen);
+        if (st) goto done;
+        if (kh.n_vocab != n_vocab) {
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: made with a vocabulary of %d tokens, the model has %d", p->kld_in, kh.n_vocab, n_vocab);
             goto done;
         }
-        if (fvocab != n_vocab) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: made with a vocabulary of %d tokens, the model has %d", p->kld_in, fvocab, n_vocab);
+        if (kh.n_ctx > c->n_ctx) {
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: n_ctx %d does not fit this context (%d)", p->kld_in, kh.n_ctx, c->n_ctx);
             goto done;
         }
-        if (fctx < 4 || fctx > (uint32_t)c->n_ctx || fchunk < 1 || fchunk > (1 << 24)) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: n_ctx %u / %d chunks do not fit this context (%d)", p->kld_in, fctx, fchunk, c->n_ctx);
-            goto done;
-        }
-        n_ctx = (int)fctx;
-        ftoks = malloc((size_t)n_ctx * (size_t)fchunk * sizeof(int32_t));
-        if (!ftoks) { st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory"); goto done; }
-        if (fread(ftoks, sizeof(int32_t), (size_t)n_ctx * fchunk, fin) != (size_t)n_ctx * fchunk) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: truncated (tokens)", p->kld_in);
-            goto done;
-        }
-        for (size_t i = 0; i < (size_t)n_ctx * fchunk; i++)
-            if (ftoks[i] < 0 || ftoks[i] >= n_vocab) {
-                st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: token %d out of range", p->kld_in, ftoks[i]);
-                goto done;
-            }
+        const int fchunk = kh.n_chunk;
+        n_ctx = kh.n_ctx;
+        st = iqf_kld_read_tokens(fin, &kh, p->kld_in, &ftoks, err, errlen);
+        if (st) goto done;
         tokens = ftoks;
         n_tokens = (size_t)n_ctx * fchunk;
         n_chunk = fchunk;

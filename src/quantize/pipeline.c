@@ -16,6 +16,7 @@
 #include "../util/error.h"
 
 #include "imatrix.h"
+#include "override.h"
 #include "recipe.h"
 
 #include "../util/outfile.h"
@@ -129,6 +130,8 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     size_t f32cap = 0, qcap = 0;
     iqf_model_quantize_report rep;
     memset(&rep, 0, sizeof rep);
+    char (*new_names)[IQF_GGUF_MAX_NAME] = NULL; /* --prune-layers: the renumbered names */
+    uint32_t pruned_block_count = 0;
 
     if (!in || !params || (!out && !params->dry_run))
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "missing input or output path");
@@ -142,6 +145,10 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
 
     g = iqf_gguf_open(in, msg, sizeof msg);
     if (!g) return iqf_fail(err, errlen, IQF_E_FORMAT, "%s", msg);
+    if (iqf_gguf_check_schema(g, msg, sizeof msg)) { /* keys llama.cpp reads, before anything is written */
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s", msg);
+        goto done;
+    }
 
     /* Model hyper-parameters. */
     iqf_recipe_model hp;
@@ -161,6 +168,11 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     hp.n_head = get_hparam(g, arch, "attention.head_count", &v) && v >= 0 && v < (1 << 20) ? (int)v : 0;
     hp.n_head_kv = get_hparam(g, arch, "attention.head_count_kv", &v) && v >= 0 && v < (1 << 20) ? (int)v : hp.n_head;
     hp.n_expert = get_hparam(g, arch, "expert_count", &v) && v >= 0 && v < (1 << 20) ? (int)v : 0;
+    /* --override-kv (as llama's loader, the recipe sees overridden hyper-parameters), --prune-layers. */
+    st = iqf_kv_overrides_check(params->kv_overrides, params->n_kv_overrides, arch, err, errlen);
+    if (!st) st = iqf_prune_check(params->prune_layers, params->n_prune_layers, hp.n_layer, err, errlen);
+    if (st) goto done;
+    iqf_kv_overrides_hparams(params->kv_overrides, params->n_kv_overrides, &hp);
 
     /* Importance matrix. */
     if (params->imatrix_path) {
@@ -186,7 +198,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     }
 
     /* Tensors in loader order. */
-    const int64_t nt = iqf_gguf_n_tensors(g);
+    int64_t nt = iqf_gguf_n_tensors(g);
     items = calloc((size_t)(nt > 0 ? nt : 1), sizeof *items);
     rt = calloc((size_t)(nt > 0 ? nt : 1), sizeof *rt);
     rc = calloc((size_t)(nt > 0 ? nt : 1), sizeof *rc);
@@ -200,6 +212,25 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
         rt[i].name = items[i].t->name;
         memcpy(rt[i].ne, items[i].t->ne, sizeof rt[i].ne);
         rt[i].type = items[i].t->type;
+    }
+    if (params->n_prune_layers > 0) { /* drop the pruned layers' tensors, renumber the rest */
+        new_names = calloc((size_t)nt, sizeof *new_names);
+        if (!new_names) {
+            st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+            goto done;
+        }
+        iqf_prune_state ps;
+        iqf_prune_init(&ps, params->prune_layers, params->n_prune_layers);
+        int64_t k = 0;
+        for (int64_t i = 0; i < nt; i++)
+            if (iqf_prune_remap(&ps, rt[i].name, new_names[k], sizeof new_names[k])) {
+                items[k] = items[i];
+                rt[k] = rt[i];
+                rt[k].name = new_names[k];
+                k++;
+            }
+        nt = k;
+        pruned_block_count = (uint32_t)ps.next_id;
     }
 
     /* --tensor-type patterns. */
@@ -349,6 +380,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             iqf_gguf_writer_remove(w, "split.count");
             iqf_gguf_writer_remove(w, "split.tensors.count");
         }
+        if (!st) st = iqf_kv_overrides_write(w, params->kv_overrides, params->n_kv_overrides);
         if (!st && have_im) {
             char s[128];
             snprintf(s, sizeof s, "%s", params->imatrix_path);
@@ -361,11 +393,16 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             if (!st && im.chunk_count > 0)
                 st = iqf_gguf_writer_set_u32(w, "quantize.imatrix.chunks_count", (uint32_t)im.chunk_count);
         }
+        if (!st && params->n_prune_layers > 0) {
+            char k[96];
+            snprintf(k, sizeof k, "%s.block_count", arch);
+            st = iqf_gguf_writer_set_u32(w, k, pruned_block_count);
+        }
         /* compat writes llama-quantize's metadata exactly; any other encoder says so. */
         if (!st && params->mode != IQF_MODE_COMPAT)
             st = iqf_gguf_writer_set_str(w, "quantize.mode", iqf_mode_name(params->mode));
         for (int64_t i = 0; i < nt && !st; i++)
-            st = iqf_gguf_writer_add_tensor(w, items[i].t->name, items[i].t->n_dims, items[i].t->ne,
+            st = iqf_gguf_writer_add_tensor(w, rt[i].name, items[i].t->n_dims, items[i].t->ne,
                                             items[i].choice.type);
         if (!st) st = iqf_gguf_writer_write_header(w);
         if (st) {
@@ -399,12 +436,12 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
                 shape_str(t, sh, sizeof sh);
                 if (new_type != t->type)
                     fprintf(log, "[%4" PRId64 "/%4" PRId64 "] %-36s - [%s], type = %6s, size = %8.2f MiB -> %8.2f MiB (%s)%s\n",
-                            i + 1, nt, t->name, sh, tname(t->type), (double)t->nbytes / 1048576.0,
+                            i + 1, nt, rt[i].name, sh, tname(t->type), (double)t->nbytes / 1048576.0,
                             (double)new_size / 1048576.0, tname(new_type),
                             it->choice.fallback ? " (fallback)" : "");
                 else
                     fprintf(log, "[%4" PRId64 "/%4" PRId64 "] %-36s - [%s], type = %6s, size = %8.3f MiB\n", i + 1,
-                            nt, t->name, sh, tname(t->type), (double)t->nbytes / 1048576.0);
+                            nt, rt[i].name, sh, tname(t->type), (double)t->nbytes / 1048576.0);
             }
             continue;
         }
@@ -502,6 +539,7 @@ done:
     for (int i = 0; i < n_ov; i++) regfree(&ov[i].re);
     free(ov);
     free(items);
+    free(new_names);
     free(rt);
     free(rc);
     iqf_imatrix_free(&im);

@@ -19,6 +19,7 @@ typedef struct iqf_outfile {
     char *path;      /* final name */
     char *tmp_path;  /* temporary name; NULL when writing to a device such as /dev/full */
     bool failed;
+    int live_slot;   /* 1 + registry slot of tmp_path (see below); 0 if none */
     char err[256];
 } iqf_outfile;
 
@@ -32,6 +33,29 @@ long long iqf_outfile_tell(const iqf_outfile *of);
 /* Returns 0 (file now at its final name) or -1 (temporary removed, message in of->err). */
 int iqf_outfile_commit(iqf_outfile *of);
 void iqf_outfile_abort(iqf_outfile *of);
+
+/*
+ * Interrupted runs. Every temporary file made by iqf_outfile_open is entered, until commit/abort,
+ * in a process-wide registry of IQF_OUTFILE_MAX_LIVE fixed-size slots. This registry is the one
+ * piece of process-global mutable state in iqforge: a signal handler cannot be given a context
+ * pointer, so the only way for it to find the temporary files it must remove is a global it can
+ * read without locks or allocation (slots are static buffers guarded by atomic flags).
+ *
+ * iqf_outfile_install_signal_cleanup(name) installs handlers for SIGINT, SIGTERM and SIGHUP that
+ * unlink every live temporary file (async-signal-safe: atomics, unlink, write, _exit only), print
+ * one line "NAME: interrupted by SIGINT; temporary output removed, nothing written" to stderr and
+ * _exit(128 + signal number). All signals are blocked while the handler runs in a thread, and a
+ * second signal arriving in another thread removes the files too and exits at once, so a second
+ * Ctrl-C never leaves a file behind. SIGXFSZ is ignored, so a write over `ulimit -f` fails with
+ * EFBIG and is reported by the ordinary error path (one line, temporary file removed).
+ * A signal that is ignored when this is called (nohup, `cmd &` without job control) stays ignored.
+ * Meant for programs (the CLI); a library user keeps its own signal handling. Idempotent.
+ * Returns 0, or -1 if sigaction failed.
+ */
+#define IQF_OUTFILE_MAX_LIVE 32
+int iqf_outfile_install_signal_cleanup(const char *name);
+/* Removes every registered temporary file now (async-signal-safe); returns how many. */
+int iqf_outfile_remove_all_live(void);
 
 /* True if the two paths name the same existing file (same device and inode). */
 bool iqf_same_file(const char *a, const char *b);

@@ -127,5 +127,15 @@ S=$SRC/tests/data/stories260K/stories260K-f32.gguf
 expect sim_row "^\| q4_K +\| compat \| +[0-9]+ \| +[0-9.]+ \| " "$T/sim.out"
 expect sim_header "simulated" "$T/sim.out"
 
+# 8. Interrupted: SIGINT during a run leaves no temporary file in DIR, exit 130, and finished
+# rungs stay usable.
+"${L[@]}" --types IQ1_S,IQ1_M,IQ2_XXS,IQ2_XS,IQ2_S,IQ3_XXS --chunks 40 -o "$T/int" >"$T/int.out" 2>&1 &
+pid=$!
+sleep 2
+kill -INT $pid 2>/dev/null
+wait $pid; rc=$?
+[ $rc -eq 130 ] || [ $rc -eq 0 ] && ok || bad "SIGINT: exit $rc, want 130"
+ls "$T/int" "$T/int/rungs" 2>/dev/null | grep -q '\.tmp' && bad "SIGINT left a temporary file: $(ls "$T/int")" || ok
+
 echo "cli ladder: $pass passed, $fails failed"
 [ $fails -eq 0 ]

@@ -75,5 +75,32 @@ expect plan_total "dry run: .* as IQ2_M would be [0-9.]+ MiB" "$T/out"
 expect plan_imatrix "will require an imatrix" "$T/out"
 [ -e "$T/dry.gguf" ] && bad "--dry-run wrote a file" || ok
 
+# --override-kv and --prune-layers (bytes against the oracle: test_quantize_oracle).
+"$CLI" quantize --quiet --override-kv general.name=str:renamed --override-kv llama.context_length=int:-512 \
+    --override-kv x.f=float:0.5 --override-kv x.b=bool:true --prune-layers 0 "$T/m.gguf" "$T/ov.gguf" Q8_0 >/dev/null 2>&1 && ok || bad "override/prune exit"
+"$CLI" inspect "$T/ov.gguf" >"$T/ins3" 2>&1
+expect ov_name '^  general\.name +str += "renamed"$' "$T/ins3"
+expect ov_ctx '^  llama\.context_length +u32 += 512$' "$T/ins3"
+expect ov_f '^  x\.f +f32 += 0\.5$' "$T/ins3"
+expect ov_b '^  x\.b +bool += true$' "$T/ins3"
+expect prune_count '^  llama\.block_count +u32 += 1$' "$T/ins3"
+expect prune_renamed 'blk\.0\.attn_q\.weight' "$T/ins3"
+grep -q 'blk\.1\.' "$T/ins3" && bad "pruned model still has blk.1" || ok
+for a in "x=int:1.5" "x=float:nan" "x=bool:yes" "=str:a" "x=u32:1" "x"; do
+    "$CLI" quantize --override-kv "$a" "$T/m.gguf" "$T/bad.gguf" Q8_0 >/dev/null 2>"$T/err"
+    [ $? -eq 2 ] && [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q -- "--override-kv" "$T/err" && ok || bad "--override-kv '$a': $(cat "$T/err")"
+done
+"$CLI" quantize --override-kv llama.block_count=str:two "$T/m.gguf" "$T/bad.gguf" Q8_0 >/dev/null 2>"$T/err"
+[ $? -eq 1 ] && grep -q "key llama.block_count has type str, llama.cpp reads u32" "$T/err" && ok || bad "schema of an override: $(cat "$T/err")"
+"$CLI" quantize --prune-layers 2 "$T/m.gguf" "$T/bad.gguf" Q8_0 >/dev/null 2>"$T/err"
+[ $? -eq 1 ] && grep -q "layer 2 does not exist" "$T/err" && ok || bad "prune a missing layer: $(cat "$T/err")"
+"$CLI" quantize --prune-layers 0,1 "$T/m.gguf" "$T/bad.gguf" Q8_0 >/dev/null 2>"$T/err"
+[ $? -eq 1 ] && grep -q "cannot prune every layer" "$T/err" && ok || bad "prune all: $(cat "$T/err")"
+for a in "1,,2" "-1" "a" "1," ""; do
+    "$CLI" quantize --prune-layers "$a" "$T/m.gguf" "$T/bad.gguf" Q8_0 >/dev/null 2>"$T/err"
+    [ $? -eq 2 ] && grep -q "invalid --prune-layers" "$T/err" && ok || bad "--prune-layers '$a': $(cat "$T/err")"
+done
+[ -e "$T/bad.gguf" ] && bad "a failed run left bad.gguf" || ok
+
 echo "cli quantize: $pass passed, $fails failed"
 [ $fails -eq 0 ]

@@ -42,6 +42,12 @@ if [ -n "$ty" ]; then
   cmp -s "$t/q.bin" "$t/q1.bin" && ok || bad "$ty output depends on thread count"
   "$cli" dequantize-raw --type "$ty" --cols 512 "$t/q.bin" "$t/y.f32" && ok || bad "dequantize $ty"
   [ "$(stat -c %s "$t/y.f32")" = 8192 ] && ok || bad "dequantized size"
+  # The values, not only the size: the relative RMS error of the round trip against the input
+  # (float64 in perl) is that of a ~3-bit code on uniform data (iq3_xxs: about 0.1), and
+  # nonzero (the decoder did not just copy).
+  rel=$(perl -e 'open A,"<",$ARGV[0]; open B,"<",$ARGV[1]; binmode A; binmode B; local $/; my @x=unpack("f<*",<A>); my @y=unpack("f<*",<B>);
+    die "count" if @x != @y; my ($e,$s)=(0,0); for my $i (0..$#x){ $e+=($x[$i]-$y[$i])**2; $s+=$x[$i]**2 } printf "%.6f", sqrt($e/$s)' "$t/x.f32" "$t/y.f32")
+  awk -v r="$rel" 'BEGIN{exit !(r > 0.01 && r < 0.2)}' && ok || bad "$ty round trip: relative RMS error $rel, want in (0.01, 0.2)"
   ls "$t"/*.tmp.* >/dev/null 2>&1 && bad "temporary file left behind" || ok
   expect_fail "cols not multiple of block" "not a multiple" "$t/o1" -- "$cli" quantize-raw --type "$ty" --cols 100 "$t/x.f32" "$t/o1"
   head -c 100 "$t/q.bin" > "$t/q.short"
@@ -58,6 +64,17 @@ if [ -n "$ty" ]; then
     expect_fail "unwritable output" "ro/o" "$t/ro/o" -- "$cli" quantize-raw --type "$ty" --cols 512 "$t/x.f32" "$t/ro/o"
   fi
   expect_fail "output folder missing" "nodir/o" "" -- "$cli" quantize-raw --type "$ty" --cols 512 "$t/x.f32" "$t/nodir/o"
+fi
+# q8_0 round trip: every value within half a step (d = amax/127 per block of 32; d is stored as f16,
+# which adds up to 127 * d * 2^-11)
+# of the input, computed independently in perl.
+if echo "$types" | grep -qx q8_0; then
+  "$cli" quantize-raw --type q8_0 --cols 512 "$t/x.f32" "$t/q8.bin" && ok || bad "quantize q8_0"
+  "$cli" dequantize-raw --type q8_0 --cols 512 "$t/q8.bin" "$t/y8.f32" && ok || bad "dequantize q8_0"
+  worst=$(perl -e 'open A,"<",$ARGV[0]; open B,"<",$ARGV[1]; binmode A; binmode B; local $/; my @x=unpack("f<*",<A>); my @y=unpack("f<*",<B>);
+    die "count" if @x != @y; my $w=0; for (my $b=0; $b<@x; $b+=32){ my $m=0; for my $i ($b..$b+31){ $m=abs($x[$i]) if abs($x[$i])>$m }
+    my $d=$m/127; for my $i ($b..$b+31){ my $r=abs($x[$i]-$y[$i])/($d*(0.5+127/2048)+1e-30); $w=$r if $r>$w } } printf "%.4f", $w' "$t/x.f32" "$t/y8.f32")
+  awk -v r="$worst" 'BEGIN{exit !(r > 0.1 && r <= 1.0)}' && ok || bad "q8_0 round trip: worst error $worst half-steps, want <= 1"
 fi
 head -c 1000 "$t/x.f32" > "$t/x.short"
 expect_fail "float file not whole rows" "x.short: size 1000 bytes is not a whole number of rows" "$t/o6" -- "$cli" quantize-raw --type f16 --cols 512 "$t/x.short" "$t/o6"

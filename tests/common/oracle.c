@@ -1,4 +1,5 @@
 #include "oracle.h"
+#include "testutil.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -74,10 +75,9 @@ bool oracle_load(void) {
 
 void oracle_require(void) {
     if (oracle_load()) return;
-    const char *ci = getenv("CI");
     fprintf(stderr, "oracle not available (%s): %s\n", lib_path(), load_error ? load_error : "?");
-    if (ci && strcmp(ci, "true") == 0) {
-        fprintf(stderr, "CI=true: a missing oracle is a failure (run scripts/install-oracle.sh)\n");
+    if (tu_ci()) {
+        fprintf(stderr, "CI=%s: a missing oracle is a failure (run scripts/install-oracle.sh)\n", getenv("CI"));
         exit(1);
     }
     fprintf(stderr, "skipping differential test (run scripts/install-oracle.sh)\n");

@@ -17,7 +17,7 @@
  * ggml_init. Returns true on success. */
 bool oracle_load(void);
 
-/* oracle_load(), or: under CI=true print why and exit(1); otherwise print a skip note and
+/* oracle_load(), or: under CI (tu_ci: CI=true, CI=1, ...) print why and exit(1); otherwise print a skip note and
  * exit(77) (ctest's SKIP_RETURN_CODE). */
 void oracle_require(void);
 

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 int tu_passed, tu_failed;
@@ -64,7 +65,8 @@ double tu_normal(tu_rng *r) {
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
+/* CI is on for any value but "", "0", "false" and "no" (CI=true, CI=1, CI=yes ...). */
 bool tu_ci(void) {
     const char *ci = getenv("CI");
-    return ci && strcmp(ci, "true") == 0;
+    return ci && *ci && strcmp(ci, "0") && strcasecmp(ci, "false") && strcasecmp(ci, "no");
 }

@@ -42,6 +42,6 @@ uint64_t tu_next(tu_rng *r);
 double tu_uniform(tu_rng *r);   /* ((out >> 11) + 0.5) * 2^-53 */
 double tu_normal(tu_rng *r);    /* sqrt(-2 ln U1) cos(2 pi U2) */
 
-bool tu_ci(void); /* CI=true */
+bool tu_ci(void); /* CI set to anything but "", 0, false, no (CI=true, CI=1) */
 
 #endif

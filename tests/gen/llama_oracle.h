@@ -125,6 +125,10 @@ typedef struct lo_opts {
     const char *const *tt_pat;    /* --tensor-type */
     const int *tt_type;
     int n_tt;
+    const iqf_kv_override *kvo;   /* --override-kv, before the imatrix KVs (as quantize.cpp) */
+    int n_kvo;
+    const int *prune;             /* --prune-layers (sorted, unique) */
+    int n_prune;
 } lo_opts;
 
 /* Runs the oracle; returns its status (0 = success). */
@@ -138,9 +142,29 @@ static inline uint32_t lo_quantize(lo_api *api, const char *in, const char *out,
     p.pure = o->pure;
     p.allow_requantize = o->allow_requantize;
     struct lo_imatrix_data *id = NULL;
-    struct lo_kv_override kv[5];
+    struct lo_kv_override *kv = calloc((size_t)o->n_kvo + 5, sizeof *kv);
     struct lo_tensor_override *tt = NULL;
-    memset(kv, 0, sizeof kv);
+    int32_t *prune = NULL;
+    int k = 0;
+    for (; k < o->n_kvo; k++) {
+        kv[k].tag = (int)o->kvo[k].tag;
+        memcpy(kv[k].key, o->kvo[k].key, sizeof kv[k].key);
+        kv[k].key[sizeof kv[k].key - 1] = 0;
+        if (o->kvo[k].tag == IQF_KV_OVERRIDE_INT) kv[k].val_i64 = o->kvo[k].val_i64;
+        else if (o->kvo[k].tag == IQF_KV_OVERRIDE_FLOAT) kv[k].val_f64 = o->kvo[k].val_f64;
+        else if (o->kvo[k].tag == IQF_KV_OVERRIDE_BOOL) kv[k].val_bool = o->kvo[k].val_bool;
+        else {
+            memcpy(kv[k].val_str, o->kvo[k].val_str, sizeof kv[k].val_str);
+            kv[k].val_str[sizeof kv[k].val_str - 1] = 0;
+        }
+    }
+    if (k > 0) p.kv_overrides = kv;
+    if (o->n_prune > 0) { /* -1 terminated */
+        prune = calloc((size_t)o->n_prune + 1, sizeof *prune);
+        for (int i = 0; i < o->n_prune; i++) prune[i] = o->prune[i];
+        prune[o->n_prune] = -1;
+        p.prune_layers = prune;
+    }
     if (o->im && o->im->n_entries > 0) {
         id = calloc((size_t)o->im->n_entries + 1, sizeof *id);
         for (int i = 0; i < o->im->n_entries; i++) {
@@ -149,7 +173,6 @@ static inline uint32_t lo_quantize(lo_api *api, const char *in, const char *out,
             id[i].size = (size_t)o->im->entries[i].n;
         }
         p.imatrix = id;
-        int k = 0;
         kv[k].tag = 3;
         snprintf(kv[k].key, sizeof kv[k].key, "quantize.imatrix.file");
         snprintf(kv[k].val_str, sizeof kv[k].val_str, "%s", o->imatrix_path ? o->imatrix_path : "");
@@ -185,6 +208,8 @@ static inline uint32_t lo_quantize(lo_api *api, const char *in, const char *out,
     uint32_t rc = api->quantize(in, out, &p);
     free(id);
     free(tt);
+    free(kv);
+    free(prune);
     return rc;
 }
 

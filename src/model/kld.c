@@ -1,0 +1,96 @@
+/* kld.c - validated reading of llama-perplexity's --kl-divergence-base files (see kld.h). */
+#include "kld.h"
+
+#include "util/error.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+iqf_status iqf_kld_parse_header(const void *hdr, size_t n, uint64_t file_size, const char *name,
+                                iqf_kld_header *h, char *err, size_t errlen) {
+    const uint8_t *b = hdr;
+    memset(h, 0, sizeof *h);
+    if (!name) name = "?";
+    if (!hdr || n < IQF_KLD_HEADER || file_size < IQF_KLD_HEADER)
+        return iqf_fail(err, errlen, IQF_E_FORMAT, "%s: truncated (%" PRIu64 " bytes, a header needs %d)", name,
+                        file_size < n ? file_size : (uint64_t)n, IQF_KLD_HEADER);
+    if (memcmp(b, "_logits_", 8))
+        return iqf_fail(err, errlen, IQF_E_FORMAT,
+                        "%s: not a log-probability file (llama-perplexity --kl-divergence-base)", name);
+    const uint32_t ctx = rd32(b + 8);
+    const int32_t vocab = (int32_t)rd32(b + 12), chunk = (int32_t)rd32(b + 16);
+    if (ctx < 4 || ctx > IQF_KLD_MAX_CTX)
+        return iqf_fail(err, errlen, IQF_E_FORMAT, "%s: n_ctx %" PRIu32 " out of range [4, %d]", name, ctx, IQF_KLD_MAX_CTX);
+    if (vocab < 1 || vocab > IQF_KLD_MAX_VOCAB)
+        return iqf_fail(err, errlen, IQF_E_FORMAT, "%s: n_vocab %" PRId32 " out of range [1, %d]", name, vocab, IQF_KLD_MAX_VOCAB);
+    if (chunk < 1 || chunk > IQF_KLD_MAX_CHUNKS)
+        return iqf_fail(err, errlen, IQF_E_FORMAT, "%s: %" PRId32 " chunks out of range [1, %d]", name, chunk, IQF_KLD_MAX_CHUNKS);
+    h->n_ctx = (int)ctx;
+    h->n_vocab = vocab;
+    h->n_chunk = chunk;
+    h->n_score = h->n_ctx - 1 - h->n_ctx / 2;
+    h->nv = 2 * ((vocab + 1) / 2) + 4;
+    /* Bounded above: 2^20 * 2^25 * 2 = 2^46 bytes per chunk, times 2^24 chunks = 2^70: check. */
+    h->chunk_bytes = (uint64_t)h->n_score * (uint64_t)h->nv * 2u;
+    const uint64_t tok_bytes = (uint64_t)ctx * (uint64_t)chunk * 4u;
+    if (h->chunk_bytes > (UINT64_MAX - IQF_KLD_HEADER - tok_bytes) / (uint64_t)chunk)
+        return iqf_fail(err, errlen, IQF_E_FORMAT, "%s: header sizes overflow (n_ctx %d, n_vocab %d, %d chunks)", name,
+                        h->n_ctx, h->n_vocab, h->n_chunk);
+    h->file_size = IQF_KLD_HEADER + tok_bytes + h->chunk_bytes * (uint64_t)chunk;
+    if (file_size < h->file_size)
+        return iqf_fail(err, errlen, IQF_E_FORMAT,
+                        "%s: truncated: %" PRIu64 " bytes, its header (n_ctx %d, n_vocab %d, %d chunks) needs %" PRIu64,
+                        name, file_size, h->n_ctx, h->n_vocab, h->n_chunk, h->file_size);
+    if (file_size > h->file_size)
+        return iqf_fail(err, errlen, IQF_E_FORMAT,
+                        "%s: %" PRIu64 " bytes more than its header (n_ctx %d, n_vocab %d, %d chunks) describes", name,
+                        file_size - h->file_size, h->n_ctx, h->n_vocab, h->n_chunk);
+    return IQF_OK;
+}
+
+iqf_status iqf_kld_open(const char *path, FILE **out, iqf_kld_header *h, char *err, size_t errlen) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return iqf_fail(err, errlen, IQF_E_IO, "%s: cannot open", path);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return iqf_fail(err, errlen, IQF_E_IO, "%s: not a regular file", path);
+    }
+    uint8_t hdr[IQF_KLD_HEADER];
+    size_t n = fread(hdr, 1, sizeof hdr, f);
+    iqf_status s = iqf_kld_parse_header(hdr, n, (uint64_t)st.st_size, path, h, err, errlen);
+    if (s) {
+        fclose(f);
+        return s;
+    }
+    *out = f;
+    return IQF_OK;
+}
+
+iqf_status iqf_kld_read_tokens(FILE *f, const iqf_kld_header *h, const char *name, int32_t **toks, char *err,
+                               size_t errlen) {
+    *toks = NULL;
+    const size_t n = (size_t)h->n_ctx * (size_t)h->n_chunk;
+    int32_t *t = malloc(n * sizeof *t);
+    if (!t) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (%zu tokens of %s)", n, name);
+    if (fread(t, sizeof *t, n, f) != n) {
+        free(t);
+        return iqf_fail(err, errlen, IQF_E_FORMAT, "%s: truncated (tokens)", name);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (t[i] < 0 || t[i] >= h->n_vocab) {
+            iqf_status s = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: token %zu is %" PRId32 ", outside the vocabulary [0, %d)",
+                                    name, i, t[i], h->n_vocab);
+            free(t);
+            return s;
+        }
+    *toks = t;
+    return IQF_OK;
+}
