@@ -126,6 +126,14 @@ S=$SRC/tests/data/stories260K/stories260K-f32.gguf
     --types q4_K,q8_0 --mode compat,best -o "$T/sim" -t 2 >"$T/sim.out" 2>&1 && ok || { bad "--simulate exit"; cat "$T/sim.out" >&2; }
 expect sim_row "^\| q4_K +\| compat \| +[0-9]+ \| +[0-9.]+ \| " "$T/sim.out"
 expect sim_header "simulated" "$T/sim.out"
+# The whole default simulated ladder of stories260K with llama.cpp's imatrix is healthy: quiet.
+if [ "${IQF_SANITIZED:-}" != 1 ]; then
+    "$CLI" ladder -m "$S" -f "$SRC/tests/data/text/tinystories-valid-excerpt.txt" -c 256 --chunks 20 --simulate \
+        --imatrix "$SRC/tests/data/stories260K/imatrix-groups_merged-c256.gguf" -o "$T/sim2" -t 2 >"$T/sim2.out" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "healthy stories260K simulated ladder: exit $rc"; cat "$T/sim2.out" >&2; }
+    [ "$(grep -c '^| [iq][q0-9]' "$T/sim2.out")" -ge 15 ] && ok || bad "stories260K ladder: fewer than 15 rungs"
+fi
 
 # 8. Interrupted: SIGINT during a run leaves no temporary file in DIR, exit 130, and finished
 # rungs stay usable.
