@@ -13,7 +13,6 @@ set -eu
 here="$(cd "$(dirname "$0")/.." && pwd)"
 IQF="${IQF:-$here/build/iqforge}"
 SHARED="${SHARED:-$here/../shared}"
-[ -d "$SHARED/models/kjv-3m" ] || SHARED=/work/shared
 M="$SHARED/models/kjv-3m"
 THREADS="${THREADS:-2}"
 CHUNKS="${CHUNKS:-}"

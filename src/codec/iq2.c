@@ -1,7 +1,7 @@
 /*
  * iq2.c - IQ2_XXS (2.0625 bpw), IQ2_XS (2.3125 bpw) and IQ2_S (2.5625 bpw): decoders and the
  * compat encoders, byte-identical to ggml 0.25.1 (quantize_row_iq2_xxs_impl / iq2_xs_impl /
- * iq2_s_impl, make_qp_quants; FORMATS.md sections 0, 5 and 9).
+ * iq2_s_impl, make_qp_quants; docs/FORMATS.md sections 0, 5 and 9).
  *
  * How the encoders stay exact while being 4-8x faster than ggml (docs/perf/iq2.md): every
  * float operation that produces a value ggml compares or stores is done with the same operands in

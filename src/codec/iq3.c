@@ -1,7 +1,7 @@
 /*
  * iq3.c - IQ3_XXS (3.0625 bpw) and IQ3_S (3.4375 bpw): decoders and the compat encoders
  * (bit-exact with ggml 0.25.1's quantize_row_iq3_xxs_impl / quantize_row_iq3_s_impl, see
- * /work/shared/FORMATS.md sections 0-5), except where ggml writes a corrupt IQ3_S block
+ * docs/FORMATS.md sections 0-5), except where ggml writes a corrupt IQ3_S block
  * (docs/compat/iq3.md).
  *
  * Structure

@@ -1,6 +1,6 @@
 /*
  * imatrix.h - importance matrices: the readers llama-quantize uses (GGUF imatrix and the legacy
- * .dat format, FORMATS.md section 6) and the writers `iqforge imatrix` uses.
+ * .dat format, docs/FORMATS.md section 6) and the writers `iqforge imatrix` uses.
  *
  * Reading gives, per weight name, the values llama-quantize hands to the quantizer:
  *   GGUF:   value[m*ne0 + j] = in_sum2[m*ne0 + j] / lround(counts[m])   (1.0 if that count is 0)

@@ -1,4 +1,4 @@
-/* iqforge.c - the command-line entry point: dispatches to subcommands. */
+/* main.c - the iqforge command-line entry point: dispatches to the subcommands (cmd_*.c). */
 #include "cli.h"
 
 #include "iqforge.h"
