@@ -26,8 +26,11 @@ static bool emit(const iqf_vocab *v, int32_t id, bool at_start, char *buf, int c
 }
 
 int cmd_generate(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = NULL;
-    long long n_gen = 128, n_threads = 0, n_ctx = 0;
+    const char *prompt = NULL;
+    long long n_gen = 128;
+    model_cli_opts mo;
+    model_cli_opts_init(&mo, 0, 1, 1 << 24);
+    mo.has_text = mo.has_chunks = false;
     model_cli_sim sim;
     model_cli_sim_init(&sim);
     for (int i = 1; i < argc; i++) {
@@ -36,19 +39,17 @@ int cmd_generate(int argc, char **argv) {
         int r;
         if (cli_is_help(s)) { usage(stdout); return 0; }
         if ((r = model_cli_sim_arg(&sim, argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
-        if (!strcmp(s, "-m") && hv) model_path = argv[++i];
-        else if (!strcmp(s, "-p") && hv) prompt = argv[++i];
+        if ((r = model_cli_opts_arg(&mo, "generate", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
+        if (!strcmp(s, "-p") && hv) prompt = argv[++i];
         else if (!strcmp(s, "-n") && hv) {
             if (!cli_parse_int(argv[++i], 0, 1 << 24, &n_gen)) return cli_error("generate: bad -n '%s'", argv[i]), 2;
-        } else if (!strcmp(s, "-t") && hv) {
-            if (!cli_parse_int(argv[++i], 0, 4096, &n_threads)) return cli_error("generate: bad -t '%s'", argv[i]), 2;
-        } else if (!strcmp(s, "-c") && hv) {
-            if (!cli_parse_int(argv[++i], 1, 1 << 24, &n_ctx)) return cli_error("generate: bad -c '%s'", argv[i]), 2;
         } else {
             usage(stderr);
             return cli_error("generate: unexpected argument '%s'", s), 2;
         }
     }
+    const char *model_path = mo.model;
+    const long long n_threads = mo.n_threads, n_ctx = mo.n_ctx;
     if (!model_path) { usage(stderr); return cli_error("generate: -m MODEL is required"), 2; }
 
     char err[1024];

@@ -26,27 +26,24 @@ static bool ends_with(const char *s, const char *suf) {
 }
 
 int cmd_imatrix(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *out_path = "imatrix.gguf", *fmt = NULL;
-    long long n_ctx = 512, n_chunks = -1, n_threads = 0;
+    const char *out_path = "imatrix.gguf", *fmt = NULL;
+    model_cli_opts mo;
+    model_cli_opts_init(&mo, 512, 4, 1 << 20);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         bool hv = i + 1 < argc;
+        int r;
         if (cli_is_help(s)) { usage(stdout); return 0; }
-        if (!strcmp(s, "-m") && hv) model_path = argv[++i];
-        else if (!strcmp(s, "-f") && hv) text_path = argv[++i];
-        else if (!strcmp(s, "-o") && hv) out_path = argv[++i];
+        if ((r = model_cli_opts_arg(&mo, "imatrix", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
+        if (!strcmp(s, "-o") && hv) out_path = argv[++i];
         else if (!strcmp(s, "--output-format") && hv) fmt = argv[++i];
-        else if (!strcmp(s, "-c") && hv) {
-            if (!cli_parse_int(argv[++i], 4, 1 << 20, &n_ctx)) return cli_error("imatrix: bad -c '%s'", argv[i]), 2;
-        } else if (!strcmp(s, "--chunks") && hv) {
-            if (!cli_parse_int(argv[++i], -1, 1 << 30, &n_chunks)) return cli_error("imatrix: bad --chunks '%s'", argv[i]), 2;
-        } else if (!strcmp(s, "-t") && hv) {
-            if (!cli_parse_int(argv[++i], 0, 4096, &n_threads)) return cli_error("imatrix: bad -t '%s'", argv[i]), 2;
-        } else {
+        else {
             usage(stderr);
             return cli_error("imatrix: unexpected argument '%s'", s), 2;
         }
     }
+    const char *model_path = mo.model, *text_path = mo.text;
+    const long long n_ctx = mo.n_ctx, n_chunks = mo.n_chunks, n_threads = mo.n_threads;
     if (!model_path || !text_path) { usage(stderr); return cli_error("imatrix: -m MODEL and -f TEXT are required"), 2; }
     bool dat;
     if (!fmt) dat = !ends_with(out_path, ".gguf");

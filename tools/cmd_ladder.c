@@ -515,18 +515,18 @@ static int parse_ppl_limit(opts *o, const char *s) {
 
 static int parse_args(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
-    o->n_ctx = 512;
-    o->n_chunks = -1;
     o->smoke_tokens = 32;
     o->dir = "ladder";
     o->lim = ladder_default_limits();
+    model_cli_opts mo;
+    model_cli_opts_init(&mo, 512, 4, 1 << 20);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         const bool hv = i + 1 < argc;
+        int r;
         if (cli_is_help(s)) { usage(stdout); return -1; }
-        if (!strcmp(s, "-m") && hv) o->model = argv[++i];
-        else if (!strcmp(s, "-f") && hv) o->eval = argv[++i];
-        else if (!strcmp(s, "--imatrix") && hv) o->imatrix = argv[++i];
+        if ((r = model_cli_opts_arg(&mo, "ladder", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
+        if (!strcmp(s, "--imatrix") && hv) o->imatrix = argv[++i];
         else if (!strcmp(s, "--calibration") && hv) o->calibration = argv[++i];
         else if (!strcmp(s, "--types") && hv) o->types = argv[++i];
         else if (!strcmp(s, "--mode") && hv) o->modes = argv[++i];
@@ -539,13 +539,7 @@ static int parse_args(int argc, char **argv, opts *o) {
         else if (!strcmp(s, "--report-only")) o->report_only = true;
         else if (!strcmp(s, "--keep-files")) o->keep = true;
         else if (!strcmp(s, "--quiet")) o->quiet = true;
-        else if (!strcmp(s, "-c") && hv) {
-            if (!cli_parse_int(argv[++i], 4, 1 << 20, &o->n_ctx)) return cli_error("ladder: bad -c '%s'", argv[i]), 2;
-        } else if (!strcmp(s, "--chunks") && hv) {
-            if (!cli_parse_int(argv[++i], 1, 1 << 30, &o->n_chunks)) return cli_error("ladder: bad --chunks '%s'", argv[i]), 2;
-        } else if (!strcmp(s, "-t") && hv) {
-            if (!cli_parse_int(argv[++i], 0, 4096, &o->n_threads)) return cli_error("ladder: bad -t '%s'", argv[i]), 2;
-        } else if (!strcmp(s, "--smoke-tokens") && hv) {
+        else if (!strcmp(s, "--smoke-tokens") && hv) {
             if (!cli_parse_int(argv[++i], 1, 4096, &o->smoke_tokens)) return cli_error("ladder: bad --smoke-tokens '%s'", argv[i]), 2;
         } else if (!strcmp(s, "--alarm-margin") && hv) {
             if (parse_double(s, argv[++i], 0, &o->lim.margin)) return 2;
@@ -563,6 +557,11 @@ static int parse_args(int argc, char **argv, opts *o) {
             return cli_error("ladder: unknown option or missing value: %s", s), 2;
         }
     }
+    o->model = mo.model;
+    o->eval = mo.text;
+    o->n_ctx = mo.n_ctx;
+    o->n_chunks = mo.n_chunks;
+    o->n_threads = mo.n_threads;
     if (!o->model) return cli_error("ladder: -m MODEL is required (see --help)"), 2;
     if (strlen(o->dir) > 3000) return cli_error("ladder: -o: folder name too long"), 2;
     if (!o->eval) return cli_error("ladder: -f EVAL is required (see --help)"), 2;

@@ -23,8 +23,9 @@ static void usage(FILE *f) {
 }
 
 int cmd_perplexity(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *kld_base = NULL, *kld = NULL;
-    long long n_ctx = 512, n_chunks = -1, n_threads = 0;
+    const char *kld_base = NULL, *kld = NULL;
+    model_cli_opts mo;
+    model_cli_opts_init(&mo, 512, 4, 1 << 20);
     model_cli_sim sim;
     model_cli_sim_init(&sim);
     for (int i = 1; i < argc; i++) {
@@ -33,21 +34,16 @@ int cmd_perplexity(int argc, char **argv) {
         int r;
         if (cli_is_help(s)) { usage(stdout); return 0; }
         if ((r = model_cli_sim_arg(&sim, argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
-        if (!strcmp(s, "-m") && hv) model_path = argv[++i];
-        else if (!strcmp(s, "-f") && hv) text_path = argv[++i];
-        else if (!strcmp(s, "--kld-base") && hv) kld_base = argv[++i];
+        if ((r = model_cli_opts_arg(&mo, "perplexity", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
+        if (!strcmp(s, "--kld-base") && hv) kld_base = argv[++i];
         else if (!strcmp(s, "--kld") && hv) kld = argv[++i];
-        else if (!strcmp(s, "-c") && hv) {
-            if (!cli_parse_int(argv[++i], 4, 1 << 20, &n_ctx)) return cli_error("perplexity: bad -c '%s'", argv[i]), 2;
-        } else if (!strcmp(s, "--chunks") && hv) {
-            if (!cli_parse_int(argv[++i], -1, 1 << 30, &n_chunks)) return cli_error("perplexity: bad --chunks '%s'", argv[i]), 2;
-        } else if (!strcmp(s, "-t") && hv) {
-            if (!cli_parse_int(argv[++i], 0, 4096, &n_threads)) return cli_error("perplexity: bad -t '%s'", argv[i]), 2;
-        } else {
+        else {
             usage(stderr);
             return cli_error("perplexity: unexpected argument '%s'", s), 2;
         }
     }
+    const char *model_path = mo.model, *text_path = mo.text;
+    long long n_ctx = mo.n_ctx, n_chunks = mo.n_chunks, n_threads = mo.n_threads;
     if (!model_path) { usage(stderr); return cli_error("perplexity: -m MODEL is required"), 2; }
     if (!text_path && !kld) { usage(stderr); return cli_error("perplexity: -f TEXT is required"), 2; }
     if (kld && kld_base) return cli_error("perplexity: --kld and --kld-base exclude each other"), 2;

@@ -10,6 +10,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+void model_cli_opts_init(model_cli_opts *o, long long n_ctx, long long c_lo, long long c_hi) {
+    memset(o, 0, sizeof *o);
+    o->n_ctx = n_ctx;
+    o->n_chunks = -1;
+    o->c_lo = c_lo;
+    o->c_hi = c_hi;
+    o->has_text = o->has_chunks = true;
+}
+
+int model_cli_opts_arg(model_cli_opts *o, const char *cmd, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    const bool m = !strcmp(a, "-m"), f = o->has_text && !strcmp(a, "-f"), c = !strcmp(a, "-c"),
+               ch = o->has_chunks && !strcmp(a, "--chunks"), t = !strcmp(a, "-t");
+    if (!m && !f && !c && !ch && !t) return 0;
+    if (*i + 1 >= argc) {
+        cli_error("%s: %s needs a value", cmd, a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (m) o->model = v;
+    else if (f) o->text = v;
+    else {
+        long long *dst = c ? &o->n_ctx : ch ? &o->n_chunks : &o->n_threads;
+        long long lo = c ? o->c_lo : ch ? -1 : 0, hi = c ? o->c_hi : ch ? (1LL << 30) : 4096;
+        if (!cli_parse_int(v, lo, hi, dst) || (ch && *dst == 0)) {
+            cli_error("%s: bad %s '%s'", cmd, a, v);
+            return -1;
+        }
+    }
+    return 1;
+}
+
 void model_cli_sim_init(model_cli_sim *s) { memset(s, 0, sizeof *s); }
 
 int model_cli_sim_arg(model_cli_sim *s, int argc, char **argv, int *i) {

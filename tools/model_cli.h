@@ -13,6 +13,21 @@ typedef struct model_cli_sim {
     const char *mode_name;    /* --mode compat|best (the simulation's encoder) */
 } model_cli_sim;
 
+/* The options every model command shares (perplexity, imatrix, generate, ladder), parsed once:
+ * -m MODEL, -f TEXT, -c N_CTX (in [c_lo, c_hi]), --chunks N (-1 or >= 1), -t THREADS (0..4096).
+ * A command that takes no -f or --chunks sets has_text / has_chunks false. */
+typedef struct model_cli_opts {
+    const char *model, *text;
+    long long n_ctx, n_chunks, n_threads;
+    long long c_lo, c_hi;
+    bool has_text, has_chunks;
+} model_cli_opts;
+
+void model_cli_opts_init(model_cli_opts *o, long long n_ctx, long long c_lo, long long c_hi);
+/* If argv[*i] is one of the shared options, consumes it and its value: returns 1; on a missing or
+ * bad value prints "CMD: bad OPT 'VALUE'" and returns -1 (a usage error); otherwise 0. */
+int model_cli_opts_arg(model_cli_opts *o, const char *cmd, int argc, char **argv, int *i);
+
 void model_cli_sim_init(model_cli_sim *s);
 /* If argv[*i] is --simulate/--imatrix/--mode, consumes it (and its value): returns 1; on a missing
  * value prints an error and returns -1; otherwise 0. */
