@@ -60,7 +60,6 @@ int cmd_imatrix(int argc, char **argv) {
     int n_tok = 0;
     iqf_context *c = NULL;
     iqf_imatrix_data *d = NULL;
-    iqf_imatrix_stats *stats = NULL;
     size_t len;
     char *text = model_cli_read_text(text_path, &len);
     if (!text) { status = 1; goto out; }
@@ -74,18 +73,10 @@ int cmd_imatrix(int argc, char **argv) {
         goto out;
     }
     printf("Final estimate: PPL = %.4f\n", d->ppl);
-    stats = calloc((size_t)d->n_entries + 1, sizeof *stats);
-    if (!stats) { status = cli_error("out of memory"); goto out; }
-    for (int i = 0; i < d->n_entries; i++)
-        stats[i] = (iqf_imatrix_stats){ d->names[i], d->ncols[i], 1, d->sum2[i], &d->counts[i] };
-    iqf_imatrix_meta meta = { d->n_chunks, d->chunk_size, text_path };
-    iqf_status st = dat ? iqf_imatrix_write_dat(out_path, stats, d->n_entries, &meta, err, sizeof err)
-                        : iqf_imatrix_write_gguf(out_path, stats, d->n_entries, &meta, err, sizeof err);
-    if (st) { status = cli_error("%s", err); goto out; }
+    if (model_cli_write_imatrix(d, text_path, out_path, dat)) { status = 1; goto out; }
     fprintf(stderr, "imatrix: wrote %d entries (%d chunks of %d tokens) to %s (%s)\n", d->n_entries,
             d->n_chunks, d->chunk_size, out_path, dat ? "legacy .dat" : "GGUF");
 out:
-    free(stats);
     iqf_imatrix_data_free(d);
     free(toks);
     iqf_context_free(c);

@@ -413,22 +413,37 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
 /* ------------------------------------------------------------------------------------------ */
 /* Base logits and importance matrix                                                         */
 
+/* Loads the base model, tokenizes a text with it (BOS first) and makes a context of n_ctx:
+ * the start of both the base measurement and the imatrix capture. 0, or 1 with the message
+ * printed (everything freed). */
+static int load_with_text(const opts *o, const char *text_path, iqf_model **m, int32_t **toks, int *n_tok,
+                          iqf_context **c) {
+    *m = NULL, *toks = NULL, *n_tok = 0, *c = NULL;
+    if (model_cli_load(o->model, NULL, (int)o->n_threads, m)) return 1;
+    size_t len;
+    char *text = model_cli_read_text(text_path, &len);
+    char err[1024];
+    int status = 0;
+    if (!text || model_cli_tokenize(*m, text, len, true, toks, n_tok)) status = 1;
+    else if (iqf_context_new(*m, (int)o->n_ctx, (int)o->n_threads, c, err, sizeof err)) status = cli_error("%s", err);
+    free(text);
+    if (status) {
+        free(*toks);
+        iqf_model_free(*m);
+        *m = NULL, *toks = NULL;
+    }
+    return status;
+}
+
 static int prepare_base(const opts *o, const char *key, const char *kld_path, const char *txt_path,
                         double *ppl, double *ppl_err) {
     if (access(kld_path, R_OK) == 0 && key_file_matches(txt_path, key, ppl, ppl_err)) return 0;
-    iqf_model *m = NULL;
-    if (model_cli_load(o->model, NULL, (int)o->n_threads, &m)) return 1;
-    size_t len;
-    char *text = model_cli_read_text(o->eval, &len);
-    int32_t *toks = NULL;
-    int n_tok = 0, status = 0;
-    iqf_context *c = NULL;
+    iqf_model *m;
+    iqf_context *c;
+    int32_t *toks;
+    int n_tok, status = 0;
     char err[1024];
-    if (!text || model_cli_tokenize(m, text, len, true, &toks, &n_tok)) { status = 1; goto out; }
-    if (iqf_context_new(m, (int)o->n_ctx, (int)o->n_threads, &c, err, sizeof err)) {
-        status = cli_error("%s", err);
-        goto out;
-    }
+    if (load_with_text(o, o->eval, &m, &toks, &n_tok, &c)) return 1;
     if (!o->quiet && isatty(2)) fprintf(stderr, "ladder: base logits of %s on %s ...\n", o->model, o->eval);
     iqf_ppl_params pp = { (int)o->n_ctx, (int)o->n_chunks, kld_path, NULL, NULL };
     iqf_ppl_result res;
@@ -442,45 +457,29 @@ static int prepare_base(const opts *o, const char *key, const char *kld_path, co
 out:
     iqf_context_free(c);
     free(toks);
-    free(text);
     iqf_model_free(m);
     return status;
 }
 
 static int prepare_imatrix(const opts *o, const char *key, const char *path, const char *txt_path) {
     if (access(path, R_OK) == 0 && key_file_matches(txt_path, key, NULL, NULL)) return 0;
-    iqf_model *m = NULL;
-    if (model_cli_load(o->model, NULL, (int)o->n_threads, &m)) return 1;
-    size_t len;
-    char *text = model_cli_read_text(o->calibration, &len);
-    int32_t *toks = NULL;
-    int n_tok = 0, status = 0;
-    iqf_context *c = NULL;
+    iqf_model *m;
+    iqf_context *c;
+    int32_t *toks;
+    int n_tok, status = 0;
     iqf_imatrix_data *d = NULL;
-    iqf_imatrix_stats *stats = NULL;
     char err[1024];
-    if (!text || model_cli_tokenize(m, text, len, true, &toks, &n_tok)) { status = 1; goto out; }
-    if (iqf_context_new(m, (int)o->n_ctx, (int)o->n_threads, &c, err, sizeof err) ||
-        iqf_imatrix_collect(c, toks, (size_t)n_tok, (int)o->n_ctx, -1, NULL, &d, err, sizeof err)) {
+    if (load_with_text(o, o->calibration, &m, &toks, &n_tok, &c)) return 1;
+    if (iqf_imatrix_collect(c, toks, (size_t)n_tok, (int)o->n_ctx, -1, NULL, &d, err, sizeof err)) {
         status = cli_error("%s", err);
         goto out;
     }
-    stats = calloc((size_t)d->n_entries + 1, sizeof *stats);
-    if (!stats) { status = cli_error("out of memory"); goto out; }
-    for (int i = 0; i < d->n_entries; i++)
-        stats[i] = (iqf_imatrix_stats){ d->names[i], d->ncols[i], 1, d->sum2[i], &d->counts[i] };
-    iqf_imatrix_meta meta = { d->n_chunks, d->chunk_size, o->calibration };
-    if (iqf_imatrix_write_gguf(path, stats, d->n_entries, &meta, err, sizeof err)) {
-        status = cli_error("%s", err);
-        goto out;
-    }
-    status = write_key_file(txt_path, key, NULL, NULL);
+    status = model_cli_write_imatrix(d, o->calibration, path, false);
+    if (!status) status = write_key_file(txt_path, key, NULL, NULL);
 out:
-    free(stats);
     iqf_imatrix_data_free(d);
     iqf_context_free(c);
     free(toks);
-    free(text);
     iqf_model_free(m);
     return status;
 }

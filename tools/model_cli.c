@@ -42,6 +42,19 @@ int model_cli_opts_arg(model_cli_opts *o, const char *cmd, int argc, char **argv
     return 1;
 }
 
+int model_cli_write_imatrix(const iqf_imatrix_data *d, const char *dataset, const char *path, bool dat) {
+    iqf_imatrix_stats *stats = calloc((size_t)d->n_entries + 1, sizeof *stats);
+    if (!stats) return cli_error("out of memory");
+    for (int i = 0; i < d->n_entries; i++)
+        stats[i] = (iqf_imatrix_stats){ d->names[i], d->ncols[i], 1, d->sum2[i], &d->counts[i] };
+    iqf_imatrix_meta meta = { d->n_chunks, d->chunk_size, dataset };
+    char err[1024];
+    iqf_status st = dat ? iqf_imatrix_write_dat(path, stats, d->n_entries, &meta, err, sizeof err)
+                        : iqf_imatrix_write_gguf(path, stats, d->n_entries, &meta, err, sizeof err);
+    free(stats);
+    return st ? cli_error("%s", err) : 0;
+}
+
 void model_cli_sim_init(model_cli_sim *s) { memset(s, 0, sizeof *s); }
 
 int model_cli_sim_arg(model_cli_sim *s, int argc, char **argv, int *i) {

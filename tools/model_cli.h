@@ -1,4 +1,4 @@
-/* model_cli.h - pieces shared by the inference commands (perplexity, imatrix, generate). */
+/* model_cli.h - pieces shared by the model commands (perplexity, imatrix, generate, ladder). */
 #ifndef IQF_MODEL_CLI_H
 #define IQF_MODEL_CLI_H
 
@@ -37,6 +37,9 @@ int model_cli_load(const char *path, const model_cli_sim *s, int n_threads, iqf_
 /* Tokenizes text with the model's vocabulary (BOS first if add_bos). malloc'd *out. 0 or 1. */
 int model_cli_tokenize(const iqf_model *m, const char *text, size_t len, bool add_bos,
                        int32_t **out, int *n);
+/* Writes collected importance data as llama-imatrix does (GGUF, or the legacy .dat when dat);
+ * dataset: the text's name recorded in the file. 0, or 1 with the message printed. */
+int model_cli_write_imatrix(const iqf_imatrix_data *d, const char *dataset, const char *path, bool dat);
 /* Reads a whole file (NUL-terminated); NULL + message on failure. */
 char *model_cli_read_text(const char *path, size_t *len);
 

@@ -1,18 +1,8 @@
 #!/usr/bin/env bash
 # CLI test for `iqforge inspect`: output on stories260K, errors as one line "FILE: what is wrong".
 set -u
-CLI=${IQF_CLI:-build/iqforge}
-SRC=${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/lib/common.sh"
 M="$SRC/tests/data/stories260K/stories260K-f32.gguf"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-expect() { # expect DESCRIPTION PATTERN FILE
-    if grep -Eq -- "$2" "$3"; then ok; else bad "$1: no /$2/ in output"; sed 's/^/  | /' "$3" | head -20 >&2; fi
-}
 
 "$CLI" inspect "$M" >"$T/out" 2>"$T/err"; rc=$?
 [ $rc -eq 0 ] && ok || bad "inspect exit $rc"
@@ -71,5 +61,4 @@ err_case "version 1" "$T/v1.gguf" "version 1 is not supported"
 "$CLI" inspect --bogus "$M" >/dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] && ok || bad "unknown option: exit $rc (want 2)"
 
-echo "cli inspect: $pass passed, $fails failed"
-[ $fails -eq 0 ]
+finish inspect

@@ -6,24 +6,11 @@
 # `iqforge perplexity` run by hand on the kept file; --only/--prepare/--report-only merge; the
 # smoke gate; usage and input errors. The alarm's rules on known ladders: tests/test_ladder.c.
 set -u
-CLI=${IQF_CLI:-build/iqforge}
-SRC=${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+. "$(dirname "$0")/lib/common.sh"
 D=$SRC/tests/data/kjv-3m
 M=$D/kjv-3m-f32.gguf
 E=$D/heldout-70k.txt
 I=$D/imatrix.gguf
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-expect() { # expect DESCRIPTION PATTERN FILE
-    if grep -Eq -- "$2" "$3"; then ok; else bad "$1: no /$2/ in output"; sed 's/^/  | /' "$3" | head -30 >&2; fi
-}
-reject() { # reject DESCRIPTION PATTERN FILE
-    if grep -Eq -- "$2" "$3"; then bad "$1: /$2/ in output"; sed 's/^/  | /' "$3" | head -30 >&2; else ok; fi
-}
 # Keep the sanitizer run short: fewer rungs and chunks.
 CH=6
 TYPES=IQ2_XS,IQ3_XXS,IQ3_S,Q4_K_S,Q4_K_M,Q8_0
@@ -145,5 +132,4 @@ wait $pid; rc=$?
 [ $rc -eq 130 ] || [ $rc -eq 0 ] && ok || bad "SIGINT: exit $rc, want 130"
 ls "$T/int" "$T/int/rungs" 2>/dev/null | grep -q '\.tmp' && bad "SIGINT left a temporary file: $(ls "$T/int")" || ok
 
-echo "cli ladder: $pass passed, $fails failed"
-[ $fails -eq 0 ]
+finish ladder

@@ -4,18 +4,8 @@
 # imatrix keys), thread-count independence. Bad inputs: tests/test_quantize_errors.c; bytes
 # against the oracle: tests/test_quantize_oracle.c.
 set -u
-CLI=${IQF_CLI:-build/iqforge}
+. "$(dirname "$0")/lib/common.sh"
 GEN="$(dirname "$CLI")/iqf-genmodel"
-SRC=${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-expect() { # expect DESCRIPTION PATTERN FILE
-    if grep -Eq -- "$2" "$3"; then ok; else bad "$1: no /$2/ in output"; sed 's/^/  | /' "$3" | head -20 >&2; fi
-}
 
 "$CLI" quantize --help >"$T/out" 2>&1 && ok || bad "--help exit status"
 expect usage "usage: iqforge quantize \[options\] IN.gguf \[OUT.gguf\] TYPE \[NTHREADS\]" "$T/out"
@@ -102,5 +92,4 @@ for a in "1,,2" "-1" "a" "1," ""; do
 done
 [ -e "$T/bad.gguf" ] && bad "a failed run left bad.gguf" || ok
 
-echo "cli quantize: $pass passed, $fails failed"
-[ $fails -eq 0 ]
+finish quantize

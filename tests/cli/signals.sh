@@ -5,15 +5,8 @@
 # exit with the stated status, print one line saying what happened, and leave neither the output
 # nor its OUT.tmp.XXXXXX temporary file.
 set -u
-CLI=${IQF_CLI:-build/iqforge}
+. "$(dirname "$0")/lib/common.sh"
 GEN="$(dirname "$CLI")/iqf-genmodel"
-SRC=${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 # Job control: background jobs get their own process group and do not ignore SIGINT.
 set -m
 
@@ -92,5 +85,4 @@ limited1 "perplexity --kld-base under ulimit -f" "base.kld: File too large" \
 limited1 "imatrix under ulimit -f" "im.gguf: File too large" \
     "$CLI" imatrix -m "$model" -f "$text" -c 64 --chunks 4 -t 1 -o "$T/out/im.gguf"
 
-echo "cli signals: $pass passed, $fails failed"
-[ $fails -eq 0 ]
+finish signals
