@@ -23,4 +23,8 @@ for b in "$build"/bench_*; do
   echo
 done
 [ $found -eq 1 ] || { echo "bench.sh: no bench_* programs in $build" >&2; exit 1; }
+# The quality benchmark: the kjv-3m and stories260K ladders, compat against best.
+echo "# bench/quality.sh"
+echo
+bash "$(dirname "$0")/../bench/quality.sh" "$build" || { echo "bench/quality.sh failed" >&2; status=1; }
 exit $status
