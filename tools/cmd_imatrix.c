@@ -78,7 +78,8 @@ int cmd_imatrix(int argc, char **argv) {
     stats = calloc((size_t)d->n_entries + 1, sizeof *stats);
     if (!stats) { status = cli_error("out of memory"); goto out; }
     for (int i = 0; i < d->n_entries; i++)
-        stats[i] = (iqf_imatrix_stats){ d->names[i], d->ncols[i], 1, d->sum2[i], &d->counts[i] };
+        stats[i] = (iqf_imatrix_stats){ d->names[i], d->ncols[i], d->n_mat ? d->n_mat[i] : 1, d->sum2[i],
+                                        d->mat_counts ? d->mat_counts[i] : &d->counts[i] };
     iqf_imatrix_meta meta = { d->n_chunks, d->chunk_size, text_path };
     iqf_status st = dat ? iqf_imatrix_write_dat(out_path, stats, d->n_entries, &meta, err, sizeof err)
                         : iqf_imatrix_write_gguf(out_path, stats, d->n_entries, &meta, err, sizeof err);
