@@ -583,6 +583,12 @@ typedef struct iqf_model_info {
     bool add_bos;              /* tokenizer.ggml.add_bos_token (default true for "llama" vocab) */
     bool tied_output;          /* output.weight absent: token_embd is used */
     int64_t n_params;
+    /* Architectures beyond llama (general.architecture llama, qwen2, qwen3, qwen3moe). */
+    int head_dim;              /* attention.key_length (default n_embd / n_head) */
+    bool rope_neox;            /* NEOX rope (qwen*): pairs (i, i + n_rot/2) instead of (2i, 2i+1) */
+    int n_expert, n_expert_used; /* mixture of experts: expert_count, expert_used_count; 0 if dense */
+    int n_ff_exp;              /* an expert's FFN width (qwen3moe expert_feed_forward_length; Mixtral n_ff) */
+    bool expert_weights_norm;  /* renormalise the top-k router weights (Mixtral, qwen3moe) */
 } iqf_model_info;
 
 /* Importance-matrix lookup for simulated quantization: the mean-x^2 row for weight `name`
@@ -681,6 +687,11 @@ typedef struct iqf_imatrix_data {
     int n_chunks;              /* chunks processed */
     int chunk_size;            /* n_ctx */
     double ppl;                /* perplexity of the second halves, as llama-imatrix prints */
+    /* Expert tensors (MoE): n_mat[i] = n_expert and sum2[i] holds n_mat[i] sections of ncols
+     * sums, mat_counts[i] the n_mat[i] per-expert row counts (as llama-imatrix writes them);
+     * n_mat[i] = 1 and mat_counts[i] = &counts[i] for a plain matrix. */
+    int *n_mat;
+    int64_t **mat_counts;
 } iqf_imatrix_data;
 
 iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_tokens, int n_ctx,

@@ -46,7 +46,8 @@ int model_cli_write_imatrix(const iqf_imatrix_data *d, const char *dataset, cons
     iqf_imatrix_stats *stats = calloc((size_t)d->n_entries + 1, sizeof *stats);
     if (!stats) return cli_error("out of memory");
     for (int i = 0; i < d->n_entries; i++)
-        stats[i] = (iqf_imatrix_stats){ d->names[i], d->ncols[i], 1, d->sum2[i], &d->counts[i] };
+        stats[i] = (iqf_imatrix_stats){ d->names[i], d->ncols[i], d->n_mat ? d->n_mat[i] : 1, d->sum2[i],
+                                        d->mat_counts ? d->mat_counts[i] : &d->counts[i] };
     iqf_imatrix_meta meta = { d->n_chunks, d->chunk_size, dataset };
     char err[1024];
     iqf_status st = dat ? iqf_imatrix_write_dat(path, stats, d->n_entries, &meta, err, sizeof err)

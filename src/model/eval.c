@@ -354,11 +354,16 @@ done:
 
 void iqf_imatrix_data_free(iqf_imatrix_data *d) {
     if (!d) return;
-    for (int i = 0; i < d->n_entries; i++) free(d->sum2[i]);
+    for (int i = 0; i < d->n_entries; i++) {
+        if (d->sum2) free(d->sum2[i]);
+        if (d->mat_counts && d->n_mat && d->n_mat[i] > 1) free(d->mat_counts[i]);
+    }
     free(d->sum2);
     free(d->names);
     free(d->ncols);
     free(d->counts);
+    free(d->n_mat);
+    free(d->mat_counts);
     free(d);
 }
 
@@ -390,15 +395,17 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
 
     iqf_imat_acc acc;
     acc.sum2 = calloc((size_t)m->n_mats, sizeof(double *));
-    acc.count = calloc((size_t)m->n_mats, sizeof(int64_t));
+    acc.count = calloc((size_t)m->n_mats, sizeof(int64_t *));
     acc.ncall = calloc((size_t)m->n_mats, sizeof(int64_t));
     int32_t *toks = malloc((size_t)n_ctx * sizeof(int32_t));
     float *logits = malloc((size_t)n_ctx * (size_t)h->n_vocab * sizeof(float));
     iqf_status st = IQF_OK;
     bool ok = acc.sum2 && acc.count && acc.ncall && toks && logits;
     for (int i = 0; ok && i < m->n_mats; i++) {
-        acc.sum2[i] = calloc((size_t)m->mats[i]->ncols, sizeof(double));
-        ok = acc.sum2[i] != NULL;
+        const int nm = m->mats[i]->n_mat > 1 ? m->mats[i]->n_mat : 1;
+        acc.sum2[i] = calloc((size_t)m->mats[i]->ncols * (size_t)nm, sizeof(double));
+        acc.count[i] = calloc((size_t)nm, sizeof(int64_t));
+        ok = acc.sum2[i] != NULL && acc.count[i] != NULL;
     }
     iqf_imatrix_data *d = calloc(1, sizeof *d);
     if (!ok || !d) { st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory"); goto done; }
@@ -436,8 +443,10 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
     d->ncols = calloc((size_t)m->n_mats, sizeof(int64_t));
     d->sum2 = calloc((size_t)m->n_mats, sizeof(float *));
     d->counts = calloc((size_t)m->n_mats, sizeof(int64_t));
+    d->n_mat = calloc((size_t)m->n_mats, sizeof(int));
+    d->mat_counts = calloc((size_t)m->n_mats, sizeof(int64_t *));
     name_ref *refs = calloc((size_t)m->n_mats, sizeof(name_ref));
-    if (!d->names || !d->ncols || !d->sum2 || !d->counts || !refs) {
+    if (!d->names || !d->ncols || !d->sum2 || !d->counts || !d->n_mat || !d->mat_counts || !refs) {
         free(refs);
         d->n_entries = 0;
         st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
@@ -449,10 +458,19 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
         const iqf_weight *w = m->mats[refs[k].id];
         snprintf(d->names[k], sizeof d->names[k], "%s", w->name);
         d->ncols[k] = w->ncols;
-        d->counts[k] = acc.count[refs[k].id];
-        d->sum2[k] = malloc((size_t)w->ncols * sizeof(float));
+        const int nm = w->n_mat > 1 ? w->n_mat : 1;
+        d->n_mat[k] = nm;
+        d->counts[k] = acc.count[refs[k].id][0];
+        if (nm > 1) {
+            d->mat_counts[k] = malloc((size_t)nm * sizeof(int64_t));
+            if (!d->mat_counts[k]) { d->n_mat[k] = 1; st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory"); break; }
+            memcpy(d->mat_counts[k], acc.count[refs[k].id], (size_t)nm * sizeof(int64_t));
+        } else {
+            d->mat_counts[k] = &d->counts[k];
+        }
+        d->sum2[k] = malloc((size_t)w->ncols * (size_t)nm * sizeof(float));
         if (!d->sum2[k]) { st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory"); break; }
-        for (int64_t j = 0; j < w->ncols; j++) d->sum2[k][j] = (float)acc.sum2[refs[k].id][j];
+        for (int64_t j = 0; j < w->ncols * nm; j++) d->sum2[k][j] = (float)acc.sum2[refs[k].id][j];
     }
     free(refs);
     d->n_chunks = n_chunk;
@@ -462,6 +480,8 @@ done:
     c->imat = NULL;
     if (acc.sum2)
         for (int i = 0; i < m->n_mats; i++) free(acc.sum2[i]);
+    if (acc.count)
+        for (int i = 0; i < m->n_mats; i++) free(acc.count[i]);
     free(acc.sum2);
     free(acc.count);
     free(acc.ncall);

@@ -43,6 +43,13 @@ void iqf_context_free(iqf_context *c) {
     free(c->xd);
     free(c->xs);
     free(c->xr);
+    free(c->probs);
+    free(c->sel);
+    free(c->selw);
+    free(c->rows);
+    free(c->ex_in);
+    free(c->ex_out);
+    free(c->moe);
     free(c);
 }
 
@@ -61,7 +68,8 @@ iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_con
     if (force && !strcmp(force, "scalar")) c->simd = IQF_SIMD_SCALAR;
     c->pool = iqf_pool_new(n_threads);
     int nt = c->pool ? iqf_pool_size(c->pool) : 1;
-    int64_t hd = h->n_embd / h->n_head, kvdim = hd * h->n_head_kv, qdim = hd * h->n_head;
+    int64_t hd = h->head_dim, kvdim = hd * h->n_head_kv, qdim = hd * h->n_head;
+    const int64_t ff = h->n_ff > h->n_ff_exp ? h->n_ff : h->n_ff_exp;
     int64_t B = c->max_batch;
     c->max_ncols = h->n_embd;
     for (int i = 0; i < m->n_mats; i++)
@@ -75,8 +83,17 @@ iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_con
     c->xn = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
     c->q = xcalloc((size_t)(B * qdim), sizeof(float), &ok);
     c->att = xcalloc((size_t)(B * qdim), sizeof(float), &ok);
-    c->g = xcalloc((size_t)(B * h->n_ff), sizeof(float), &ok);
-    c->u = xcalloc((size_t)(B * h->n_ff), sizeof(float), &ok);
+    c->g = xcalloc((size_t)(B * ff), sizeof(float), &ok);
+    c->u = xcalloc((size_t)(B * ff), sizeof(float), &ok);
+    if (h->n_expert > 0) {
+        c->probs = xcalloc((size_t)(B * h->n_expert), sizeof(float), &ok);
+        c->sel = xcalloc((size_t)(B * h->n_expert_used), sizeof(int), &ok);
+        c->selw = xcalloc((size_t)(B * h->n_expert_used), sizeof(float), &ok);
+        c->rows = xcalloc((size_t)B, sizeof(int), &ok);
+        c->ex_in = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
+        c->ex_out = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
+        c->moe = xcalloc((size_t)(B * h->n_expert_used) * (size_t)h->n_embd, sizeof(float), &ok);
+    }
     c->tmp = xcalloc((size_t)(B * wide), sizeof(float), &ok);
     c->wtile = xcalloc((size_t)nt * IQF_MM_TILE * (size_t)c->max_ncols, sizeof(float), &ok);
     c->scores = xcalloc((size_t)nt * (size_t)n_ctx, sizeof(float), &ok);
@@ -127,16 +144,138 @@ static void rope_table(float *cs, int pos, int n_rot, float base) {
     }
 }
 
-/* Rotates the first n_rot dims of each of n_heads heads (hd floats each), adjacent pairs. */
-static void rope_apply(float *v, int n_heads, int hd, int n_rot, const float *cs) {
+/* Rotates the first n_rot dims of each of n_heads heads (hd floats each): adjacent pairs
+ * (2i, 2i+1), or with neox pairs (i, i + n_rot/2) (ggml's rotate_pairs with n_offset n_rot/2). */
+static void rope_apply(float *v, int n_heads, int hd, int n_rot, const float *cs, bool neox) {
+    const int off = neox ? n_rot / 2 : 1, step = neox ? 1 : 2;
     for (int h = 0; h < n_heads; h++) {
         float *p = v + (int64_t)h * hd;
-        for (int i = 0; i < n_rot; i += 2) {
-            const float c = cs[i], s = cs[i + 1];
-            const float x0 = p[i], x1 = p[i + 1];
+        for (int i0 = 0; i0 < n_rot; i0 += 2) {
+            const int i = neox ? i0 / 2 : i0;
+            const float c = cs[i0], s = cs[i0 + 1];
+            const float x0 = p[i], x1 = p[i + off];
             p[i] = x0 * c - x1 * s;
-            p[i + 1] = x0 * s + x1 * c;
+            p[i + off] = x0 * s + x1 * c;
         }
+        (void)step;
+    }
+}
+
+static void add_bias(float *y, int64_t ld, int T, const float *b, int64_t n) {
+    if (!b) return;
+    for (int t = 0; t < T; t++)
+        for (int64_t i = 0; i < n; i++) y[(int64_t)t * ld + i] += b[i];
+}
+
+/* qwen3: RMSNorm of every head (hd floats) with weight w, in place. */
+static void head_norm(float *v, int64_t ld, int T, int n_heads, int hd, const float *w, float eps) {
+    if (!w) return;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < n_heads; h++) {
+            float *p = v + (int64_t)t * ld + (int64_t)h * hd;
+            rmsnorm(p, w, p, hd, eps); /* in place: each y[i] is written after the sum is taken */
+        }
+}
+
+/* ggml_soft_max_f32 over one row: max, expf(x - max) summed in double, scaled by 1/sum. */
+static void softmax_row(float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        const float v = expf(x[i] - mx);
+        sum += (double)v;
+        x[i] = v;
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+static void imat_rows(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n) {
+    if (!c->imat || w->id < 0 || n <= 0) return;
+    /* llama-imatrix collects MUL_MAT_ID for every batch size: per expert sums and counts */
+    double *s = c->imat->sum2[w->id] + (int64_t)e * w->ncols;
+    for (int t = 0; t < n; t++) {
+        const float *xr = x + (int64_t)t * ldx;
+        for (int64_t k = 0; k < w->ncols; k++) s[k] += (double)xr[k] * xr[k];
+    }
+    c->imat->count[w->id][e] += n;
+}
+
+static iqf_weight expert_view(const iqf_weight *w, int e) {
+    iqf_weight v = *w;
+    v.data = w->data + (size_t)e * (size_t)w->nrows * w->row_bytes;
+    v.n_mat = 1;
+    v.id = -1;
+    return v;
+}
+
+/* llama.cpp's build_moe_ffn (SiLU-gated experts, softmax gating): router logits, softmax over
+ * all experts, the top n_expert_used, their probabilities renormalised (expert_weights_norm,
+ * sum clamped at 2^-14), each expert's FFN on the rows routed to it, outputs times weights
+ * summed in slot order. Rows xn (nr of them), result into out (ld E). */
+static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out) {
+    const iqf_model_info *h = &c->m->info;
+    const int E = h->n_embd, NE = h->n_expert, K = h->n_expert_used, F = h->n_ff_exp;
+    iqf_matmul(c, &ly->gate_inp, xn, E, nr, c->probs, NE);
+    for (int t = 0; t < nr; t++) {
+        float *p = c->probs + (int64_t)t * NE;
+        softmax_row(p, NE);
+        int *sel = c->sel + (int64_t)t * K;
+        float *w = c->selw + (int64_t)t * K;
+        for (int j = 0; j < K; j++) { /* top-k, descending; ties to the lower index */
+            int best = -1;
+            for (int e = 0; e < NE; e++) {
+                bool used = false;
+                for (int i = 0; i < j; i++) used |= sel[i] == e;
+                if (!used && (best < 0 || p[e] > p[best])) best = e;
+            }
+            sel[j] = best;
+            w[j] = p[best];
+        }
+        if (h->expert_weights_norm) {
+            double sum = 0.0;
+            for (int j = 0; j < K; j++) sum += (double)w[j];
+            float fs = (float)sum;
+            if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
+            for (int j = 0; j < K; j++) w[j] = w[j] / fs;
+        }
+    }
+    for (int e = 0; e < NE; e++) {
+        int n = 0;
+        for (int t = 0; t < nr; t++)
+            for (int j = 0; j < K; j++)
+                if (c->sel[(int64_t)t * K + j] == e) {
+                    c->rows[n] = t * K + j; /* token t, slot j */
+                    memcpy(c->ex_in + (int64_t)n * E, xn + (int64_t)t * E, sizeof(float) * (size_t)E);
+                    n++;
+                }
+        if (!n) continue;
+        const iqf_weight wg = expert_view(&ly->gate_exps, e), wu = expert_view(&ly->up_exps, e),
+                         wd = expert_view(&ly->down_exps, e);
+        imat_rows(c, &ly->gate_exps, e, c->ex_in, E, n);
+        imat_rows(c, &ly->up_exps, e, c->ex_in, E, n);
+        iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
+        iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
+        for (int64_t i = 0; i < (int64_t)n * F; i++) {
+            const float g = c->g[i];
+            c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
+        }
+        imat_rows(c, &ly->down_exps, e, c->g, F, n);
+        iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
+        for (int r = 0; r < n; r++) {
+            const float wt = c->selw[c->rows[r]];
+            float *dst = c->moe + (int64_t)c->rows[r] * E;
+            const float *src = c->ex_out + (int64_t)r * E;
+            for (int i = 0; i < E; i++) dst[i] = src[i] * wt;
+        }
+    }
+    for (int t = 0; t < nr; t++) {
+        float *o = out + (int64_t)t * E;
+        const float *m0 = c->moe + (int64_t)t * K * E;
+        memcpy(o, m0, sizeof(float) * (size_t)E);
+        for (int j = 1; j < K; j++)
+            for (int i = 0; i < E; i++) o[i] += m0[(int64_t)j * E + i];
     }
 }
 
@@ -150,7 +289,7 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     const attjob *j = arg;
     iqf_context *c = j->c;
     const iqf_model_info *h = &c->m->info;
-    const int H = h->n_head, hd = h->n_embd / h->n_head, kvdim = hd * h->n_head_kv;
+    const int H = h->n_head, hd = h->head_dim, kvdim = hd * h->n_head_kv;
     const int group = h->n_head / h->n_head_kv;
     const float scale = 1.0f / sqrtf((float)hd);
     const float *K = c->kcache + (size_t)j->layer * c->n_ctx * kvdim;
@@ -185,7 +324,7 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
                          float *logits) {
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
-    const int E = h->n_embd, H = h->n_head, hd = E / H, qdim = H * hd;
+    const int E = h->n_embd, H = h->n_head, hd = h->head_dim, qdim = H * hd;
     const int kvdim = hd * h->n_head_kv, F = h->n_ff, L = h->n_layer;
     const float eps = h->rms_eps;
 
@@ -206,10 +345,15 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         iqf_matmul(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr, c->q + (int64_t)r0 * qdim, qdim);
         iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
         iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
+        add_bias(c->q + (int64_t)r0 * qdim, qdim, nr, ly->bq, qdim);
+        add_bias(kdst, kvdim, T, ly->bk, kvdim);
+        add_bias(vdst, kvdim, T, ly->bv, kvdim);
+        head_norm(c->q + (int64_t)r0 * qdim, qdim, nr, H, hd, ly->q_norm, eps);
+        head_norm(kdst, kvdim, T, h->n_head_kv, hd, ly->k_norm, eps);
         for (int t = 0; t < T; t++) {
             const float *cs = c->rope_cs + (int64_t)t * hd;
-            if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs);
-            rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs);
+            if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, h->rope_neox);
+            rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, h->rope_neox);
         }
         attjob aj = { c, l, r0, T, pos };
         int64_t items = (int64_t)nr * H;
@@ -225,13 +369,17 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         }
         float *xs = c->x + (int64_t)r0 * E, *xns = c->xn + (int64_t)r0 * E;
         for (int t = 0; t < nr; t++) rmsnorm(xs + (int64_t)t * E, ly->ffn_norm, xns + (int64_t)t * E, E, eps);
-        iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
-        iqf_matmul(c, &ly->wup, xns, E, nr, c->u, F);
-        for (int64_t i = 0; i < (int64_t)nr * F; i++) {
-            const float g = c->g[i];
-            c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
+        if (h->n_expert > 0) {
+            moe_ffn(c, ly, xns, nr, c->tmp);
+        } else {
+            iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
+            iqf_matmul(c, &ly->wup, xns, E, nr, c->u, F);
+            for (int64_t i = 0; i < (int64_t)nr * F; i++) {
+                const float g = c->g[i];
+                c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
+            }
+            iqf_matmul(c, &ly->wdown, c->g, F, nr, c->tmp, E);
         }
-        iqf_matmul(c, &ly->wdown, c->g, F, nr, c->tmp, E);
         for (int t = 0; t < nr; t++) {
             float *xr = xs + (int64_t)t * E;
             const float *o = c->tmp + (int64_t)t * E;

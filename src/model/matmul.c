@@ -367,7 +367,7 @@ void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx
             const float *xr = x + (int64_t)t * ldx;
             for (int64_t k = 0; k < w->ncols; k++) s[k] += (double)xr[k] * xr[k];
         }
-        c->imat->count[w->id] += T;
+        c->imat->count[w->id][0] += T;
         c->imat->ncall[w->id]++;
     }
     mmjob j = { c, w, x, ldx, T, y, ldy, false };

@@ -26,6 +26,11 @@ void iqf_model_free(iqf_model *m) {
         for (int l = 0; l < m->info.n_layer; l++) {
             free(m->layers[l].attn_norm);
             free(m->layers[l].ffn_norm);
+            free(m->layers[l].bq);
+            free(m->layers[l].bk);
+            free(m->layers[l].bv);
+            free(m->layers[l].q_norm);
+            free(m->layers[l].k_norm);
         }
     free(m->layers);
     free(m->output_norm);
@@ -73,9 +78,16 @@ static bool key_int(loader *ld, const char *suffix, bool required, int64_t def, 
     return true;
 }
 
-/* Finds a tensor and checks its shape (ne1 = 0 for a vector). */
+/* Finds a tensor and checks its shape (ne1 = 0 for a vector; ne2 > 1 for 3-D expert tensors). */
+static iqf_status get_tensor3(loader *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                              bool optional, const iqf_gguf_tensor **out);
 static iqf_status get_tensor(loader *ld, const char *name, int64_t ne0, int64_t ne1, bool optional,
                              const iqf_gguf_tensor **out) {
+    return get_tensor3(ld, name, ne0, ne1, 1, optional, out);
+}
+
+static iqf_status get_tensor3(loader *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                              bool optional, const iqf_gguf_tensor **out) {
     *out = NULL;
     int64_t i = iqf_gguf_find_tensor(ld->m->gguf, name);
     if (i < 0) {
@@ -83,7 +95,12 @@ static iqf_status get_tensor(loader *ld, const char *name, int64_t ne0, int64_t 
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing tensor %s", ld->path, name);
     }
     const iqf_gguf_tensor *t = iqf_gguf_tensor_at(ld->m->gguf, i);
-    bool ok = t->ne[0] == ne0 && t->ne[2] == 1 && t->ne[3] == 1 && (ne1 ? t->ne[1] == ne1 : t->ne[1] == 1);
+    bool ok = t->ne[0] == ne0 && t->ne[2] == ne2 && t->ne[3] == 1 && (ne1 ? t->ne[1] == ne1 : t->ne[1] == 1);
+    if (!ok && ne2 > 1)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT,
+                    "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]", ld->path,
+                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                    (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)ne2);
     if (!ok)
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT,
                     "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld]", ld->path,
@@ -96,31 +113,41 @@ static iqf_status get_tensor(loader *ld, const char *name, int64_t ne0, int64_t 
     return IQF_OK;
 }
 
-static iqf_status load_matrix(loader *ld, iqf_weight *w, const char *name, int64_t ne0, int64_t ne1,
-                              bool optional) {
+static iqf_status load_experts(loader *ld, iqf_weight *w, const char *name, int64_t ne0, int64_t ne1,
+                               int64_t ne2, bool optional) {
     const iqf_gguf_tensor *t;
-    iqf_status st = get_tensor(ld, name, ne0, ne1, optional, &t);
+    iqf_status st = get_tensor3(ld, name, ne0, ne1, ne2, optional, &t);
     if (st || !t) return st;
     snprintf(w->name, sizeof w->name, "%s", name);
     w->type = t->type;
     w->ncols = ne0;
     w->nrows = ne1;
+    w->n_mat = (int)ne2;
     w->row_bytes = iqf_row_size(t->type, ne0);
     w->data = t->data;
     w->id = -1;
-    ld->m->info.n_params += ne0 * ne1;
+    ld->m->info.n_params += ne0 * ne1 * ne2;
     return IQF_OK;
 }
 
-static iqf_status load_vector(loader *ld, float **out, const char *name, int64_t n) {
+static iqf_status load_matrix(loader *ld, iqf_weight *w, const char *name, int64_t ne0, int64_t ne1,
+                              bool optional) {
+    return load_experts(ld, w, name, ne0, ne1, 1, optional);
+}
+
+static iqf_status load_vector_opt(loader *ld, float **out, const char *name, int64_t n, bool optional) {
     const iqf_gguf_tensor *t;
-    iqf_status st = get_tensor(ld, name, n, 0, false, &t);
-    if (st) return st;
+    iqf_status st = get_tensor(ld, name, n, 0, optional, &t);
+    if (st || !t) return st;
     *out = malloc((size_t)n * sizeof(float));
     if (!*out) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
     st = iqf_dequantize(t->type, t->data, *out, 1, n, 1, ld->err, ld->errlen);
     ld->m->info.n_params += n;
     return st;
+}
+
+static iqf_status load_vector(loader *ld, float **out, const char *name, int64_t n) {
+    return load_vector_opt(ld, out, name, n, false);
 }
 
 static iqf_status load_vocab(loader *ld) {
@@ -231,7 +258,7 @@ static void sim_range(void *arg, int64_t b, int64_t e, int tid) {
 
 static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w) {
     iqf_model *m = ld->m;
-    const int64_t nel = w->ncols * w->nrows;
+    const int64_t nel = w->ncols * w->nrows * (w->n_mat > 1 ? w->n_mat : 1);
     if (nel % 256)
         return iqf_fail(ld->err, ld->errlen, IQF_E_SHAPE, "%s: %s has %lld elements, not a multiple of 256",
                     ld->path, w->name, (long long)nel);
@@ -247,7 +274,7 @@ static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w)
         free(src); free(dst); free(qbuf); free(imrow);
         return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
     }
-    iqf_status st = iqf_dequantize(w->type, w->data, src, w->nrows, w->ncols, nt, ld->err, ld->errlen);
+    iqf_status st = iqf_dequantize(w->type, w->data, src, nel / w->ncols, w->ncols, nt, ld->err, ld->errlen);
     const float *im = NULL;
     if (!st && p->imatrix) im = p->imatrix(p->imatrix_user, w->name, w->ncols);
     simjob j = { w, src, dst, im, p->simulate_type, p->simulate_mode, 0, "", rowq, qbuf, imrow };
@@ -291,24 +318,52 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
         st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: missing key general.architecture", path);
         goto done;
     }
-    if (strcmp(arch, "llama") != 0) {
-        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported architecture '%.40s' (only llama is supported)", path, arch);
+    const bool is_qwen2 = !strcmp(arch, "qwen2"), is_qwen3 = !strcmp(arch, "qwen3"),
+               is_qwen3moe = !strcmp(arch, "qwen3moe");
+    if (strcmp(arch, "llama") != 0 && !is_qwen2 && !is_qwen3 && !is_qwen3moe) {
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported architecture '%.40s' (supported: llama, qwen2, qwen3, qwen3moe)", path, arch);
         goto done;
     }
     snprintf(h->arch, sizeof h->arch, "%s", arch);
+    h->rope_neox = is_qwen2 || is_qwen3 || is_qwen3moe;
     if (!key_int(&ld, "embedding_length", true, 0, 1, 1 << 20, &h->n_embd, &st) ||
         !key_int(&ld, "block_count", true, 0, 1, 4096, &h->n_layer, &st) ||
-        !key_int(&ld, "feed_forward_length", true, 0, 1, 1 << 22, &h->n_ff, &st) ||
+        !key_int(&ld, "expert_count", false, 0, 0, 1024, &h->n_expert, &st) ||
+        !key_int(&ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
+        !key_int(&ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
+        !key_int(&ld, "expert_feed_forward_length", is_qwen3moe && h->n_expert > 0, h->n_ff, 1, 1 << 22, &h->n_ff_exp, &st) ||
         !key_int(&ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
         !key_int(&ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
         !key_int(&ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
         goto done;
-    if (h->n_embd % h->n_head || h->n_head % h->n_head_kv) {
-        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: embedding_length %d, head_count %d and head_count_kv %d are inconsistent",
-                  path, h->n_embd, h->n_head, h->n_head_kv);
+    if (is_qwen3moe && h->n_expert == 0) {
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: qwen3moe without %s.expert_count", path, arch);
         goto done;
     }
-    const int hd = h->n_embd / h->n_head;
+    if (h->n_expert > 0) {
+        if (!is_qwen3moe) h->n_ff_exp = h->n_ff; /* Mixtral: the experts are n_ff wide */
+        bool norm = true;
+        char key[128];
+        snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
+        iqf_gguf_get_bool(m->gguf, key, &norm);
+        h->expert_weights_norm = norm;
+    }
+    if (h->n_head % h->n_head_kv) {
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d",
+                  path, h->n_head, h->n_head_kv);
+        goto done;
+    }
+    {
+        char key[128];
+        snprintf(key, sizeof key, "%s.attention.key_length", arch);
+        if (iqf_gguf_find_kv(m->gguf, key) < 0 && h->n_embd % h->n_head) {
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: embedding_length %d, head_count %d and head_count_kv %d are inconsistent",
+                      path, h->n_embd, h->n_head, h->n_head_kv);
+            goto done;
+        }
+    }
+    if (!key_int(&ld, "attention.key_length", false, h->n_embd / h->n_head, 2, 1 << 14, &h->head_dim, &st)) goto done;
+    const int hd = h->head_dim;
     if (!key_int(&ld, "rope.dimension_count", false, hd, 2, hd, &h->n_rot, &st)) goto done;
     if (h->n_rot % 2) {
         st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: odd rope.dimension_count %d", path, h->n_rot);
@@ -316,9 +371,7 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
     }
     {
         int kl;
-        if (!key_int(&ld, "attention.key_length", false, hd, hd, hd, &kl, &st) ||
-            !key_int(&ld, "attention.value_length", false, hd, hd, hd, &kl, &st))
-            goto done;
+        if (!key_int(&ld, "attention.value_length", false, hd, hd, hd, &kl, &st)) goto done;
         char key[128];
         double d;
         h->rope_base = 10000.0f;
@@ -388,22 +441,48 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
     if ((st = load_matrix(&ld, &ly->field, name, ne0, ne1, false))) goto done;  \
     ly->field.id = m->n_mats;                                                    \
     m->mats[m->n_mats++] = &ly->field;
+#define BIAS(field, nm, n)                                                      \
+    snprintf(name, sizeof name, "blk.%d." nm ".bias", l);                        \
+    if ((st = load_vector_opt(&ld, &ly->field, name, n, true))) goto done;
+#define EXPS(field, nm, ne0, ne1)                                               \
+    snprintf(name, sizeof name, "blk.%d." nm ".weight", l);                      \
+    if ((st = load_experts(&ld, &ly->field, name, ne0, ne1, h->n_expert, false))) goto done; \
+    ly->field.id = m->n_mats;                                                    \
+    m->mats[m->n_mats++] = &ly->field;
         VEC(attn_norm, "attn_norm")
         MAT(wq, "attn_q", E, qdim)
         MAT(wk, "attn_k", E, kvdim)
         MAT(wv, "attn_v", E, kvdim)
         MAT(wo, "attn_output", qdim, E)
+        BIAS(bq, "attn_q", qdim)
+        BIAS(bk, "attn_k", kvdim)
+        BIAS(bv, "attn_v", kvdim)
+        if (is_qwen3 || is_qwen3moe) {
+            snprintf(name, sizeof name, "blk.%d.attn_q_norm.weight", l);
+            if ((st = load_vector(&ld, &ly->q_norm, name, hd))) goto done;
+            snprintf(name, sizeof name, "blk.%d.attn_k_norm.weight", l);
+            if ((st = load_vector(&ld, &ly->k_norm, name, hd))) goto done;
+        }
         VEC(ffn_norm, "ffn_norm")
-        MAT(wgate, "ffn_gate", E, h->n_ff)
-        MAT(wup, "ffn_up", E, h->n_ff)
-        MAT(wdown, "ffn_down", h->n_ff, E)
+        if (h->n_expert == 0) {
+            MAT(wgate, "ffn_gate", E, h->n_ff)
+            MAT(wup, "ffn_up", E, h->n_ff)
+            MAT(wdown, "ffn_down", h->n_ff, E)
+        } else {
+            MAT(gate_inp, "ffn_gate_inp", E, h->n_expert)
+            EXPS(gate_exps, "ffn_gate_exps", E, h->n_ff_exp)
+            EXPS(up_exps, "ffn_up_exps", E, h->n_ff_exp)
+            EXPS(down_exps, "ffn_down_exps", h->n_ff_exp, E)
+        }
 #undef VEC
 #undef MAT
+#undef BIAS
+#undef EXPS
     }
     if ((st = load_vocab(&ld))) goto done;
     if (p.simulate_type >= 0)
         for (int i = 0; i < m->n_mats; i++)
-            if ((st = simulate(&ld, &p, m->mats[i]))) goto done;
+            if (!strstr(m->mats[i]->name, "ffn_gate_inp") && (st = simulate(&ld, &p, m->mats[i]))) goto done;
 done:
     if (st) {
         iqf_model_free(m);

@@ -21,14 +21,20 @@ typedef struct iqf_weight {
     int64_t nrows;     /* ne1: output features */
     size_t row_bytes;
     const uint8_t *data;
+    int n_mat;         /* 3-D expert tensors: n_expert matrices of nrows rows, expert e at
+                        * data + e * nrows * row_bytes; 0 or 1 for a plain matrix */
 } iqf_weight;
 
 typedef struct iqf_layer {
     float *attn_norm, *ffn_norm; /* n_embd floats (owned) */
     iqf_weight wq, wk, wv, wo, wgate, wup, wdown;
+    float *bq, *bk, *bv;         /* attention biases (qwen2), or NULL */
+    float *q_norm, *k_norm;      /* per-head RMSNorm weights (qwen3), head_dim floats, or NULL */
+    iqf_weight gate_inp;         /* MoE router [n_embd -> n_expert] */
+    iqf_weight gate_exps, up_exps, down_exps; /* MoE experts (n_mat = n_expert) */
 } iqf_layer;
 
-#define IQF_MAX_WEIGHTS_PER_LAYER 7
+#define IQF_MAX_WEIGHTS_PER_LAYER 8
 
 struct iqf_model {
     iqf_model_info info;
@@ -49,10 +55,11 @@ struct iqf_model {
 /* Tokens per forward step; longer decode calls are split (bounds the scratch buffers). */
 #define IQF_MAX_BATCH 512
 
-/* Imatrix accumulation: one slot per weight id. */
+/* Imatrix accumulation: one slot per weight id; expert tensors have n_mat sections of ncols
+ * sums and n_mat counts (count[id] points at them). */
 typedef struct iqf_imat_acc {
-    double **sum2; /* [n_mats][ncols] */
-    int64_t *count;
+    double **sum2;   /* [n_mats][n_mat * ncols] */
+    int64_t **count; /* [n_mats][n_mat] */
     int64_t *ncall;
 } iqf_imat_acc;
 
@@ -74,6 +81,13 @@ struct iqf_context {
     float *xd;                 /* their scales: [max_batch][max_ncols / 256] */
     int32_t *xs;               /* their sums per 32: [max_batch][max_ncols / 32] */
     float *xr;                 /* activations rounded to a vec_dot_type: [max_batch][max_ncols] */
+    /* mixture of experts */
+    float *probs;              /* router probabilities [max_batch][n_expert] */
+    int *sel;                  /* selected experts [max_batch][n_expert_used] */
+    float *selw;               /* their weights [max_batch][n_expert_used] */
+    int *rows;                 /* token rows routed to one expert [max_batch] */
+    float *ex_in, *ex_out;     /* gathered rows [max_batch][n_embd], expert outputs [max_batch][n_embd] */
+    float *moe;                /* per (token, slot) expert outputs [max_batch][n_expert_used][n_embd] */
 };
 
 /* Y[t][n] = sum_k X[t][k] W[n][k] for t < T, n < W->nrows. X rows ldx apart, Y rows ldy apart. */

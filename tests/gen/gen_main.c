@@ -1,6 +1,8 @@
 /* gen_main.c - iqf-genmodel: writes the synthetic Mistral-shaped model and its imatrix.
  * usage: iqf-genmodel OUT.gguf [--scale S] [--layers N] [--type f16|bf16|f32] [--seed N]
- *                     [--tied] [--imatrix IM.gguf] [--imatrix-dat IM.dat] */
+ *                     [--tied] [--imatrix IM.gguf] [--imatrix-dat IM.dat]
+ *                     [--arch llama|qwen2|qwen3|mixtral|qwen3moe] [--experts N] [--experts-used K]
+ *                     [--vocab VOCAB.gguf] */
 #include "genmodel.h"
 
 #include <stdio.h>
@@ -17,6 +19,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--layers") && v) o.n_layer = atoi(argv[++i]);
         else if (!strcmp(a, "--seed") && v) o.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--tied")) o.tied = true;
+        else if (!strcmp(a, "--arch") && v) o.arch = argv[++i];
+        else if (!strcmp(a, "--experts") && v) o.n_expert = atoi(argv[++i]);
+        else if (!strcmp(a, "--experts-used") && v) o.n_expert_used = atoi(argv[++i]);
+        else if (!strcmp(a, "--vocab") && v) o.vocab = argv[++i];
         else if (!strcmp(a, "--imatrix") && v) img = argv[++i];
         else if (!strcmp(a, "--imatrix-dat") && v) imd = argv[++i];
         else if (!strcmp(a, "--type") && v) {
@@ -24,7 +30,8 @@ int main(int argc, char **argv) {
         } else if (a[0] != '-' && !out) out = a;
         else {
             fprintf(stderr, "usage: iqf-genmodel OUT.gguf [--scale S] [--layers N] [--type f16|bf16|f32] "
-                            "[--seed N] [--tied] [--imatrix IM.gguf] [--imatrix-dat IM.dat]\n");
+                            "[--seed N] [--tied] [--imatrix IM.gguf] [--imatrix-dat IM.dat] "
+                            "[--arch llama|qwen2|qwen3|mixtral|qwen3moe] [--experts N] [--experts-used K] [--vocab V.gguf]\n");
             return 2;
         }
     }

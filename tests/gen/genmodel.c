@@ -53,7 +53,7 @@ static rng seeded(uint64_t seed, uint64_t a, uint64_t b) {
 }
 
 iqf_genmodel_opts iqf_genmodel_default_opts(void) {
-    iqf_genmodel_opts o = { 1, 2, IQF_TYPE_F16, 1, false };
+    iqf_genmodel_opts o = { 1, 2, IQF_TYPE_F16, 1, false, NULL, 8, 2, NULL };
     return o;
 }
 
@@ -68,12 +68,13 @@ static iqf_status fail(char *err, size_t errlen, iqf_status st, const char *fmt,
 }
 
 /* Input kinds: which activations a matrix reads. */
-enum { IN_EMBD = 0, IN_ATTN = 1, IN_ATTN_OUT = 2, IN_FFN = 3, IN_FFN_DOWN = 4, IN_OUTPUT = 5 };
+enum { IN_EMBD = 0, IN_ATTN = 1, IN_ATTN_OUT = 2, IN_FFN = 3, IN_FFN_DOWN = 4, IN_OUTPUT = 5,
+       IN_GATE_INP = 6, KIND_BIAS = 7 };
 
 typedef struct gtensor {
     char name[64];
     int n_dims;
-    int64_t ne[2];
+    int64_t ne[3];     /* ne[2]: experts (1 for a matrix) */
     int kind;     /* IN_*; -1 for a norm vector */
     int layer;
     double sigma;
@@ -136,59 +137,117 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     if (!o || !model_path || o->scale < 1 || o->n_layer < 1 || o->n_layer > 512 ||
         (o->type != IQF_TYPE_F16 && o->type != IQF_TYPE_BF16 && o->type != IQF_TYPE_F32))
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: bad options");
-    const int64_t n_embd = 4096 / o->scale, n_ff = 14336 / o->scale, n_vocab = 32000 / o->scale;
-    const int64_t n_head = 32, n_head_kv = 8, head_dim = n_embd / n_head, n_kv = head_dim * n_head_kv;
-    if (n_embd < 32 || head_dim < 1)
+    const char *arch = o->arch ? o->arch : "llama";
+    const bool qwen2 = !strcmp(arch, "qwen2"), qwen3 = !strcmp(arch, "qwen3"), q3moe = !strcmp(arch, "qwen3moe"),
+               mixtral = !strcmp(arch, "mixtral"), moe = q3moe || mixtral;
+    if (strcmp(arch, "llama") && !qwen2 && !qwen3 && !moe)
+        return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: unknown architecture '%s'", arch);
+    const char *garch = mixtral ? "llama" : arch; /* general.architecture */
+    const int n_expert = moe ? o->n_expert : 0, n_used = moe ? o->n_expert_used : 0;
+    if (moe && (n_expert < 1 || n_used < 1 || n_used > n_expert))
+        return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: bad expert counts %d / %d", n_expert, n_used);
+    iqf_gguf *voc = NULL;
+    int64_t n_vocab = 32000 / o->scale;
+    if (o->vocab) {
+        voc = iqf_gguf_open(o->vocab, err, errlen);
+        if (!voc) return IQF_E_FORMAT;
+        int64_t tk = iqf_gguf_find_kv(voc, "tokenizer.ggml.tokens");
+        if (tk < 0 || iqf_gguf_arr_n(voc, tk) < 1) {
+            iqf_gguf_close(voc);
+            return fail(err, errlen, IQF_E_FORMAT, "%s: no tokenizer.ggml.tokens", o->vocab);
+        }
+        n_vocab = (int64_t)iqf_gguf_arr_n(voc, tk);
+    }
+    const int64_t n_embd = 4096 / o->scale, n_ff = 14336 / o->scale;
+    const int64_t n_head = 32, n_head_kv = 8;
+    const int64_t head_dim = (qwen3 || q3moe) ? 2 * n_embd / n_head : n_embd / n_head;
+    const int64_t n_q = head_dim * n_head, n_kv = head_dim * n_head_kv;
+    const int64_t n_ff_exp = q3moe ? n_ff / 4 : n_ff, n_ff_layer = moe ? n_ff_exp : n_ff;
+    if (n_embd < 32 || head_dim < 2) {
+        iqf_gguf_close(voc);
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: scale %d too large", o->scale);
+    }
 
-    const int nt_max = 3 + 9 * o->n_layer;
+    const int nt_max = 3 + 16 * o->n_layer;
     gtensor *ts = calloc((size_t)nt_max, sizeof *ts);
-    if (!ts) return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    if (!ts) {
+        iqf_gguf_close(voc);
+        return fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    }
     int nt = 0;
-#define ADD(nm, nd, a, b, k, l, sg)                                     \
+#define ADD3(nm, nd, a, b, c_, k, l, sg)                                \
     do {                                                                \
         gtensor *t_ = &ts[nt++];                                        \
         snprintf(t_->name, sizeof t_->name, "%s", nm);                  \
         t_->n_dims = nd;                                                \
         t_->ne[0] = a;                                                  \
         t_->ne[1] = b;                                                  \
+        t_->ne[2] = c_;                                                 \
         t_->kind = k;                                                   \
         t_->layer = l;                                                  \
         t_->sigma = sg;                                                 \
     } while (0)
+#define ADD(nm, nd, a, b, k, l, sg) ADD3(nm, nd, a, b, 1, k, l, sg)
     /* File order as convert_hf_to_gguf writes llama models (not the loader's order). */
     ADD("token_embd.weight", 2, n_embd, n_vocab, IN_EMBD, -1, 0.02);
-    const double s_in = 1.0 / sqrt((double)n_embd), s_ff = 1.0 / sqrt((double)n_ff);
+    const double s_in = 1.0 / sqrt((double)n_embd), s_ff = 1.0 / sqrt((double)n_ff_layer);
     for (int l = 0; l < o->n_layer; l++) {
         char b[64];
         snprintf(b, sizeof b, "blk.%d.attn_norm.weight", l);
         ADD(b, 1, n_embd, 1, -1, l, 0);
-        snprintf(b, sizeof b, "blk.%d.ffn_down.weight", l);
-        ADD(b, 2, n_ff, n_embd, IN_FFN_DOWN, l, 0.8 * s_ff);
-        snprintf(b, sizeof b, "blk.%d.ffn_gate.weight", l);
-        ADD(b, 2, n_embd, n_ff, IN_FFN, l, 0.8 * s_in);
-        snprintf(b, sizeof b, "blk.%d.ffn_up.weight", l);
-        ADD(b, 2, n_embd, n_ff, IN_FFN, l, 0.8 * s_in);
+        if (moe) {
+            snprintf(b, sizeof b, "blk.%d.ffn_gate_inp.weight", l);
+            ADD(b, 2, n_embd, n_expert, IN_GATE_INP, l, 2.0 * s_in);
+            snprintf(b, sizeof b, "blk.%d.ffn_down_exps.weight", l);
+            ADD3(b, 3, n_ff_exp, n_embd, n_expert, IN_FFN_DOWN, l, 0.8 * s_ff);
+            snprintf(b, sizeof b, "blk.%d.ffn_gate_exps.weight", l);
+            ADD3(b, 3, n_embd, n_ff_exp, n_expert, IN_FFN, l, 0.8 * s_in);
+            snprintf(b, sizeof b, "blk.%d.ffn_up_exps.weight", l);
+            ADD3(b, 3, n_embd, n_ff_exp, n_expert, IN_FFN, l, 0.8 * s_in);
+        } else {
+            snprintf(b, sizeof b, "blk.%d.ffn_down.weight", l);
+            ADD(b, 2, n_ff, n_embd, IN_FFN_DOWN, l, 0.8 * s_ff);
+            snprintf(b, sizeof b, "blk.%d.ffn_gate.weight", l);
+            ADD(b, 2, n_embd, n_ff, IN_FFN, l, 0.8 * s_in);
+            snprintf(b, sizeof b, "blk.%d.ffn_up.weight", l);
+            ADD(b, 2, n_embd, n_ff, IN_FFN, l, 0.8 * s_in);
+        }
         snprintf(b, sizeof b, "blk.%d.ffn_norm.weight", l);
         ADD(b, 1, n_embd, 1, -1, l, 0);
         snprintf(b, sizeof b, "blk.%d.attn_k.weight", l);
         ADD(b, 2, n_embd, n_kv, IN_ATTN, l, 1.2 * s_in);
         snprintf(b, sizeof b, "blk.%d.attn_output.weight", l);
-        ADD(b, 2, n_embd, n_embd, IN_ATTN_OUT, l, 0.7 * s_in);
+        ADD(b, 2, n_q, n_embd, IN_ATTN_OUT, l, 0.7 / sqrt((double)n_q));
         snprintf(b, sizeof b, "blk.%d.attn_q.weight", l);
-        ADD(b, 2, n_embd, n_embd, IN_ATTN, l, 1.2 * s_in);
+        ADD(b, 2, n_embd, n_q, IN_ATTN, l, 1.2 * s_in);
         snprintf(b, sizeof b, "blk.%d.attn_v.weight", l);
         ADD(b, 2, n_embd, n_kv, IN_ATTN, l, 0.6 * s_in);
+        if (qwen2) {
+            snprintf(b, sizeof b, "blk.%d.attn_q.bias", l);
+            ADD(b, 1, n_q, 1, KIND_BIAS, l, 0.3);
+            snprintf(b, sizeof b, "blk.%d.attn_k.bias", l);
+            ADD(b, 1, n_kv, 1, KIND_BIAS, l, 0.3);
+            snprintf(b, sizeof b, "blk.%d.attn_v.bias", l);
+            ADD(b, 1, n_kv, 1, KIND_BIAS, l, 0.1);
+        }
+        if (qwen3 || q3moe) {
+            snprintf(b, sizeof b, "blk.%d.attn_q_norm.weight", l);
+            ADD(b, 1, head_dim, 1, -1, l, 0);
+            snprintf(b, sizeof b, "blk.%d.attn_k_norm.weight", l);
+            ADD(b, 1, head_dim, 1, -1, l, 0);
+        }
     }
     ADD("output_norm.weight", 1, n_embd, 1, -1, -1, 0);
     if (!o->tied) ADD("output.weight", 2, n_embd, n_vocab, IN_OUTPUT, -1, 0.8 * s_in);
 #undef ADD
+#undef ADD3
 
     iqf_status st = IQF_OK;
-    float *row = malloc((size_t)(n_ff > n_vocab ? n_ff : n_vocab) * sizeof(float) * 2);
-    float *cs = malloc((size_t)(n_ff > n_embd ? n_ff : n_embd) * sizeof(float));
-    void *out = malloc((size_t)(n_ff > n_vocab ? n_ff : n_vocab) * 4);
-    uint8_t *chunk = malloc((size_t)CHUNK_ROWS * (size_t)(n_ff > n_vocab ? n_ff : n_vocab) * 4);
+    const int64_t wmax = n_ff > n_vocab ? n_ff : n_vocab;
+    float *row = malloc((size_t)wmax * sizeof(float) * 2);
+    float *cs = malloc((size_t)(n_ff > n_q ? n_ff : n_q) * sizeof(float) * 2);
+    void *out = malloc((size_t)wmax * 4);
+    uint8_t *chunk = malloc((size_t)CHUNK_ROWS * (size_t)wmax * 4);
     iqf_gguf_writer *w = NULL;
     if (!row || !cs || !out || !chunk) {
         st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
@@ -199,45 +258,64 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         st = IQF_E_IO;
         goto done;
     }
-    char nm[128];
-    snprintf(nm, sizeof nm, "Mistral-shaped synthetic (scale 1/%d, %d layers)", o->scale, o->n_layer);
-    st = iqf_gguf_writer_set_str(w, "general.architecture", "llama");
+    char nm[128], key[128];
+    snprintf(nm, sizeof nm, "%s-shaped synthetic (scale 1/%d, %d layers)", moe ? arch : qwen2 || qwen3 ? arch : "Mistral",
+             o->scale, o->n_layer);
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", garch, suffix), key)
+    st = iqf_gguf_writer_set_str(w, "general.architecture", garch);
     if (!st) st = iqf_gguf_writer_set_str(w, "general.name", nm);
-    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.context_length", 32768);
-    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)n_embd);
-    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.block_count", (uint32_t)o->n_layer);
-    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)n_ff);
-    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)head_dim);
-    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)n_head);
-    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)n_head_kv);
-    if (!st) st = iqf_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    if (!st) st = iqf_gguf_writer_set_f32(w, "llama.rope.freq_base", 1000000.0f);
-    if (!st) st = iqf_gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)n_vocab);
+    if (!st) st = iqf_gguf_writer_set_u32(w, KEY("context_length"), 32768);
+    if (!st) st = iqf_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)n_embd);
+    if (!st) st = iqf_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)o->n_layer);
+    if (!st) st = iqf_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)n_ff);
+    if (!st) st = iqf_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
+    if (!st) st = iqf_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)n_head);
+    if (!st) st = iqf_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)n_head_kv);
+    if (!st && (qwen3 || q3moe)) st = iqf_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
+    if (!st && (qwen3 || q3moe)) st = iqf_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
+    if (!st) st = iqf_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), qwen2 || qwen3 || q3moe ? 1e-6f : 1e-5f);
+    if (!st) st = iqf_gguf_writer_set_f32(w, KEY("rope.freq_base"), 1000000.0f);
+    if (!st && moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)n_expert);
+    if (!st && moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)n_used);
+    if (!st && q3moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)n_ff_exp);
+    if (!st && !voc) st = iqf_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+#undef KEY
     if (!st)
         st = iqf_gguf_writer_set_u32(w, "general.file_type",
                                      o->type == IQF_TYPE_F32 ? 0 : o->type == IQF_TYPE_F16 ? 1 : 32);
+    if (voc)
+        for (int64_t i = 0; i < iqf_gguf_n_kv(voc) && !st; i++)
+            if (!strncmp(iqf_gguf_kv_key(voc, i), "tokenizer.", 10)) st = iqf_gguf_writer_copy_kv(w, voc, i);
     for (int i = 0; i < nt && !st; i++) {
-        int64_t ne[2] = { ts[i].ne[0], ts[i].ne[1] };
-        /* Norms are F32 as convert writes them. */
-        st = iqf_gguf_writer_add_tensor(w, ts[i].name, ts[i].n_dims, ne, ts[i].kind < 0 ? IQF_TYPE_F32 : o->type);
+        int64_t ne[3] = { ts[i].ne[0], ts[i].ne[1], ts[i].ne[2] };
+        /* Norms, biases and the router are F32 as convert writes them. */
+        const bool f32 = ts[i].kind < 0 || ts[i].kind == KIND_BIAS || ts[i].kind == IN_GATE_INP;
+        st = iqf_gguf_writer_add_tensor(w, ts[i].name, ts[i].n_dims, ne, f32 ? IQF_TYPE_F32 : o->type);
     }
     if (!st) st = iqf_gguf_writer_write_header(w);
     for (int i = 0; i < nt && !st; i++) {
         const gtensor *t = &ts[i];
         rng r = seeded(o->seed, 1 + (uint64_t)i, 99);
-        if (t->kind < 0) {
-            for (int64_t j = 0; j < t->ne[0]; j++) row[j] = (float)(1.0 + 0.05 * normal(&r));
+        if (t->kind < 0 || t->kind == KIND_BIAS) {
+            for (int64_t j = 0; j < t->ne[0]; j++)
+                row[j] = (float)(t->kind < 0 ? 1.0 + 0.05 * normal(&r) : t->sigma * normal(&r));
             st = iqf_gguf_writer_write_data(w, row, (size_t)t->ne[0] * 4);
             continue;
         }
-        const int64_t ncols = t->ne[0];
+        const int64_t ncols = t->ne[0], nrows = t->ne[1] * t->ne[2];
         if (t->kind == IN_EMBD)
             for (int64_t j = 0; j < ncols; j++) cs[j] = 1.0f;
         else
-            channel_scales(o->seed, t->layer, t->kind, ncols, cs);
-        const size_t rs = iqf_row_size(o->type, ncols);
-        for (int64_t r0 = 0; r0 < t->ne[1] && !st; r0 += CHUNK_ROWS) {
-            fill_job job = { o, t, cs, chunk, rs, r0, t->ne[1] - r0 < CHUNK_ROWS ? t->ne[1] - r0 : CHUNK_ROWS, (uint64_t)i };
+            channel_scales(o->seed, t->layer, t->kind == IN_GATE_INP ? IN_FFN : t->kind, ncols, cs);
+        const iqf_genmodel_opts *oo = o;
+        iqf_genmodel_opts of = *o;
+        if (t->kind == IN_GATE_INP) { /* the router is F32 */
+            of.type = IQF_TYPE_F32;
+            oo = &of;
+        }
+        const size_t rs = iqf_row_size(oo->type, ncols);
+        for (int64_t r0 = 0; r0 < nrows && !st; r0 += CHUNK_ROWS) {
+            fill_job job = { oo, t, cs, chunk, rs, r0, nrows - r0 < CHUNK_ROWS ? nrows - r0 : CHUNK_ROWS, (uint64_t)i };
             iqf_parallel_for(iqf_cpu_count(), job.nrows, 8, fill_rows, &job);
             st = iqf_gguf_writer_write_data(w, chunk, rs * (size_t)job.nrows);
         }
@@ -264,30 +342,42 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
             st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
             goto done;
         }
+        int64_t *ecounts = malloc(sizeof(int64_t) * (size_t)(n_expert > 0 ? n_expert : 1));
+        if (!ecounts) {
+            free(stats);
+            free(sums);
+            st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int e = 0; e < n_expert; e++) ecounts[e] = (int64_t)(100 * 512) * n_used / n_expert + 37 * e;
         for (int i = 0; i < nt && !st; i++) {
             const gtensor *t = &ts[i];
-            if (t->layer < 0 || t->kind < 0) continue;
-            const int64_t n = t->ne[0];
-            float *s = malloc((size_t)n * sizeof(float));
+            if (t->layer < 0 || t->kind < 0 || t->kind == KIND_BIAS) continue;
+            const int64_t n = t->ne[0], nm = t->ne[2];
+            float *s = malloc((size_t)(n * nm) * sizeof(float));
             if (!s) {
                 st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
                 break;
             }
-            channel_scales(o->seed, t->layer, t->kind, n, cs);
-            rng r = seeded(o->seed, 5000 + (uint64_t)t->layer, (uint64_t)t->kind);
-            const double base = t->kind == IN_FFN_DOWN ? 0.05 : t->kind == IN_ATTN_OUT ? 0.3 : 1.0;
-            for (int64_t j = 0; j < n; j++) {
-                double v = base * exp(normal(&r));
-                if ((next(&r) % 100) == 0) v *= 30.0;
-                v /= (double)cs[j] * cs[j];
-                s[j] = (float)(v * (double)counts[0]);
+            const int kind = t->kind == IN_GATE_INP ? IN_FFN : t->kind;
+            channel_scales(o->seed, t->layer, kind, n, cs);
+            for (int64_t e = 0; e < nm; e++) {
+                rng r = seeded(o->seed, 5000 + (uint64_t)t->layer + 7919 * (uint64_t)e, (uint64_t)kind);
+                const double base = kind == IN_FFN_DOWN ? 0.05 : kind == IN_ATTN_OUT ? 0.3 : 1.0;
+                const double cnt = nm > 1 ? (double)ecounts[e] : (double)counts[0];
+                for (int64_t j = 0; j < n; j++) {
+                    double v = base * exp(normal(&r));
+                    if ((next(&r) % 100) == 0) v *= 30.0;
+                    v /= (double)cs[j] * cs[j];
+                    s[e * n + j] = (float)(v * cnt);
+                }
             }
             sums[ne_] = s;
             stats[ne_].name = t->name;
             stats[ne_].ne0 = n;
-            stats[ne_].n_mat = 1;
+            stats[ne_].n_mat = (int)nm;
             stats[ne_].sum_x2 = s;
-            stats[ne_].counts = counts;
+            stats[ne_].counts = nm > 1 ? ecounts : counts;
             ne_++;
         }
         iqf_imatrix_meta meta = { 100, 512, "synthetic" };
@@ -296,8 +386,10 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         for (int i = 0; i < ne_; i++) free(sums[i]);
         free(sums);
         free(stats);
+        free(ecounts);
     }
 done:
+    iqf_gguf_close(voc);
     if (w) iqf_gguf_writer_abort(w);
     free(row);
     free(cs);

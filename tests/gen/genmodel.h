@@ -17,9 +17,17 @@ typedef struct iqf_genmodel_opts {
     int type;       /* IQF_TYPE_F16, IQF_TYPE_BF16 or IQF_TYPE_F32 */
     uint64_t seed;
     bool tied;      /* no output.weight (tied embeddings) */
+    /* Architecture: NULL or "llama" (Mistral shapes), "qwen2" (q/k/v biases, NEOX rope),
+     * "qwen3" (per-head q/k RMSNorm, head_dim 2 * n_embd / n_head as Qwen3-0.6B), "mixtral"
+     * (general.architecture llama with n_expert experts of width n_ff), "qwen3moe" (qwen3
+     * attention, n_expert experts of width n_ff / 4). */
+    const char *arch;
+    int n_expert, n_expert_used; /* MoE only (defaults 8 and 2) */
+    const char *vocab;           /* NULL, or a GGUF whose tokenizer.* keys are copied (n_vocab
+                                  * then is its token count; e.g. tests/data/vocab/ggml-vocab-gpt-2.gguf) */
 } iqf_genmodel_opts;
 
-iqf_genmodel_opts iqf_genmodel_default_opts(void); /* scale 1, 2 layers, F16, seed 1 */
+iqf_genmodel_opts iqf_genmodel_default_opts(void); /* scale 1, 2 layers, F16, seed 1, llama */
 
 /* Writes the model to `model_path` and, if not NULL, the imatrix to `imatrix_gguf` / `imatrix_dat`
  * (entries for every blk.* weight matrix, 100 chunks of 512 tokens, dataset "synthetic"). */
