@@ -1,7 +1,10 @@
 /* gen_main.c - iqf-genmodel: writes the synthetic Mistral-shaped model and its imatrix.
  * usage: iqf-genmodel OUT.gguf [--scale S] [--layers N] [--type f16|bf16|f32] [--seed N]
- *                     [--tied] [--imatrix IM.gguf] [--imatrix-dat IM.dat] */
+ *                     [--tied] [--imatrix IM.gguf] [--imatrix-dat IM.dat] [--split N]
+ * --split N: the model is written as OUT-00001-of-0000N.gguf ... (gguf-split parts; OUT without
+ * its .gguf is the prefix) instead of OUT. */
 #include "genmodel.h"
+#include "gguf_split.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +13,7 @@
 int main(int argc, char **argv) {
     iqf_genmodel_opts o = iqf_genmodel_default_opts();
     const char *out = NULL, *img = NULL, *imd = NULL;
+    int split = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool v = i + 1 < argc;
@@ -17,6 +21,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--layers") && v) o.n_layer = atoi(argv[++i]);
         else if (!strcmp(a, "--seed") && v) o.seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--tied")) o.tied = true;
+        else if (!strcmp(a, "--split") && v) split = atoi(argv[++i]);
         else if (!strcmp(a, "--imatrix") && v) img = argv[++i];
         else if (!strcmp(a, "--imatrix-dat") && v) imd = argv[++i];
         else if (!strcmp(a, "--type") && v) {
@@ -36,6 +41,17 @@ int main(int argc, char **argv) {
     if (iqf_genmodel_write(&o, out, img, imd, err, sizeof err) != IQF_OK) {
         fprintf(stderr, "iqf-genmodel: %s\n", err);
         return 1;
+    }
+    if (split > 0) {
+        char prefix[1024];
+        size_t n = strlen(out);
+        if (n > 5 && !strcmp(out + n - 5, ".gguf")) n -= 5;
+        snprintf(prefix, sizeof prefix, "%.*s", (int)n, out);
+        if (gsplit_write(out, prefix, split, err, sizeof err) != IQF_OK) {
+            fprintf(stderr, "iqf-genmodel: split: %s\n", err);
+            return 1;
+        }
+        remove(out);
     }
     return 0;
 }
