@@ -33,7 +33,16 @@ static bool split_keys(const iqf_gguf *g, uint16_t *no, uint16_t *count, bool *h
     return true;
 }
 
+static iqf_gguf *open_file(void *ctx, const char *path, char *err, size_t errlen) {
+    (void)ctx;
+    return iqf_gguf_open_part(path, err, errlen);
+}
+
 iqf_gguf *iqf_gguf_split_merge(iqf_gguf *g, char *err, size_t errlen) {
+    return iqf_gguf_split_merge_with(g, open_file, NULL, err, errlen);
+}
+
+iqf_gguf *iqf_gguf_split_merge_with(iqf_gguf *g, iqf_gguf_opener opener, void *ctx, char *err, size_t errlen) {
     char why[700];
     uint16_t no = 0, count = 1;
     bool has;
@@ -68,7 +77,7 @@ iqf_gguf *iqf_gguf_split_merge(iqf_gguf *g, char *err, size_t errlen) {
     for (int i = 1; i < count; i++) {
         snprintf(pp, plen, "%.*s-%05d-of-%05d.gguf", (int)(pl - tl), path, i + 1, count);
         char e[600];
-        parts[i] = iqf_gguf_open_part(pp, e, sizeof e);
+        parts[i] = opener(ctx, pp, e, sizeof e);
         const char *bad = NULL;
         uint16_t pno = 0, pcount = 0;
         bool phas;
