@@ -558,7 +558,16 @@ iqf_gguf *iqf_gguf_open_part(const char *path, char *err, size_t errlen) {
     g->base = m;
     g->size = (size_t)st.st_size;
     g->mapped = true;
-    return parse(g, err, errlen);
+    g = parse(g, err, errlen);
+    if (g) {
+        /* Everything parse read is copied out (arena, tensor infos); reading the header faulted in
+         * page-cache folios that can reach far past it (large folios: up to 2 MiB per file, which
+         * a split model pays per part). Unmap them until the tensor data is really read. */
+        size_t span = g->data_offset + (2u << 20);
+        if (span > g->size) span = g->size;
+        madvise((void *)g->base, span & ~(size_t)4095, MADV_DONTNEED);
+    }
+    return g;
 }
 
 void iqf_gguf_close(iqf_gguf *g) {
