@@ -256,7 +256,21 @@ typedef enum iqf_gguf_vtype {
 /* "u8", "i8", ..., "str", "arr", "u64", "i64", "f64"; "?" for anything else. */
 const char *iqf_gguf_vtype_name(int vtype);
 
+/* iqf_gguf_open also reads gguf-split models (llama.cpp's gguf-split: files
+ * PREFIX-00001-of-0000N.gguf ... with split.no / split.count / split.tensors.count): given the
+ * first part it opens and validates every part (each as above, and together: same split.count,
+ * split.no 0..N-1 in file-name order, the same split.tensors.count equal to the total number of
+ * tensors, tensor names unique across parts) and the handle shows the first part's KVs and the
+ * tensors of all parts (each tensor's data in its own part's mapping; iqf_gguf_tensor.part says
+ * which). Given another part, or a first part whose name does not follow the pattern, it fails
+ * naming the file to open instead. A file with split.count 1 (or none) is just that file. */
 iqf_gguf *iqf_gguf_open(const char *path, char *err, size_t errlen);
+/* Exactly one file, even a part of a split model (its own KVs and tensors). */
+iqf_gguf *iqf_gguf_open_part(const char *path, char *err, size_t errlen);
+/* Parts of the model (1 for a lone file), their paths and sizes (i in 0..n_parts-1). */
+int iqf_gguf_n_parts(const iqf_gguf *g);
+const char *iqf_gguf_part_path(const iqf_gguf *g, int i);
+uint64_t iqf_gguf_part_size(const iqf_gguf *g, int i);
 /* Same checks on a buffer the caller keeps alive (and unchanged) until iqf_gguf_close;
  * `name` is used in messages. Tensor data pointers point into `data`. */
 iqf_gguf *iqf_gguf_open_memory(const void *data, size_t size, const char *name, char *err, size_t errlen);
@@ -327,6 +341,7 @@ typedef struct iqf_gguf_tensor {
     uint64_t offset;     /* relative to the data section */
     size_t nbytes;       /* exact size (no padding) */
     const void *data;    /* mapped bytes (read-only), alignment-aligned relative to file start */
+    int part;            /* index of the split part holding it (0 for a lone file) */
 } iqf_gguf_tensor;
 
 int64_t iqf_gguf_n_tensors(const iqf_gguf *g);
@@ -524,6 +539,11 @@ typedef struct iqf_model_quantize_params {
      * (llama's remap_layer), {arch}.block_count set to the layers kept. Sorted, unique, >= 0. */
     const int *prune_layers;
     int n_prune_layers;
+    /* --keep-split: a split input gives as many output parts, `out` being the prefix (a ".gguf"
+     * in it drops the last 5 characters, as llama-quantize), written as PREFIX-%05d-of-%05d.gguf
+     * with the tensors of each input part in file order, the KVs in the first part and split.no,
+     * split.count, split.tensors.count in each. All parts appear together or none. */
+    bool keep_split;
     iqf_mode mode;               /* --mode: the encoder (COMPAT default: llama-quantize's bytes).
                                     A mode other than COMPAT is recorded as quantize.mode. */
     /* Called after every slab of a tensor is encoded, with its blocks (n rows of ncols

@@ -1115,6 +1115,130 @@ static void test_mutations(int iters) {
 }
 
 /* Many KVs and a long string array: linear time, memory bounded by the file. */
+/* ---- gguf-split models (split.c) ---- */
+/* Writes part `no` (0-based) of `count` under PREFIX-%05d-of-%05d.gguf with tensors t<first>..,
+ * each 32 f32 of value (tensor index + j/64). kind: 0 valid, 1 split.no off by one, 2 split.count
+ * + 1, 3 split.tensors.count + 1, 4 split.count as u32, 5 a tensor named t0. */
+static void write_split_part(const char *prefix, int no, int count, int total, int first, int n, int kind) {
+    char path[600], err[256];
+    snprintf(path, sizeof path, "%s-%05d-of-%05d.gguf", prefix, no + 1, count);
+    iqf_gguf_writer *w = iqf_gguf_writer_open(path, err, sizeof err);
+    if (!w) return;
+    if (no == 0) {
+        iqf_gguf_writer_set_str(w, "general.architecture", "llama");
+        iqf_gguf_writer_set_str(w, "general.name", "split test");
+    } else {
+        iqf_gguf_writer_set_str(w, "part.only", "not visible through the first part");
+    }
+    iqf_gguf_writer_set_u16(w, "split.no", (uint16_t)(no + (kind == 1)));
+    if (kind == 4) iqf_gguf_writer_set_u32(w, "split.count", (uint32_t)count);
+    else iqf_gguf_writer_set_u16(w, "split.count", (uint16_t)(count + (kind == 2)));
+    iqf_gguf_writer_set_i32(w, "split.tensors.count", total + (kind == 3));
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "t%d", kind == 5 && i == 0 ? 0 : first + i);
+        int64_t ne[1] = { 32 };
+        iqf_gguf_writer_add_tensor(w, name, 1, ne, IQF_TYPE_F32);
+    }
+    iqf_gguf_writer_write_header(w);
+    for (int i = 0; i < n; i++) {
+        float v[32];
+        for (int j = 0; j < 32; j++) v[j] = (float)(first + i) + (float)j / 64.0f;
+        iqf_gguf_writer_write_data(w, v, sizeof v);
+    }
+    iqf_gguf_writer_finish(w, err, sizeof err);
+}
+
+/* A 3-part model of 2+3+1 tensors; part `bad` (0-based, -1 none) written with `kind`. */
+static void write_split(const char *prefix, int bad, int kind) {
+    const int first[3] = { 0, 2, 5 }, n[3] = { 2, 3, 1 };
+    for (int p = 0; p < 3; p++) write_split_part(prefix, p, 3, 6, first[p], n[p], p == bad ? kind : 0);
+}
+
+static void expect_split_fail(const char *path, const char *needle, const char *what) {
+    char err[800] = "";
+    iqf_gguf *g = iqf_gguf_open(path, err, sizeof err);
+    CHECK(!g && strstr(err, needle), "split %s: want an error with '%s', got %s", what, needle, g ? "success" : err);
+    iqf_gguf_close(g);
+}
+
+static void test_split(void) {
+    char prefix[512], first[600], second[600], third[600], err[800];
+    snprintf(prefix, sizeof prefix, "%s", tpath("sm"));
+    snprintf(first, sizeof first, "%s-00001-of-00003.gguf", prefix);
+    snprintf(second, sizeof second, "%s-00002-of-00003.gguf", prefix);
+    snprintf(third, sizeof third, "%s-00003-of-00003.gguf", prefix);
+    write_split(prefix, -1, 0);
+    iqf_gguf *g = iqf_gguf_open(first, err, sizeof err);
+    CHECK(g != NULL, "valid split model: %s", err);
+    if (g) {
+        CHECK(iqf_gguf_n_parts(g) == 3 && iqf_gguf_n_tensors(g) == 6, "split: %d parts, %" PRId64 " tensors",
+              iqf_gguf_n_parts(g), iqf_gguf_n_tensors(g));
+        CHECK(!strcmp(iqf_gguf_part_path(g, 2), third) && iqf_gguf_part_size(g, 1) > 0 && !iqf_gguf_part_path(g, 3),
+              "split: part paths");
+        CHECK(iqf_gguf_find_kv(g, "general.name") >= 0 && iqf_gguf_find_kv(g, "part.only") < 0, "split: KVs of part 1 only");
+        const int want_part[6] = { 0, 0, 1, 1, 1, 2 };
+        for (int i = 0; i < 6; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "t%d", i);
+            int64_t k = iqf_gguf_find_tensor(g, name);
+            const iqf_gguf_tensor *t = iqf_gguf_tensor_at(g, k);
+            CHECK(t && t->part == want_part[i], "split: %s in part %d", name, t ? t->part : -1);
+            if (t) {
+                const float *v = t->data;
+                bool ok = t->nbytes == 128;
+                for (int j = 0; ok && j < 32; j++) ok = v[j] == (float)i + (float)j / 64.0f;
+                CHECK(ok, "split: values of %s (read from part %d)", name, t->part);
+            }
+        }
+        iqf_gguf_close(g);
+    }
+    g = iqf_gguf_open_part(second, err, sizeof err);
+    CHECK(g && iqf_gguf_n_tensors(g) == 3 && iqf_gguf_n_parts(g) == 1 && iqf_gguf_find_kv(g, "part.only") >= 0,
+          "open_part of part 2: %s", g ? "wrong contents" : err);
+    iqf_gguf_close(g);
+    expect_split_fail(second, "part 2 of a 3-part split model: give the first part", "second part given");
+    /* Inconsistent parts. */
+    write_split(prefix, 1, 1);
+    expect_split_fail(first, "-00002-of-00003.gguf: split.no is 2, its name says 1", "split.no");
+    write_split(prefix, 2, 2);
+    expect_split_fail(first, "-00003-of-00003.gguf: split.count is 4, the first part says 3", "split.count");
+    for (int p = 0; p < 3; p++) write_split_part(prefix, p, 3, 6, (int[]){ 0, 2, 5 }[p], (int[]){ 2, 3, 1 }[p], 3);
+    expect_split_fail(first, "split.tensors.count is 7 but the 3 parts hold 6", "split.tensors.count total");
+    write_split(prefix, 2, 3);
+    expect_split_fail(first, "-00003-of-00003.gguf: split.tensors.count differs from the first part's (6)", "split.tensors.count");
+    write_split(prefix, 2, 5);
+    expect_split_fail(first, "tensor 't0' is in part 1 and in part 3", "duplicate tensor");
+    write_split(prefix, 0, 4);
+    expect_split_fail(first, "split.count is not a u16", "split.count type");
+    write_split(prefix, -1, 0);
+    {   /* a truncated part: its own message */
+        size_t n = 0;
+        char *b = read_file(second, &n);
+        if (b) write_file(second, b, n - 10);
+        free(b);
+        expect_split_fail(first, "-00002-of-00003.gguf: truncated", "truncated part");
+    }
+    unlink(third);
+    write_split_part(prefix, 1, 3, 6, 2, 3, 0);
+    expect_split_fail(first, "-00003-of-00003.gguf: cannot open", "missing part");
+    /* A first part under another name. */
+    write_split(prefix, -1, 0);
+    char other[600];
+    snprintf(other, sizeof other, "%s", tpath("renamed.gguf"));
+    size_t n = 0;
+    char *b = read_file(first, &n);
+    if (b) write_file(other, b, n);
+    free(b);
+    expect_split_fail(other, "part 1 of a 3-part split model, but the name does not end in -00001-of-00003.gguf", "renamed");
+    for (int p = 1; p <= 3; p++) {
+        char pp[600];
+        snprintf(pp, sizeof pp, "%s-%05d-of-00003.gguf", prefix, p);
+        unlink(pp);
+    }
+    unlink(other);
+}
+
 static void test_scale(void) {
     bb b = { 0 };
     const int NK = 200000;
@@ -1156,6 +1280,7 @@ int main(void) {
     test_hostile(false);
     test_writer_failures();
     test_scale();
+    test_split();
 
     const bool oracle_loaded = oracle_load();
     bool have_oracle = oracle_loaded && oracle_gguf_load();

@@ -16,6 +16,7 @@
 /* run{} initializers leave the trailing option fields (kvo, prune) out: NULL. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include "genmodel.h"
+#include "gguf_split.h"
 #include "ggufcmp.h"
 #include "llama_oracle.h"
 #include "testutil.h"
@@ -48,6 +49,7 @@ typedef struct run {
     bool allow_requantize;
     const char *const *kvo; /* --override-kv arguments, NULL-terminated, or NULL */
     const char *prune;      /* --prune-layers list as given (sorted, unique), or NULL */
+    bool keep_split;        /* --keep-split: every output part is compared */
 } run;
 
 static char verified[2048], unverified[2048];
@@ -65,6 +67,12 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     const char *ref = tmp("ref.gguf"), *got = tmp("got.gguf");
     unlink(ref);
     unlink(got);
+    int n_parts = 1;
+    if (r->keep_split) {
+        iqf_gguf *gi = iqf_gguf_open(r->model, err, sizeof err);
+        n_parts = iqf_gguf_n_parts(gi);
+        iqf_gguf_close(gi);
+    }
     iqf_model_quantize_params p = iqf_model_quantize_default_params();
     p.ftype = r->ftype;
     p.n_threads = r->threads_ours;
@@ -97,6 +105,7 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     p.n_kv_overrides = n_kvo;
     p.prune_layers = prune;
     p.n_prune_layers = n_prune;
+    p.keep_split = r->keep_split;
     double t0 = iqf_now();
     iqf_status st = iqf_model_quantize(r->model, got, &p, NULL, NULL, err, sizeof err);
     double t1 = iqf_now();
@@ -124,6 +133,7 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     o.n_kvo = n_kvo;
     o.prune = prune;
     o.n_prune = n_prune;
+    o.keep_split = r->keep_split;
     uint32_t orc = lo_quantize(api, r->model, ref, &o);
     fprintf(stderr, "%-36s iqforge %.2f s (%d threads), oracle %.2f s (2 threads)\n", label, t1 - t0,
             r->threads_ours, iqf_now() - t1);
@@ -131,8 +141,22 @@ static int run_pair(lo_api *api, const run *r, const char *label) {
     CHECK(st == IQF_OK, "%s: iqforge failed: %s", label, err);
     CHECK(orc == 0, "%s: oracle failed (IQF_ORACLE_VERBOSE=1 shows its log)", label);
     if (st != IQF_OK || orc != 0) return 0;
-    int d = gguf_compare(ref, got, label);
-    CHECK(d == 0, "%s: %d differences from the oracle", label, d);
+    int d = 0;
+    if (r->keep_split) { /* llama-quantize: OUT minus ".gguf" is the prefix of the parts */
+        char rp[600], gp[600];
+        for (int k = 1; k <= n_parts; k++) {
+            snprintf(rp, sizeof rp, "%.*s-%05d-of-%05d.gguf", (int)strlen(ref) - 5, ref, k, n_parts);
+            snprintf(gp, sizeof gp, "%.*s-%05d-of-%05d.gguf", (int)strlen(got) - 5, got, k, n_parts);
+            int dk = gguf_compare(rp, gp, label);
+            CHECK(dk == 0, "%s: part %d: %d differences from the oracle", label, k, dk);
+            d += dk;
+            unlink(rp);
+            unlink(gp);
+        }
+    } else {
+        d = gguf_compare(ref, got, label);
+        CHECK(d == 0, "%s: %d differences from the oracle", label, d);
+    }
     unlink(ref);
     unlink(got);
     return d == 0;
@@ -313,6 +337,31 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
         if (!sanitized || i % 4 == 0) add_result(run_pair(api, &extra[i], extra_names[i]), extra_names[i], &n_ok, &n_skip);
+
+    /* Split models (gguf-split parts, 3 of them): read from the first part, written as one file
+     * and with --keep-split as 3 parts, also with an imatrix, pruning and overrides. */
+    {
+        char sp_prefix[512], sp_first[600];
+        snprintf(sp_prefix, sizeof sp_prefix, "%s", tmp("m16split"));
+        snprintf(sp_first, sizeof sp_first, "%s-00001-of-00003.gguf", sp_prefix);
+        CHECK(gsplit_write(model_s, sp_prefix, 3, err, sizeof err) == IQF_OK, "split: %s", err);
+        const run sr[] = {
+            { sp_first, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0, false, NULL, NULL, false },
+            { sp_first, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0, false, NULL, NULL, true },
+            { sp_first, NULL, IQF_FTYPE_MOSTLY_Q8_0, 3, false, false, -1, -1, NULL, 0, false, kv_args, "2", true },
+            { sp_first, img_s, IQF_FTYPE_MOSTLY_IQ3_XXS, 1, false, false, -1, -1, NULL, 0, false, NULL, NULL, true },
+        };
+        static const char *const sr_names[] = { "split input Q4_K_M", "split --keep-split Q4_K_M",
+                                                "split --keep-split Q8_0 --override-kv --prune-layers 2",
+                                                "split --keep-split IQ3_XXS" };
+        for (size_t i = 0; i < sizeof sr / sizeof sr[0]; i++)
+            if (!sanitized || i == 1) add_result(run_pair(api, &sr[i], sr_names[i]), sr_names[i], &n_ok, &n_skip);
+        for (int k = 1; k <= 3; k++) {
+            char pp[600];
+            snprintf(pp, sizeof pp, "%s-%05d-of-00003.gguf", sp_prefix, k);
+            unlink(pp);
+        }
+    }
 
     /* Requantizing (--allow-requantize): a Q8_0 model (ours, compared above) to Q4_K_M. */
     if (!sanitized) {

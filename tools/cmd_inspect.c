@@ -141,6 +141,15 @@ int cmd_inspect(int argc, char **argv) {
     printf("%s: GGUF v%" PRIu32 ", %" PRIu64 " bytes (%s), %" PRId64 " KVs, %" PRId64 " tensors, alignment %zu, data at offset %zu\n",
            path, iqf_gguf_version(g), iqf_gguf_file_size(g), hs, iqf_gguf_n_kv(g), iqf_gguf_n_tensors(g),
            iqf_gguf_alignment(g), iqf_gguf_data_offset(g));
+    if (iqf_gguf_n_parts(g) > 1) { /* a gguf-split model, read from its first part */
+        uint64_t total = 0;
+        for (int k = 0; k < iqf_gguf_n_parts(g); k++) total += iqf_gguf_part_size(g, k);
+        human((double)total, hs, sizeof hs);
+        printf("split model: %d parts, %" PRIu64 " bytes (%s) in all, %" PRId64 " tensors in all; metadata from part 1\n",
+               iqf_gguf_n_parts(g), total, hs, iqf_gguf_n_tensors(g));
+        for (int k = 0; k < iqf_gguf_n_parts(g); k++)
+            printf("  part %d: %s (%" PRIu64 " bytes)\n", k + 1, iqf_gguf_part_path(g, k), iqf_gguf_part_size(g, k));
+    }
 
     if (!no_kv) {
         printf("\nmetadata:\n");
@@ -149,15 +158,18 @@ int cmd_inspect(int argc, char **argv) {
 
     int64_t nt = iqf_gguf_n_tensors(g);
     if (!no_tensors && nt > 0) {
-        printf("\ntensors:\n  %5s  %-40s %-24s %-8s %12s %12s\n", "#", "name", "shape", "type", "bytes", "offset");
+        const bool sp = iqf_gguf_n_parts(g) > 1;
+        printf("\ntensors:\n  %5s  %-40s %-24s %-8s %12s %12s%s\n", "#", "name", "shape", "type", "bytes", "offset", sp ? "  part" : "");
         for (int64_t i = 0; i < nt; i++) {
             const iqf_gguf_tensor *t = iqf_gguf_tensor_at(g, i);
             char shape[96];
             int o = 0;
             for (int d = 0; d < t->n_dims; d++)
                 o += snprintf(shape + o, sizeof shape - (size_t)o, "%s%" PRId64, d ? " x " : "", t->ne[d]);
-            printf("  %5" PRId64 "  %-40s %-24s %-8s %12zu %12" PRIu64 "\n", i, t->name, shape,
+            printf("  %5" PRId64 "  %-40s %-24s %-8s %12zu %12" PRIu64, i, t->name, shape,
                    iqf_type_get(t->type)->name, t->nbytes, t->offset);
+            if (sp) printf("  %5d", t->part + 1);
+            putchar('\n');
         }
     }
 

@@ -27,6 +27,7 @@ static void usage(FILE *f) {
             "  --allow-requantize           allow already quantized input tensors\n"
             "  --override-kv KEY=TYPE:VALUE set a metadata key in the output (TYPE int, float, bool, str; repeatable)\n"
             "  --prune-layers LIST          drop these layers (comma-separated ids) and renumber the rest\n"
+            "  --keep-split                 a split input (gguf-split parts) gives as many parts: OUT-00001-of-0000N.gguf ...\n"
             "  --dry-run                    print the plan per tensor and the resulting size; write nothing\n"
             "  --quiet                      no progress line and no summary\n"
             "  --mode compat|best           the encoder: compat (default) writes llama-quantize's bytes;\n"
@@ -34,7 +35,8 @@ static void usage(FILE *f) {
             "TYPE (file types): IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_NL\n"
             "  IQ4_XS Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K Q8_0 Q4_0 Q4_1\n"
             "  Q5_0 Q5_1 F16 BF16 F32 (aliases Q3_K, Q4_K, Q5_K; or the numeric llama ftype id).\n"
-            "Without OUT, the output is ggml-model-TYPE.gguf next to the input.\n");
+            "Without OUT, the output is ggml-model-TYPE.gguf next to the input. A split model (gguf-split\n"
+            "parts NAME-00001-of-0000N.gguf ...) is read from its first part.\n");
 }
 
 #define MAX_LIST 256
@@ -145,6 +147,8 @@ int cmd_quantize(int argc, char **argv) {
             p.pure = true;
         } else if (!strcmp(a, "--allow-requantize")) {
             p.allow_requantize = true;
+        } else if (!strcmp(a, "--keep-split")) {
+            p.keep_split = true;
         } else if (!strcmp(a, "--dry-run")) {
             p.dry_run = true;
         } else if (!strcmp(a, "--quiet")) {
@@ -203,7 +207,8 @@ int cmd_quantize(int argc, char **argv) {
         /* IN TYPE [NTHREADS]: the output goes next to the input. */
         const char *slash = strrchr(in, '/');
         int dirlen = slash ? (int)(slash - in + 1) : 0;
-        snprintf(outbuf, sizeof outbuf, "%.*sggml-model-%s.gguf", dirlen, in, iqf_ftype_name(ftype));
+        /* As llama-quantize: no extension with --keep-split (the parts get theirs). */
+        snprintf(outbuf, sizeof outbuf, "%.*sggml-model-%s%s", dirlen, in, iqf_ftype_name(ftype), p.keep_split ? "" : ".gguf");
         out = outbuf;
         i++;
     } else {

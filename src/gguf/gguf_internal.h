@@ -30,4 +30,14 @@ static inline size_t iqf_gguf_vtype_size(int t) {
 bool iqf_gguf_tensor_size(const char *name, int n_dims, const int64_t *ne, int type,
                           int64_t *nelem, uint64_t *nbytes, char *err, size_t errlen);
 
+/* split.c: if g (opened by iqf_gguf_open_part) is the first part of a gguf-split model, opens
+ * and validates the other parts and returns g with every part's tensors; a lone file is
+ * returned as it is. On failure g is closed and NULL returned (message in err). */
+iqf_gguf *iqf_gguf_split_merge(iqf_gguf *g, char *err, size_t errlen);
+/* The same with another way to open the parts (the fuzz target opens them from memory). */
+typedef iqf_gguf *(*iqf_gguf_opener)(void *ctx, const char *path, char *err, size_t errlen);
+iqf_gguf *iqf_gguf_split_merge_with(iqf_gguf *g, iqf_gguf_opener opener, void *ctx, char *err, size_t errlen);
+bool iqf_gguf_set_parts(iqf_gguf *g, iqf_gguf **parts, int n_parts, iqf_gguf_tensor *tensors, int64_t n,
+                        char *msg, size_t msglen);
+
 #endif

@@ -45,7 +45,14 @@ struct iqf_gguf {
     int64_t *kv_hash, *t_hash;
     size_t kv_hmask, t_hmask;
     uint64_t seed;      /* per-handle hash seed: crafted colliding names cannot be precomputed */
+    /* A gguf-split model opened by its first part (split.c): parts[1..n_parts-1] are the other
+     * parts (parts[0] is NULL: this handle), and `tensors` is every part's tensors. */
+    struct iqf_gguf **parts;
+    int n_parts;
+    iqf_gguf_tensor *own_tensors; /* this file's own tensor array, when tensors is the merged one */
+    int64_t own_n_tensors;
 };
+
 
 /* ------------------------------------------------------------------------------------------ */
 
@@ -472,6 +479,48 @@ iqf_gguf *iqf_gguf_open_memory(const void *data, size_t size, const char *name, 
 }
 
 iqf_gguf *iqf_gguf_open(const char *path, char *err, size_t errlen) {
+    iqf_gguf *g = iqf_gguf_open_part(path, err, errlen);
+    return g ? iqf_gguf_split_merge(g, err, errlen) : NULL;
+}
+
+/* Installs the merged tensor list of a split model (split.c): takes ownership of parts and
+ * tensors (on failure too); false with "tensor 'X' ..." in msg if a name repeats. */
+bool iqf_gguf_set_parts(iqf_gguf *g, iqf_gguf **parts, int n_parts, iqf_gguf_tensor *tensors, int64_t n,
+                        char *msg, size_t msglen) {
+    g->parts = parts;
+    g->n_parts = n_parts;
+    g->own_tensors = g->tensors;
+    g->own_n_tensors = g->n_tensors;
+    g->tensors = tensors;
+    g->n_tensors = n;
+    free(g->t_hash);
+    g->t_hash = hash_alloc(n, &g->t_hmask);
+    if (!g->t_hash) {
+        snprintf(msg, msglen, "out of memory");
+        return false;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = hash_insert(g->t_hash, g->t_hmask, tensors[i].name, i, t_name_of, g);
+        if (j >= 0) {
+            snprintf(msg, msglen, "tensor '%s' is in part %d and in part %d", tensors[i].name, tensors[j].part + 1,
+                     tensors[i].part + 1);
+            return false;
+        }
+    }
+    return true;
+}
+
+int iqf_gguf_n_parts(const iqf_gguf *g) { return g ? (g->n_parts > 0 ? g->n_parts : 1) : 0; }
+const char *iqf_gguf_part_path(const iqf_gguf *g, int i) {
+    if (!g || i < 0 || i >= iqf_gguf_n_parts(g)) return NULL;
+    return i == 0 ? g->path : g->parts[i]->path;
+}
+uint64_t iqf_gguf_part_size(const iqf_gguf *g, int i) {
+    if (!g || i < 0 || i >= iqf_gguf_n_parts(g)) return 0;
+    return i == 0 ? g->size : g->parts[i]->size;
+}
+
+iqf_gguf *iqf_gguf_open_part(const char *path, char *err, size_t errlen) {
     char msg[300];
     if (!path) return fail_open(NULL, "(null)", "no path given", err, errlen);
     iqf_gguf *g = new_handle(path);
@@ -509,11 +558,23 @@ iqf_gguf *iqf_gguf_open(const char *path, char *err, size_t errlen) {
     g->base = m;
     g->size = (size_t)st.st_size;
     g->mapped = true;
-    return parse(g, err, errlen);
+    g = parse(g, err, errlen);
+    if (g) {
+        /* Everything parse read is copied out (arena, tensor infos); reading the header faulted in
+         * page-cache folios that can reach far past it (large folios: up to 2 MiB per file, which
+         * a split model pays per part). Unmap them until the tensor data is really read. */
+        size_t span = g->data_offset + (2u << 20);
+        if (span > g->size) span = g->size;
+        madvise((void *)g->base, span & ~(size_t)4095, MADV_DONTNEED);
+    }
+    return g;
 }
 
 void iqf_gguf_close(iqf_gguf *g) {
     if (!g) return;
+    for (int i = 1; i < g->n_parts; i++) iqf_gguf_close(g->parts[i]);
+    free(g->parts);
+    if (g->own_tensors) free(g->own_tensors);
     if (g->mapped && g->base) munmap((void *)g->base, g->size);
     free(g->path);
     free(g->kv);

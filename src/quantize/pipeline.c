@@ -124,7 +124,10 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     iqf_recipe_choice *rc = NULL;
     iqf_recipe_override *ov = NULL;
     int n_ov = 0;
-    iqf_gguf_writer *w = NULL;
+    iqf_gguf_writer *w = NULL;     /* the first output part (KVs) */
+    iqf_gguf_writer **ws = NULL;   /* every output part (--keep-split); ws[0] == w */
+    char **ws_path = NULL;
+    int n_out = 1;
     float *f32buf = NULL;
     uint8_t *qbuf = NULL;
     size_t f32cap = 0, qcap = 0;
@@ -140,7 +143,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     if (!iqf_mode_name(params->mode))
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "unknown encoder mode %d", (int)params->mode);
     const int n_threads = params->n_threads > 0 ? params->n_threads : iqf_cpu_count();
-    if (!params->dry_run && iqf_same_file(in, out))
+    if (!params->dry_run && !params->keep_split && iqf_same_file(in, out))
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "input and output files are the same: '%s'", in);
 
     g = iqf_gguf_open(in, msg, sizeof msg);
@@ -231,6 +234,20 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             }
         nt = k;
         pruned_block_count = (uint32_t)ps.next_id;
+    }
+    if (params->keep_split && iqf_gguf_n_parts(g) > 1) { /* as llama: by part, then file order */
+        for (int64_t i = 1; i < nt; i++) { /* insertion sort keeps items and rt parallel */
+            plan_item a = items[i];
+            iqf_recipe_tensor b = rt[i];
+            int64_t j = i;
+            for (; j > 0 && (items[j - 1].t->part > a.t->part ||
+                             (items[j - 1].t->part == a.t->part && items[j - 1].t->offset > a.t->offset)); j--) {
+                items[j] = items[j - 1];
+                rt[j] = rt[j - 1];
+            }
+            items[j] = a;
+            rt[j] = b;
+        }
     }
 
     /* --tensor-type patterns. */
@@ -366,12 +383,35 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
 
     /* Output metadata. */
     if (!params->dry_run) {
-        w = iqf_gguf_writer_open(out, err, errlen);
-        if (!w) {
-            st = IQF_E_IO;
+        n_out = params->keep_split ? iqf_gguf_n_parts(g) : 1;
+        ws = calloc((size_t)n_out, sizeof *ws);
+        ws_path = calloc((size_t)n_out, sizeof *ws_path);
+        if (!ws || !ws_path) {
+            st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
             goto done;
         }
-        st = iqf_gguf_writer_set_input(w, in);
+        for (int p = 0; p < n_out; p++) {
+            size_t ol = strlen(out);
+            if (params->keep_split && strstr(out, ".gguf") && ol >= 5) ol -= 5; /* llama-quantize's prefix */
+            ws_path[p] = malloc(ol + 32);
+            if (!ws_path[p]) {
+                st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+                goto done;
+            }
+            if (params->keep_split) snprintf(ws_path[p], ol + 32, "%.*s-%05d-of-%05d.gguf", (int)ol, out, p + 1, n_out);
+            else snprintf(ws_path[p], ol + 32, "%s", out);
+            ws[p] = iqf_gguf_writer_open(ws_path[p], err, errlen);
+            if (!ws[p]) {
+                st = IQF_E_IO;
+                goto done;
+            }
+            for (int q = 0; q < iqf_gguf_n_parts(g) && !st; q++) st = iqf_gguf_writer_set_input(ws[p], iqf_gguf_part_path(g, q));
+            if (st) {
+                iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(ws[p]));
+                goto done;
+            }
+        }
+        w = ws[0];
         for (int64_t i = 0; i < iqf_gguf_n_kv(g) && !st; i++) st = iqf_gguf_writer_copy_kv(w, g, i);
         if (!st) st = iqf_gguf_writer_set_u32(w, "general.quantization_version", 2);
         if (!st) st = iqf_gguf_writer_set_u32(w, "general.file_type", (uint32_t)params->ftype);
@@ -401,12 +441,23 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
         /* compat writes llama-quantize's metadata exactly; any other encoder says so. */
         if (!st && params->mode != IQF_MODE_COMPAT)
             st = iqf_gguf_writer_set_str(w, "quantize.mode", iqf_mode_name(params->mode));
+        for (int p = 0; p < n_out && n_out > 1 && !st; p++) { /* gguf_set_val_*: appended last */
+            st = iqf_gguf_writer_set_u16(ws[p], "split.no", (uint16_t)p);
+            if (!st) st = iqf_gguf_writer_set_u16(ws[p], "split.count", (uint16_t)n_out);
+            if (!st) st = iqf_gguf_writer_set_i32(ws[p], "split.tensors.count", (int32_t)nt);
+        }
         for (int64_t i = 0; i < nt && !st; i++)
-            st = iqf_gguf_writer_add_tensor(w, rt[i].name, items[i].t->n_dims, items[i].t->ne,
-                                            items[i].choice.type);
-        if (!st) st = iqf_gguf_writer_write_header(w);
+            st = iqf_gguf_writer_add_tensor(ws[n_out > 1 ? items[i].t->part : 0], rt[i].name, items[i].t->n_dims,
+                                            items[i].t->ne, items[i].choice.type);
+        for (int p = 0; p < n_out && !st; p++) {
+            st = iqf_gguf_writer_write_header(ws[p]);
+            if (st) w = ws[p];
+        }
         if (st) {
+            for (int p = 0; p < n_out; p++)
+                if (*iqf_gguf_writer_error(ws[p])) w = ws[p];
             iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
+            w = ws[0];
             goto done;
         }
     }
@@ -445,11 +496,12 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             }
             continue;
         }
+        iqf_gguf_writer *wi = ws[n_out > 1 ? t->part : 0];
         if (new_type == t->type) {
-            st = iqf_gguf_writer_write_data(w, t->data, t->nbytes);
+            st = iqf_gguf_writer_write_data(wi, t->data, t->nbytes);
             drop_pages(t->data, t->nbytes);
             if (st) {
-                iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
+                iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(wi));
                 goto done;
             }
             done_in += (int64_t)t->nbytes;
@@ -500,9 +552,9 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
             }
             if (params->post_encode)
                 params->post_encode(params->post_encode_user, t->name, new_type, qbuf, n, ncols);
-            st = iqf_gguf_writer_write_data(w, qbuf, (size_t)n * dst_rs);
+            st = iqf_gguf_writer_write_data(wi, qbuf, (size_t)n * dst_rs);
             if (st) {
-                iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
+                iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(wi));
                 goto done;
             }
             drop_pages((const uint8_t *)t->data + (size_t)r * src_rs, (size_t)n * src_rs);
@@ -513,7 +565,15 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     }
     iqf_progress_done(&prog);
     if (!params->dry_run) {
-        st = iqf_gguf_writer_finish(w, err, errlen);
+        /* Every part complete: commit them all; if one fails, remove those already committed. */
+        for (int p = 0; p < n_out; p++) {
+            st = iqf_gguf_writer_finish(ws[p], err, errlen);
+            ws[p] = NULL;
+            if (st) {
+                for (int q = 0; q < p; q++) unlink(ws_path[q]);
+                break;
+            }
+        }
         w = NULL;
         if (st) goto done;
     }
@@ -533,7 +593,10 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     if (report) *report = rep;
 
 done:
-    if (w) iqf_gguf_writer_abort(w);
+    for (int p = 0; ws && p < n_out; p++) iqf_gguf_writer_abort(ws[p]);
+    for (int p = 0; ws_path && p < n_out; p++) free(ws_path[p]);
+    free(ws);
+    free(ws_path);
     free(f32buf);
     free(qbuf);
     for (int i = 0; i < n_ov; i++) regfree(&ov[i].re);

@@ -56,12 +56,12 @@ static inline bool gc_kv_equal(const iqf_gguf *a, int64_t i, const iqf_gguf *b, 
 /* `ref` is the oracle's file, `got` ours. */
 static inline int gguf_compare(const char *ref, const char *got, const char *label) {
     char err[512];
-    iqf_gguf *a = iqf_gguf_open(ref, err, sizeof err);
+    iqf_gguf *a = iqf_gguf_open_part(ref, err, sizeof err);
     if (!a) {
         fprintf(stderr, "%s: %s\n", label, err);
         return -1;
     }
-    iqf_gguf *b = iqf_gguf_open(got, err, sizeof err);
+    iqf_gguf *b = iqf_gguf_open_part(got, err, sizeof err);
     if (!b) {
         fprintf(stderr, "%s: %s\n", label, err);
         iqf_gguf_close(a);

@@ -129,6 +129,7 @@ typedef struct lo_opts {
     int n_kvo;
     const int *prune;             /* --prune-layers (sorted, unique) */
     int n_prune;
+    bool keep_split;              /* --keep-split (out is then the prefix) */
 } lo_opts;
 
 /* Runs the oracle; returns its status (0 = success). */
@@ -141,6 +142,7 @@ static inline uint32_t lo_quantize(lo_api *api, const char *in, const char *out,
     p.quantize_output_tensor = !o->leave_output;
     p.pure = o->pure;
     p.allow_requantize = o->allow_requantize;
+    p.keep_split = o->keep_split;
     struct lo_imatrix_data *id = NULL;
     struct lo_kv_override *kv = calloc((size_t)o->n_kvo + 5, sizeof *kv);
     struct lo_tensor_override *tt = NULL;
@@ -205,7 +207,12 @@ static inline uint32_t lo_quantize(lo_api *api, const char *in, const char *out,
         tt[o->n_tt].type = 43;
         p.tt_overrides = tt;
     }
-    uint32_t rc = api->quantize(in, out, &p);
+    /* quantize.cpp: with --keep-split, an OUT containing ".gguf" loses its last 5 characters
+     * and is the prefix llama_split_path numbers. */
+    char outp[4096];
+    snprintf(outp, sizeof outp, "%s", out);
+    if (o->keep_split && strstr(outp, ".gguf") && strlen(outp) >= 5) outp[strlen(outp) - 5] = 0;
+    uint32_t rc = api->quantize(in, outp, &p);
     free(id);
     free(tt);
     free(kv);
