@@ -125,12 +125,21 @@ int cmd_inspect(int argc, char **argv) {
 
     char err[600];
     iqf_gguf *g = iqf_gguf_open(path, err, sizeof err);
+    char schema_err[600] = "";
+    bool split_bad = false;
+    if (!g && force) { /* a split model that does not hold together: show this one file */
+        char e2[600];
+        g = iqf_gguf_open_part(path, e2, sizeof e2);
+        if (g) {
+            split_bad = true;
+            snprintf(schema_err, sizeof schema_err, "%s", err);
+        }
+    }
     if (!g) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    char schema_err[600] = "";
-    const bool schema_bad = iqf_gguf_check_schema(g, schema_err, sizeof schema_err) != IQF_OK;
+    const bool schema_bad = split_bad || iqf_gguf_check_schema(g, schema_err, sizeof schema_err) != IQF_OK;
     if (schema_bad && !force) {
         fprintf(stderr, "%s (--force shows the file anyway)\n", schema_err);
         iqf_gguf_close(g);

@@ -304,7 +304,8 @@ static iqf_status check_layers(const iqf_gguf *g, int64_t i, const char *key, co
     if (!strcmp(suffix, "attention.head_count") && v > 0 && arch_u32(g, arch, "embedding_length", &embd) &&
         embd % v != 0 && !arch_u32(g, arch, "attention.key_length", &head))
         return iqf_fail(err, errlen, IQF_E_FORMAT, "key %s: %" PRIu32 " does not divide %s.embedding_length (%" PRIu32 ")", key, v, arch, embd);
-    if (!strcmp(suffix, "attention.head_count_kv") && arch_u32(g, arch, "attention.head_count", &head)) {
+    /* head_count 0 (attention-free architectures such as mamba write 0 for both) is not checked. */
+    if (!strcmp(suffix, "attention.head_count_kv") && arch_u32(g, arch, "attention.head_count", &head) && head > 0) {
         if (v == 0 || v > head || head % v != 0)
             return iqf_fail(err, errlen, IQF_E_FORMAT, "key %s: %" PRIu32 " does not divide %s.attention.head_count (%" PRIu32 ")", key, v, arch, head);
     }

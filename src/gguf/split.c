@@ -48,10 +48,9 @@ iqf_gguf *iqf_gguf_split_merge_with(iqf_gguf *g, iqf_gguf_opener opener, void *c
     bool has;
     const char *path = iqf_gguf_path(g);
     if (!split_keys(g, &no, &count, &has, why, sizeof why)) return fail(g, err, errlen, "%s: %s", path, why);
-    if (!has || count <= 1) {
-        if (has && no != 0) return fail(g, err, errlen, "%s: split.no is %u but split.count is %u", path, no, count);
-        return g;
-    }
+    if (has && no >= count)
+        return fail(g, err, errlen, "%s: key split.no: %u is not below split.count %u", path, no, count);
+    if (!has || count <= 1) return g;
     /* The name: PREFIX-%05d-of-%05d.gguf with this part's number. */
     char tail[64];
     snprintf(tail, sizeof tail, "-%05d-of-%05d.gguf", no + 1, count);

@@ -52,7 +52,7 @@ void iqf_outfile_abort(iqf_outfile *of);
  * Meant for programs (the CLI); a library user keeps its own signal handling. Idempotent.
  * Returns 0, or -1 if sigaction failed.
  */
-#define IQF_OUTFILE_MAX_LIVE 32
+#define IQF_OUTFILE_MAX_LIVE 256 /* --keep-split holds one per part until all are complete */
 int iqf_outfile_install_signal_cleanup(const char *name);
 /* Removes every registered temporary file now (async-signal-safe); returns how many. */
 int iqf_outfile_remove_all_live(void);

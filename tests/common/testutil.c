@@ -37,8 +37,10 @@ void *read_file(const char *path, size_t *n) {
     fseek(f, 0, SEEK_END);
     long sz = ftell(f);
     fseek(f, 0, SEEK_SET);
-    void *buf = malloc(sz > 0 ? (size_t)sz : 1);
+    /* One byte more, always NUL: text files can be searched with strstr. */
+    char *buf = malloc(sz > 0 ? (size_t)sz + 1 : 1);
     if (buf && sz > 0 && fread(buf, 1, (size_t)sz, f) != (size_t)sz) { free(buf); buf = NULL; }
+    if (buf) buf[sz > 0 ? sz : 0] = 0;
     fclose(f);
     if (buf && n) *n = (size_t)sz;
     return buf;

@@ -32,7 +32,8 @@ int test_finish(const char *name);
 const char *src_path(const char *rel);
 /* ../shared relative to the source tree if it exists, else NULL. Only CI-only tests may need it. */
 const char *shared_dir(void);
-/* Reads a whole file; returns malloc'd buffer (NULL if unreadable), size in *n. */
+/* Reads a whole file; returns a malloc'd buffer (NULL if unreadable) with a NUL after the n
+ * bytes (size in *n). */
 void *read_file(const char *path, size_t *n);
 bool write_file(const char *path, const void *data, size_t n);
 
