@@ -1,0 +1,46 @@
+/*
+ * kq_best.h - the IQF_MODE_BEST search of the K-quants (q2_K..q6_K), plain C (the reference;
+ * every SIMD level runs this code, so best-mode bytes are the same at every level).
+ *
+ * A super-block of 256 weights is described, whatever its packing, as
+ *     y[i] = (d * k[j]) * q[i] - (dmin * m[j])      (j = the sub-block of i)
+ * with d, dmin fp16, k/m the integer sub-block scale/min and q the integer code, evaluated in
+ * float exactly as ggml's decoders do. kquants.c unpacks the compat encoder's block into this
+ * form, kqb_search improves it, and kquants.c packs the result.
+ */
+#ifndef IQF_KQ_BEST_H
+#define IQF_KQ_BEST_H
+
+#include "codec.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct kqb_fmt {
+    int nsub, sublen; /* sub-blocks per super-block and values per sub-block (nsub*sublen = 256) */
+    int qlo, qhi;     /* code range */
+    int klo, khi;     /* sub-block scale range */
+    int mlo, mhi;     /* sub-block min range (mhi = 0: no mins, dmin unused) */
+} kqb_fmt;
+
+typedef struct kqb_rep {
+    uint16_t hd, hdm;  /* fp16 d, dmin */
+    int16_t k[16], m[16];
+    int8_t q[QK_K];
+} kqb_rep;
+
+/* The objective's weights for one super-block: qw[i] * sqrt(sigma2 + x[i]^2), or
+ * sqrt(sigma2 + x[i]^2) without an imatrix (qw NULL), with sigma2 = sig_mul * mean(x^2); computed
+ * on x and qw scaled by their block maxima (the argmin does not depend on a common factor), so
+ * that no intermediate overflows. */
+void kqb_weights(const float *x, const float *qw, float sig_mul, float *w);
+
+/* Weighted squared error of r as the decoder reconstructs it (inf if anything decodes to a
+ * non-finite value). */
+double kqb_error(const kqb_fmt *f, const float *x, const float *w, const kqb_rep *r);
+
+/* r: a valid start on entry (compat's block); on return the representation with the lowest
+ * weighted error found (never higher than the start's; the start is kept on ties). */
+void kqb_search(const kqb_fmt *f, const float *x, const float *w, kqb_rep *r);
+
+#endif
