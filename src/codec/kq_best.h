@@ -21,6 +21,12 @@ typedef struct kqb_fmt {
     int qlo, qhi;     /* code range */
     int klo, khi;     /* sub-block scale range */
     int mlo, mhi;     /* sub-block min range (mhi = 0: no mins, dmin unused) */
+    /* search parameters */
+    int win;          /* integer scales tried: +-win around each reference */
+    int winm;         /* integer mins tried for each scale: +-winm around the reference */
+    int scan;         /* symmetric types: > 0 scans +-scan steps of 0.1 for the references */
+    int nit;          /* alternations (sub-block integers, then d/dmin) per start */
+    int nstart;       /* bit 0: start from the given block; bit 1: from d/dmin of the largest references */
 } kqb_fmt;
 
 typedef struct kqb_rep {
@@ -40,7 +46,11 @@ void kqb_weights(const float *x, const float *qw, float sig_mul, float *w);
 double kqb_error(const kqb_fmt *f, const float *x, const float *w, const kqb_rep *r);
 
 /* r: a valid start on entry (compat's block); on return the representation with the lowest
- * weighted error found (never higher than the start's; the start is kept on ties). */
-void kqb_search(const kqb_fmt *f, const float *x, const float *w, kqb_rep *r);
+ * weighted error found (never higher than the start's; the start is kept on ties).
+ * sref0/mref0: the continuous per-sub-block scale (and min, y = s*q - mo) the compat search
+ * found (mref0 unused, may be NULL, for symmetric types; sref0 unused when f->scan > 0).
+ * Every simd level returns the same bits. */
+void kqb_search(iqf_simd simd, const kqb_fmt *f, const float *x, const float *w,
+                const float *sref0, const float *mref0, kqb_rep *r);
 
 #endif

@@ -31,9 +31,9 @@ static inline float sb_sumx2(const float *x) {
 }
 
 /* best mode (the section before quantize_row_q4_K) */
-static void best_q2_K(const float *x, const float *qw, block_q2_K *b);
-static void best_q3_K(const float *x, const float *qw, block_q3_K *b);
-static void best_q6_K(const float *x, const float *qw, block_q6_K *b);
+static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q2_K *b);
+static void best_q3_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q3_K *b);
+static void best_q6_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q6_K *b);
 
 /* qs packing shared by q2_K and q3_K: four 2-bit values per byte, 32-byte strides. */
 static void pack_2bit(const uint8_t *L, uint8_t *qs) {
@@ -119,7 +119,7 @@ static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int
             }
         }
         if (ctx->mode == IQF_MODE_BEST)
-            for (int s = 0; s < ns; s++) best_q2_K(xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, &y[i0 + s]);
+            for (int s = 0; s < ns; s++) best_q2_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 16 * s, mins + 16 * s, &y[i0 + s]);
     }
 }
 
@@ -233,7 +233,7 @@ static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int
             }
         }
         if (ctx->mode == IQF_MODE_BEST)
-            for (int s = 0; s < ns; s++) best_q3_K(xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, &y[i0 + s]);
+            for (int s = 0; s < ns; s++) best_q3_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 16 * s, NULL, &y[i0 + s]);
     }
 }
 
@@ -411,13 +411,14 @@ static void q6_K_pack_codes(block_q6_K *b, const uint8_t *Ls) {
 #define BEST_SIG_Q5 2.f
 #define BEST_SIG_Q6 2.f
 
-static const kqb_fmt fmt_q2_K = { 16, 16, 0, 3, 0, 15, 0, 15 };
-static const kqb_fmt fmt_q3_K = { 16, 16, -4, 3, -32, 31, 0, 0 };
-static const kqb_fmt fmt_q4_K = { 8, 32, 0, 15, 0, 63, 0, 63 };
-static const kqb_fmt fmt_q5_K = { 8, 32, 0, 31, 0, 63, 0, 63 };
-static const kqb_fmt fmt_q6_K = { 16, 16, -32, 31, -128, 127, 0, 0 };
+/*                                 nsub sub  q range  k range    m range  win winm scan nit nstart */
+static const kqb_fmt fmt_q2_K = { 16, 16, 0, 3, 0, 15, 0, 15, 2, 1, 0, 3, 3 };
+static const kqb_fmt fmt_q3_K = { 16, 16, -4, 3, -32, 31, 0, 0, 2, 0, 12, 3, 3 };
+static const kqb_fmt fmt_q4_K = { 8, 32, 0, 15, 0, 63, 0, 63, 2, 1, 0, 3, 3 };
+static const kqb_fmt fmt_q5_K = { 8, 32, 0, 31, 0, 63, 0, 63, 2, 1, 0, 3, 3 };
+static const kqb_fmt fmt_q6_K = { 16, 16, -32, 31, -128, 127, 0, 0, 2, 0, 6, 3, 3 };
 
-static void best_q2_K(const float *x, const float *qw, block_q2_K *b) {
+static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q2_K *b) {
     float w[QK_K];
     kqb_rep r;
     r.hd = b->d;
@@ -430,7 +431,7 @@ static void best_q2_K(const float *x, const float *qw, block_q2_K *b) {
         for (int t = 0; t < 4; t++)
             for (int l = 0; l < 32; l++) r.q[j + 32 * t + l] = (int8_t)((b->qs[j / 4 + l] >> (2 * t)) & 3);
     kqb_weights(x, qw, BEST_SIG_Q2, w);
-    kqb_search(&fmt_q2_K, x, w, &r);
+    kqb_search(simd, &fmt_q2_K, x, w, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
     for (int j = 0; j < 16; j++) b->scales[j] = (uint8_t)(r.k[j] | (r.m[j] << 4));
@@ -439,7 +440,7 @@ static void best_q2_K(const float *x, const float *qw, block_q2_K *b) {
     pack_2bit(L, b->qs);
 }
 
-static void best_q3_K(const float *x, const float *qw, block_q3_K *b) {
+static void best_q3_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q3_K *b) {
     float w[QK_K];
     kqb_rep r;
     r.hd = b->d;
@@ -458,7 +459,7 @@ static void best_q3_K(const float *x, const float *qw, block_q3_K *b) {
                 r.q[v] = (int8_t)(lo - ((b->hmask[v % 32] >> (v / 32)) & 1 ? 0 : 4));
             }
     kqb_weights(x, qw, BEST_SIG_Q3, w);
-    kqb_search(&fmt_q3_K, x, w, &r);
+    kqb_search(simd, &fmt_q3_K, x, w, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] + 4);
     memset(b->scales, 0, 12);
@@ -485,7 +486,7 @@ static void k4_pack(const kqb_rep *r, uint8_t *scales) {
     pack_scale_min_k4(scales, ls, lm);
 }
 
-static void best_q4_K(const float *x, const float *qw, block_q4_K *b) {
+static void best_q4_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q4_K *b) {
     float w[QK_K];
     kqb_rep r;
     r.hd = b->d;
@@ -497,7 +498,7 @@ static void best_q4_K(const float *x, const float *qw, block_q4_K *b) {
             r.q[j + 32 + l] = (int8_t)(b->qs[j / 2 + l] >> 4);
         }
     kqb_weights(x, qw, BEST_SIG_Q4, w);
-    kqb_search(&fmt_q4_K, x, w, &r);
+    kqb_search(simd, &fmt_q4_K, x, w, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
     b->d = r.hd;
@@ -506,7 +507,7 @@ static void best_q4_K(const float *x, const float *qw, block_q4_K *b) {
     q4_K_pack_codes(b, L);
 }
 
-static void best_q5_K(const float *x, const float *qw, block_q5_K *b) {
+static void best_q5_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q5_K *b) {
     float w[QK_K];
     kqb_rep r;
     r.hd = b->d;
@@ -520,7 +521,7 @@ static void best_q5_K(const float *x, const float *qw, block_q5_K *b) {
         }
     }
     kqb_weights(x, qw, BEST_SIG_Q5, w);
-    kqb_search(&fmt_q5_K, x, w, &r);
+    kqb_search(simd, &fmt_q5_K, x, w, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
     b->d = r.hd;
@@ -529,7 +530,7 @@ static void best_q5_K(const float *x, const float *qw, block_q5_K *b) {
     q5_K_pack_codes(b, L);
 }
 
-static void best_q6_K(const float *x, const float *qw, block_q6_K *b) {
+static void best_q6_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q6_K *b) {
     float w[QK_K];
     kqb_rep r;
     r.hd = b->d;
@@ -549,7 +550,7 @@ static void best_q6_K(const float *x, const float *qw, block_q6_K *b) {
         }
     }
     kqb_weights(x, qw, BEST_SIG_Q6, w);
-    kqb_search(&fmt_q6_K, x, w, &r);
+    kqb_search(simd, &fmt_q6_K, x, w, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] + 32);
     for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)r.k[j];
@@ -574,7 +575,7 @@ static void quantize_row_q4_K(const iqf_qctx *ctx, const float *x, void *vy, int
             q4_K_pack_codes(b, Ls);
         }
         if (ctx->mode == IQF_MODE_BEST)
-            for (int s = 0; s < ns; s++) best_q4_K(xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, &y[i0 + s]);
+            for (int s = 0; s < ns; s++) best_q4_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 8 * s, mins + 8 * s, &y[i0 + s]);
     }
 }
 
@@ -615,7 +616,7 @@ static void quantize_row_q5_K(const iqf_qctx *ctx, const float *x, void *vy, int
             q5_K_pack_codes(b, Ls);
         }
         if (ctx->mode == IQF_MODE_BEST)
-            for (int s = 0; s < ns; s++) best_q5_K(xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, &y[i0 + s]);
+            for (int s = 0; s < ns; s++) best_q5_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 8 * s, mins + 8 * s, &y[i0 + s]);
     }
 }
 
@@ -678,7 +679,7 @@ static void quantize_row_q6_K(const iqf_qctx *ctx, const float *x, void *vy, int
             q6_K_pack_codes(b, (const uint8_t *)Ls);
         }
         if (ctx->mode == IQF_MODE_BEST)
-            for (int s = 0; s < ns; s++) best_q6_K(xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, &y[i0 + s]);
+            for (int s = 0; s < ns; s++) best_q6_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 16 * s, NULL, &y[i0 + s]);
     }
 }
 
