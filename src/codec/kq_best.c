@@ -54,43 +54,29 @@ static inline int int_near(float v, float d, int lo, int hi) {
     return iqf_nearest_int(clampf(c, (float)lo, (float)hi));
 }
 
-void kqb_weights(const float *x, const float *qw, float sig_mul, float *w) {
-    double amax = 0, qmax = 0;
-    for (int i = 0; i < QK_K; i++) {
-        double a = fabs((double)x[i]);
-        if (a > amax) amax = a;
-        if (qw && qw[i] > qmax) qmax = qw[i];
-    }
-    const double ia = amax > 0 ? 1.0 / amax : 0.0, iq = qmax > 0 ? 1.0 / qmax : 0.0;
-    double s2 = 0;
-    for (int i = 0; i < QK_K; i++) {
-        double t = x[i] * ia;
-        s2 += t * t;
-    }
-    const double sigma2 = sig_mul * s2 / QK_K;
-    for (int i = 0; i < QK_K; i++) {
-        double t = x[i] * ia;
-        double v = sqrt(sigma2 + t * t);
-        if (qw) v *= qw[i] * iq;
-        w[i] = (float)v;
-    }
-}
-
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* SIMD copies: the same code; the two hot kernels (fit, sym_ref) run their 8 lanes as one 8-wide
+ * vector (GCC/Clang vector extensions), the same operations lane by lane as the scalar loops, so
+ * the same bits (no NaN reaches a comparison: inputs are finite and steps non-zero). */
+typedef float kqb_v8f __attribute__((vector_size(32)));
+typedef int32_t kqb_v8i __attribute__((vector_size(32)));
 #define KQB_HAVE_X86 1
 #define KQB_PASS 1
-#define KQB_TGT __attribute__((target("avx2,fma"), optimize("O3")))
+#define KQB_VEC 1
+#define KQB_TGT __attribute__((target("avx2,fma")))
 #define KQB_SFX(name) name##_avx2
 #include "kq_best.c"
 #undef KQB_TGT
 #undef KQB_SFX
-#define KQB_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"), optimize("O3")))
+#define KQB_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define KQB_SFX(name) name##_avx512
 #include "kq_best.c"
 #undef KQB_TGT
 #undef KQB_SFX
 #undef KQB_PASS
+#undef KQB_VEC
 #endif
+#define KQB_VEC 0
 #define KQB_PASS 1
 #define KQB_TGT
 #define KQB_SFX(name) name##_scalar
@@ -98,15 +84,13 @@ void kqb_weights(const float *x, const float *qw, float sig_mul, float *w) {
 #undef KQB_TGT
 #undef KQB_SFX
 #undef KQB_PASS
+#undef KQB_VEC
 
-double kqb_error(const kqb_fmt *f, const float *x, const float *w, const kqb_rep *r) {
-    return error_scalar(f, x, w, r);
-}
 
 #ifdef KQB_DEV_KNOBS /* tuning builds only (-DKQB_DEV_KNOBS): parameters from the environment */
 #include <stdlib.h>
 #endif
-void kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *w,
+void kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *qw,
                 const float *sref0, const float *mref0, kqb_rep *r) {
     kqb_fmt ff = *f0;
     const kqb_fmt *f = &ff;
@@ -116,16 +100,45 @@ void kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *w
     if (getenv("KQB_SCAN")) ff.scan = atoi(getenv("KQB_SCAN"));
     if (getenv("KQB_NIT")) ff.nit = atoi(getenv("KQB_NIT"));
     if (getenv("KQB_NSTART")) ff.nstart = atoi(getenv("KQB_NSTART"));
+    if (getenv("KQB_STEP")) ff.scan_step = (float)atof(getenv("KQB_STEP"));
+    if (getenv("KQB_SIG")) ff.sig = (float)atof(getenv("KQB_SIG"));
 #endif
 #ifdef KQB_HAVE_X86
-    if (simd == IQF_SIMD_AVX512) { search_avx512(f, x, w, sref0, mref0, r); return; }
-    if (simd == IQF_SIMD_AVX2) { search_avx2(f, x, w, sref0, mref0, r); return; }
+    if (simd == IQF_SIMD_AVX512) { search_avx512(f, x, qw, sref0, mref0, r); return; }
+    if (simd == IQF_SIMD_AVX2) { search_avx2(f, x, qw, sref0, mref0, r); return; }
 #endif
     (void)simd;
-    search_scalar(f, x, w, sref0, mref0, r);
+    search_scalar(f, x, qw, sref0, mref0, r);
 }
 
 #else /* KQB_PASS: the search, compiled once per instruction set */
+
+/* The objective's weights (kq_best.h), computed on x and qw scaled by their block maxima. */
+static KQB_TGT void KQB_SFX(weights)(const float *x, const float *qw, float sig, float *w) {
+    float amax = 0, qmax = 0;
+    for (int i = 0; i < QK_K; i++) {
+        const float a = fabsf(x[i]);
+        amax = a > amax ? a : amax;
+    }
+    if (qw)
+        for (int i = 0; i < QK_K; i++) qmax = qw[i] > qmax ? qw[i] : qmax;
+    float xs[QK_K], s2[8] = { 0 };
+    const float ia = amax > 0 ? 1.f / amax : 0.f;
+    if (isfinite(ia))
+        for (int i = 0; i < QK_K; i++) xs[i] = x[i] * ia;
+    else
+        for (int i = 0; i < QK_K; i++) xs[i] = (float)((double)x[i] / amax);
+    for (int i0 = 0; i0 < QK_K; i0 += 8)
+        for (int l = 0; l < 8; l++) s2[l] += xs[i0 + l] * xs[i0 + l];
+    const float sigma2 = sig * red8(s2) / QK_K;
+    for (int i = 0; i < QK_K; i++) w[i] = sqrtf(sigma2 + xs[i] * xs[i]);
+    if (!qw) return;
+    const float iq = qmax > 0 ? 1.f / qmax : 0.f;
+    if (isfinite(iq))
+        for (int i = 0; i < QK_K; i++) w[i] *= qw[i] * iq;
+    else
+        for (int i = 0; i < QK_K; i++) w[i] *= (float)((double)qw[i] / qmax);
+}
 
 /* Codes of one sub-block (n a multiple of 8) at step s and offset mo,
  * q = nearest((x + mo) / s) clamped to [flo, fhi], and their weighted error with the
@@ -149,6 +162,32 @@ static KQB_TGT float KQB_SFX(fit)(int n, const float *x, const float *w, float s
         float is = 1.f / s;
         const bool inv = isfinite(is);
         if (!inv) is = 1.f;
+#if KQB_VEC
+        const kqb_v8f vis = { is, is, is, is, is, is, is, is }, vs = { s, s, s, s, s, s, s, s };
+        const kqb_v8f vmo = { mo, mo, mo, mo, mo, mo, mo, mo };
+        const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
+        const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
+        kqb_v8f va = { 0 }, vr = { 0 };
+        for (int i0 = 0; i0 < n; i0 += 8) {
+            kqb_v8f xv, wv;
+            memcpy(&xv, x + i0, sizeof xv);
+            memcpy(&wv, w + i0, sizeof wv);
+            kqb_v8f v = inv ? (xv + vmo) * vis : (xv + vmo) / vs;
+            kqb_v8i m = v < vlo;
+            v = (kqb_v8f)((m & (kqb_v8i)vlo) | (~m & (kqb_v8i)v));
+            m = v > vhi;
+            v = (kqb_v8f)((m & (kqb_v8i)vhi) | (~m & (kqb_v8i)v));
+            const kqb_v8f r = (v + M) - M;
+            const kqb_v8i ri = __builtin_convertvector(r, kqb_v8i);
+            for (int l = 0; l < 8; l++) q[i0 + l] = (int8_t)ri[l];
+            const kqb_v8f y = vs * r - vmo;
+            const kqb_v8f df = xv - y;
+            va = va + wv * df * df;
+            vr = vr + wv * (y - xv);
+        }
+        memcpy(acc, &va, sizeof acc);
+        memcpy(acr, &vr, sizeof acr);
+#else
         for (int i0 = 0; i0 < n; i0 += 8)
             for (int l = 0; l < 8; l++) {
                 const int i = i0 + l;
@@ -162,6 +201,7 @@ static KQB_TGT float KQB_SFX(fit)(int n, const float *x, const float *w, float s
                 acc[l] += w[i] * df * df;
                 acr[l] += w[i] * (y - x[i]);
             }
+#endif
     }
     *res = red8(acr);
     return red8(acc);
@@ -188,7 +228,8 @@ static KQB_TGT double KQB_SFX(error)(const kqb_fmt *f, const float *x, const flo
 }
 
 /* Symmetric reference: the best least-squares scale over inverse scales that put the largest
- * |x| at either end of [qlo, qhi] (+- nstep steps of `step`). */
+ * |x| at either end of [qlo, qhi] (+- nstep steps of `step`). The candidates run 8 at a time,
+ * one per lane; each candidate's sums run over the values in order. */
 static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int qlo, int qhi,
                                       int nstep, float step) {
     float amax = 0, mx = 0;
@@ -198,29 +239,57 @@ static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int
     }
     if (amax == 0) return 0.f;
     const float fallback = mx / (float)qlo, flo = (float)qlo, fhi = (float)qhi;
-    float wx[32];
+    float wx[32], isv[2 * (2 * 16 + 1) + 8];
     for (int i = 0; i < n; i++) wx[i] = w[i] * x[i];
-    float best = -1, bs = fallback;
+    int nc = 0;
     for (int side = 0; side < 2; side++) {
         const float end = side ? (float)qhi : (float)-qlo;
         for (int t = -nstep; t <= nstep; t++) {
             const float is = (side ? 1.f : -1.f) * (end + step * (float)t) / mx;
-            if (!(is != 0) || !isfinite(is)) continue;
-            float a1[8] = { 0 }, a2[8] = { 0 };
-            for (int i0 = 0; i0 < n; i0 += 8)
-                for (int l = 0; l < 8; l++) {
-                    const int i = i0 + l;
-                    float v = is * x[i];
-                    v = v < flo ? flo : v;
-                    v = v > fhi ? fhi : v;
-                    const float r = (v + KQB_MAGIC) - KQB_MAGIC;
-                    a1[l] += wx[i] * r;
-                    a2[l] += w[i] * r * r;
-                }
-            const float sxq = red8(a1), sqq = red8(a2);
-            if (sqq > 0) {
-                const float score = sxq * sxq / sqq;
-                if (score > best) { best = score; bs = sxq / sqq; }
+            if (is != 0 && isfinite(is)) isv[nc++] = is;
+        }
+    }
+    if (nc == 0) return fallback;
+    int ncp = nc;
+    while (ncp % 8) { isv[ncp] = isv[nc - 1]; ncp++; }
+    float best = -1, bs = fallback;
+    for (int c0 = 0; c0 < ncp; c0 += 8) {
+        float a1[8] = { 0 }, a2[8] = { 0 };
+#if KQB_VEC
+        kqb_v8f vis, v1 = { 0 }, v2 = { 0 };
+        memcpy(&vis, isv + c0, sizeof vis);
+        const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
+        const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
+        for (int i = 0; i < n; i++) {
+            const float xi = x[i], wi = w[i], wxi = wx[i];
+            const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
+            const kqb_v8f wxv = { wxi, wxi, wxi, wxi, wxi, wxi, wxi, wxi };
+            kqb_v8f v = vis * xv;
+            kqb_v8i m = v < vlo;
+            v = (kqb_v8f)((m & (kqb_v8i)vlo) | (~m & (kqb_v8i)v));
+            m = v > vhi;
+            v = (kqb_v8f)((m & (kqb_v8i)vhi) | (~m & (kqb_v8i)v));
+            const kqb_v8f r = (v + M) - M;
+            v1 = v1 + wxv * r;
+            v2 = v2 + wv * r * r;
+        }
+        memcpy(a1, &v1, sizeof a1);
+        memcpy(a2, &v2, sizeof a2);
+#else
+        for (int i = 0; i < n; i++)
+            for (int l = 0; l < 8; l++) {
+                float v = isv[c0 + l] * x[i];
+                v = v < flo ? flo : v;
+                v = v > fhi ? fhi : v;
+                const float r = (v + KQB_MAGIC) - KQB_MAGIC;
+                a1[l] += wx[i] * r;
+                a2[l] += w[i] * r * r;
+            }
+#endif
+        for (int l = 0; l < 8 && c0 + l < nc; l++) {
+            if (a2[l] > 0) {
+                const float score = a1[l] * a1[l] / a2[l];
+                if (score > best) { best = score; bs = a1[l] / a2[l]; }
             }
         }
     }
@@ -321,8 +390,10 @@ static KQB_TGT bool KQB_SFX(ls_scales)(const kqb_fmt *f, const float *x, const f
     return true;
 }
 
-static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const float *w,
+static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const float *qw,
                                     const float *sref0, const float *mref0, kqb_rep *r) {
+    float w[QK_K];
+    KQB_SFX(weights)(x, qw, f->sig, w);
     double ebest = KQB_SFX(error)(f, x, w, r);
     kqb_rep best = *r;
     const bool sym = f->mhi == 0;
@@ -333,7 +404,7 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
         for (int i0 = 0; i0 < f->sublen; i0 += 8)
             for (int l = 0; l < 8; l++) a[l] += wj[i0 + l];
         sw[j] = red8(a);
-        if (f->scan > 0 && sym) sref[j] = KQB_SFX(sym_ref)(f->sublen, xj, wj, f->qlo, f->qhi, f->scan, 0.1f);
+        if (f->scan > 0 && sym) sref[j] = KQB_SFX(sym_ref)(f->sublen, xj, wj, f->qlo, f->qhi, f->scan, f->scan_step);
         else sref[j] = sref0[j];
         mref[j] = sym ? 0.f : mref0[j];
     }

@@ -24,9 +24,11 @@ typedef struct kqb_fmt {
     /* search parameters */
     int win;          /* integer scales tried: +-win around each reference */
     int winm;         /* integer mins tried for each scale: +-winm around the reference */
-    int scan;         /* symmetric types: > 0 scans +-scan steps of 0.1 for the references */
+    int scan;         /* symmetric types: > 0 scans +-scan steps for the references (else compat's) */
+    float scan_step;  /* step of that scan */
     int nit;          /* alternations (sub-block integers, then d/dmin) per start */
     int nstart;       /* bit 0: start from the given block; bit 1: from d/dmin of the largest references */
+    float sig;        /* the objective's sigma2 factor (below) */
 } kqb_fmt;
 
 typedef struct kqb_rep {
@@ -35,22 +37,20 @@ typedef struct kqb_rep {
     int8_t q[QK_K];
 } kqb_rep;
 
-/* The objective's weights for one super-block: qw[i] * sqrt(sigma2 + x[i]^2), or
- * sqrt(sigma2 + x[i]^2) without an imatrix (qw NULL), with sigma2 = sig_mul * mean(x^2); computed
- * on x and qw scaled by their block maxima (the argmin does not depend on a common factor), so
- * that no intermediate overflows. */
-void kqb_weights(const float *x, const float *qw, float sig_mul, float *w);
-
-/* Weighted squared error of r as the decoder reconstructs it (inf if anything decodes to a
- * non-finite value). */
-double kqb_error(const kqb_fmt *f, const float *x, const float *w, const kqb_rep *r);
-
-/* r: a valid start on entry (compat's block); on return the representation with the lowest
+/*
+ * The objective: sum over the super-block of w_i (x_i - y_i)^2 with
+ *     w_i = qw_i * sqrt(sigma2 + x_i^2)   (qw NULL: w_i = sqrt(sigma2 + x_i^2)),
+ *     sigma2 = f->sig * mean(x^2),
+ * computed on x and qw scaled by their block maxima (the argmin does not change) so that nothing
+ * overflows.
+ *
+ * r: a valid start on entry (compat's block); on return the representation with the lowest
+ (compat's block); on return the representation with the lowest
  * weighted error found (never higher than the start's; the start is kept on ties).
  * sref0/mref0: the continuous per-sub-block scale (and min, y = s*q - mo) the compat search
  * found (mref0 unused, may be NULL, for symmetric types; sref0 unused when f->scan > 0).
  * Every simd level returns the same bits. */
-void kqb_search(iqf_simd simd, const kqb_fmt *f, const float *x, const float *w,
+void kqb_search(iqf_simd simd, const kqb_fmt *f, const float *x, const float *qw,
                 const float *sref0, const float *mref0, kqb_rep *r);
 
 #endif

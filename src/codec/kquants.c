@@ -404,22 +404,30 @@ static void q6_K_pack_codes(block_q6_K *b, const uint8_t *Ls) {
     }
 }
 
-/* The objective's sigma2 factor per type (kqb_weights). */
-#define BEST_SIG_Q2 1.f
-#define BEST_SIG_Q3 2.f
-#define BEST_SIG_Q4 2.f
-#define BEST_SIG_Q5 2.f
-#define BEST_SIG_Q6 2.f
-
-/*                                 nsub sub  q range  k range    m range  win winm scan nit nstart */
-static const kqb_fmt fmt_q2_K = { 16, 16, 0, 3, 0, 15, 0, 15, 2, 1, 0, 3, 3 };
-static const kqb_fmt fmt_q3_K = { 16, 16, -4, 3, -32, 31, 0, 0, 2, 0, 12, 3, 3 };
-static const kqb_fmt fmt_q4_K = { 8, 32, 0, 15, 0, 63, 0, 63, 2, 1, 0, 3, 3 };
-static const kqb_fmt fmt_q5_K = { 8, 32, 0, 31, 0, 63, 0, 63, 2, 1, 0, 3, 3 };
-static const kqb_fmt fmt_q6_K = { 16, 16, -32, 31, -128, 127, 0, 0, 2, 0, 6, 3, 3 };
+/* Search parameters per type, [0] without and [1] with an importance matrix (see kq_best.h). */
+/*  nsub sub  q range  k range  m range  win winm scan step nit nstart sig */
+static const kqb_fmt fmt_q2_K[2] = {
+    { 16, 16, 0, 3, 0, 15, 0, 15, 1, 1, 0, 0.f, 2, 1, 1.f },
+    { 16, 16, 0, 3, 0, 15, 0, 15, 1, 1, 0, 0.f, 2, 3, 1.f },
+};
+static const kqb_fmt fmt_q3_K[2] = {
+    { 16, 16, -4, 3, -32, 31, 0, 0, 1, 0, 0, 0.f, 1, 1, 2.f },
+    { 16, 16, -4, 3, -32, 31, 0, 0, 1, 0, 6, 0.2f, 2, 1, 2.f },
+};
+static const kqb_fmt fmt_q4_K[2] = {
+    { 8, 32, 0, 15, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 1, 2.f },
+    { 8, 32, 0, 15, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 3, 2.f },
+};
+static const kqb_fmt fmt_q5_K[2] = {
+    { 8, 32, 0, 31, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 1, 2.f },
+    { 8, 32, 0, 31, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 3, 2.f },
+};
+static const kqb_fmt fmt_q6_K[2] = {
+    { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 2, 1, 2.f },
+    { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 2, 1, 2.f },
+};
 
 static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q2_K *b) {
-    float w[QK_K];
     kqb_rep r;
     r.hd = b->d;
     r.hdm = b->dmin;
@@ -430,8 +438,7 @@ static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const floa
     for (int j = 0; j < QK_K; j += 128)
         for (int t = 0; t < 4; t++)
             for (int l = 0; l < 32; l++) r.q[j + 32 * t + l] = (int8_t)((b->qs[j / 4 + l] >> (2 * t)) & 3);
-    kqb_weights(x, qw, BEST_SIG_Q2, w);
-    kqb_search(simd, &fmt_q2_K, x, w, sref, mref, &r);
+    kqb_search(simd, &fmt_q2_K[qw != NULL], x, qw, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
     for (int j = 0; j < 16; j++) b->scales[j] = (uint8_t)(r.k[j] | (r.m[j] << 4));
@@ -441,7 +448,6 @@ static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const floa
 }
 
 static void best_q3_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q3_K *b) {
-    float w[QK_K];
     kqb_rep r;
     r.hd = b->d;
     r.hdm = 0;
@@ -458,8 +464,7 @@ static void best_q3_K(iqf_simd simd, const float *x, const float *qw, const floa
                 const int lo = (b->qs[j / 4 + l] >> (2 * t)) & 3;
                 r.q[v] = (int8_t)(lo - ((b->hmask[v % 32] >> (v / 32)) & 1 ? 0 : 4));
             }
-    kqb_weights(x, qw, BEST_SIG_Q3, w);
-    kqb_search(simd, &fmt_q3_K, x, w, sref, mref, &r);
+    kqb_search(simd, &fmt_q3_K[qw != NULL], x, qw, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] + 4);
     memset(b->scales, 0, 12);
@@ -487,7 +492,6 @@ static void k4_pack(const kqb_rep *r, uint8_t *scales) {
 }
 
 static void best_q4_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q4_K *b) {
-    float w[QK_K];
     kqb_rep r;
     r.hd = b->d;
     r.hdm = b->dmin;
@@ -497,8 +501,7 @@ static void best_q4_K(iqf_simd simd, const float *x, const float *qw, const floa
             r.q[j + l] = (int8_t)(b->qs[j / 2 + l] & 0xF);
             r.q[j + 32 + l] = (int8_t)(b->qs[j / 2 + l] >> 4);
         }
-    kqb_weights(x, qw, BEST_SIG_Q4, w);
-    kqb_search(simd, &fmt_q4_K, x, w, sref, mref, &r);
+    kqb_search(simd, &fmt_q4_K[qw != NULL], x, qw, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
     b->d = r.hd;
@@ -508,7 +511,6 @@ static void best_q4_K(iqf_simd simd, const float *x, const float *qw, const floa
 }
 
 static void best_q5_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q5_K *b) {
-    float w[QK_K];
     kqb_rep r;
     r.hd = b->d;
     r.hdm = b->dmin;
@@ -520,8 +522,7 @@ static void best_q5_K(iqf_simd simd, const float *x, const float *qw, const floa
             r.q[j + 32 + l] = (int8_t)((b->qs[j / 2 + l] >> 4) + (b->qh[l] & u2 ? 16 : 0));
         }
     }
-    kqb_weights(x, qw, BEST_SIG_Q5, w);
-    kqb_search(simd, &fmt_q5_K, x, w, sref, mref, &r);
+    kqb_search(simd, &fmt_q5_K[qw != NULL], x, qw, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
     b->d = r.hd;
@@ -531,7 +532,6 @@ static void best_q5_K(iqf_simd simd, const float *x, const float *qw, const floa
 }
 
 static void best_q6_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q6_K *b) {
-    float w[QK_K];
     kqb_rep r;
     r.hd = b->d;
     r.hdm = 0;
@@ -549,8 +549,7 @@ static void best_q6_K(iqf_simd simd, const float *x, const float *qw, const floa
             q[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
         }
     }
-    kqb_weights(x, qw, BEST_SIG_Q6, w);
-    kqb_search(simd, &fmt_q6_K, x, w, sref, mref, &r);
+    kqb_search(simd, &fmt_q6_K[qw != NULL], x, qw, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] + 32);
     for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)r.k[j];
