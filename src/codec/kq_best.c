@@ -394,9 +394,19 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
                                     const float *sref0, const float *mref0, kqb_rep *r) {
     float w[QK_K];
     KQB_SFX(weights)(x, qw, f->sig, w);
+    const bool sym = f->mhi == 0;
+    /* The start's codes: re-rounded at its decoded scales (the error-optimal codes for them). */
+    {
+        const float d = h2f(r->hd), dm = sym ? 0.f : h2f(r->hdm);
+        for (int j = 0; j < f->nsub; j++) {
+            float res;
+            KQB_SFX(fit)(f->sublen, x + j * f->sublen, w + j * f->sublen, d * (float)r->k[j],
+                         sym ? 0.f : dm * (float)r->m[j], (float)f->qlo, (float)f->qhi,
+                         r->q + j * f->sublen, &res);
+        }
+    }
     double ebest = KQB_SFX(error)(f, x, w, r);
     kqb_rep best = *r;
-    const bool sym = f->mhi == 0;
     float sref[16], mref[16], sw[16];
     for (int j = 0; j < f->nsub; j++) {
         const float *xj = x + j * f->sublen, *wj = w + j * f->sublen;

@@ -9,9 +9,11 @@
  * packing) follow the reference directly, and the final re-quantization at the decoded fp16
  * scales goes through kq_requant (lanes over the values of a sub-block).
  *
- * IQF_MODE_BEST: every super-block is first encoded as compat, then unpacked into kq_best's
- * (d, dmin, k, m, q) form, improved by kqb_search (plain C, the same at every SIMD level) and
- * packed again (best_q*_K below).
+ * IQF_MODE_BEST: every super-block's header (d, dmin, sub-block scales) is first chosen as compat
+ * does; its codes are not re-rounded and packed: best_q*_K below reads the header into kq_best's
+ * (d, dmin, k, m, q) form, kqb_search starts from it (codes re-rounded at its decoded scales,
+ * the error-optimal codes for that header) and searches for a better one, and the result is
+ * packed.
  */
 #include "kq_best.h"
 #include "kq_common.h"
@@ -90,7 +92,7 @@ static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 } else {
                     b->dmin = IQF_FP32_TO_FP16(0.f);
                 }
-                q2_K_finish(ctx->simd, xs, b, L + s * QK_K);
+                if (ctx->mode != IQF_MODE_BEST) q2_K_finish(ctx->simd, xs, b, L + s * QK_K);
             }
         } else {
             float sw[NSB * 16];
@@ -115,7 +117,7 @@ static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 b->d = IQF_FP32_TO_FP16(dm);
                 b->dmin = IQF_FP32_TO_FP16(mm);
                 for (int j = 0; j < 16; ++j) b->scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
-                q2_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+                if (ctx->mode != IQF_MODE_BEST) q2_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
             }
         }
         if (ctx->mode == IQF_MODE_BEST)
@@ -205,7 +207,7 @@ static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 } else {
                     b->d = IQF_FP32_TO_FP16(0.f);
                 }
-                q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+                if (ctx->mode != IQF_MODE_BEST) q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
             }
         } else {
             float w[NSB * QK_K], sw[NSB * 16];
@@ -229,7 +231,7 @@ static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 float d_block = kq_make_qx_quants(16, 32, scales + s * 16, Ls, 1, sw + s * 16);
                 for (int j = 0; j < 16; ++j) q3_K_pack_scale(b->scales, j, Ls[j]);
                 b->d = IQF_FP32_TO_FP16(d_block);
-                q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+                if (ctx->mode != IQF_MODE_BEST) q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
             }
         }
         if (ctx->mode == IQF_MODE_BEST)
@@ -423,8 +425,8 @@ static const kqb_fmt fmt_q5_K[2] = {
     { 8, 32, 0, 31, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 3, 2.f },
 };
 static const kqb_fmt fmt_q6_K[2] = {
-    { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 2, 1, 2.f },
-    { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 2, 1, 2.f },
+    { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 1, 1, 2.f },
+    { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 1, 1, 2.f },
 };
 
 static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q2_K *b) {
@@ -435,9 +437,6 @@ static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const floa
         r.k[j] = (int16_t)(b->scales[j] & 0xF);
         r.m[j] = (int16_t)(b->scales[j] >> 4);
     }
-    for (int j = 0; j < QK_K; j += 128)
-        for (int t = 0; t < 4; t++)
-            for (int l = 0; l < 32; l++) r.q[j + 32 * t + l] = (int8_t)((b->qs[j / 4 + l] >> (2 * t)) & 3);
     kqb_search(simd, &fmt_q2_K[qw != NULL], x, qw, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
@@ -457,13 +456,6 @@ static void best_q3_K(iqf_simd simd, const float *x, const float *qw, const floa
         r.k[j] = (int16_t)(sc - 32);
         r.m[j] = 0;
     }
-    for (int j = 0; j < QK_K; j += 128)
-        for (int t = 0; t < 4; t++)
-            for (int l = 0; l < 32; l++) {
-                const int v = j + 32 * t + l;
-                const int lo = (b->qs[j / 4 + l] >> (2 * t)) & 3;
-                r.q[v] = (int8_t)(lo - ((b->hmask[v % 32] >> (v / 32)) & 1 ? 0 : 4));
-            }
     kqb_search(simd, &fmt_q3_K[qw != NULL], x, qw, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] + 4);
@@ -496,11 +488,6 @@ static void best_q4_K(iqf_simd simd, const float *x, const float *qw, const floa
     r.hd = b->d;
     r.hdm = b->dmin;
     k4_unpack(b->scales, &r);
-    for (int j = 0; j < QK_K; j += 64)
-        for (int l = 0; l < 32; l++) {
-            r.q[j + l] = (int8_t)(b->qs[j / 2 + l] & 0xF);
-            r.q[j + 32 + l] = (int8_t)(b->qs[j / 2 + l] >> 4);
-        }
     kqb_search(simd, &fmt_q4_K[qw != NULL], x, qw, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
@@ -515,13 +502,6 @@ static void best_q5_K(iqf_simd simd, const float *x, const float *qw, const floa
     r.hd = b->d;
     r.hdm = b->dmin;
     k4_unpack(b->scales, &r);
-    for (int j = 0; j < QK_K; j += 64) {
-        const int u1 = 1 << (j / 32), u2 = 2 << (j / 32);
-        for (int l = 0; l < 32; l++) {
-            r.q[j + l] = (int8_t)((b->qs[j / 2 + l] & 0xF) + (b->qh[l] & u1 ? 16 : 0));
-            r.q[j + 32 + l] = (int8_t)((b->qs[j / 2 + l] >> 4) + (b->qh[l] & u2 ? 16 : 0));
-        }
-    }
     kqb_search(simd, &fmt_q5_K[qw != NULL], x, qw, sref, mref, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
@@ -538,16 +518,6 @@ static void best_q6_K(iqf_simd simd, const float *x, const float *qw, const floa
     for (int j = 0; j < 16; j++) {
         r.k[j] = b->scales[j];
         r.m[j] = 0;
-    }
-    for (int c = 0; c < 2; c++) {
-        const uint8_t *ql = b->ql + 64 * c, *qh = b->qh + 32 * c;
-        int8_t *q = r.q + 128 * c;
-        for (int l = 0; l < 32; l++) {
-            q[l] = (int8_t)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-            q[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-            q[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-            q[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-        }
     }
     kqb_search(simd, &fmt_q6_K[qw != NULL], x, qw, sref, mref, &r);
     uint8_t L[QK_K];
@@ -570,6 +540,7 @@ static void quantize_row_q4_K(const iqf_qctx *ctx, const float *x, void *vy, int
             block_q4_K *b = &y[i0 + s];
             uint8_t *Ls = L + s * QK_K;
             k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, false, b->scales, &b->d, &b->dmin);
+            if (ctx->mode == IQF_MODE_BEST) continue; /* best_q4_K below re-rounds the codes */
             k4_requant(ctx->simd, xc + s * QK_K, b->d, b->dmin, b->scales, 15, Ls);
             q4_K_pack_codes(b, Ls);
         }
@@ -611,6 +582,7 @@ static void quantize_row_q5_K(const iqf_qctx *ctx, const float *x, void *vy, int
             block_q5_K *b = &y[i0 + s];
             uint8_t *Ls = L + s * QK_K;
             k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, true, b->scales, &b->d, &b->dmin);
+            if (ctx->mode == IQF_MODE_BEST) continue; /* best_q5_K below re-rounds the codes */
             k4_requant(ctx->simd, xc + s * QK_K, b->d, b->dmin, b->scales, 31, Ls);
             q5_K_pack_codes(b, Ls);
         }
@@ -672,6 +644,7 @@ static void quantize_row_q6_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 int l = iqf_nearest_int(iscale * sc[ib]);
                 b->scales[ib] = (int8_t)(l < 127 ? l : 127);
             }
+            if (ctx->mode == IQF_MODE_BEST) continue; /* best_q6_K below re-rounds the codes */
             float d[16];
             for (int j = 0; j < 16; ++j) d[j] = IQF_FP16_TO_FP32(b->d) * b->scales[j];
             kq_requant(ctx->simd, 16, 16, xs, d, NULL, -32, 31, 32, (uint8_t *)Ls);
