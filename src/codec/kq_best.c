@@ -95,6 +95,8 @@ void kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *q
     kqb_fmt ff = *f0;
     const kqb_fmt *f = &ff;
 #ifdef KQB_DEV_KNOBS
+    if ((!getenv("KQB_ONLY") || atoi(getenv("KQB_ONLY")) == f0->khi * 100 + f0->qhi) &&
+        (!getenv("KQB_IMAT") || atoi(getenv("KQB_IMAT")) == (qw != NULL))) {
     if (getenv("KQB_WIN")) ff.win = atoi(getenv("KQB_WIN"));
     if (getenv("KQB_WINM")) ff.winm = atoi(getenv("KQB_WINM"));
     if (getenv("KQB_SCAN")) ff.scan = atoi(getenv("KQB_SCAN"));
@@ -102,6 +104,7 @@ void kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *q
     if (getenv("KQB_NSTART")) ff.nstart = atoi(getenv("KQB_NSTART"));
     if (getenv("KQB_STEP")) ff.scan_step = (float)atof(getenv("KQB_STEP"));
     if (getenv("KQB_SIG")) ff.sig = (float)atof(getenv("KQB_SIG"));
+    }
 #endif
 #ifdef KQB_HAVE_X86
     if (simd == IQF_SIMD_AVX512) { search_avx512(f, x, qw, sref0, mref0, r); return; }
@@ -140,91 +143,101 @@ static KQB_TGT void KQB_SFX(weights)(const float *x, const float *qw, float sig,
         for (int i = 0; i < QK_K; i++) w[i] *= (float)((double)qw[i] / qmax);
 }
 
-/* Codes of one sub-block (n a multiple of 8) at step s and offset mo,
- * q = nearest((x + mo) / s) clamped to [flo, fhi], and their weighted error with the
- * reconstruction computed as the decoder does. *res = sum w (y - x) (for the min's
- * least-squares step). */
-static KQB_TGT float KQB_SFX(fit)(int n, const float *x, const float *w, float s, float mo, float flo,
-                                  float fhi, int8_t *q, float *res) {
-    float acc[8] = { 0 }, acr[8] = { 0 };
+/* Codes of one sub-block at step s and offset mo: q = nearest((x + mo) / s) clamped to
+ * [flo, fhi] (s == 0: the code nearest 0). */
+static KQB_TGT void KQB_SFX(codes)(int n, const float *x, float s, float mo, float flo, float fhi,
+                                   int8_t *q) {
     if (s == 0) {
-        const float z = flo > 0 ? flo : fhi < 0 ? fhi : 0;
-        const float y = 0.f * z - mo;
-        for (int i0 = 0; i0 < n; i0 += 8)
-            for (int l = 0; l < 8; l++) {
-                const int i = i0 + l;
-                q[i] = (int8_t)z;
-                float df = x[i] - y;
-                acc[l] += w[i] * df * df;
-                acr[l] += w[i] * (y - x[i]);
-            }
-    } else {
-        float is = 1.f / s;
-        const bool inv = isfinite(is);
-        if (!inv) is = 1.f;
+        const int8_t z = (int8_t)(flo > 0 ? flo : fhi < 0 ? fhi : 0);
+        memset(q, z, (size_t)n);
+        return;
+    }
+    float is = 1.f / s;
+    const bool inv = isfinite(is);
+    if (!inv) is = 1.f;
+    for (int i = 0; i < n; i++) {
+        float v = inv ? (x[i] + mo) * is : (x[i] + mo) / s;
+        v = v < flo ? flo : v;
+        v = v > fhi ? fhi : v;
+        q[i] = (int8_t)((v + KQB_MAGIC) - KQB_MAGIC);
+    }
+}
+
+/* Weighted errors e[c] of nc candidates (s[c], mo[c]) for one sub-block, the codes re-rounded as
+ * codes() does and the reconstruction y = s*q - mo computed as the decoder does; each sum runs
+ * over the values in order. res[c] = sum w (y - x) (for the min's least-squares step).
+ * The candidates run 8 at a time, one per lane; s and mo need room for nc rounded up to 8. */
+static KQB_TGT void KQB_SFX(errs)(int n, const float *x, const float *w, int nc, float *s, float *mo,
+                                  float flo, float fhi, float *e, float *res) {
+    const float z = flo > 0 ? flo : fhi < 0 ? fhi : 0;
+    int ncp = nc;
+    while (ncp % 8) { s[ncp] = s[nc - 1]; mo[ncp] = mo[nc - 1]; ncp++; }
+    for (int c0 = 0; c0 < ncp; c0 += 8) {
+        float is[8], a1[8] = { 0 }, a2[8] = { 0 };
+        bool need_div = false;
+        for (int l = 0; l < 8; l++) {
+            is[l] = s[c0 + l] == 0 ? 1.f : 1.f / s[c0 + l];
+            if (!isfinite(is[l])) need_div = true;
+        }
 #if KQB_VEC
-        const kqb_v8f vis = { is, is, is, is, is, is, is, is }, vs = { s, s, s, s, s, s, s, s };
-        const kqb_v8f vmo = { mo, mo, mo, mo, mo, mo, mo, mo };
+        kqb_v8f vs, vm, vis, va = { 0 }, vr = { 0 };
+        memcpy(&vs, s + c0, sizeof vs);
+        memcpy(&vm, mo + c0, sizeof vm);
+        memcpy(&vis, is, sizeof vis);
+        const kqb_v8f zero = { 0 }, one = { 1, 1, 1, 1, 1, 1, 1, 1 };
+        const kqb_v8f vz = { z, z, z, z, z, z, z, z };
         const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
         const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
-        kqb_v8f va = { 0 }, vr = { 0 };
-        for (int i0 = 0; i0 < n; i0 += 8) {
-            kqb_v8f xv, wv;
-            memcpy(&xv, x + i0, sizeof xv);
-            memcpy(&wv, w + i0, sizeof wv);
-            kqb_v8f v = inv ? (xv + vmo) * vis : (xv + vmo) / vs;
+        const kqb_v8f inf = { INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY };
+        const kqb_v8i szero = vs == zero;
+        const kqb_v8i noinv = (vis == inf) | (vis == -inf);
+        const kqb_v8f sdiv = (kqb_v8f)((szero & (kqb_v8i)one) | (~szero & (kqb_v8i)vs));
+        for (int i = 0; i < n; i++) {
+            const float xi = x[i], wi = w[i];
+            const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
+            kqb_v8f v = (xv + vm) * vis;
+            if (need_div) {
+                const kqb_v8f vd = (xv + vm) / sdiv;
+                v = (kqb_v8f)((noinv & (kqb_v8i)vd) | (~noinv & (kqb_v8i)v));
+            }
             kqb_v8i m = v < vlo;
             v = (kqb_v8f)((m & (kqb_v8i)vlo) | (~m & (kqb_v8i)v));
             m = v > vhi;
             v = (kqb_v8f)((m & (kqb_v8i)vhi) | (~m & (kqb_v8i)v));
-            const kqb_v8f r = (v + M) - M;
-            const kqb_v8i ri = __builtin_convertvector(r, kqb_v8i);
-            for (int l = 0; l < 8; l++) q[i0 + l] = (int8_t)ri[l];
-            const kqb_v8f y = vs * r - vmo;
+            kqb_v8f r = (v + M) - M;
+            r = (kqb_v8f)((szero & (kqb_v8i)vz) | (~szero & (kqb_v8i)r));
+            const kqb_v8f y = vs * r - vm;
             const kqb_v8f df = xv - y;
             va = va + wv * df * df;
             vr = vr + wv * (y - xv);
         }
-        memcpy(acc, &va, sizeof acc);
-        memcpy(acr, &vr, sizeof acr);
+        memcpy(a1, &va, sizeof a1);
+        memcpy(a2, &vr, sizeof a2);
 #else
-        for (int i0 = 0; i0 < n; i0 += 8)
+        (void)need_div;
+        for (int i = 0; i < n; i++)
             for (int l = 0; l < 8; l++) {
-                const int i = i0 + l;
-                float v = inv ? (x[i] + mo) * is : (x[i] + mo) / s;
-                v = v < flo ? flo : v;
-                v = v > fhi ? fhi : v;
-                const float r = (v + KQB_MAGIC) - KQB_MAGIC;
-                q[i] = (int8_t)r;
-                const float y = s * r - mo;
+                const float sl = s[c0 + l], ml = mo[c0 + l];
+                float r;
+                if (sl == 0) {
+                    r = z;
+                } else {
+                    float v = isfinite(is[l]) ? (x[i] + ml) * is[l] : (x[i] + ml) / sl;
+                    v = v < flo ? flo : v;
+                    v = v > fhi ? fhi : v;
+                    r = (v + KQB_MAGIC) - KQB_MAGIC;
+                }
+                const float y = sl * r - ml;
                 const float df = x[i] - y;
-                acc[l] += w[i] * df * df;
-                acr[l] += w[i] * (y - x[i]);
+                a1[l] += w[i] * df * df;
+                a2[l] += w[i] * (y - x[i]);
             }
 #endif
+        for (int l = 0; l < 8 && c0 + l < nc; l++) {
+            e[c0 + l] = isfinite(a1[l]) ? a1[l] : INFINITY;
+            res[c0 + l] = a2[l];
+        }
     }
-    *res = red8(acr);
-    return red8(acc);
-}
-
-/* Error of a representation, sub-block by sub-block (inf if it decodes to non-finite values). */
-static KQB_TGT double KQB_SFX(error)(const kqb_fmt *f, const float *x, const float *w, const kqb_rep *r) {
-    const float d = h2f(r->hd), dm = f->mhi ? h2f(r->hdm) : 0.f;
-    double e = 0;
-    for (int j = 0; j < f->nsub; j++) {
-        const float s = d * (float)r->k[j], mo = f->mhi ? dm * (float)r->m[j] : 0.f;
-        const int o = j * f->sublen;
-        float acc[8] = { 0 };
-        for (int i0 = 0; i0 < f->sublen; i0 += 8)
-            for (int l = 0; l < 8; l++) {
-                const int i = o + i0 + l;
-                const float y = s * (float)r->q[i] - mo;
-                const float df = x[i] - y;
-                acc[l] += w[i] * df * df;
-            }
-        e += red8(acc);
-    }
-    return isfinite(e) ? e : INFINITY;
 }
 
 /* Symmetric reference: the best least-squares scale over inverse scales that put the largest
@@ -297,18 +310,19 @@ static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int
 }
 
 #define KQB_NREF 2
-#define KQB_MAXK (KQB_NREF * 16 + 1)
+#define KQB_MAXK (KQB_NREF * 5 + 1)
+#define KQB_MAXC (KQB_MAXK * 7 + 8)
 
-/* Best (k, m, codes) of one sub-block at d/dm: k in windows of +-W around the references (the
- * current k always a candidate), m for each k: the current reference's, then once re-solved
- * by least squares. Returns the sub-block's error. */
+/* Best (k, m, codes) of one sub-block at d/dm: k in windows of +-win around the references, for
+ * each k the mins +-winm around the reference, then each k's best min re-solved by least
+ * squares. The current (k, m) is the first candidate, so ties keep it; *e0 = its error.
+ * Returns the error of the choice. */
 static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const float *w, float sw,
                                          float d, float dm, const float *sref, const float *mref,
-                                         int16_t *kio, int16_t *mio, int8_t *qio) {
+                                         int16_t *kio, int16_t *mio, int8_t *qio, float *e0) {
     const int n = f->sublen, W = f->win;
     const bool asym = f->mhi != 0;
     const float flo = (float)f->qlo, fhi = (float)f->qhi;
-    int8_t qt[32];
     int ks[KQB_MAXK], nk = 0;
     ks[nk++] = *kio;
     for (int r = 0; r < KQB_NREF; r++) {
@@ -320,36 +334,50 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
             if (!seen && nk < KQB_MAXK) ks[nk++] = k;
         }
     }
-    int bk = *kio, bm = *mio;
-    float res;
-    float be = KQB_SFX(fit)(n, x, w, d * (float)bk, asym ? dm * (float)bm : 0.f, flo, fhi, qio, &res);
-    const int mc = asym ? (dm == 0 ? bm : int_near(mref[0], dm, f->mlo, f->mhi)) : 0;
-    const int WM = asym && dm != 0 ? f->winm : 0;
-    for (int t = 0; t < nk; t++) {
-        const int k = ks[t];
-        const float s = d * (float)k;
-        /* m candidates for this k: (the current m for the current k,) mc +- WM; the best of
-         * them is then re-solved by least squares. */
-        int km = t == 0 ? bm : mc;
-        float ke = t == 0 ? be : INFINITY, kres = res;
-        for (int m = mc - WM; m <= mc + WM; m++) {
-            if (asym && (m < f->mlo || m > f->mhi)) continue;
-            if (t == 0 && m == bm) continue;
-            float r2;
-            float e = KQB_SFX(fit)(n, x, w, s, asym ? dm * (float)m : 0.f, flo, fhi, qt, &r2);
-            if (e < ke) { ke = e; km = m; kres = r2; }
-            if (e < be) { be = e; bk = k; bm = m; memcpy(qio, qt, (size_t)n); }
+    const bool use_m = asym && dm != 0;
+    const int WM = use_m ? f->winm : 0;
+    const int mc = !asym ? 0 : !use_m ? *mio : int_near(mref[0], dm, f->mlo, f->mhi);
+    int ck[KQB_MAXC], cm[KQB_MAXC], nc = 0;
+    float cs[KQB_MAXC + 8], cmo[KQB_MAXC + 8], e[KQB_MAXC], res[KQB_MAXC];
+#define KQB_ADD(K, M)                                                                          \
+    do {                                                                                       \
+        bool dup_ = false;                                                                     \
+        for (int u_ = 0; u_ < nc && !dup_; u_++) dup_ = ck[u_] == (K) && cm[u_] == (M);        \
+        if (!dup_ && nc < KQB_MAXC) {                                                          \
+            ck[nc] = (K);                                                                      \
+            cm[nc] = (M);                                                                      \
+            cs[nc] = d * (float)(K);                                                           \
+            cmo[nc] = asym ? dm * (float)(M) : 0.f;                                            \
+            nc++;                                                                              \
+        }                                                                                      \
+    } while (0)
+    KQB_ADD(*kio, *mio);
+    for (int t = 0; t < nk; t++)
+        for (int m = mc - WM; m <= mc + WM; m++)
+            if (!asym || (m >= f->mlo && m <= f->mhi)) KQB_ADD(ks[t], asym ? m : *mio);
+    KQB_SFX(errs)(n, x, w, nc, cs, cmo, flo, fhi, e, res);
+    if (use_m && sw > 0) {
+        /* y = s q - mo: the least-squares mo for a candidate's codes is mo + sum w (y - x) / sum w. */
+        const int n1 = nc;
+        for (int t = 0; t < nk; t++) {
+            int bc = -1;
+            for (int c = 0; c < n1; c++)
+                if (ck[c] == ks[t] && (bc < 0 || e[c] < e[bc])) bc = c;
+            if (bc < 0 || !(e[bc] < INFINITY)) continue;
+            const int m2 = int_near(cmo[bc] + res[bc] / sw, dm, f->mlo, f->mhi);
+            KQB_ADD(ks[t], m2);
         }
-        if (!asym || dm == 0 || !(sw > 0) || !(ke < INFINITY)) continue;
-        /* y = s q - mo: the least-squares mo for these codes is mo + sum w (y - x) / sum w. */
-        const int m2 = int_near(dm * (float)km + kres / sw, dm, f->mlo, f->mhi);
-        if (m2 == km) continue;
-        float e = KQB_SFX(fit)(n, x, w, s, dm * (float)m2, flo, fhi, qt, &res);
-        if (e < be) { be = e; bk = k; bm = m2; memcpy(qio, qt, (size_t)n); }
+        if (nc > n1) KQB_SFX(errs)(n, x, w, nc - n1, cs + n1, cmo + n1, flo, fhi, e + n1, res + n1);
     }
-    *kio = (int16_t)bk;
-    *mio = (int16_t)bm;
-    return be;
+#undef KQB_ADD
+    *e0 = e[0];
+    int bc = 0;
+    for (int c = 1; c < nc; c++)
+        if (e[c] < e[bc]) bc = c;
+    *kio = (int16_t)ck[bc];
+    *mio = (int16_t)cm[bc];
+    KQB_SFX(codes)(n, x, cs[bc], cmo[bc], flo, fhi, qio);
+    return e[bc];
 }
 
 /* Least-squares d (and dmin) for the integers of r; false if singular. */
@@ -395,18 +423,21 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
     float w[QK_K];
     KQB_SFX(weights)(x, qw, f->sig, w);
     const bool sym = f->mhi == 0;
-    /* The start's codes: re-rounded at its decoded scales (the error-optimal codes for them). */
-    {
-        const float d = h2f(r->hd), dm = sym ? 0.f : h2f(r->hdm);
+    /* The start's error: that of its codes re-rounded at its decoded scales (the error-optimal
+     * codes for them), measured by the first alternation (its first candidates) when the
+     * alternations start there, else here. */
+    const float d0 = h2f(r->hd), dm0 = sym ? 0.f : h2f(r->hdm);
+    double ebest = 0;
+    bool best_is_start = true;
+    kqb_rep best = *r;
+    if (!(f->nstart & 1)) {
         for (int j = 0; j < f->nsub; j++) {
-            float res;
-            KQB_SFX(fit)(f->sublen, x + j * f->sublen, w + j * f->sublen, d * (float)r->k[j],
-                         sym ? 0.f : dm * (float)r->m[j], (float)f->qlo, (float)f->qhi,
-                         r->q + j * f->sublen, &res);
+            float s1[8] = { d0 * (float)r->k[j] }, m1[8] = { sym ? 0.f : dm0 * (float)r->m[j] }, e1, r1;
+            KQB_SFX(errs)(f->sublen, x + j * f->sublen, w + j * f->sublen, 1, s1, m1, (float)f->qlo,
+                          (float)f->qhi, &e1, &r1);
+            ebest += e1;
         }
     }
-    double ebest = KQB_SFX(error)(f, x, w, r);
-    kqb_rep best = *r;
     float sref[16], mref[16], sw[16];
     for (int j = 0; j < f->nsub; j++) {
         const float *xj = x + j * f->sublen, *wj = w + j * f->sublen;
@@ -434,12 +465,11 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
             if (!sym) s->hdm = f2h_finite(mmax / (double)f->mhi);
             const float d = h2f(s->hd), dm = sym ? 0.f : h2f(s->hdm);
             for (int j = 0; j < f->nsub; j++) {
-                float res;
                 s->k[j] = (int16_t)int_near(sref[j], d, f->klo, f->khi);
                 s->m[j] = (int16_t)(sym ? 0 : int_near(mref[j], dm, f->mlo, f->mhi));
-                KQB_SFX(fit)(f->sublen, x + j * f->sublen, w + j * f->sublen, d * (float)s->k[j],
-                             sym ? 0.f : dm * (float)s->m[j], (float)f->qlo, (float)f->qhi,
-                             s->q + j * f->sublen, &res);
+                KQB_SFX(codes)(f->sublen, x + j * f->sublen, d * (float)s->k[j],
+                               sym ? 0.f : dm * (float)s->m[j], (float)f->qlo, (float)f->qhi,
+                               s->q + j * f->sublen);
             }
             nstart++;
         }
@@ -449,16 +479,20 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
         float dprev = h2f(cur.hd), dmprev = sym ? 0.f : h2f(cur.hdm);
         for (int it = 0; it < f->nit; it++) {
             const float d = h2f(cur.hd), dm = sym ? 0.f : h2f(cur.hdm);
-            double e = 0;
+            double e = 0, es = 0;
             for (int j = 0; j < f->nsub; j++) {
                 const float sr[KQB_NREF] = { sref[j], dprev * (float)cur.k[j] };
                 const float mr[KQB_NREF] = { it == 0 ? mref[j] : dmprev * (float)cur.m[j], 0.f };
+                float e0;
                 e += KQB_SFX(sub_search)(f, x + j * f->sublen, w + j * f->sublen, sw[j], d, dm, sr,
-                                         mr, &cur.k[j], &cur.m[j], cur.q + j * f->sublen);
+                                         mr, &cur.k[j], &cur.m[j], cur.q + j * f->sublen, &e0);
+                es += e0;
             }
+            if (st == 0 && it == 0 && (f->nstart & 1)) ebest = es;
             if (e < ebest) {
                 ebest = e;
                 best = cur;
+                best_is_start = false;
             }
             if (it + 1 == f->nit) break;
             uint16_t hd, hdm;
@@ -470,6 +504,11 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
             cur.hdm = hdm;
         }
     }
+    if (best_is_start)
+        for (int j = 0; j < f->nsub; j++)
+            KQB_SFX(codes)(f->sublen, x + j * f->sublen, d0 * (float)best.k[j],
+                           sym ? 0.f : dm0 * (float)best.m[j], (float)f->qlo, (float)f->qhi,
+                           best.q + j * f->sublen);
     *r = best;
 }
 
