@@ -9,9 +9,13 @@
  * packing) follow the reference directly, and the final re-quantization at the decoded fp16
  * scales goes through kq_requant (lanes over the values of a sub-block).
  *
- * ctx->mode is IQF_MODE_COMPAT (the only mode): a better mode would replace the search calls or
- * the re-quantization step per type, keeping the block packing functions.
+ * IQF_MODE_BEST: every super-block's header (d, dmin, sub-block scales) is first chosen as compat
+ * does; its codes are not re-rounded and packed: best_q*_K below reads the header into kq_best's
+ * (d, dmin, k, m, q) form, kqb_search starts from it (codes re-rounded at its decoded scales,
+ * the error-optimal codes for that header) and searches for a better one, and the result is
+ * packed.
  */
+#include "kq_best.h"
 #include "kq_common.h"
 
 #include <math.h>
@@ -27,6 +31,11 @@ static inline float sb_sumx2(const float *x) {
     for (int j = 0; j < QK_K; ++j) s += x[j] * x[j];
     return s;
 }
+
+/* best mode (the section before quantize_row_q4_K) */
+static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q2_K *b);
+static void best_q3_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q3_K *b);
+static void best_q6_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q6_K *b);
 
 /* qs packing shared by q2_K and q3_K: four 2-bit values per byte, 32-byte strides. */
 static void pack_2bit(const uint8_t *L, uint8_t *qs) {
@@ -83,7 +92,7 @@ static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 } else {
                     b->dmin = IQF_FP32_TO_FP16(0.f);
                 }
-                q2_K_finish(ctx->simd, xs, b, L + s * QK_K);
+                if (ctx->mode != IQF_MODE_BEST) q2_K_finish(ctx->simd, xs, b, L + s * QK_K);
             }
         } else {
             float sw[NSB * 16];
@@ -108,9 +117,11 @@ static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 b->d = IQF_FP32_TO_FP16(dm);
                 b->dmin = IQF_FP32_TO_FP16(mm);
                 for (int j = 0; j < 16; ++j) b->scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
-                q2_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+                if (ctx->mode != IQF_MODE_BEST) q2_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
             }
         }
+        if (ctx->mode == IQF_MODE_BEST)
+            for (int s = 0; s < ns; s++) best_q2_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 16 * s, mins + 16 * s, &y[i0 + s]);
     }
 }
 
@@ -141,6 +152,18 @@ static void q3_K_pack_scale(uint8_t *scales, int j, int l) {
     scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | (l << (2 * (j / 4))));
 }
 
+/* Codes 0..7 (L, clobbered) into hmask and qs. */
+static void q3_K_pack_codes(block_q3_K *y, uint8_t *L) {
+    /* High bit of value j goes to bit j/32 of hmask[j%32]; the low two bits stay. */
+    for (int m = 0; m < QK_K / 8; ++m) {
+        uint8_t h = 0;
+        for (int b = 0; b < 8; ++b) h = (uint8_t)(h | ((L[32 * b + m] > 3) << b));
+        y->hmask[m] = h;
+    }
+    for (int j = 0; j < QK_K; ++j) L[j] &= 3;
+    pack_2bit(L, y->qs);
+}
+
 static void q3_K_finish(iqf_simd simd, const float *x, block_q3_K *y, int8_t *Ls) {
     uint8_t *L = (uint8_t *)Ls; /* values 0..7 */
     float d[16];
@@ -151,14 +174,7 @@ static void q3_K_finish(iqf_simd simd, const float *x, block_q3_K *y, int8_t *Ls
         d[j] = d0 * sc;
     }
     kq_requant(simd, 16, 16, x, d, NULL, -4, 3, 4, L);
-    /* High bit of value j goes to bit j/32 of hmask[j%32]; the low two bits stay. */
-    for (int m = 0; m < QK_K / 8; ++m) {
-        uint8_t h = 0;
-        for (int b = 0; b < 8; ++b) h = (uint8_t)(h | ((L[32 * b + m] > 3) << b));
-        y->hmask[m] = h;
-    }
-    for (int j = 0; j < QK_K; ++j) L[j] &= 3;
-    pack_2bit(L, y->qs);
+    q3_K_pack_codes(y, L);
 }
 
 static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
@@ -191,7 +207,7 @@ static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 } else {
                     b->d = IQF_FP32_TO_FP16(0.f);
                 }
-                q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+                if (ctx->mode != IQF_MODE_BEST) q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
             }
         } else {
             float w[NSB * QK_K], sw[NSB * 16];
@@ -215,9 +231,11 @@ static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 float d_block = kq_make_qx_quants(16, 32, scales + s * 16, Ls, 1, sw + s * 16);
                 for (int j = 0; j < 16; ++j) q3_K_pack_scale(b->scales, j, Ls[j]);
                 b->d = IQF_FP32_TO_FP16(d_block);
-                q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+                if (ctx->mode != IQF_MODE_BEST) q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
             }
         }
+        if (ctx->mode == IQF_MODE_BEST)
+            for (int s = 0; s < ns; s++) best_q3_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 16 * s, NULL, &y[i0 + s]);
     }
 }
 
@@ -347,6 +365,168 @@ static void k4_header(const float *sc, const float *mn, const float *sw, bool im
     }
 }
 
+/* ============================== best mode ============================== */
+/* Codes 0..15 into q4_K's qs. */
+static void q4_K_pack_codes(block_q4_K *b, const uint8_t *Ls) {
+    uint8_t *q = b->qs;
+    for (int j = 0; j < QK_K; j += 64, q += 32)
+        for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(Ls[j + l] | (Ls[j + l + 32] << 4));
+}
+
+/* Codes 0..31 into q5_K's qs and qh. */
+static void q5_K_pack_codes(block_q5_K *b, const uint8_t *Ls) {
+    uint8_t *qh = b->qh, *ql = b->qs;
+    memset(qh, 0, QK_K / 8);
+    uint8_t m1 = 1, m2 = 2;
+    for (int k = 0; k < QK_K; k += 64) {
+        for (int j = 0; j < 32; ++j) {
+            int l1 = Ls[k + j], l2 = Ls[k + j + 32];
+            if (l1 > 15) { l1 -= 16; qh[j] |= m1; }
+            if (l2 > 15) { l2 -= 16; qh[j] |= m2; }
+            ql[j] = (uint8_t)(l1 | (l2 << 4));
+        }
+        m1 = (uint8_t)(m1 << 2);
+        m2 = (uint8_t)(m2 << 2);
+        ql += 32;
+    }
+}
+
+/* Codes 0..63 into q6_K's ql and qh. */
+static void q6_K_pack_codes(block_q6_K *b, const uint8_t *Ls) {
+    uint8_t *ql = b->ql, *qh = b->qh;
+    for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
+        for (int l = 0; l < 32; ++l) {
+            const uint8_t q1 = Ls[j + l + 0] & 0xF, q2 = Ls[j + l + 32] & 0xF;
+            const uint8_t q3 = Ls[j + l + 64] & 0xF, q4 = Ls[j + l + 96] & 0xF;
+            ql[l + 0] = (uint8_t)(q1 | (q3 << 4));
+            ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
+            qh[l] = (uint8_t)((Ls[j + l] >> 4) | ((Ls[j + l + 32] >> 4) << 2) |
+                              ((Ls[j + l + 64] >> 4) << 4) | ((Ls[j + l + 96] >> 4) << 6));
+        }
+    }
+}
+
+/* Search parameters per type, [0] without and [1] with an importance matrix (see kq_best.h). */
+/*  nsub sub  q range  k range  m range  win winm scan step nit nstart sig */
+static const kqb_fmt fmt_q2_K[2] = {
+    { 16, 16, 0, 3, 0, 15, 0, 15, 1, 1, 0, 0.f, 2, 1, 1.f },
+    { 16, 16, 0, 3, 0, 15, 0, 15, 1, 1, 0, 0.f, 2, 3, 1.f },
+};
+static const kqb_fmt fmt_q3_K[2] = {
+    { 16, 16, -4, 3, -32, 31, 0, 0, 2, 0, 0, 0.f, 3, 1, 2.f },
+    { 16, 16, -4, 3, -32, 31, 0, 0, 2, 0, 0, 0.f, 3, 1, 2.f },
+};
+static const kqb_fmt fmt_q4_K[2] = {
+    { 8, 32, 0, 15, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 1, 2.f },
+    { 8, 32, 0, 15, 0, 63, 0, 63, 1, 1, 0, 0.f, 3, 3, 2.f },
+};
+static const kqb_fmt fmt_q5_K[2] = {
+    { 8, 32, 0, 31, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 1, 2.f },
+    { 8, 32, 0, 31, 0, 63, 0, 63, 1, 1, 0, 0.f, 3, 3, 2.f },
+};
+static const kqb_fmt fmt_q6_K[2] = {
+    { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 1, 1, 2.f },
+    { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 1, 1, 2.f },
+};
+
+static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q2_K *b) {
+    kqb_rep r;
+    r.hd = b->d;
+    r.hdm = b->dmin;
+    for (int j = 0; j < 16; j++) {
+        r.k[j] = (int16_t)(b->scales[j] & 0xF);
+        r.m[j] = (int16_t)(b->scales[j] >> 4);
+    }
+    kqb_search(simd, &fmt_q2_K[qw != NULL], x, qw, sref, mref, &r);
+    uint8_t L[QK_K];
+    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
+    for (int j = 0; j < 16; j++) b->scales[j] = (uint8_t)(r.k[j] | (r.m[j] << 4));
+    b->d = r.hd;
+    b->dmin = r.hdm;
+    pack_2bit(L, b->qs);
+}
+
+static void best_q3_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q3_K *b) {
+    kqb_rep r;
+    r.hd = b->d;
+    r.hdm = 0;
+    for (int j = 0; j < 16; j++) {
+        int sc = j < 8 ? b->scales[j] & 0xF : b->scales[j - 8] >> 4;
+        sc |= ((b->scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+        r.k[j] = (int16_t)(sc - 32);
+        r.m[j] = 0;
+    }
+    kqb_search(simd, &fmt_q3_K[qw != NULL], x, qw, sref, mref, &r);
+    uint8_t L[QK_K];
+    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] + 4);
+    memset(b->scales, 0, 12);
+    for (int j = 0; j < 16; j++) q3_K_pack_scale(b->scales, j, r.k[j] + 32);
+    b->d = r.hd;
+    q3_K_pack_codes(b, L);
+}
+
+static void k4_unpack(const uint8_t *scales, kqb_rep *r) {
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, m;
+        kq_get_scale_min_k4(j, scales, &sc, &m);
+        r->k[j] = sc;
+        r->m[j] = m;
+    }
+}
+
+static void k4_pack(const kqb_rep *r, uint8_t *scales) {
+    uint8_t ls[8], lm[8];
+    for (int j = 0; j < 8; j++) {
+        ls[j] = (uint8_t)r->k[j];
+        lm[j] = (uint8_t)r->m[j];
+    }
+    pack_scale_min_k4(scales, ls, lm);
+}
+
+static void best_q4_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q4_K *b) {
+    kqb_rep r;
+    r.hd = b->d;
+    r.hdm = b->dmin;
+    k4_unpack(b->scales, &r);
+    kqb_search(simd, &fmt_q4_K[qw != NULL], x, qw, sref, mref, &r);
+    uint8_t L[QK_K];
+    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
+    b->d = r.hd;
+    b->dmin = r.hdm;
+    k4_pack(&r, b->scales);
+    q4_K_pack_codes(b, L);
+}
+
+static void best_q5_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q5_K *b) {
+    kqb_rep r;
+    r.hd = b->d;
+    r.hdm = b->dmin;
+    k4_unpack(b->scales, &r);
+    kqb_search(simd, &fmt_q5_K[qw != NULL], x, qw, sref, mref, &r);
+    uint8_t L[QK_K];
+    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
+    b->d = r.hd;
+    b->dmin = r.hdm;
+    k4_pack(&r, b->scales);
+    q5_K_pack_codes(b, L);
+}
+
+static void best_q6_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q6_K *b) {
+    kqb_rep r;
+    r.hd = b->d;
+    r.hdm = 0;
+    for (int j = 0; j < 16; j++) {
+        r.k[j] = b->scales[j];
+        r.m[j] = 0;
+    }
+    kqb_search(simd, &fmt_q6_K[qw != NULL], x, qw, sref, mref, &r);
+    uint8_t L[QK_K];
+    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] + 32);
+    for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)r.k[j];
+    b->d = r.hd;
+    q6_K_pack_codes(b, L);
+}
+
 static void quantize_row_q4_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
     block_q4_K *y = vy;
     const int64_t nb = n / QK_K;
@@ -360,11 +540,12 @@ static void quantize_row_q4_K(const iqf_qctx *ctx, const float *x, void *vy, int
             block_q4_K *b = &y[i0 + s];
             uint8_t *Ls = L + s * QK_K;
             k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, false, b->scales, &b->d, &b->dmin);
+            if (ctx->mode == IQF_MODE_BEST) continue; /* best_q4_K below re-rounds the codes */
             k4_requant(ctx->simd, xc + s * QK_K, b->d, b->dmin, b->scales, 15, Ls);
-            uint8_t *q = b->qs;
-            for (int j = 0; j < QK_K; j += 64, q += 32)
-                for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(Ls[j + l] | (Ls[j + l + 32] << 4));
+            q4_K_pack_codes(b, Ls);
         }
+        if (ctx->mode == IQF_MODE_BEST)
+            for (int s = 0; s < ns; s++) best_q4_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 8 * s, mins + 8 * s, &y[i0 + s]);
     }
 }
 
@@ -401,22 +582,12 @@ static void quantize_row_q5_K(const iqf_qctx *ctx, const float *x, void *vy, int
             block_q5_K *b = &y[i0 + s];
             uint8_t *Ls = L + s * QK_K;
             k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, true, b->scales, &b->d, &b->dmin);
+            if (ctx->mode == IQF_MODE_BEST) continue; /* best_q5_K below re-rounds the codes */
             k4_requant(ctx->simd, xc + s * QK_K, b->d, b->dmin, b->scales, 31, Ls);
-            uint8_t *qh = b->qh, *ql = b->qs;
-            memset(qh, 0, QK_K / 8);
-            uint8_t m1 = 1, m2 = 2;
-            for (int k = 0; k < QK_K; k += 64) {
-                for (int j = 0; j < 32; ++j) {
-                    int l1 = Ls[k + j], l2 = Ls[k + j + 32];
-                    if (l1 > 15) { l1 -= 16; qh[j] |= m1; }
-                    if (l2 > 15) { l2 -= 16; qh[j] |= m2; }
-                    ql[j] = (uint8_t)(l1 | (l2 << 4));
-                }
-                m1 = (uint8_t)(m1 << 2);
-                m2 = (uint8_t)(m2 << 2);
-                ql += 32;
-            }
+            q5_K_pack_codes(b, Ls);
         }
+        if (ctx->mode == IQF_MODE_BEST)
+            for (int s = 0; s < ns; s++) best_q5_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 8 * s, mins + 8 * s, &y[i0 + s]);
     }
 }
 
@@ -473,21 +644,14 @@ static void quantize_row_q6_K(const iqf_qctx *ctx, const float *x, void *vy, int
                 int l = iqf_nearest_int(iscale * sc[ib]);
                 b->scales[ib] = (int8_t)(l < 127 ? l : 127);
             }
+            if (ctx->mode == IQF_MODE_BEST) continue; /* best_q6_K below re-rounds the codes */
             float d[16];
             for (int j = 0; j < 16; ++j) d[j] = IQF_FP16_TO_FP32(b->d) * b->scales[j];
             kq_requant(ctx->simd, 16, 16, xs, d, NULL, -32, 31, 32, (uint8_t *)Ls);
-            uint8_t *ql = b->ql, *qh = b->qh;
-            for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
-                for (int l = 0; l < 32; ++l) {
-                    const uint8_t q1 = Ls[j + l + 0] & 0xF, q2 = Ls[j + l + 32] & 0xF;
-                    const uint8_t q3 = Ls[j + l + 64] & 0xF, q4 = Ls[j + l + 96] & 0xF;
-                    ql[l + 0] = (uint8_t)(q1 | (q3 << 4));
-                    ql[l + 32] = (uint8_t)(q2 | (q4 << 4));
-                    qh[l] = (uint8_t)((Ls[j + l] >> 4) | ((Ls[j + l + 32] >> 4) << 2) |
-                                      ((Ls[j + l + 64] >> 4) << 4) | ((Ls[j + l + 96] >> 4) << 6));
-                }
-            }
+            q6_K_pack_codes(b, (const uint8_t *)Ls);
         }
+        if (ctx->mode == IQF_MODE_BEST)
+            for (int s = 0; s < ns; s++) best_q6_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 16 * s, NULL, &y[i0 + s]);
     }
 }
 

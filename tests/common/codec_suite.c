@@ -240,3 +240,112 @@ int codec_suite_run_iq(const char *name, const int *types, int ntypes) {
     free(im);
     return test_finish(name);
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* IQF_MODE_BEST of the K-quants (and any type whose best mode needs the same checks). */
+
+static int best_checked_rows;
+
+/* One case in best mode: the same bytes at every SIMD level and at 1 and 3 threads; our
+ * decoder and the oracle's agree bitwise on them; the oracle's validator accepts them whenever
+ * it accepts the compat (oracle) bytes of the same input. */
+static void best_case(int type, const float *x, int64_t rows, int64_t cols, const float *im,
+                      const char *what) {
+    const iqf_type_info *ti = iqf_type_get(type);
+    const size_t bytes = iqf_row_size(type, cols) * (size_t)rows;
+    uint8_t *ref = malloc(bytes), *b0 = malloc(bytes), *b1 = malloc(bytes);
+    float *yo = malloc(sizeof(float) * (size_t)(rows * cols)), *yr = malloc(sizeof(float) * (size_t)(rows * cols));
+    char err[256];
+    iqf_quantize_params p = iqf_quantize_default_params();
+    p.mode = IQF_MODE_BEST;
+    p.simd = IQF_SIMD_SCALAR;
+    p.n_threads = 1;
+    iqf_status st = iqf_quantize(type, x, b0, rows, cols, im, &p, err, sizeof err);
+    CHECK(st == IQF_OK, "%s %s best: %s", ti->name, what, err);
+    if (st != IQF_OK) goto out;
+    const iqf_simd top = iqf_simd_detect();
+    for (int simd = IQF_SIMD_SCALAR; simd <= (int)top; simd++) {
+        for (int threads = 1; threads <= 3; threads += 2) {
+            if (simd == IQF_SIMD_SCALAR && threads == 1) continue;
+            p.simd = (iqf_simd)simd;
+            p.n_threads = threads;
+            memset(b1, 0x5A, bytes);
+            st = iqf_quantize(type, x, b1, rows, cols, im, &p, err, sizeof err);
+            CHECK(st == IQF_OK && memcmp(b0, b1, bytes) == 0, "%s %s best: simd=%s threads=%d differs from scalar/1",
+                  ti->name, what, iqf_simd_name((iqf_simd)simd), threads);
+        }
+    }
+    iqf_dequantize(type, b0, yo, rows, cols, 1, NULL, 0);
+    oracle_dequantize(type, b0, yr, rows * cols);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < rows * cols && bad < 0; i++)
+        if (memcmp(&yo[i], &yr[i], 4) != 0) bad = i;
+    CHECK(bad < 0, "%s %s best: our decoder and the oracle's differ at value %lld", ti->name, what, (long long)bad);
+    oracle_quantize(type, x, ref, rows, cols, im);
+    const size_t rb = iqf_row_size(type, cols);
+    for (int64_t r = 0; r < rows; r++) {
+        if (!oracle_validate(type, ref + r * rb, rb)) continue;
+        CHECK(oracle_validate(type, b0 + r * rb, rb), "%s %s best: row %lld rejected by ggml_validate_row_data",
+              ti->name, what, (long long)r);
+        best_checked_rows++;
+    }
+out:
+    free(ref);
+    free(b0);
+    free(b1);
+    free(yo);
+    free(yr);
+}
+
+void codec_suite_best(const int *types_, int ntypes_, const int64_t lens[5]) {
+    oracle_require();
+    const bool san = getenv("IQF_SANITIZED") && atoi(getenv("IQF_SANITIZED")) == 1;
+    const int nseeds = san ? 1 : 3, rows = 3;
+    float *x = malloc(sizeof(float) * rows * 8192), *im = malloc(sizeof(float) * 8192);
+    char what[128];
+    for (int t = 0; t < ntypes_; t++) {
+        const int type = types_[t];
+        for (int d = 0; d < QGEN_N; d++)
+            for (int m = 0; m < QGEN_IMAT_N; m++)
+                for (int s = 0; s < nseeds; s++) {
+                    const int64_t cols = lens[(d + m + s) % 5];
+                    const uint64_t seed = 5000 + (uint64_t)(d * 31 + m * 7 + s);
+                    qgen_fill(x, rows, cols, (qgen_dist)d, seed);
+                    const bool has = qgen_imatrix(im, cols, (qgen_imat)m, seed);
+                    snprintf(what, sizeof what, "%s/%s/seed%d/%lld", qgen_dist_name((qgen_dist)d),
+                             qgen_imat_name((qgen_imat)m), s, (long long)cols);
+                    best_case(type, x, rows, cols, has ? im : NULL, what);
+                }
+        /* Edge cases (one row of 256 each, with and without an imatrix). */
+        const int64_t cols = 256;
+        qgen_imatrix(im, cols, QGEN_IMAT_LOGNORMAL, 7);
+        memset(x, 0, sizeof(float) * cols);
+        best_case(type, x, 1, cols, NULL, "all-zero");
+        best_case(type, x, 1, cols, im, "all-zero+imat");
+        x[5] = 1.5f; x[40] = -2.25f; x[255] = 1e-3f;
+        best_case(type, x, 1, cols, NULL, "three values");
+        best_case(type, x, 1, cols, im, "three values+imat");
+        static const float mags[] = { 1e-41f, 1e-38f, 1e-9f, 1e-6f, 3e-5f, 6e4f, 1e8f, 1e18f };
+        for (size_t k = 0; k < sizeof mags / sizeof mags[0]; k++) {
+            qgen_fill(x, 1, cols, QGEN_OUTLIER, 70 + k);
+            for (int64_t j = 0; j < cols; j++) x[j] *= mags[k];
+            snprintf(what, sizeof what, "magnitude %g", (double)mags[k]);
+            best_case(type, x, 1, cols, NULL, what);
+            best_case(type, x, 1, cols, im, what);
+        }
+        qgen_fill(x, 1, cols, QGEN_GAUSS, 62);
+        for (int64_t j = 0; j < cols; j++) im[j] = (j % 3) ? 1e30f : 1e-30f;
+        best_case(type, x, 1, cols, im, "imatrix 1e30/1e-30");
+        for (int64_t j = 0; j < cols; j++) im[j] = (j / 16) % 2 ? 1.f : 0.f;
+        best_case(type, x, 1, cols, im, "imatrix zero on alternate sub-blocks");
+        for (int64_t j = 0; j < cols; j++) x[j] = (float)((int)(j % 17) - 8) * 0.5f;
+        best_case(type, x, 1, cols, NULL, "half-steps");
+        for (int64_t j = 0; j < cols; j++) x[j] = (j & 1) ? 2.0f : -2.0f;
+        best_case(type, x, 1, cols, NULL, "pm2");
+        for (int64_t j = 0; j < cols; j++) x[j] = (j % 32) < 16 ? 0.75f : -0.0f;
+        best_case(type, x, 1, cols, NULL, "constant and signed-zero sub-blocks");
+    }
+    CHECK(best_checked_rows > 0, "no best-mode row was validated");
+    free(x);
+    free(im);
+}

@@ -12,4 +12,10 @@ int codec_suite_run(const char *name, const int *types, int ntypes, const int64_
  * without one. Returns test_finish(name). */
 int codec_suite_run_iq(const char *name, const int *types, int ntypes);
 
+/* IQF_MODE_BEST: for every qgen distribution x imatrix variant (rows of lens[]) and edge cases,
+ * the same bytes at every SIMD level and 1/3 threads, the oracle's decoder equal to ours on
+ * them, and ggml_validate_row_data accepting every row whose compat bytes it accepts.
+ * Records CHECKs (the caller calls test_finish). */
+void codec_suite_best(const int *types, int ntypes, const int64_t lens[5]);
+
 #endif
