@@ -87,25 +87,9 @@ typedef int32_t kqb_v8i __attribute__((vector_size(32)));
 #undef KQB_VEC
 
 
-#ifdef KQB_DEV_KNOBS /* tuning builds only (-DKQB_DEV_KNOBS): parameters from the environment */
-#include <stdlib.h>
-#endif
 void kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *qw,
                 const float *sref0, const float *mref0, kqb_rep *r) {
-    kqb_fmt ff = *f0;
-    const kqb_fmt *f = &ff;
-#ifdef KQB_DEV_KNOBS
-    if ((!getenv("KQB_ONLY") || atoi(getenv("KQB_ONLY")) == f0->khi * 100 + f0->qhi) &&
-        (!getenv("KQB_IMAT") || atoi(getenv("KQB_IMAT")) == (qw != NULL))) {
-    if (getenv("KQB_WIN")) ff.win = atoi(getenv("KQB_WIN"));
-    if (getenv("KQB_WINM")) ff.winm = atoi(getenv("KQB_WINM"));
-    if (getenv("KQB_SCAN")) ff.scan = atoi(getenv("KQB_SCAN"));
-    if (getenv("KQB_NIT")) ff.nit = atoi(getenv("KQB_NIT"));
-    if (getenv("KQB_NSTART")) ff.nstart = atoi(getenv("KQB_NSTART"));
-    if (getenv("KQB_STEP")) ff.scan_step = (float)atof(getenv("KQB_STEP"));
-    if (getenv("KQB_SIG")) ff.sig = (float)atof(getenv("KQB_SIG"));
-    }
-#endif
+    const kqb_fmt *f = f0;
 #ifdef KQB_HAVE_X86
     if (simd == IQF_SIMD_AVX512) { search_avx512(f, x, qw, sref0, mref0, r); return; }
     if (simd == IQF_SIMD_AVX2) { search_avx2(f, x, qw, sref0, mref0, r); return; }
