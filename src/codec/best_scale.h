@@ -1,0 +1,44 @@
+/*
+ * best_scale.h - the `best` encoder mode's block-scale searches for the uniform 32-weight formats
+ * (q4_0, q4_1, q5_0, q5_1, q8_0), written once in plain C (no SIMD twin: the same code runs at
+ * every SIMD level, so every level writes the same bytes).
+ *
+ * Objective: the importance-weighted squared error of the block AS THE DECODER RECONSTRUCTS IT,
+ * Σ w_j (x_j - (d16 q_j [+ m16]))^2 with d16, m16 the fp16-rounded scale and min. For a fixed
+ * (d16, m16) the best integer of every weight is its clamped nearest level, so the search is
+ * over the scale (and min) only: a dense set of candidate inverse scales proposes integer
+ * assignments, each assignment's least-squares (d, m) is solved and scored, and the best one is
+ * refined at fp16: round d (and m) to fp16, re-round every weight at the stored values, re-solve
+ * the least squares on the new integers, and repeat while the exact error falls; finally the
+ * neighbouring fp16 values of d (and m) are tried.
+ *
+ * Robustness: weights are normalized per block (max 1; non-finite weights count as 1 when every
+ * weight is zero or unusable, see best_scale.c), values by the block's max |x|, so no sum
+ * overflows; the exact error is summed in double. The stored fp16 values are always finite.
+ */
+#ifndef IQF_BEST_SCALE_H
+#define IQF_BEST_SCALE_H
+
+#include "codec.h"
+
+#include <stdint.h>
+
+#define IQF_BEST_QK 32
+
+/* Symmetric uniform grid: x ~ d*q with q in [qmin, qmax] (q4_0 -8..7, q5_0 -16..15,
+ * q8_0 -128..127). w: 32 weights >= 0 (NaN/inf tolerated). Writes q - qmin to L[32] and returns
+ * the fp16 bits of d. */
+iqf_half iqf_best_sym_block(iqf_simd simd, const float *x, const float *w, int qmin, int qmax, uint8_t *L);
+
+/* Asymmetric uniform grid: x ~ d*q + m with q in [0, nmax] (q4_1 15, q5_1 31). Writes q to L[32]
+ * and the fp16 bits of d and m. */
+void iqf_best_asym_block(iqf_simd simd, const float *x, const float *w, int nmax, uint8_t *L, iqf_half *d,
+                         iqf_half *m);
+
+/* Best mode's per-value weights for a block of 32 values of a row whose mean square is sigma2:
+ * with an importance matrix qw, w = qw * sqrt(sigma2 + x^2) (ggml's *_impl weights); without,
+ * w = 1 (plain squared error: measured better for KLD than x^2-based weights, see docs/QUALITY.md).
+ * simd: which compilation of the (single) source runs; every level gives the same bits. */
+void iqf_best_weights(iqf_simd simd, const float *x, const float *qw, float sigma2, float *w);
+
+#endif
