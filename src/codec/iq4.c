@@ -559,9 +559,246 @@ static void iq4_superblock(const iq4_kernels *K, int sbs, const float *x, float 
         for (int j = 0; j < 16; ++j) q4[16 * i + j] = (uint8_t)(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Best mode (IQF_MODE_BEST): one plain-C search (no SIMD twin, so every level writes the same
+ * bytes). The objective is the weighted squared error of the block as the decoder reconstructs
+ * it: every scale is the fp16-rounded d (IQ4_NL) or fp16 d times the 6-bit sub-block scale
+ * (IQ4_XS), and the indices are re-chosen at that scale (for a fixed scale the nearest table
+ * value is each weight's best index).
+ *  - Per 32-weight sub-block: a denser set of candidate inverse scales than ggml's 16 (the max
+ *    maps to -127 + t for t = -15..15 and to +113 + t for t = -12..12 in steps of 2), least
+ *    squares per assignment, best sxq^2/sq2.
+ *  - IQ4_NL: fp16 refinement: round d, re-choose the indices, re-solve, repeat; then walk the
+ *    neighbouring fp16 values.
+ *  - IQ4_XS: joint choice of the fp16 super-block scale and the eight 6-bit sub-block scales:
+ *    for each candidate d (the largest sub-block scale mapped to -32 or to +31, and a few
+ *    relative steps around both), every sub-block takes the best of three neighbouring integer
+ *    scales by exact error; the d with the lowest total wins.
+ * Weights: ggml's (qw*sqrt(sigma2 + x^2), or x^2 without an importance matrix).
+ * ------------------------------------------------------------------------------------------- */
+static inline int iq4_idx(float al) {
+    if (bucket_ok) {
+        if (!(al == al)) return 15; /* NaN: as the binary search */
+        float f = al * 0.125f + BUCKET_BIAS;
+        f = f < 0.f ? 0.f : f > 31.f ? 31.f : f;
+        int b = (int)f;
+        return al >= bucket_thr[b] ? bucket_base[b] + 1 : bucket_base[b];
+    }
+    return best_index_iq4(al);
+}
+
+/* Sums of one candidate inverse scale over 32 weights. */
+static void iq4b_cand(const float *x, const float *w, float id, float *sxq, float *sq2) {
+    float a = 0, b = 0;
+    for (int j = 0; j < 32; j++) {
+        const float q = kv_f[iq4_idx(id * x[j])];
+        const float wq = w[j] * q;
+        a += wq * x[j];
+        b += wq * q;
+    }
+    *sxq = a;
+    *sq2 = b;
+}
+
+/* Exact weighted error of 32 weights decoded at scale s (indices re-chosen, written to L). */
+static double iq4b_err(const float *x, const float *w, float s, uint8_t *L, double *sxq, double *sq2) {
+    const float id = s != 0 ? 1 / s : 0;
+    double e = 0, a = 0, b = 0;
+    for (int j = 0; j < 32; j++) {
+        const int l = s != 0 ? iq4_idx(id * x[j]) : 8;
+        L[j] = (uint8_t)l;
+        const float q = kv_f[l];
+        const double r = (double)x[j] - (double)(s * q);
+        e += w[j] * r * r;
+        a += (double)w[j] * q * x[j];
+        b += (double)w[j] * q * q;
+    }
+    if (sxq) *sxq = a;
+    if (sq2) *sq2 = b;
+    return e;
+}
+
+/* Best continuous scale of a sub-block (0 if it is empty or has no weight). */
+static float iq4b_sub_scale(const float *x, const float *w) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    if (amax < GROUP_MAX_EPS) return 0;
+    float best_sxq = 0, best_sq2 = 0;
+    bool have = false;
+    for (int side = 0; side < 2; side++) {
+        const int lo = side ? -12 : -15, hi = side ? 12 : 15, step = side ? 2 : 1;
+        for (int t = lo; t <= hi; t += step) {
+            const float id = side ? (113 + t) / max : (t + kvalues_iq4nl[0]) / max;
+            float sxq, sq2;
+            iq4b_cand(x, w, id, &sxq, &sq2);
+            if (sq2 > 0 && (!have || sxq * sxq * best_sq2 > best_sxq * best_sxq * sq2)) {
+                best_sxq = sxq;
+                best_sq2 = sq2;
+                have = true;
+            }
+        }
+    }
+    return have ? best_sxq / best_sq2 : 0;
+}
+
+static iqf_half iq4b_fp16_sat(double v) {
+    if (v > 65504.0) return 0x7bff;
+    if (v < -65504.0) return 0xfbff;
+    return IQF_FP32_TO_FP16((float)v);
+}
+
+/* Weights for the best search of one super-block (sbs values). All-zero weights count as 1. */
+static void iq4b_weights(const float *x, const float *qw, float sigma2, int n, float *w) {
+    float mw = 0;
+    for (int j = 0; j < n; j++) {
+        w[j] = qw ? qw[j] * sqrtf(sigma2 + x[j] * x[j]) : 1.f;
+        if (!(w[j] >= 0)) w[j] = 0; /* NaN (0 * inf) */
+        if (w[j] > mw) mw = w[j];
+    }
+    /* normalize (max 1) so that no sum overflows; infinite weights count 1, the rest 0 */
+    for (int j = 0; j < n; j++) w[j] = mw == 0 ? 1.f : isinf(mw) ? (isinf(w[j]) ? 1.f : 0.f) : w[j] / mw;
+}
+
+static void iq4b_nl_block(const float *x, const float *w, block_iq4_nl *y) {
+    uint8_t L[32], bL[32];
+    const float s0 = iq4b_sub_scale(x, w);
+    iqf_half h = iq4b_fp16_sat(s0), bh = 0;
+    double be = iq4b_err(x, w, 0, bL, NULL, NULL); /* d = 0 reference */
+    for (int it = 0; it < 4; it++) {
+        double sxq, sq2;
+        const double e = iq4b_err(x, w, IQF_FP16_TO_FP32(h), L, &sxq, &sq2);
+        if (e < be) {
+            be = e;
+            bh = h;
+            memcpy(bL, L, 32);
+        } else if (it > 0) break;
+        if (!(sq2 > 0)) break;
+        const iqf_half nh = iq4b_fp16_sat(sxq / sq2);
+        if (nh == h) break;
+        h = nh;
+    }
+    for (int st = 0; st < 4 && bh != 0; st++) {
+        bool moved = false;
+        for (int dir = -1; dir <= 1; dir += 2) {
+            int nm = (bh & 0x7fff) + dir;
+            if (nm <= 0 || nm > 0x7bff) continue;
+            const iqf_half nh = (iqf_half)((bh & 0x8000) | nm);
+            const double e = iq4b_err(x, w, IQF_FP16_TO_FP32(nh), L, NULL, NULL);
+            if (e < be) {
+                be = e;
+                bh = nh;
+                memcpy(bL, L, 32);
+                moved = true;
+            }
+        }
+        if (!moved) break;
+    }
+    y->d = bh;
+    for (int j = 0; j < 16; ++j) y->qs[j] = (uint8_t)(bL[j] | (bL[16 + j] << 4));
+}
+
+/* IQ4_XS: total error of the super-block at fp16 scale h; writes the 6-bit scales (0..63). */
+static double iq4b_xs_total(const float *x, const float *w, const float *scales, iqf_half h,
+                            uint8_t *ls, uint8_t *L) {
+    const float df = IQF_FP16_TO_FP32(h);
+    const float id = df != 0 ? 1 / df : 0;
+    double tot = 0;
+    uint8_t Lt[32];
+    for (int ib = 0; ib < 8; ib++) {
+        const float *xb = x + 32 * ib, *wb = w + 32 * ib;
+        int l0 = iqf_nearest_int(fmaxf(-40.f, fminf(40.f, id * scales[ib])));
+        double be = INFINITY;
+        int bl = 0;
+        for (int l = l0 - 1; l <= l0 + 1; l++) {
+            if (l < -32 || l > 31) continue;
+            const double e = iq4b_err(xb, wb, df * (float)l, Lt, NULL, NULL);
+            if (e < be) {
+                be = e;
+                bl = l;
+                memcpy(L + 32 * ib, Lt, 32);
+            }
+        }
+        if (!(be < INFINITY)) { /* l0 far out of range: clamp */
+            bl = l0 < -32 ? -32 : 31;
+            be = iq4b_err(xb, wb, df * (float)bl, L + 32 * ib, NULL, NULL);
+        }
+        ls[ib] = (uint8_t)(bl + 32);
+        tot += be;
+    }
+    return tot;
+}
+
+static void iq4b_xs_block(const float *x, const float *w, block_iq4_xs *y) {
+    float scales[8];
+    float max_scale = 0, amax_scale = 0;
+    for (int ib = 0; ib < 8; ib++) {
+        scales[ib] = iq4b_sub_scale(x + 32 * ib, w + 32 * ib);
+        if (fabsf(scales[ib]) > amax_scale) {
+            amax_scale = fabsf(scales[ib]);
+            max_scale = scales[ib];
+        }
+    }
+    uint8_t ls[8], L[256], bls[8], bL[256];
+    iqf_half bh = 0;
+    double be = INFINITY;
+    if (amax_scale > 0) {
+        static const float rel[5] = { 1.0f, 0.985f, 1.015f, 0.97f, 1.03f };
+        for (int side = 0; side < 2; side++) {
+            const double d0 = side ? max_scale / 31.0 : -max_scale / 32.0;
+            for (int k = 0; k < 5; k++) {
+                const iqf_half h = iq4b_fp16_sat(d0 * rel[k]);
+                if ((h & 0x7fff) == 0) continue;
+                const double e = iq4b_xs_total(x, w, scales, h, ls, L);
+                if (e < be) {
+                    be = e;
+                    bh = h;
+                    memcpy(bls, ls, 8);
+                    memcpy(bL, L, 256);
+                }
+            }
+        }
+    }
+    if (!(be < INFINITY)) { /* empty super-block: d = 0 decodes zeros */
+        bh = 0;
+        memset(bls, 32, 8);
+        memset(bL, 8, 256);
+    }
+    y->d = bh;
+    y->scales_h = 0;
+    memset(y->scales_l, 0, sizeof y->scales_l);
+    for (int ib = 0; ib < 8; ib++) {
+        const int l = bls[ib];
+        y->scales_l[ib / 2] |= (uint8_t)((l & 0xf) << 4 * (ib % 2));
+        y->scales_h |= (uint16_t)((l >> 4) << 2 * ib);
+    }
+    for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 16; ++j) y->qs[16 * i + j] = (uint8_t)(bL[32 * i + j] | (bL[32 * i + 16 + j] << 4));
+}
+
+static void iq4_best_row(const float *x, void *vy, int64_t n, const float *qw, bool xs) {
+    const int sbs = xs ? QK_K : QK4_NL;
+    float w[QK_K];
+    for (int64_t i = 0; i < n / sbs; i++) {
+        const float *xb = x + i * sbs;
+        float sumx2 = 0;
+        for (int j = 0; j < sbs; j++) sumx2 += xb[j] * xb[j];
+        iq4b_weights(xb, qw ? qw + i * sbs : NULL, sumx2 * (2.f / sbs), sbs, w);
+        if (xs) iq4b_xs_block(xb, w, (block_iq4_xs *)vy + i);
+        else iq4b_nl_block(xb, w, (block_iq4_nl *)vy + i);
+    }
+}
+
 /* Row driver: super-blocks in groups of 8 so that their Σx^2 run in parallel lanes. */
 static void iq4_row(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw,
                     bool xs) {
+    if (ctx->mode == IQF_MODE_BEST) {
+        iq4_best_row(x, vy, n, qw, xs);
+        return;
+    }
     iq4_kernels K = pick_kernels(ctx);
     const int sbs = xs ? QK_K : QK4_NL;
     const int64_t nsb = n / sbs;
