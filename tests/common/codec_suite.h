@@ -12,4 +12,11 @@ int codec_suite_run(const char *name, const int *types, int ntypes, const int64_
  * without one. Returns test_finish(name). */
 int codec_suite_run_iq(const char *name, const int *types, int ntypes);
 
+/* Best mode vs compat on tests/data/refvec (found through $IQF_SOURCE_DIR): for every type,
+ * distribution and with/without the imatrix, best's weighted squared error (with the imatrix:
+ * weights imatrix*sqrt(sigma2 + x^2), sigma2 the row's mean square, as ggml's *_impl encoders;
+ * without: plain) must be below compat's (by 0.1%; no higher on "tiny").
+ * Records CHECKs; returns the number of failures. Needs no oracle. */
+int codec_suite_best_refvec(const int *types, int ntypes);
+
 #endif
