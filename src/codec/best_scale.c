@@ -21,7 +21,6 @@
 
 #include <math.h>
 #include <stdbool.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define QK IQF_BEST_QK
@@ -30,27 +29,14 @@
 /* Below this max |x| every fp16 scale but 0 reconstructs worse than zeros (the smallest fp16
  * subnormal is 5.96e-8): the block is stored as zeros. */
 #define BS_TINY 1e-9f
-#ifndef NOEXP
-#define NOEXP 1
-#endif
 
-/* Candidates: the block's max |x| maps to level +-(L + t), t = k * BS_T / BS_NT, |k| <= BS_NT;
- * symmetric grids try both ends (qmin and qmax) as L. */
+/* Symmetric candidates: the block's max |x| maps to level L + t (L = qmin or qmax: both ends),
+ * t = k * SYM_T / SYM_NT for -SYM_NT <= k < SYM_NT (80 candidates). */
 #define SYM_NT 20
 #define SYM_T 2.0f
-#define ASYM_NT 20
-#define ASYM_T 1.0f
 #define MAXC 96 /* candidate capacity (multiple of 16) */
 #define REFINE_ITERS 4 /* fp16 round / re-round / re-solve rounds */
 #define WALK_STEPS 4   /* fp16 neighbour steps */
-
-static int exp_get(const char *key, int def) {
-    const char *e = NOEXP ? NULL : getenv("IQF_BEST_EXP");
-    if (!e) return def;
-    const char *p = strstr(e, key);
-    if (!p) return def;
-    return atoi(p + strlen(key) + 1);
-}
 
 /* Normalized weights: max 1. NaN counts as 0; if the largest weight is infinite, the infinite
  * ones count 1 and the rest 0; if every weight is 0, all count 1. */
@@ -182,11 +168,6 @@ static inline __attribute__((always_inline)) BS_TGT float BS_SFX(hsum)(VF v) {
 #define HSUM BS_SFX(hsum)
 
 static BS_TGT void BS_SFX(weights)(const float *x, const float *qw, float sigma2, float *w) {
-    int wm = exp_get(qw ? "wi" : "wn", qw ? 0 : 1);
-    if (wm == 1) { for (int j = 0; j < QK; j++) w[j] = qw ? qw[j] : 1; return; }
-    if (wm == 2) { for (int j = 0; j < QK; j++) w[j] = (qw ? qw[j] : 1) * (sigma2 + x[j] * x[j]); return; }
-    if (wm == 3) { for (int j = 0; j < QK; j++) w[j] = (qw ? qw[j] : 1) * x[j] * x[j]; return; }
-    if (wm == 4) { for (int j = 0; j < QK; j++) w[j] = (qw ? qw[j] : 1) * sqrtf(sigma2 + x[j] * x[j]); return; }
     if (qw) {
         for (int j = 0; j < QK; j++) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
     } else {
@@ -267,13 +248,11 @@ static BS_TGT iqf_half BS_SFX(sym_block)(const float *x, const float *w, int qmi
     /* Candidates: the max maps to qmin or to qmax, +-t. Score: sxq^2 / sq2 (maximize). */
     float ids[MAXC], sxqs[MAXC], sq2s[MAXC];
     int nc = 0;
-    const int snt = exp_get("snt", SYM_NT);
-    const float stt = exp_get("st", (int)(SYM_T * 10)) * 0.1f;
     for (int side = 0; side < 2; side++) {
         const float lv = side ? hi : -lo; /* magnitude of the target level */
         const float sg = side ? s : -s;   /* sign of the inverse scale */
-        for (int k = -snt; k < snt && nc < MAXC; k++) {
-            const float m = lv + (stt / snt) * (float)k;
+        for (int k = -SYM_NT; k < SYM_NT && nc < MAXC; k++) {
+            const float m = lv + (SYM_T / SYM_NT) * (float)k;
             if (m > 0.5f) ids[nc++] = sg * m;
         }
     }

@@ -11,7 +11,6 @@
 #include "kq_common.h"
 
 #include <float.h>
-#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 
