@@ -114,7 +114,21 @@ static inline float sum16(const float *a) {
 typedef void (*weights_fn)(const float *, const float *, float, float *);
 typedef iqf_half (*sym_fn)(const float *, const float *, int, int, uint8_t *);
 typedef void (*asym_fn)(const float *, const float *, int, uint8_t *, iqf_half *, iqf_half *);
+typedef void (*gcands_fn)(const iqf_best_grid16 *, const float *, const float *, float *, int,
+                          float *, float *);
+typedef float (*geval_fn)(const iqf_best_grid16 *, const float *, const float *, float, uint8_t *,
+                          float *, float *);
 static weights_fn pick_weights(iqf_simd simd) { BS_DISPATCH(weights); }
+static gcands_fn pick_gcands(iqf_simd simd) { BS_DISPATCH(grid_cands); }
+static geval_fn pick_geval(iqf_simd simd) { BS_DISPATCH(grid_eval); }
+void iqf_best_grid_cands(iqf_simd simd, const iqf_best_grid16 *g, const float *x, const float *w,
+                         float *ids, int nc, float *sxq, float *sq2) {
+    pick_gcands(simd)(g, x, w, ids, nc, sxq, sq2);
+}
+float iqf_best_grid_eval(iqf_simd simd, const iqf_best_grid16 *g, const float *x, const float *w,
+                         float s, uint8_t *L, float *sxq, float *sq2) {
+    return pick_geval(simd)(g, x, w, s, L, sxq, sq2);
+}
 static sym_fn pick_sym(iqf_simd simd) { BS_DISPATCH(sym_block); }
 static asym_fn pick_asym(iqf_simd simd) { BS_DISPATCH(asym_block); }
 
@@ -453,6 +467,67 @@ static BS_TGT void BS_SFX(asym_block)(const float *x, const float *w, int nmax, 
     for (int j = 0; j < QK; j++) L[j] = (uint8_t)bl[j];
     *d = bhd;
     *m = bhm;
+}
+
+
+/* ---- 16-level non-uniform grids (IQ4): index = #{k in 1..15 : v >= thr[k]} ---- */
+
+/* Candidate sums, 16 candidate inverse scales per vector, summed over the 32 values in order. */
+static BS_TGT void BS_SFX(grid_cands)(const iqf_best_grid16 *g, const float *x, const float *w,
+                                      float *ids, int nc, float *sxq, float *sq2) {
+    while (nc % 16) {
+        ids[nc] = ids[nc - 1];
+        nc++;
+    }
+    VF thr[16], dk[16];
+    for (int k = 1; k < 16; k++) {
+        thr[k] = SPLAT(g->thr[k]);
+        dk[k] = SPLAT(g->v[k] - g->v[k - 1]);
+    }
+    const VF v0 = SPLAT(g->v[0]);
+    for (int c = 0; c < nc; c += 16) {
+        const VF id = LD(ids + c);
+        VF a = SPLAT(0), b = a;
+        for (int j = 0; j < QK; j++) {
+            const VF xj = SPLAT(x[j]), al = xj * id;
+            VF q = v0;
+            for (int k = 1; k < 16; k++) q += (VF)((VI)(al >= thr[k]) & (VI)dk[k]);
+            const VF wq = SPLAT(w[j]) * q;
+            a += wq * xj;
+            b += wq * q;
+        }
+        memcpy(sxq + c, &a, sizeof a);
+        memcpy(sq2 + c, &b, sizeof b);
+    }
+}
+
+/* Weighted error of 32 values decoded at scale s (indices re-chosen, written to L). */
+static BS_TGT float BS_SFX(grid_eval)(const iqf_best_grid16 *g, const float *x, const float *w,
+                                      float s, uint8_t *L, float *sxq, float *sq2) {
+    const VF id = SPLAT(s != 0 ? 1 / s : 0), vs = SPLAT(s), v0 = SPLAT(g->v[0]);
+    VF e = SPLAT(0), a = e, b = e;
+    for (int j = 0; j < QK; j += 16) {
+        const VF xj = LD(x + j), wj = LD(w + j), al = xj * id;
+        VF q = v0;
+        VI li = (VI)SPLAT(0);
+        for (int k = 1; k < 16; k++) {
+            const VI ge = (VI)(al >= SPLAT(g->thr[k]));
+            q += (VF)(ge & (VI)SPLAT(g->v[k] - g->v[k - 1]));
+            li -= ge;
+        }
+        if (s == 0) { /* d = 0: every index decodes to 0; store the index of level 1 */
+            li = (VI)SPLAT(0) + 8;
+            q = SPLAT(0);
+        }
+        for (int u = 0; u < 16; u++) L[j + u] = (uint8_t)li[u];
+        const VF r = xj - vs * q, wq = wj * q;
+        e += wj * r * r;
+        a += wq * xj;
+        b += wq * q;
+    }
+    if (sxq) *sxq = HSUM(a);
+    if (sq2) *sq2 = HSUM(b);
+    return HSUM(e);
 }
 
 #undef VF

@@ -47,4 +47,21 @@ void iqf_best_asym_block(iqf_simd simd, const float *x, const float *w, int nmax
  * simd: which compilation of the (single) source runs; every level gives the same bits. */
 void iqf_best_weights(iqf_simd simd, const float *x, const float *qw, float sigma2, float *w);
 
+/* A 16-level non-uniform grid (IQ4's kvalues): v[16] ascending levels; thr[k] (k = 1..15) the
+ * smallest float whose nearest level (as ggml's best_index_int8 decides) has index >= k, so the
+ * index of a value a is #{k : a >= thr[k]}; thr[0] is unused. */
+typedef struct iqf_best_grid16 {
+    float thr[16];
+    float v[16];
+} iqf_best_grid16;
+
+/* For nc (<= 80) candidate inverse scales ids[] (ids must have room for nc rounded up to 16):
+ * sxq[c] = sum w*q*x, sq2[c] = sum w*q*q over 32 values, q the level of ids[c]*x. Finite input. */
+void iqf_best_grid_cands(iqf_simd simd, const iqf_best_grid16 *g, const float *x, const float *w,
+                         float *ids, int nc, float *sxq, float *sq2);
+/* Weighted squared error of 32 values decoded at scale s, the indices chosen at s (L[32];
+ * s = 0: index 8). sxq/sq2 (may be NULL): the least-squares sums of that assignment. */
+float iqf_best_grid_eval(iqf_simd simd, const iqf_best_grid16 *g, const float *x, const float *w,
+                         float s, uint8_t *L, float *sxq, float *sq2);
+
 #endif
