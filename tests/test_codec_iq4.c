@@ -9,6 +9,7 @@
 
 int main(void) {
     static const int types[] = { IQF_TYPE_IQ4_NL, IQF_TYPE_IQ4_XS };
+    codec_suite_best_types(types, 2);
     codec_suite_best_refvec(types, 2);
     return codec_suite_run_iq("test_codec_iq4", types, 2);
 }

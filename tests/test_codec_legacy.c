@@ -10,6 +10,7 @@
 int main(void) {
     static const int types[] = { IQF_TYPE_Q4_0, IQF_TYPE_Q4_1, IQF_TYPE_Q5_0, IQF_TYPE_Q5_1, IQF_TYPE_Q8_0 };
     static const int64_t lens[5] = { 32, 96, 512, 2080, 4096 };
+    codec_suite_best_types(types, (int)(sizeof types / sizeof types[0]));
     codec_suite_best_refvec(types, (int)(sizeof types / sizeof types[0]));
     return codec_suite_run("test_codec_legacy", types, (int)(sizeof types / sizeof types[0]), lens);
 }

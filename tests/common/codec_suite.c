@@ -8,7 +8,8 @@
  * codec_suite_run_iq is the variant the IQ1/IQ4 tests use: rows of 256/1024/2816, one-row edge
  * cases including table levels and their midpoints, and the decoder on random bytes.
  *
- * Every case of both variants also runs best_check: the best encoder mode (IQF_MODE_BEST) must
+ * Every case of both variants also runs best_check for the types named by codec_suite_best_types
+ * (a test opts in for the types whose best mode it owns): the best encoder mode (IQF_MODE_BEST) must
  * write the same bytes at every SIMD level and at 1 and 3 threads, blocks the oracle's
  * ggml_validate_row_data accepts, that the oracle's decoder and ours decode bitwise alike, to
  * finite values. codec_suite_best_refvec checks that best's weighted error is below compat's on
@@ -28,9 +29,21 @@
 static const int *types;
 static int ntypes;
 
+/* Types whose best mode the suites check (codec_suite_best_types). */
+static const int *best_types;
+static int nbest_types;
+
+void codec_suite_best_types(const int *tv, int nt) {
+    best_types = tv;
+    nbest_types = nt;
+}
+
 /* Best mode on the same input (see the header comment). */
 static void best_check(int type, const float *x, int64_t rows, int64_t cols, const float *im,
                        const char *label) {
+    bool listed = false;
+    for (int t = 0; t < nbest_types; t++) listed |= best_types[t] == type;
+    if (!listed) return;
     if (!im && iqf_requires_imatrix(type)) return;
     const size_t bytes = iqf_row_size(type, cols) * (size_t)rows, n = (size_t)(rows * cols);
     uint8_t *ref = malloc(bytes), *q = malloc(bytes);

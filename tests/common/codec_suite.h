@@ -12,6 +12,12 @@ int codec_suite_run(const char *name, const int *types, int ntypes, const int64_
  * without one. Returns test_finish(name). */
 int codec_suite_run_iq(const char *name, const int *types, int ntypes);
 
+/* The types whose best mode (IQF_MODE_BEST) the suites above also check on every case: same
+ * bytes at every SIMD level and at 1 and 3 threads, accepted by the oracle's
+ * ggml_validate_row_data, decoded bitwise alike by the oracle and by us, finite. The array must
+ * outlive the suite run. Default: none. */
+void codec_suite_best_types(const int *types, int ntypes);
+
 /* Best mode vs compat on tests/data/refvec (found through $IQF_SOURCE_DIR): for every type,
  * distribution and with/without the imatrix, best's weighted squared error (with the imatrix:
  * weights imatrix*sqrt(sigma2 + x^2), sigma2 the row's mean square, as ggml's *_impl encoders;
