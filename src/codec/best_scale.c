@@ -223,19 +223,52 @@ static BS_TGT void BS_SFX(cand_sums)(int nc, float *ids, float off, const float 
     }
     const VF vlo = SPLAT(lo), vhi = SPLAT(hi);
     for (int c = 0; c < nc; c += 16) {
-        const VF id = LD(ids + c);
-        VF a = SPLAT(0), b = a, e = a;
-        for (int j = 0; j < QK; j++) {
-            const VF q = CR((SPLAT(xs[j]) - SPLAT(off)) * id, vlo, vhi);
-            const VF wq = SPLAT(wn[j]) * q;
+        const VF id = LD(ids + c), vo = SPLAT(off);
+        /* two independent chains (even and odd j), added at the end: half the add latency */
+        VF a = SPLAT(0), b = a, e = a, a1 = a, b1 = a, e1 = a;
+        for (int j = 0; j < QK; j += 2) {
+            const VF q = CR((SPLAT(xs[j]) - vo) * id, vlo, vhi);
+            const VF q1 = CR((SPLAT(xs[j + 1]) - vo) * id, vlo, vhi);
+            const VF wq = SPLAT(wn[j]) * q, wq1 = SPLAT(wn[j + 1]) * q1;
             a += SPLAT(wx[j]) * q;
+            a1 += SPLAT(wx[j + 1]) * q1;
             b += wq * q;
+            b1 += wq1 * q1;
             e += wq;
+            e1 += wq1;
         }
+        a += a1;
+        b += b1;
+        e += e1;
         memcpy(sxq + c, &a, sizeof a);
         memcpy(sq2 + c, &b, sizeof b);
         if (sq) memcpy(sq + c, &e, sizeof e);
     }
+}
+
+/* The candidate with the largest score sxq^2/sq2 (sq2 > 0), the first one on ties; -1 if none.
+ * Lane-wise over the batches of 16 (as cand_sums padded them), then across the lanes. */
+static BS_TGT int BS_SFX(best_score)(int nc, const float *sxq, const float *sq2) {
+    const VF none = SPLAT(-1);
+    VF bs = none;
+    VI bi = (VI)SPLAT(0) - 1, lane;
+    for (int k = 0; k < 16; k++) lane[k] = k;
+    for (int c = 0; c < (nc + 15) / 16 * 16; c += 16) {
+        const VF a = LD(sxq + c), b = LD(sq2 + c);
+        const VI pos = b > SPLAT(0);
+        const VF sc = (VF)((pos & (VI)(a * a / b)) | (~pos & (VI)none));
+        const VI better = sc > bs;
+        bs = (VF)((better & (VI)sc) | (~better & (VI)bs));
+        bi = (better & (lane + c)) | (~better & bi);
+    }
+    float best = -1;
+    int idx = -1;
+    for (int k = 0; k < 16; k++)
+        if (bi[k] >= 0 && (bs[k] > best || (bs[k] == best && bi[k] < idx))) {
+            best = bs[k];
+            idx = bi[k];
+        }
+    return idx;
 }
 
 static BS_TGT iqf_half BS_SFX(sym_block)(const float *x, const float *w, int qmin, int qmax,
@@ -271,16 +304,9 @@ static BS_TGT iqf_half BS_SFX(sym_block)(const float *x, const float *w, int qmi
         }
     }
     BS_SFX(cand_sums)(nc, ids, 0.f, xa, wx, wn, lo, hi, sxqs, sq2s, NULL);
-    float best_sxq = 0, best_sq2 = 0;
-    bool have = false;
-    for (int c = 0; c < nc; c++) {
-        const float sxq = sxqs[c], sq2 = sq2s[c];
-        if (sq2 > 0 && (!have || sxq * sxq * best_sq2 > best_sxq * best_sxq * sq2)) {
-            best_sxq = sxq;
-            best_sq2 = sq2;
-            have = true;
-        }
-    }
+    const int bc = BS_SFX(best_score)(nc, sxqs, sq2s);
+    const bool have = bc >= 0;
+    const float best_sxq = have ? sxqs[bc] : 0, best_sq2 = have ? sq2s[bc] : 0;
 
     /* Refine at fp16: round, re-round the integers, re-solve, while the error falls. */
     float l[QK], bl[QK];
