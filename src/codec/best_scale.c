@@ -75,26 +75,32 @@ static inline float sum16(const float *a) {
 }
 
 #define BS_PASS 0
+#define BS_W 4
 #define BS_TGT
 #define BS_SFX(name) name##_plain
 #include "best_scale.c"
 #undef BS_PASS
+#undef BS_W
 #undef BS_TGT
 #undef BS_SFX
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define BS_X86 1
 #define BS_PASS 1
+#define BS_W 8
 #define BS_TGT __attribute__((target("avx2")))
 #define BS_SFX(name) name##_avx2
 #include "best_scale.c"
 #undef BS_PASS
+#undef BS_W
 #undef BS_TGT
 #undef BS_SFX
 #define BS_PASS 2
+#define BS_W 16
 #define BS_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define BS_SFX(name) name##_avx512
 #include "best_scale.c"
 #undef BS_PASS
+#undef BS_W
 #undef BS_TGT
 #undef BS_SFX
 #endif
@@ -146,15 +152,19 @@ void iqf_best_asym_block(iqf_simd simd, const float *x, const float *w, int nmax
 
 #else /* BS_PASS: the kernels, compiled once per level */
 
-/* 16-lane vectors (GCC/Clang vector extensions): one register at AVX-512, two at AVX2, four
- * SSE registers in the plain pass; lane-wise IEEE operations, so every pass gives the same bits. */
+/* Native vectors of BS_W lanes (GCC/Clang vector extensions): 16 at AVX-512, 8 at AVX2, 4 (SSE2
+ * or whatever the target has) in the plain pass. The computation is defined on 16 logical lanes
+ * (candidate c of a batch, or value j mod 16 of an element loop); a pass covers them with
+ * NH = 16 / BS_W vectors. Lane-wise IEEE operations: every pass gives the same bits. */
+#define W BS_W
+#define NH (16 / BS_W)
 #define VF BS_SFX(vf)
 #define VI BS_SFX(vi)
-typedef float VF __attribute__((vector_size(64), aligned(4)));
-typedef int32_t VI __attribute__((vector_size(64), aligned(4)));
+typedef float VF __attribute__((vector_size(BS_W * 4), aligned(4)));
+typedef int32_t VI __attribute__((vector_size(BS_W * 4), aligned(4)));
 static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(splat)(float f) {
     VF v;
-    for (int k = 0; k < 16; k++) v[k] = f;
+    for (int k = 0; k < W; k++) v[k] = f;
     return v;
 }
 static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(ld)(const float *p) {
@@ -171,9 +181,10 @@ static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(clampround)(VF v, 
     const VF mg = BS_SFX(splat)(MAGIC);
     return (v + mg) - mg;
 }
-static inline __attribute__((always_inline)) BS_TGT float BS_SFX(hsum)(VF v) {
+/* the 16 logical lanes held in NH vectors, summed in sum16's fixed tree */
+static inline __attribute__((always_inline)) BS_TGT float BS_SFX(hsum)(const VF *v) {
     float a[16];
-    memcpy(a, &v, sizeof a);
+    memcpy(a, v, sizeof a);
     return sum16(a);
 }
 #define SPLAT BS_SFX(splat)
@@ -196,15 +207,19 @@ static BS_TGT void BS_SFX(weights)(const float *x, const float *qw, float sigma2
 static BS_TGT float BS_SFX(sym_eval)(const float *xa, const float *wn, float da, float lo,
                                      float hi, float *l, float *sxq, float *sq2) {
     const VF id = SPLAT(da != 0 ? 1 / da : 0), vlo = SPLAT(lo), vhi = SPLAT(hi), vd = SPLAT(da);
-    VF e = SPLAT(0), a = e, b = e;
-    for (int j = 0; j < QK; j += 16) {
-        const VF x = LD(xa + j), w = LD(wn + j);
-        const VF q = CR(x * id, vlo, vhi);
-        memcpy(l + j, &q, sizeof q);
-        const VF r = x - q * vd, wq = w * q;
-        e += w * r * r;
-        a += wq * x;
-        b += wq * q;
+    VF e[NH], a[NH], b[NH];
+    for (int h = 0; h < NH; h++) e[h] = a[h] = b[h] = SPLAT(0);
+    for (int j0 = 0; j0 < QK; j0 += 16) {
+        for (int h = 0; h < NH; h++) {
+            const int j = j0 + h * W;
+            const VF x = LD(xa + j), w = LD(wn + j);
+            const VF q = CR(x * id, vlo, vhi);
+            memcpy(l + j, &q, sizeof q);
+            const VF r = x - q * vd, wq = w * q;
+            e[h] += w * r * r;
+            a[h] += wq * x;
+            b[h] += wq * q;
+        }
     }
     *sxq = HSUM(a);
     *sq2 = HSUM(b);
@@ -222,7 +237,7 @@ static BS_TGT void BS_SFX(cand_sums)(int nc, float *ids, float off, const float 
         nc++;
     }
     const VF vlo = SPLAT(lo), vhi = SPLAT(hi);
-    for (int c = 0; c < nc; c += 16) {
+    for (int c = 0; c < nc; c += W) {
         const VF id = LD(ids + c), vo = SPLAT(off);
         /* two independent chains (even and odd j), added at the end: half the add latency */
         VF a = SPLAT(0), b = a, e = a, a1 = a, b1 = a, e1 = a;
@@ -252,8 +267,8 @@ static BS_TGT int BS_SFX(best_score)(int nc, const float *sxq, const float *sq2)
     const VF none = SPLAT(-1);
     VF bs = none;
     VI bi = (VI)SPLAT(0) - 1, lane;
-    for (int k = 0; k < 16; k++) lane[k] = k;
-    for (int c = 0; c < (nc + 15) / 16 * 16; c += 16) {
+    for (int k = 0; k < W; k++) lane[k] = k;
+    for (int c = 0; c < (nc + 15) / 16 * 16; c += W) {
         const VF a = LD(sxq + c), b = LD(sq2 + c);
         const VI pos = b > SPLAT(0);
         const VF sc = (VF)((pos & (VI)(a * a / b)) | (~pos & (VI)none));
@@ -263,7 +278,7 @@ static BS_TGT int BS_SFX(best_score)(int nc, const float *sxq, const float *sq2)
     }
     float best = -1;
     int idx = -1;
-    for (int k = 0; k < 16; k++)
+    for (int k = 0; k < W; k++)
         if (bi[k] >= 0 && (bs[k] > best || (bs[k] == best && bi[k] < idx))) {
             best = bs[k];
             idx = bi[k];
@@ -357,16 +372,20 @@ static BS_TGT float BS_SFX(asym_eval)(const float *xa, const float *wn, float da
                                       float hi, float *l, float s3[3]) {
     const VF id = SPLAT(da != 0 ? 1 / da : 0), vlo = SPLAT(0), vhi = SPLAT(hi), vd = SPLAT(da);
     const VF vm = SPLAT(ma);
-    VF e = SPLAT(0), a = e, b = e, c = e;
-    for (int j = 0; j < QK; j += 16) {
-        const VF x = LD(xa + j), w = LD(wn + j);
-        const VF q = CR((x - vm) * id, vlo, vhi);
-        memcpy(l + j, &q, sizeof q);
-        const VF r = x - (q * vd + vm), wq = w * q;
-        e += w * r * r;
-        a += wq;
-        b += wq * q;
-        c += wq * x;
+    VF e[NH], a[NH], b[NH], c[NH];
+    for (int h = 0; h < NH; h++) e[h] = a[h] = b[h] = c[h] = SPLAT(0);
+    for (int j0 = 0; j0 < QK; j0 += 16) {
+        for (int h = 0; h < NH; h++) {
+            const int j = j0 + h * W;
+            const VF x = LD(xa + j), w = LD(wn + j);
+            const VF q = CR((x - vm) * id, vlo, vhi);
+            memcpy(l + j, &q, sizeof q);
+            const VF r = x - (q * vd + vm), wq = w * q;
+            e[h] += w * r * r;
+            a[h] += wq;
+            b[h] += wq * q;
+            c[h] += wq * x;
+        }
     }
     s3[0] = HSUM(a);
     s3[1] = HSUM(b);
@@ -511,7 +530,7 @@ static BS_TGT void BS_SFX(grid_cands)(const iqf_best_grid16 *g, const float *x, 
         dk[k] = SPLAT(g->v[k] - g->v[k - 1]);
     }
     const VF v0 = SPLAT(g->v[0]);
-    for (int c = 0; c < nc; c += 16) {
+    for (int c = 0; c < nc; c += W) {
         const VF id = LD(ids + c);
         VF a = SPLAT(0), b = a;
         for (int j = 0; j < QK; j++) {
@@ -531,31 +550,37 @@ static BS_TGT void BS_SFX(grid_cands)(const iqf_best_grid16 *g, const float *x, 
 static BS_TGT float BS_SFX(grid_eval)(const iqf_best_grid16 *g, const float *x, const float *w,
                                       float s, uint8_t *L, float *sxq, float *sq2) {
     const VF id = SPLAT(s != 0 ? 1 / s : 0), vs = SPLAT(s), v0 = SPLAT(g->v[0]);
-    VF e = SPLAT(0), a = e, b = e;
-    for (int j = 0; j < QK; j += 16) {
-        const VF xj = LD(x + j), wj = LD(w + j), al = xj * id;
-        VF q = v0;
-        VI li = (VI)SPLAT(0);
-        for (int k = 1; k < 16; k++) {
-            const VI ge = (VI)(al >= SPLAT(g->thr[k]));
-            q += (VF)(ge & (VI)SPLAT(g->v[k] - g->v[k - 1]));
-            li -= ge;
+    VF e[NH], a[NH], b[NH];
+    for (int h = 0; h < NH; h++) e[h] = a[h] = b[h] = SPLAT(0);
+    for (int j0 = 0; j0 < QK; j0 += 16) {
+        for (int h = 0; h < NH; h++) {
+            const int j = j0 + h * W;
+            const VF xj = LD(x + j), wj = LD(w + j), al = xj * id;
+            VF q = v0;
+            VI li = (VI)SPLAT(0);
+            for (int k = 1; k < 16; k++) {
+                const VI ge = (VI)(al >= SPLAT(g->thr[k]));
+                q += (VF)(ge & (VI)SPLAT(g->v[k] - g->v[k - 1]));
+                li -= ge;
+            }
+            if (s == 0) { /* d = 0: every index decodes to 0; store the index of level 1 */
+                li = (VI)SPLAT(0) + 8;
+                q = SPLAT(0);
+            }
+            for (int u = 0; u < W; u++) L[j + u] = (uint8_t)li[u];
+            const VF r = xj - vs * q, wq = wj * q;
+            e[h] += wj * r * r;
+            a[h] += wq * xj;
+            b[h] += wq * q;
         }
-        if (s == 0) { /* d = 0: every index decodes to 0; store the index of level 1 */
-            li = (VI)SPLAT(0) + 8;
-            q = SPLAT(0);
-        }
-        for (int u = 0; u < 16; u++) L[j + u] = (uint8_t)li[u];
-        const VF r = xj - vs * q, wq = wj * q;
-        e += wj * r * r;
-        a += wq * xj;
-        b += wq * q;
     }
     if (sxq) *sxq = HSUM(a);
     if (sq2) *sq2 = HSUM(b);
     return HSUM(e);
 }
 
+#undef W
+#undef NH
 #undef VF
 #undef VI
 #undef SPLAT
