@@ -31,9 +31,9 @@
 #define BS_TINY 1e-9f
 
 /* Symmetric candidates: the block's max |x| maps to level L + t (L = qmin or qmax: both ends),
- * t = k * SYM_T / SYM_NT for -SYM_NT <= k < SYM_NT (80 candidates). */
-#define SYM_NT 20
-#define SYM_T 2.0f
+ * t = k * SYM_T / SYM_NT for -SYM_NT <= k < SYM_NT (48 candidates). */
+#define SYM_NT 12
+#define SYM_T 1.2f
 #define MAXC 96 /* candidate capacity (multiple of 16) */
 #define REFINE_ITERS 4 /* fp16 round / re-round / re-solve rounds */
 #define WALK_STEPS 4   /* fp16 neighbour steps */
@@ -163,9 +163,8 @@ void iqf_best_asym_block(iqf_simd simd, const float *x, const float *w, int nmax
 typedef float VF __attribute__((vector_size(BS_W * 4), aligned(4)));
 typedef int32_t VI __attribute__((vector_size(BS_W * 4), aligned(4)));
 static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(splat)(float f) {
-    VF v;
-    for (int k = 0; k < W; k++) v[k] = f;
-    return v;
+    const VF z = { 0 };
+    return f - z; /* broadcast; exact for every f, -0 included */
 }
 static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(ld)(const float *p) {
     VF v;

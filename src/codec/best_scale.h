@@ -11,8 +11,8 @@
  * refined at fp16: round d (and m) to fp16, re-round every weight at the stored values, re-solve
  * the least squares on the new integers, and repeat while the exact error falls; finally the
  * neighbouring fp16 values of d (and m) are tried.
- *  - symmetric (q4_0, q5_0, q8_0): 80 candidates, the max |x| mapped to either end of the grid
- *    (qmin or qmax) +-t, t in [-2, 2) in steps of 0.1 (ggml tries one end, t in [-0.9, 0.9]);
+ *  - symmetric (q4_0, q5_0, q8_0): 48 candidates, the max |x| mapped to either end of the grid
+ *    (qmin or qmax) +-t, t in [-1.2, 1.2) in steps of 0.1 (ggml tries one end, t in [-0.9, 0.9]);
  *  - asymmetric (q4_1, q5_1): 64 candidates with the block's min mapped to 0 or clipped (offsets
  *    p/(3 nmax) of the range, p = 0..3) and t in [-0.8, 0.8), then 32 around the winner's scale
  *    with its min as the offset (ggml's search shifts its min the same way); the min is free
