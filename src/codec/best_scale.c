@@ -1,12 +1,17 @@
 /*
  * best_scale.c - best-mode scale searches for the uniform 32-weight formats (see best_scale.h).
  *
- * Written once in plain C. The hot loops keep 16 independent partial sums (lane u sums the
- * values j = u, u+16) that are added in a fixed tree at the end, and round with the float
- * magic-number trick after clamping to the grid, so that the compiler can vectorize them at any
- * width without changing a bit: the file is compiled three times (this file includes itself),
- * plain, under target("avx2") and under target("avx512f,..."), and every level returns the same
- * bytes (no FMA: the tree builds with -ffp-contract=off; no reassociation).
+ * Written once, in C with GCC/Clang vector extensions. The computation is defined on 16 logical
+ * lanes: in the candidate loops lane c is one candidate scale (its sums run over the 32 values in
+ * a fixed order: two chains, even and odd values, added at the end), in the element loops lane u
+ * sums the values j = u, u+16, and the 16 lanes are added in a fixed tree. The file is compiled
+ * three times (it includes itself): plain (4-lane vectors), under target("avx2") (8 lanes) and
+ * under target("avx512f,...") (16 lanes); each covers the 16 logical lanes with native vectors
+ * and performs the same IEEE operations per lane, so every level returns the same bytes (no FMA:
+ * the tree builds with -ffp-contract=off; no reassociation). Rounding: the float magic-number
+ * trick after clamping to the grid (round half to even, as iqf_nearest_int).
+ *
+ * IQ4's grid kernels (iqf_best_grid_cands/_eval) live here too, for the same reason.
  *
  * All arithmetic is on values normalized by the block's max |x| and on weights normalized to a
  * max of 1, so nothing overflows whatever the magnitude of the input.
@@ -14,7 +19,7 @@
 #ifndef BS_PASS
 #include "best_scale.h"
 
-/* 64-byte vectors passed between always-inlined helpers of the plain pass: no ABI crosses. */
+/* Vectors wider than the plain pass's ABI between always-inlined helpers: no ABI crosses. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif

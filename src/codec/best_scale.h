@@ -1,7 +1,8 @@
 /*
  * best_scale.h - the `best` encoder mode's block-scale searches for the uniform 32-weight formats
- * (q4_0, q4_1, q5_0, q5_1, q8_0), written once in plain C (no SIMD twin: the same code runs at
- * every SIMD level, so every level writes the same bytes).
+ * (q4_0, q4_1, q5_0, q5_1, q8_0) and the kernels of IQ4's (iq4.c), written once (one C source
+ * compiled per SIMD level with identical per-lane arithmetic, so every level writes the same
+ * bytes; `simd` arguments only pick the compilation).
  *
  * Objective: the importance-weighted squared error of the block AS THE DECODER RECONSTRUCTS IT,
  * Σ w_j (x_j - (d16 q_j [+ m16]))^2 with d16, m16 the fp16-rounded scale and min. For a fixed
