@@ -23,6 +23,7 @@
  * Also vectorised: weights/max/inverse scales per sub-block, and the sequential sigma2 sums of 8
  * super-blocks at once (one chain per lane, iqf_iq4_sumsq, shared with iq1.c).
  */
+#include "best_scale.h"
 #include "codec.h"
 
 #include <math.h>
@@ -73,6 +74,7 @@ static float kthresh[16];  /* kthresh[k] (k=1..15): smallest float x with index(
 static float bucket_thr[32], bucket_qlo[32], bucket_qhi[32];
 static int32_t bucket_base[32];
 static bool bucket_ok;     /* the bucket tables passed their self-check (else: binary search) */
+static iqf_best_grid16 iq4_grid; /* kthresh and kv_f for the best-mode kernels (best_scale.c) */
 static float cand_num[16]; /* numerators of the candidates' inverse scales: lane c = c-8-127 */
 static pthread_once_t iq4_once = PTHREAD_ONCE_INIT;
 
@@ -118,6 +120,10 @@ static void iq4_build(void) {
         kthresh[k] = ord2f((int32_t)hi);
     }
     for (int c = 0; c < 16; c++) cand_num[c] = (float)(c - 8 + kvalues_iq4nl[0]);
+    for (int k = 0; k < 16; k++) {
+        iq4_grid.thr[k] = kthresh[k];
+        iq4_grid.v[k] = kv_f[k];
+    }
     /* Buckets; self-check: one threshold at most per bucket, at least 0.5 from both edges. */
     bool ok = true;
     for (int b = 0; b < 32; b++) {
@@ -559,9 +565,224 @@ static void iq4_superblock(const iq4_kernels *K, int sbs, const float *x, float 
         for (int j = 0; j < 16; ++j) q4[16 * i + j] = (uint8_t)(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Best mode (IQF_MODE_BEST): one search in C; its two hot kernels (candidate sums, exact error
+ * at a scale) are best_scale.c's grid kernels, one source compiled per SIMD level with identical
+ * results, so every level writes the same bytes. Values are normalized by the block's max |x|. The objective is the weighted squared error of the block as the decoder reconstructs
+ * it: every scale is the fp16-rounded d (IQ4_NL) or fp16 d times the 6-bit sub-block scale
+ * (IQ4_XS), and the indices are re-chosen at that scale (for a fixed scale the nearest table
+ * value is each weight's best index).
+ *  - Per 32-weight sub-block: a denser set of candidate inverse scales than ggml's 16 (the max
+ *    maps to -127 + t for t = -15..15 and to +113 + t for t = -12..12 in steps of 2), least
+ *    squares per assignment, best sxq^2/sq2.
+ *  - IQ4_NL: fp16 refinement: round d, re-choose the indices, re-solve, repeat; then walk the
+ *    neighbouring fp16 values.
+ *  - IQ4_XS: joint choice of the fp16 super-block scale and the eight 6-bit sub-block scales:
+ *    for each candidate d (the largest sub-block scale mapped to -32 or to +31, and a few
+ *    relative steps around both), every sub-block takes the best of three neighbouring integer
+ *    scales by exact error; the d with the lowest total wins.
+ * Weights: ggml's (qw*sqrt(sigma2 + x^2), or x^2 without an importance matrix).
+ * ------------------------------------------------------------------------------------------- */
+/* Best continuous scale of a sub-block, in the units of xa (0 if it is empty). */
+static float iq4b_sub_scale(iqf_simd simd, const float *xa, const float *w) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(xa[j]) > amax) {
+            amax = fabsf(xa[j]);
+            max = xa[j];
+        }
+    if (amax < 1e-9f) return 0;
+    float ids[64], sxq[64], sq2[64];
+    int nc = 0;
+    for (int t = -15; t <= 15; t++) ids[nc++] = (t + kvalues_iq4nl[0]) / max; /* max -> -127 + t */
+    for (int t = -12; t <= 12; t += 2) ids[nc++] = (113 + t) / max;             /* max -> 113 + t */
+    iqf_best_grid_cands(simd, &iq4_grid, xa, w, ids, nc, sxq, sq2);
+    float best_sxq = 0, best_sq2 = 0;
+    bool have = false;
+    for (int c = 0; c < nc; c++) {
+        if (sq2[c] > 0 && (!have || sxq[c] * sxq[c] * best_sq2 > best_sxq * best_sxq * sq2[c])) {
+            best_sxq = sxq[c];
+            best_sq2 = sq2[c];
+            have = true;
+        }
+    }
+    return have ? best_sxq / best_sq2 : 0;
+}
+
+static iqf_half iq4b_fp16_sat(double v) {
+    if (v > 65504.0) return 0x7bff;
+    if (v < -65504.0) return 0xfbff;
+    return IQF_FP32_TO_FP16((float)v);
+}
+
+/* IQ4_NL: fp16 refinement of the sub-block's scale (sa in xa units; amax = the block's scale). */
+static void iq4b_nl_block(iqf_simd simd, const float *xa, const float *w, float amax, block_iq4_nl *y) {
+    const float ia = 1 / amax;
+    uint8_t L[32], bL[32];
+    const float s0 = iq4b_sub_scale(simd, xa, w);
+    iqf_half h = iq4b_fp16_sat((double)s0 * amax), bh = 0;
+    if ((h & 0x7fff) == 0 && s0 != 0) h = (iqf_half)(s0 < 0 ? 0x8001 : 0x0001); /* smallest subnormal */
+    float be = iqf_best_grid_eval(simd, &iq4_grid, xa, w, 0, bL, NULL, NULL); /* d = 0 */
+    for (int it = 0; it < 4; it++) {
+        float sxq, sq2;
+        const float e = iqf_best_grid_eval(simd, &iq4_grid, xa, w, IQF_FP16_TO_FP32(h) * ia, L, &sxq, &sq2);
+        if (e < be) {
+            be = e;
+            bh = h;
+            memcpy(bL, L, 32);
+        } else if (it > 0) break;
+        if (!(sq2 > 0)) break;
+        const iqf_half nh = iq4b_fp16_sat((double)sxq / sq2 * amax);
+        if (nh == h) break;
+        h = nh;
+    }
+    for (int st = 0; st < 4 && bh != 0; st++) {
+        bool moved = false;
+        for (int dir = -1; dir <= 1; dir += 2) {
+            int nm = (bh & 0x7fff) + dir;
+            if (nm <= 0 || nm > 0x7bff) continue;
+            const iqf_half nh = (iqf_half)((bh & 0x8000) | nm);
+            const float e = iqf_best_grid_eval(simd, &iq4_grid, xa, w, IQF_FP16_TO_FP32(nh) * ia, L, NULL, NULL);
+            if (e < be) {
+                be = e;
+                bh = nh;
+                memcpy(bL, L, 32);
+                moved = true;
+            }
+        }
+        if (!moved) break;
+    }
+    y->d = bh;
+    for (int j = 0; j < 16; ++j) y->qs[j] = (uint8_t)(bL[j] | (bL[16 + j] << 4));
+}
+
+/* IQ4_XS: total error of the super-block at fp16 scale h; writes the 6-bit scales (0..63). */
+static float iq4b_xs_total(iqf_simd simd, const float *xa, const float *w, const float *scales,
+                           iqf_half h, float ia, uint8_t *ls, uint8_t *L) {
+    const float df = IQF_FP16_TO_FP32(h);
+    const float id = df != 0 ? 1 / (df * ia) : 0;
+    float tot = 0;
+    uint8_t Lt[32];
+    for (int ib = 0; ib < 8; ib++) {
+        const float *xb = xa + 32 * ib, *wb = w + 32 * ib;
+        int l0 = iqf_nearest_int(fmaxf(-40.f, fminf(40.f, id * scales[ib])));
+        l0 = l0 < -31 ? -31 : l0 > 30 ? 30 : l0;
+        float be = INFINITY;
+        int bl = 0;
+        for (int l = l0 - 1; l <= l0 + 1; l++) {
+            /* the decoder's scale: d * (ls - 32) in float, then in xa units */
+            const float e = iqf_best_grid_eval(simd, &iq4_grid, xb, wb, (df * (float)l) * ia, Lt, NULL, NULL);
+            if (e < be) {
+                be = e;
+                bl = l;
+                memcpy(L + 32 * ib, Lt, 32);
+            }
+        }
+        ls[ib] = (uint8_t)(bl + 32);
+        tot += be;
+    }
+    return tot;
+}
+
+static void iq4b_xs_block(iqf_simd simd, const float *xa, const float *w, float amax, block_iq4_xs *y) {
+    const float ia = 1 / amax;
+    float scales[8];
+    float max_scale = 0, amax_scale = 0;
+    for (int ib = 0; ib < 8; ib++) {
+        scales[ib] = iq4b_sub_scale(simd, xa + 32 * ib, w + 32 * ib);
+        if (fabsf(scales[ib]) > amax_scale) {
+            amax_scale = fabsf(scales[ib]);
+            max_scale = scales[ib];
+        }
+    }
+    uint8_t ls[8], L[256], bls[8], bL[256];
+    iqf_half bh = 0;
+    float be = INFINITY;
+    if (amax_scale > 0) {
+        static const float rel[5] = { 1.0f, 0.985f, 1.015f, 0.97f, 1.03f };
+        for (int side = 0; side < 2; side++) {
+            const double d0 = (side ? max_scale / 31.0 : -max_scale / 32.0) * amax;
+            for (int k = 0; k < 5; k++) {
+                iqf_half h = iq4b_fp16_sat(d0 * rel[k]);
+                /* below fp16's range: the smallest subnormals (k-th) with the sign of d0 */
+                if ((h & 0x7fff) == 0) h = (iqf_half)((d0 < 0 ? 0x8000 : 0) | (k + 1));
+                const float e = iq4b_xs_total(simd, xa, w, scales, h, ia, ls, L);
+                if (e < be) {
+                    be = e;
+                    bh = h;
+                    memcpy(bls, ls, 8);
+                    memcpy(bL, L, 256);
+                }
+            }
+        }
+    }
+    if (!(be < INFINITY)) { /* empty super-block: d = 0 decodes zeros */
+        bh = 0;
+        memset(bls, 32, 8);
+        memset(bL, 8, 256);
+    }
+    y->d = bh;
+    y->scales_h = 0;
+    memset(y->scales_l, 0, sizeof y->scales_l);
+    for (int ib = 0; ib < 8; ib++) {
+        const int l = bls[ib];
+        y->scales_l[ib / 2] |= (uint8_t)((l & 0xf) << 4 * (ib % 2));
+        y->scales_h |= (uint16_t)((l >> 4) << 2 * ib);
+    }
+    for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 16; ++j) y->qs[16 * i + j] = (uint8_t)(bL[32 * i + j] | (bL[32 * i + 16 + j] << 4));
+}
+
+/* Weights (ggml's; without an importance matrix 1, i.e. plain squared error), normalized to a
+ * max of 1 so that no sum overflows: NaN (0 * inf) counts 0; if the largest is infinite, the
+ * infinite ones count 1 and the rest 0; all zero: all 1. */
+static void iq4b_weights(const float *x, const float *qw, float sigma2, int n, float *w) {
+    float mw = 0;
+    for (int j = 0; j < n; j++) {
+        w[j] = qw ? qw[j] * sqrtf(sigma2 + x[j] * x[j]) : 1.f;
+        if (!(w[j] >= 0)) w[j] = 0;
+        if (w[j] > mw) mw = w[j];
+    }
+    for (int j = 0; j < n; j++) w[j] = mw == 0 ? 1.f : isinf(mw) ? (isinf(w[j]) ? 1.f : 0.f) : w[j] / mw;
+}
+
+static void iq4_best_row(iqf_simd simd, const float *x, void *vy, int64_t n, const float *qw, bool xs) {
+    const int sbs = xs ? QK_K : QK4_NL;
+    float w[QK_K], xa[QK_K];
+    for (int64_t i = 0; i < n / sbs; i++) {
+        const float *xb = x + i * sbs;
+        float sumx2 = 0, amax = 0;
+        for (int j = 0; j < sbs; j++) {
+            sumx2 += xb[j] * xb[j];
+            amax = fmaxf(amax, fabsf(xb[j]));
+        }
+        iq4b_weights(xb, qw ? qw + i * sbs : NULL, sumx2 * (2.f / sbs), sbs, w);
+        if (amax < 1e-10f) { /* below every non-zero fp16 scale's resolution: zeros */
+            if (xs) {
+                block_iq4_xs *y = (block_iq4_xs *)vy + i;
+                memset(y, 0, sizeof *y);
+                memset(y->qs, 0x88, sizeof y->qs);
+            } else {
+                block_iq4_nl *y = (block_iq4_nl *)vy + i;
+                y->d = 0;
+                memset(y->qs, 0x88, sizeof y->qs);
+            }
+            continue;
+        }
+        const float ia = 1 / amax;
+        for (int j = 0; j < sbs; j++) xa[j] = xb[j] * ia;
+        if (xs) iq4b_xs_block(simd, xa, w, amax, (block_iq4_xs *)vy + i);
+        else iq4b_nl_block(simd, xa, w, amax, (block_iq4_nl *)vy + i);
+    }
+}
+
 /* Row driver: super-blocks in groups of 8 so that their Σx^2 run in parallel lanes. */
 static void iq4_row(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw,
                     bool xs) {
+    if (ctx->mode == IQF_MODE_BEST) {
+        iq4_best_row(ctx->simd, x, vy, n, qw, xs);
+        return;
+    }
     iq4_kernels K = pick_kernels(ctx);
     const int sbs = xs ? QK_K : QK4_NL;
     const int64_t nsb = n / sbs;

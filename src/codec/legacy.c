@@ -7,6 +7,7 @@
  * importance matrix. The searches run through kq_common's batch helpers (SIMD across blocks).
  */
 #ifndef LEG_PASS
+#include "best_scale.h"
 #include "kq_common.h"
 
 #include <float.h>
@@ -51,6 +52,56 @@ static float row_sigma2(const float *x, int64_t n) {
 }
 
 
+/* ---- best mode (best_scale.c): one plain-C search, the same bytes at every SIMD level ---- */
+static void pack_q4(const uint8_t *l, uint8_t *qs) {
+    for (int j = 0; j < 16; ++j) qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4));
+}
+static void pack_q5(const uint8_t *l0, const uint8_t *l1, uint8_t *qs, uint8_t qhb[4]);
+
+/* Every block of a row: kind 0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0. */
+static void best_row(iqf_simd simd, int kind, const float *x, void *vy, int64_t n, const float *qw) {
+    const float sigma2 = row_sigma2(x, n);
+    float w[QK];
+    uint8_t l[QK];
+    for (int64_t i = 0; i < n / QK; i++) {
+        const float *xb = x + i * QK;
+        iqf_best_weights(simd, xb, qw ? qw + i * QK : NULL, sigma2, w);
+        switch (kind) {
+        case 0: {
+            block_q4_0 *b = (block_q4_0 *)vy + i;
+            b->d = iqf_best_sym_block(simd, xb, w, -8, 7, l);
+            pack_q4(l, b->qs);
+            break;
+        }
+        case 1: {
+            block_q4_1 *b = (block_q4_1 *)vy + i;
+            iqf_best_asym_block(simd, xb, w, 15, l, &b->d, &b->m);
+            pack_q4(l, b->qs);
+            break;
+        }
+        case 2: {
+            block_q5_0 *b = (block_q5_0 *)vy + i;
+            b->d = iqf_best_sym_block(simd, xb, w, -16, 15, l);
+            pack_q5(l, l + 16, b->qs, b->qh);
+            break;
+        }
+        case 3: {
+            block_q5_1 *b = (block_q5_1 *)vy + i;
+            iqf_best_asym_block(simd, xb, w, 31, l, &b->d, &b->m);
+            pack_q5(l, l + 16, b->qs, b->qh);
+            break;
+        }
+        default: {
+            /* -127..127 as ggml writes: SIMD dot products negate weights with sign_epi8 */
+            block_q8_0 *b = (block_q8_0 *)vy + i;
+            b->d = iqf_best_sym_block(simd, xb, w, -127, 127, l);
+            for (int j = 0; j < QK; j++) b->qs[j] = (int8_t)(l[j] - 127);
+            break;
+        }
+        }
+    }
+}
+
 /* ================================ q4_0 ================================ */
 static void q4_0_ref(const float *x, block_q4_0 *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += QK) {
@@ -74,6 +125,10 @@ static void q4_0_ref(const float *x, block_q4_0 *y, int64_t nb) {
 static void quantize_row_q4_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
     block_q4_0 *y = vy;
     const int64_t nb = n / QK;
+    if (ctx->mode == IQF_MODE_BEST) {
+        best_row(ctx->simd, 0, x, vy, n, qw);
+        return;
+    }
     if (!qw) {
         LEG_DISPATCH(q4_0_ref, x, y, nb);
         q4_0_ref(x, y, nb);
@@ -132,6 +187,10 @@ static void q4_1_ref(const float *x, block_q4_1 *y, int64_t nb) {
 static void quantize_row_q4_1(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
     block_q4_1 *y = vy;
     const int64_t nb = n / QK;
+    if (ctx->mode == IQF_MODE_BEST) {
+        best_row(ctx->simd, 1, x, vy, n, qw);
+        return;
+    }
     if (!qw) {
         LEG_DISPATCH(q4_1_ref, x, y, nb);
         q4_1_ref(x, y, nb);
@@ -199,6 +258,10 @@ static void q5_0_ref(const float *x, block_q5_0 *y, int64_t nb) {
 static void quantize_row_q5_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
     block_q5_0 *y = vy;
     const int64_t nb = n / QK;
+    if (ctx->mode == IQF_MODE_BEST) {
+        best_row(ctx->simd, 2, x, vy, n, qw);
+        return;
+    }
     if (!qw) {
         LEG_DISPATCH(q5_0_ref, x, y, nb);
         q5_0_ref(x, y, nb);
@@ -259,6 +322,10 @@ static void q5_1_ref(const float *x, block_q5_1 *y, int64_t nb) {
 static void quantize_row_q5_1(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
     block_q5_1 *y = vy;
     const int64_t nb = n / QK;
+    if (ctx->mode == IQF_MODE_BEST) {
+        best_row(ctx->simd, 3, x, vy, n, qw);
+        return;
+    }
     if (!qw) {
         LEG_DISPATCH(q5_1_ref, x, y, nb);
         q5_1_ref(x, y, nb);
@@ -315,6 +382,10 @@ static void q8_0_ref(const float *x, block_q8_0 *y, int64_t nb) {
 }
 
 static void quantize_row_q8_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    if (ctx->mode == IQF_MODE_BEST) {
+        best_row(ctx->simd, 4, x, vy, n, qw);
+        return;
+    }
     (void)qw; /* ggml ignores the importance matrix for q8_0 */
     block_q8_0 *y = vy;
     LEG_DISPATCH(q8_0_ref, x, y, n / QK);

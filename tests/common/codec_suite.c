@@ -7,6 +7,13 @@
  *
  * codec_suite_run_iq is the variant the IQ1/IQ4 tests use: rows of 256/1024/2816, one-row edge
  * cases including table levels and their midpoints, and the decoder on random bytes.
+ *
+ * Every case of both variants also runs best_check for the types named by codec_suite_best_types
+ * (a test opts in for the types whose best mode it owns): the best encoder mode (IQF_MODE_BEST) must
+ * write the same bytes at every SIMD level and at 1 and 3 threads, blocks the oracle's
+ * ggml_validate_row_data accepts, that the oracle's decoder and ours decode bitwise alike, to
+ * finite values. codec_suite_best_refvec checks that best's weighted error is below compat's on
+ * the golden-vector inputs (tests/data/refvec).
  */
 #include "codec_suite.h"
 
@@ -22,11 +29,129 @@
 static const int *types;
 static int ntypes;
 
+/* Types whose best mode the suites check (codec_suite_best_types). */
+static const int *best_types;
+static int nbest_types;
+
+void codec_suite_best_types(const int *tv, int nt) {
+    best_types = tv;
+    nbest_types = nt;
+}
+
+/* Best mode on the same input (see the header comment). */
+static void best_check(int type, const float *x, int64_t rows, int64_t cols, const float *im,
+                       const char *label) {
+    bool listed = false;
+    for (int t = 0; t < nbest_types; t++) listed |= best_types[t] == type;
+    if (!listed) return;
+    if (!im && iqf_requires_imatrix(type)) return;
+    const size_t bytes = iqf_row_size(type, cols) * (size_t)rows, n = (size_t)(rows * cols);
+    uint8_t *ref = malloc(bytes), *q = malloc(bytes);
+    float *ya = malloc(sizeof(float) * n), *yb = malloc(sizeof(float) * n);
+    if (!ref || !q || !ya || !yb) { CHECK(0, "out of memory"); goto out; }
+    bool have = false;
+    char err[256];
+    for (int simd = IQF_SIMD_SCALAR; simd <= (int)iqf_simd_detect(); simd++) {
+        for (int threads = 1; threads <= 3; threads += 2) {
+            iqf_quantize_params p = iqf_quantize_default_params();
+            p.mode = IQF_MODE_BEST;
+            p.simd = (iqf_simd)simd;
+            p.n_threads = threads;
+            memset(q, 0x55, bytes);
+            iqf_status st = iqf_quantize(type, x, q, rows, cols, im, &p, err, sizeof err);
+            CHECK(st == IQF_OK, "%s: best quantize: %s", label, err);
+            if (st) goto out;
+            if (!have) {
+                memcpy(ref, q, bytes);
+                have = true;
+            } else {
+                CHECK(memcmp(ref, q, bytes) == 0, "%s: best bytes at simd=%s threads=%d differ from scalar/1",
+                      label, iqf_simd_name((iqf_simd)simd), threads);
+            }
+        }
+    }
+    CHECK(oracle_validate(type, ref, bytes), "%s: oracle rejects best-mode blocks", label);
+    oracle_dequantize(type, ref, ya, (int64_t)n);
+    iqf_dequantize(type, ref, yb, rows, cols, 1, NULL, 0);
+    int64_t bad = -1, nonfinite = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (bad < 0 && memcmp(&ya[i], &yb[i], 4) != 0) bad = (int64_t)i;
+        nonfinite += !isfinite(yb[i]);
+    }
+    CHECK(bad < 0, "%s: best-mode bytes decode differently (oracle vs ours) at value %lld", label, (long long)bad);
+    CHECK(nonfinite == 0, "%s: best-mode blocks decode to %lld non-finite values", label, (long long)nonfinite);
+out:
+    free(ref);
+    free(q);
+    free(ya);
+    free(yb);
+}
+
+/* refvec inputs: weighted squared error as ggml's *_impl encoders weigh it (with the imatrix) or
+ * plain squared error (without), best vs compat. */
+int codec_suite_best_refvec(const int *tv, int nt) {
+    static const char *dists[] = { "gauss", "heavy", "outlier", "zeroblocks", "tiny", "mixed" };
+    const int R = 8, C = 2048;
+    const char *src = getenv("IQF_SOURCE_DIR");
+    char path[1024];
+    float *x = malloc(sizeof(float) * R * C), *im = malloc(sizeof(float) * C), *y = malloc(sizeof(float) * R * C);
+    uint8_t *q = malloc((size_t)R * C * 4);
+    int failed_before = tu_failed;
+    for (size_t d = 0; d < sizeof dists / sizeof dists[0]; d++) {
+        snprintf(path, sizeof path, "%s/tests/data/refvec/%s/x.f32", src ? src : ".", dists[d]);
+        FILE *f = fopen(path, "rb");
+        bool ok = f && fread(x, sizeof(float), (size_t)R * C, f) == (size_t)R * C;
+        if (f) fclose(f);
+        snprintf(path, sizeof path, "%s/tests/data/refvec/%s/imatrix.f32", src ? src : ".", dists[d]);
+        f = fopen(path, "rb");
+        ok = ok && f && fread(im, sizeof(float), C, f) == (size_t)C;
+        if (f) fclose(f);
+        CHECK(ok, "%s: cannot read the refvec inputs (IQF_SOURCE_DIR=%s)", path, src ? src : "unset");
+        if (!ok) break;
+        for (int t = 0; t < nt; t++) {
+            for (int with = 0; with < 2; with++) {
+                double e[2];
+                for (int mode = 0; mode < 2; mode++) {
+                    iqf_quantize_params p = iqf_quantize_default_params();
+                    p.mode = (iqf_mode)mode;
+                    iqf_status st = iqf_quantize(tv[t], x, q, R, C, with ? im : NULL, &p, NULL, 0);
+                    CHECK(st == IQF_OK, "refvec %s: quantize failed", dists[d]);
+                    iqf_dequantize(tv[t], q, y, R, C, 1, NULL, 0);
+                    /* ggml's *_impl weights: imatrix * sqrt(sigma2 + x^2), sigma2 the row's mean x^2 */
+                    double s = 0;
+                    for (int r = 0; r < R; r++) {
+                        double s2 = 0;
+                        for (int c = 0; c < C; c++) s2 += (double)x[r * C + c] * x[r * C + c];
+                        s2 /= C;
+                        for (int c = 0; c < C; c++) {
+                            const double v = x[r * C + c], dv = v - y[r * C + c];
+                            s += (with ? im[c] * sqrt(s2 + v * v) : 1.0) * dv * dv;
+                        }
+                    }
+                    e[mode] = s;
+                }
+                const double ratio = e[0] > 0 ? e[1] / e[0] : 1.0;
+                printf("refvec %-10s %-7s %-7s best/compat weighted error %.4f\n", dists[d],
+                       iqf_type_get(tv[t])->name, with ? "imatrix" : "none", ratio);
+                /* strictly lower (by 0.1%) except where both decode to zeros (tiny iq4_xs) */
+                if (strcmp(dists[d], "tiny") == 0) CHECK(e[1] <= e[0], "refvec %s %s: best %g above compat %g", dists[d], iqf_type_get(tv[t])->name, e[1], e[0]);
+                else CHECK(ratio < 0.999, "refvec %s %s imatrix=%d: best/compat %.4f not below 0.999", dists[d], iqf_type_get(tv[t])->name, with, ratio);
+            }
+        }
+    }
+    free(x);
+    free(im);
+    free(y);
+    free(q);
+    return tu_failed - failed_before;
+}
+
 static void diff_all(const float *x, int64_t rows, int64_t cols, const float *im, const char *what) {
     char label[160];
     for (int t = 0; t < ntypes; t++) {
         snprintf(label, sizeof label, "%s %s", what, iqf_type_get(types[t])->name);
         qgen_diff(types[t], x, rows, cols, im, label);
+        best_check(types[t], x, rows, cols, im, label);
     }
 }
 
@@ -136,6 +261,7 @@ static void diff_case(int type, float *x, int rows, int cols, const float *imat,
         return;
     }
     qgen_diff(type, x, rows, cols, imat, label);
+    best_check(type, x, rows, cols, imat, label);
 }
 
 int codec_suite_run_iq(const char *name, const int *types, int ntypes) {

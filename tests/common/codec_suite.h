@@ -18,4 +18,17 @@ int codec_suite_run_iq(const char *name, const int *types, int ntypes);
  * Records CHECKs (the caller calls test_finish). */
 void codec_suite_best(const int *types, int ntypes, const int64_t lens[5]);
 
+/* The types whose best mode (IQF_MODE_BEST) the suites above also check on every case: same
+ * bytes at every SIMD level and at 1 and 3 threads, accepted by the oracle's
+ * ggml_validate_row_data, decoded bitwise alike by the oracle and by us, finite. The array must
+ * outlive the suite run. Default: none. */
+void codec_suite_best_types(const int *types, int ntypes);
+
+/* Best mode vs compat on tests/data/refvec (found through $IQF_SOURCE_DIR): for every type,
+ * distribution and with/without the imatrix, best's weighted squared error (with the imatrix:
+ * weights imatrix*sqrt(sigma2 + x^2), sigma2 the row's mean square, as ggml's *_impl encoders;
+ * without: plain) must be below compat's (by 0.1%; no higher on "tiny").
+ * Records CHECKs; returns the number of failures. Needs no oracle. */
+int codec_suite_best_refvec(const int *types, int ntypes);
+
 #endif
