@@ -1,0 +1,400 @@
+/* kq_best_lanes.h - the vector kernels of kq_best.c, written once over the lane count: kq_best.c includes
+ * this file once per instruction set, with KQB_PASS and its width macros defined. No include
+ * guard on purpose. */
+
+/* The objective's weights (kq_best.h), computed on x and qw scaled by their block maxima. */
+static KQB_TGT void KQB_SFX(weights)(const float *x, const float *qw, float sig, float *w) {
+    float amax = 0, qmax = 0;
+    for (int i = 0; i < QK_K; i++) {
+        const float a = fabsf(x[i]);
+        amax = a > amax ? a : amax;
+    }
+    if (qw)
+        for (int i = 0; i < QK_K; i++) qmax = qw[i] > qmax ? qw[i] : qmax;
+    float xs[QK_K], s2[8] = { 0 };
+    const float ia = amax > 0 ? 1.f / amax : 0.f;
+    if (isfinite(ia))
+        for (int i = 0; i < QK_K; i++) xs[i] = x[i] * ia;
+    else
+        for (int i = 0; i < QK_K; i++) xs[i] = (float)((double)x[i] / amax);
+    for (int i0 = 0; i0 < QK_K; i0 += 8)
+        for (int l = 0; l < 8; l++) s2[l] += xs[i0 + l] * xs[i0 + l];
+    const float sigma2 = sig * red8(s2) / QK_K;
+    for (int i = 0; i < QK_K; i++) w[i] = sqrtf(sigma2 + xs[i] * xs[i]);
+    if (!qw) return;
+    const float iq = qmax > 0 ? 1.f / qmax : 0.f;
+    if (isfinite(iq))
+        for (int i = 0; i < QK_K; i++) w[i] *= qw[i] * iq;
+    else
+        for (int i = 0; i < QK_K; i++) w[i] *= (float)((double)qw[i] / qmax);
+}
+
+/* Codes of one sub-block at step s and offset mo: q = nearest((x + mo) / s) clamped to
+ * [flo, fhi] (s == 0: the code nearest 0). */
+static KQB_TGT void KQB_SFX(codes)(int n, const float *x, float s, float mo, float flo, float fhi,
+                                   int8_t *q) {
+    if (s == 0) {
+        const int8_t z = (int8_t)(flo > 0 ? flo : fhi < 0 ? fhi : 0);
+        memset(q, z, (size_t)n);
+        return;
+    }
+    float is = 1.f / s;
+    const bool inv = isfinite(is);
+    if (!inv) is = 1.f;
+    for (int i = 0; i < n; i++) {
+        float v = inv ? (x[i] + mo) * is : (x[i] + mo) / s;
+        v = v < flo ? flo : v;
+        v = v > fhi ? fhi : v;
+        q[i] = (int8_t)((v + KQB_MAGIC) - KQB_MAGIC);
+    }
+}
+
+/* Weighted errors e[c] of nc candidates (s[c], mo[c]) for one sub-block, the codes re-rounded as
+ * codes() does and the reconstruction y = s*q - mo computed as the decoder does; each sum runs
+ * over the values in order. res[c] = sum w (y - x) (for the min's least-squares step).
+ * The candidates run 8 at a time, one per lane; s and mo need room for nc rounded up to 8. */
+static KQB_TGT void KQB_SFX(errs)(int n, const float *x, const float *w, int nc, float *s, float *mo,
+                                  float flo, float fhi, float *e, float *res) {
+    const float z = flo > 0 ? flo : fhi < 0 ? fhi : 0;
+    int ncp = nc;
+    while (ncp % 8) { s[ncp] = s[nc - 1]; mo[ncp] = mo[nc - 1]; ncp++; }
+    for (int c0 = 0; c0 < ncp; c0 += 8) {
+        float is[8], a1[8] = { 0 }, a2[8] = { 0 };
+        bool need_div = false;
+        for (int l = 0; l < 8; l++) {
+            is[l] = s[c0 + l] == 0 ? 1.f : 1.f / s[c0 + l];
+            if (!isfinite(is[l])) need_div = true;
+        }
+#if KQB_VEC
+        kqb_v8f vs, vm, vis, va = { 0 }, vr = { 0 };
+        memcpy(&vs, s + c0, sizeof vs);
+        memcpy(&vm, mo + c0, sizeof vm);
+        memcpy(&vis, is, sizeof vis);
+        const kqb_v8f zero = { 0 }, one = { 1, 1, 1, 1, 1, 1, 1, 1 };
+        const kqb_v8f vz = { z, z, z, z, z, z, z, z };
+        const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
+        const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
+        const kqb_v8f inf = { INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY };
+        const kqb_v8i szero = vs == zero;
+        const kqb_v8i noinv = (vis == inf) | (vis == -inf);
+        const kqb_v8f sdiv = (kqb_v8f)((szero & (kqb_v8i)one) | (~szero & (kqb_v8i)vs));
+        for (int i = 0; i < n; i++) {
+            const float xi = x[i], wi = w[i];
+            const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
+            kqb_v8f v = (xv + vm) * vis;
+            if (need_div) {
+                const kqb_v8f vd = (xv + vm) / sdiv;
+                v = (kqb_v8f)((noinv & (kqb_v8i)vd) | (~noinv & (kqb_v8i)v));
+            }
+            kqb_v8i m = v < vlo;
+            v = (kqb_v8f)((m & (kqb_v8i)vlo) | (~m & (kqb_v8i)v));
+            m = v > vhi;
+            v = (kqb_v8f)((m & (kqb_v8i)vhi) | (~m & (kqb_v8i)v));
+            kqb_v8f r = (v + M) - M;
+            r = (kqb_v8f)((szero & (kqb_v8i)vz) | (~szero & (kqb_v8i)r));
+            const kqb_v8f y = vs * r - vm;
+            const kqb_v8f df = xv - y;
+            va = va + wv * df * df;
+            vr = vr + wv * (y - xv);
+        }
+        memcpy(a1, &va, sizeof a1);
+        memcpy(a2, &vr, sizeof a2);
+#else
+        (void)need_div;
+        for (int i = 0; i < n; i++)
+            for (int l = 0; l < 8; l++) {
+                const float sl = s[c0 + l], ml = mo[c0 + l];
+                float r;
+                if (sl == 0) {
+                    r = z;
+                } else {
+                    float v = isfinite(is[l]) ? (x[i] + ml) * is[l] : (x[i] + ml) / sl;
+                    v = v < flo ? flo : v;
+                    v = v > fhi ? fhi : v;
+                    r = (v + KQB_MAGIC) - KQB_MAGIC;
+                }
+                const float y = sl * r - ml;
+                const float df = x[i] - y;
+                a1[l] += w[i] * df * df;
+                a2[l] += w[i] * (y - x[i]);
+            }
+#endif
+        for (int l = 0; l < 8 && c0 + l < nc; l++) {
+            e[c0 + l] = isfinite(a1[l]) ? a1[l] : INFINITY;
+            res[c0 + l] = a2[l];
+        }
+    }
+}
+
+/* Symmetric reference: the best least-squares scale over inverse scales that put the largest
+ * |x| at either end of [qlo, qhi] (+- nstep steps of `step`). The candidates run 8 at a time,
+ * one per lane; each candidate's sums run over the values in order. */
+static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int qlo, int qhi,
+                                      int nstep, float step) {
+    float amax = 0, mx = 0;
+    for (int i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        if (a > amax) { amax = a; mx = x[i]; }
+    }
+    if (amax == 0) return 0.f;
+    const float fallback = mx / (float)qlo, flo = (float)qlo, fhi = (float)qhi;
+    float wx[32], isv[2 * (2 * 16 + 1) + 8];
+    for (int i = 0; i < n; i++) wx[i] = w[i] * x[i];
+    int nc = 0;
+    for (int side = 0; side < 2; side++) {
+        const float end = side ? (float)qhi : (float)-qlo;
+        for (int t = -nstep; t <= nstep; t++) {
+            const float is = (side ? 1.f : -1.f) * (end + step * (float)t) / mx;
+            if (is != 0 && isfinite(is)) isv[nc++] = is;
+        }
+    }
+    if (nc == 0) return fallback;
+    int ncp = nc;
+    while (ncp % 8) { isv[ncp] = isv[nc - 1]; ncp++; }
+    float best = -1, bs = fallback;
+    for (int c0 = 0; c0 < ncp; c0 += 8) {
+        float a1[8] = { 0 }, a2[8] = { 0 };
+#if KQB_VEC
+        kqb_v8f vis, v1 = { 0 }, v2 = { 0 };
+        memcpy(&vis, isv + c0, sizeof vis);
+        const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
+        const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
+        for (int i = 0; i < n; i++) {
+            const float xi = x[i], wi = w[i], wxi = wx[i];
+            const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
+            const kqb_v8f wxv = { wxi, wxi, wxi, wxi, wxi, wxi, wxi, wxi };
+            kqb_v8f v = vis * xv;
+            kqb_v8i m = v < vlo;
+            v = (kqb_v8f)((m & (kqb_v8i)vlo) | (~m & (kqb_v8i)v));
+            m = v > vhi;
+            v = (kqb_v8f)((m & (kqb_v8i)vhi) | (~m & (kqb_v8i)v));
+            const kqb_v8f r = (v + M) - M;
+            v1 = v1 + wxv * r;
+            v2 = v2 + wv * r * r;
+        }
+        memcpy(a1, &v1, sizeof a1);
+        memcpy(a2, &v2, sizeof a2);
+#else
+        for (int i = 0; i < n; i++)
+            for (int l = 0; l < 8; l++) {
+                float v = isv[c0 + l] * x[i];
+                v = v < flo ? flo : v;
+                v = v > fhi ? fhi : v;
+                const float r = (v + KQB_MAGIC) - KQB_MAGIC;
+                a1[l] += wx[i] * r;
+                a2[l] += w[i] * r * r;
+            }
+#endif
+        for (int l = 0; l < 8 && c0 + l < nc; l++) {
+            if (a2[l] > 0) {
+                const float score = a1[l] * a1[l] / a2[l];
+                if (score > best) { best = score; bs = a1[l] / a2[l]; }
+            }
+        }
+    }
+    return isfinite(bs) ? bs : fallback;
+}
+
+#define KQB_NREF 2
+#define KQB_MAXK (KQB_NREF * 5 + 1)
+#define KQB_MAXC (KQB_MAXK * 7 + 8)
+
+/* Best (k, m, codes) of one sub-block at d/dm: k in windows of +-win around the references, for
+ * each k the mins +-winm around the reference, then each k's best min re-solved by least
+ * squares. The current (k, m) is the first candidate, so ties keep it; *e0 = its error.
+ * Returns the error of the choice. */
+static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const float *w, float sw,
+                                         float d, float dm, const float *sref, const float *mref,
+                                         int16_t *kio, int16_t *mio, int8_t *qio, float *e0) {
+    const int n = f->sublen, W = f->win;
+    const bool asym = f->mhi != 0;
+    const float flo = (float)f->qlo, fhi = (float)f->qhi;
+    int ks[KQB_MAXK], nk = 0;
+    ks[nk++] = *kio;
+    for (int r = 0; r < KQB_NREF; r++) {
+        const int kc = int_near(sref[r], d, f->klo, f->khi);
+        for (int k = kc - W; k <= kc + W; k++) {
+            if (k < f->klo || k > f->khi) continue;
+            bool seen = false;
+            for (int t = 0; t < nk && !seen; t++) seen = ks[t] == k;
+            if (!seen && nk < KQB_MAXK) ks[nk++] = k;
+        }
+    }
+    const bool use_m = asym && dm != 0;
+    const int WM = use_m ? f->winm : 0;
+    const int mc = !asym ? 0 : !use_m ? *mio : int_near(mref[0], dm, f->mlo, f->mhi);
+    int ck[KQB_MAXC], cm[KQB_MAXC], nc = 0;
+    float cs[KQB_MAXC + 8], cmo[KQB_MAXC + 8], e[KQB_MAXC], res[KQB_MAXC];
+#define KQB_ADD(K, M)                                                                          \
+    do {                                                                                       \
+        bool dup_ = false;                                                                     \
+        for (int u_ = 0; u_ < nc && !dup_; u_++) dup_ = ck[u_] == (K) && cm[u_] == (M);        \
+        if (!dup_ && nc < KQB_MAXC) {                                                          \
+            ck[nc] = (K);                                                                      \
+            cm[nc] = (M);                                                                      \
+            cs[nc] = d * (float)(K);                                                           \
+            cmo[nc] = asym ? dm * (float)(M) : 0.f;                                            \
+            nc++;                                                                              \
+        }                                                                                      \
+    } while (0)
+    KQB_ADD(*kio, *mio);
+    for (int t = 0; t < nk; t++)
+        for (int m = mc - WM; m <= mc + WM; m++)
+            if (!asym || (m >= f->mlo && m <= f->mhi)) KQB_ADD(ks[t], asym ? m : *mio);
+    KQB_SFX(errs)(n, x, w, nc, cs, cmo, flo, fhi, e, res);
+    if (use_m && sw > 0) {
+        /* y = s q - mo: the least-squares mo for a candidate's codes is mo + sum w (y - x) / sum w. */
+        const int n1 = nc;
+        for (int t = 0; t < nk; t++) {
+            int bc = -1;
+            for (int c = 0; c < n1; c++)
+                if (ck[c] == ks[t] && (bc < 0 || e[c] < e[bc])) bc = c;
+            if (bc < 0 || !(e[bc] < INFINITY)) continue;
+            const int m2 = int_near(cmo[bc] + res[bc] / sw, dm, f->mlo, f->mhi);
+            KQB_ADD(ks[t], m2);
+        }
+        if (nc > n1) KQB_SFX(errs)(n, x, w, nc - n1, cs + n1, cmo + n1, flo, fhi, e + n1, res + n1);
+    }
+#undef KQB_ADD
+    *e0 = e[0];
+    int bc = 0;
+    for (int c = 1; c < nc; c++)
+        if (e[c] < e[bc]) bc = c;
+    *kio = (int16_t)ck[bc];
+    *mio = (int16_t)cm[bc];
+    KQB_SFX(codes)(n, x, cs[bc], cmo[bc], flo, fhi, qio);
+    return e[bc];
+}
+
+/* Least-squares d (and dmin) for the integers of r; false if singular. */
+static KQB_TGT bool KQB_SFX(ls_scales)(const kqb_fmt *f, const float *x, const float *w, const kqb_rep *r,
+                                       uint16_t *hd, uint16_t *hdm) {
+    double saa = 0, sab = 0, sbb = 0, sax = 0, sbx = 0;
+    for (int j = 0; j < f->nsub; j++) {
+        const int o = j * f->sublen;
+        const float kj = (float)r->k[j];
+        float a2[8] = { 0 }, a1[8] = { 0 }, ax[8] = { 0 }, ws[8] = { 0 }, wx[8] = { 0 };
+        for (int i0 = 0; i0 < f->sublen; i0 += 8)
+            for (int l = 0; l < 8; l++) {
+                const int i = o + i0 + l;
+                const float a = kj * (float)r->q[i];
+                a2[l] += w[i] * a * a;
+                a1[l] += w[i] * a;
+                ax[l] += w[i] * a * x[i];
+                ws[l] += w[i];
+                wx[l] += w[i] * x[i];
+            }
+        const double b = f->mhi ? r->m[j] : 0;
+        saa += red8(a2);
+        sab += b * red8(a1);
+        sbb += b * b * red8(ws);
+        sax += red8(ax);
+        sbx += b * red8(wx);
+    }
+    if (!(saa > 0)) return false;
+    const double det = saa * sbb - sab * sab;
+    if (!f->mhi || !(det > 1e-12 * saa * sbb)) {
+        *hd = f2h_finite(sax / saa);
+        *hdm = r->hdm;
+        return true;
+    }
+    /* minimise sum w (d a - dm b - x)^2 */
+    *hd = f2h_finite((sax * sbb - sbx * sab) / det);
+    *hdm = f2h_finite((sax * sab - sbx * saa) / det);
+    return true;
+}
+
+static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const float *qw,
+                                    const float *sref0, const float *mref0, kqb_rep *r) {
+    float w[QK_K];
+    KQB_SFX(weights)(x, qw, f->sig, w);
+    const bool sym = f->mhi == 0;
+    /* The start's error: that of its codes re-rounded at its decoded scales (the error-optimal
+     * codes for them), measured by the first alternation (its first candidates) when the
+     * alternations start there, else here. */
+    const float d0 = h2f(r->hd), dm0 = sym ? 0.f : h2f(r->hdm);
+    double ebest = 0;
+    bool best_is_start = true;
+    kqb_rep best = *r;
+    if (!(f->nstart & 1)) {
+        for (int j = 0; j < f->nsub; j++) {
+            float s1[8] = { d0 * (float)r->k[j] }, m1[8] = { sym ? 0.f : dm0 * (float)r->m[j] }, e1, r1;
+            KQB_SFX(errs)(f->sublen, x + j * f->sublen, w + j * f->sublen, 1, s1, m1, (float)f->qlo,
+                          (float)f->qhi, &e1, &r1);
+            ebest += e1;
+        }
+    }
+    float sref[16], mref[16], sw[16];
+    for (int j = 0; j < f->nsub; j++) {
+        const float *xj = x + j * f->sublen, *wj = w + j * f->sublen;
+        float a[8] = { 0 };
+        for (int i0 = 0; i0 < f->sublen; i0 += 8)
+            for (int l = 0; l < 8; l++) a[l] += wj[i0 + l];
+        sw[j] = red8(a);
+        if (f->scan > 0 && sym) sref[j] = KQB_SFX(sym_ref)(f->sublen, xj, wj, f->qlo, f->qhi, f->scan, f->scan_step);
+        else sref[j] = sref0[j];
+        mref[j] = sym ? 0.f : mref0[j];
+    }
+    kqb_rep start[2];
+    int nstart = 0;
+    if (f->nstart & 1) start[nstart++] = *r;
+    if (f->nstart & 2) {
+        kqb_rep *s = &start[nstart];
+        *s = *r;
+        float smax = 0, amax = 0, mmax = 0;
+        for (int j = 0; j < f->nsub; j++) {
+            if (fabsf(sref[j]) > amax) { amax = fabsf(sref[j]); smax = sref[j]; }
+            if (mref[j] > mmax) mmax = mref[j];
+        }
+        if (amax > 0) {
+            s->hd = f2h_finite(sym ? smax / (double)f->klo : amax / (double)f->khi);
+            if (!sym) s->hdm = f2h_finite(mmax / (double)f->mhi);
+            const float d = h2f(s->hd), dm = sym ? 0.f : h2f(s->hdm);
+            for (int j = 0; j < f->nsub; j++) {
+                s->k[j] = (int16_t)int_near(sref[j], d, f->klo, f->khi);
+                s->m[j] = (int16_t)(sym ? 0 : int_near(mref[j], dm, f->mlo, f->mhi));
+                KQB_SFX(codes)(f->sublen, x + j * f->sublen, d * (float)s->k[j],
+                               sym ? 0.f : dm * (float)s->m[j], (float)f->qlo, (float)f->qhi,
+                               s->q + j * f->sublen);
+            }
+            nstart++;
+        }
+    }
+    for (int st = 0; st < nstart; st++) {
+        kqb_rep cur = start[st];
+        float dprev = h2f(cur.hd), dmprev = sym ? 0.f : h2f(cur.hdm);
+        for (int it = 0; it < f->nit; it++) {
+            const float d = h2f(cur.hd), dm = sym ? 0.f : h2f(cur.hdm);
+            double e = 0, es = 0;
+            for (int j = 0; j < f->nsub; j++) {
+                const float sr[KQB_NREF] = { sref[j], dprev * (float)cur.k[j] };
+                const float mr[KQB_NREF] = { it == 0 ? mref[j] : dmprev * (float)cur.m[j], 0.f };
+                float e0;
+                e += KQB_SFX(sub_search)(f, x + j * f->sublen, w + j * f->sublen, sw[j], d, dm, sr,
+                                         mr, &cur.k[j], &cur.m[j], cur.q + j * f->sublen, &e0);
+                es += e0;
+            }
+            if (st == 0 && it == 0 && (f->nstart & 1)) ebest = es;
+            if (e < ebest) {
+                ebest = e;
+                best = cur;
+                best_is_start = false;
+            }
+            if (it + 1 == f->nit) break;
+            uint16_t hd, hdm;
+            if (!KQB_SFX(ls_scales)(f, x, w, &cur, &hd, &hdm)) break;
+            if (hd == cur.hd && hdm == cur.hdm) break;
+            dprev = d;
+            dmprev = dm;
+            cur.hd = hd;
+            cur.hdm = hdm;
+        }
+    }
+    if (best_is_start)
+        for (int j = 0; j < f->nsub; j++)
+            KQB_SFX(codes)(f->sublen, x + j * f->sublen, d0 * (float)best.k[j],
+                           sym ? 0.f : dm0 * (float)best.m[j], (float)f->qlo, (float)f->qhi,
+                           best.q + j * f->sublen);
+    *r = best;
+}
+
