@@ -17,6 +17,8 @@
 
 #define QK_K 256
 
+#include "blocks.h" /* every block struct */
+
 /* Per-call context handed to every encoder. */
 typedef struct iqf_qctx {
     iqf_mode mode;
@@ -54,7 +56,6 @@ extern const iqf_codec iqf_codecs_legacy[];  /* q4_0, q4_1, q5_0, q5_1, q8_0 */
 const iqf_codec *iqf_codec_get(int type);
 
 /* fp16 storage helpers used by block structs. */
-typedef uint16_t iqf_half;
 #define IQF_FP16_TO_FP32(h) iqf_fp16_to_fp32(h)
 #define IQF_FP32_TO_FP16(f) iqf_fp32_to_fp16(f)
 

@@ -36,22 +36,10 @@
 
 /* 1.5625 bpw: fp16 d; qs = low 8 bits of the 11-bit grid index per group of 8; qh per 32:
  * bits 0..11 = 3 high index bits x 4 groups, bits 12..14 = scale s, bit 15 = delta sign. */
-typedef struct {
-    iqf_half d;
-    uint8_t qs[QK_K / 8];
-    uint16_t qh[QK_K / 32];
-} block_iq1_s;
-static_assert(sizeof(block_iq1_s) == 50, "block_iq1_s size");
 
 /* 1.75 bpw: qs = low 8 index bits per group of 8; qh per 16 weights: bits 0..2 / 4..6 = high
  * index bits of its two groups, bits 3 / 7 = their delta signs; scales: 4 uint16, 3-bit scales
  * per 16 weights in bits 0..11, the fp16 super-block scale in the top nibbles. */
-typedef struct {
-    uint8_t qs[QK_K / 8];
-    uint8_t qh[QK_K / 16];
-    uint8_t scales[QK_K / 32];
-} block_iq1_m;
-static_assert(sizeof(block_iq1_m) == 56, "block_iq1_m size");
 
 #define IQ1S_DELTA 0.125f
 #define IQ1M_DELTA 0.125f

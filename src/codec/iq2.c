@@ -32,26 +32,8 @@
 #define GROUP_MAX_EPS 1e-15f
 #define GROUP_MAX_EPS_IQ2_S 1e-8f
 
-typedef struct {
-    iqf_half d;
-    uint16_t qs[QK_K / 8];
-} block_iq2_xxs; /* 2.0625 bpw */
-static_assert(sizeof(block_iq2_xxs) == 66, "iq2_xxs block");
 
-typedef struct {
-    iqf_half d;
-    uint16_t qs[QK_K / 8];
-    uint8_t scales[QK_K / 32];
-} block_iq2_xs; /* 2.3125 bpw */
-static_assert(sizeof(block_iq2_xs) == 74, "iq2_xs block");
 
-typedef struct {
-    iqf_half d;
-    uint8_t qs[QK_K / 4];
-    uint8_t qh[QK_K / 32];
-    uint8_t scales[QK_K / 32];
-} block_iq2_s; /* 2.5625 bpw */
-static_assert(sizeof(block_iq2_s) == 82, "iq2_s block");
 
 /* ------------------------------------------------------------------------------------------ */
 /* Tables                                                                                      */

@@ -35,20 +35,7 @@
 /* ---------------------------------------------------------------------------------------------
  * Block layouts
  * ------------------------------------------------------------------------------------------- */
-typedef struct {
-    iqf_half d;
-    uint8_t qs[3 * QK_K / 8]; /* 64 grid indices, then 8 LE uint32: 4 x sign7 | scale4 << 28 */
-} block_iq3_xxs;              /* 98 bytes: 3.0625 bpw */
-static_assert(sizeof(block_iq3_xxs) == 98, "block_iq3_xxs size");
 
-typedef struct {
-    iqf_half d;
-    uint8_t qs[QK_K / 4];      /* low 8 bits of the 9-bit grid index per group of 4 */
-    uint8_t qh[QK_K / 32];     /* bit 8 of the index: byte = sub-block, bit = group */
-    uint8_t signs[QK_K / 8];   /* one sign bit per weight */
-    uint8_t scales[QK_K / 64]; /* 4-bit scales: low nibble even sub-block, high nibble odd */
-} block_iq3_s;                 /* 110 bytes: 3.4375 bpw */
-static_assert(sizeof(block_iq3_s) == 110, "block_iq3_s size");
 
 /* ---------------------------------------------------------------------------------------------
  * Tables generated from the grid keys

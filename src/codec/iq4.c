@@ -37,22 +37,9 @@
 
 #define QK4_NL 32
 
-/* 4.5 bpw: fp16 scale + 32 4-bit indices (low nibbles = weights 0..15, high = 16..31). */
-typedef struct {
-    iqf_half d;
-    uint8_t qs[QK4_NL / 2];
-} block_iq4_nl;
-static_assert(sizeof(block_iq4_nl) == 18, "block_iq4_nl size");
 
 /* 4.25 bpw: fp16 super-block scale, 8 6-bit sub-block scales (low 4 bits in scales_l nibbles,
  * high 2 bits in scales_h), 256 4-bit indices laid out per 32 as in IQ4_NL. */
-typedef struct {
-    iqf_half d;
-    uint16_t scales_h;
-    uint8_t scales_l[QK_K / 64];
-    uint8_t qs[QK_K / 2];
-} block_iq4_xs;
-static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
 
 /* kvalues_iq4nl (MIT, ggml authors). */
 static const int8_t kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10,

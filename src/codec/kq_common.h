@@ -13,35 +13,13 @@
 
 #include "codec.h"
 
+#include "blocks.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
 #define KQ_GROUP_MAX_EPS 1e-15f
 
-/* ---- legacy blocks (32 weights) ---- */
-#define QK4_0 32
-typedef struct { iqf_half d; uint8_t qs[16]; } block_q4_0;                 /* 4.5 bpw */
-static_assert(sizeof(block_q4_0) == 18, "q4_0 block");
-typedef struct { iqf_half d, m; uint8_t qs[16]; } block_q4_1;              /* 5.0 bpw */
-static_assert(sizeof(block_q4_1) == 20, "q4_1 block");
-typedef struct { iqf_half d; uint8_t qh[4]; uint8_t qs[16]; } block_q5_0;  /* 5.5 bpw */
-static_assert(sizeof(block_q5_0) == 22, "q5_0 block");
-typedef struct { iqf_half d, m; uint8_t qh[4]; uint8_t qs[16]; } block_q5_1; /* 6.0 bpw */
-static_assert(sizeof(block_q5_1) == 24, "q5_1 block");
-typedef struct { iqf_half d; int8_t qs[32]; } block_q8_0;                  /* 8.5 bpw */
-static_assert(sizeof(block_q8_0) == 34, "q8_0 block");
-
-/* ---- K-quant super-blocks (256 weights) ---- */
-typedef struct { uint8_t scales[16]; uint8_t qs[64]; iqf_half d, dmin; } block_q2_K;   /* 2.625 bpw */
-static_assert(sizeof(block_q2_K) == 84, "q2_K block");
-typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; iqf_half d; } block_q3_K; /* 3.4375 bpw */
-static_assert(sizeof(block_q3_K) == 110, "q3_K block");
-typedef struct { iqf_half d, dmin; uint8_t scales[12]; uint8_t qs[128]; } block_q4_K;  /* 4.5 bpw */
-static_assert(sizeof(block_q4_K) == 144, "q4_K block");
-typedef struct { iqf_half d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } block_q5_K; /* 5.5 bpw */
-static_assert(sizeof(block_q5_K) == 176, "q5_K block");
-typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; iqf_half d; } block_q6_K; /* 6.5625 bpw */
-static_assert(sizeof(block_q6_K) == 210, "q6_K block");
 
 static inline void kq_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
     if (j < 4) {

@@ -70,11 +70,6 @@ size_t iqf_mm_int8_row_bytes(int64_t K) { return (size_t)(K + K / 32 * 2 + K / Q
 static int16_t *row_mins(uint8_t *row, int64_t K) { return (int16_t *)(row + K + K / 32 * 2 + K / QK_K * 8); }
 static float *row_dmin(uint8_t *row, int64_t K) { return (float *)(row + K + K / 32 * 4 + K / QK_K * 8); }
 
-typedef struct {
-    iqf_half d;
-    uint8_t qs[3 * QK_K / 8];
-} blk_iq3_xxs;
-
 /* 8 sign bits -> 8 bytes 0xFF (bit set) / 0x00. */
 static inline uint64_t sign_bytes(uint8_t s) {
     uint64_t v = ((uint64_t)s * 0x0101010101010101ull) & 0x8040201008040201ull;
@@ -87,8 +82,8 @@ static void decode_iq3_xxs(const uint8_t *src, int64_t K, uint8_t *row) {
     int8_t *wq = (int8_t *)row;
     uint8_t *scp = row + K, *dp = scp + K / 32 * 2, *sp = dp + nb * 4;
     for (int64_t b = 0; b < nb; b++) {
-        blk_iq3_xxs blk;
-        memcpy(&blk, src + b * sizeof(blk_iq3_xxs), sizeof blk);
+        block_iq3_xxs blk;
+        memcpy(&blk, src + b * sizeof(block_iq3_xxs), sizeof blk);
         const float d = 0.25f * IQF_FP16_TO_FP32(blk.d);
         memcpy(dp + b * 4, &d, 4);
         const uint8_t *qs = blk.qs, *sas = blk.qs + QK_K / 4;
@@ -115,22 +110,14 @@ static void decode_iq3_xxs(const uint8_t *src, int64_t K, uint8_t *row) {
     }
 }
 
-typedef struct {
-    iqf_half d;
-    uint8_t qs[QK_K / 4];
-    uint8_t qh[QK_K / 32];
-    uint8_t signs[QK_K / 8];
-    uint8_t scales[QK_K / 64];
-} blk_iq3_s;
-
 /* IQ3_S: weight = d * (1 + 2 s) * (+/- grid byte), grid bytes 1..15. */
 static void decode_iq3_s(const uint8_t *src, int64_t K, uint8_t *row) {
     const int64_t nb = K / QK_K;
     int8_t *wq = (int8_t *)row;
     uint8_t *scp = row + K, *dp = scp + K / 32 * 2, *sp = dp + nb * 4;
     for (int64_t b = 0; b < nb; b++) {
-        blk_iq3_s blk;
-        memcpy(&blk, src + b * sizeof(blk_iq3_s), sizeof blk);
+        block_iq3_s blk;
+        memcpy(&blk, src + b * sizeof(block_iq3_s), sizeof blk);
         const float d = IQF_FP16_TO_FP32(blk.d);
         memcpy(dp + b * 4, &d, 4);
         int32_t wsum = 0;
@@ -156,12 +143,6 @@ static void decode_iq3_s(const uint8_t *src, int64_t K, uint8_t *row) {
     }
 }
 
-typedef struct {
-    iqf_half d, dmin;
-    uint8_t scales[12];
-    uint8_t qs[QK_K / 2];
-} blk_q4_K;
-
 /* Q4_K: weight = d * sc * q - dmin * m, q 0..15, 6-bit sc and m per 32. */
 static void decode_q4_K(const uint8_t *src, int64_t K, uint8_t *row) {
     const int64_t nb = K / QK_K;
@@ -170,8 +151,8 @@ static void decode_q4_K(const uint8_t *src, int64_t K, uint8_t *row) {
     int16_t *mins = row_mins(row, K);
     float *dmin = row_dmin(row, K);
     for (int64_t b = 0; b < nb; b++) {
-        blk_q4_K blk;
-        memcpy(&blk, src + b * sizeof(blk_q4_K), sizeof blk);
+        block_q4_K blk;
+        memcpy(&blk, src + b * sizeof(block_q4_K), sizeof blk);
         const float d = IQF_FP16_TO_FP32(blk.d);
         memcpy(dp + b * 4, &d, 4);
         dmin[b] = IQF_FP16_TO_FP32(blk.dmin);
