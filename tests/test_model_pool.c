@@ -4,7 +4,7 @@
  * processed exactly once per loop, no hang. A race here once let a late worker claim a phantom
  * chunk of a finished loop, which over-counted the next loop and left the caller waiting forever.
  */
-#include "model/pool.h"
+#include "util/pool.h"
 #include "testutil.h"
 
 #include <stdatomic.h>

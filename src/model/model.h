@@ -9,7 +9,7 @@
 #define IQF_MODEL_MODEL_H
 
 #include "iqforge.h"
-#include "pool.h"
+#include "util/pool.h"
 
 #include <stdio.h>
 
