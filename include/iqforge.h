@@ -644,10 +644,15 @@ int iqf_model_token_piece(const iqf_model *m, int token, char *buf, int cap);
  * Numerics: activations, KV cache and softmax are float32. Matrix products decode tiles of 16
  * weight rows to float32 and multiply them with AVX2/FMA (or portable C); IQ3_XXS weights on AVX2
  * CPUs take ggml's integer route instead (activations quantized to Q8_K, int8 dot products,
- * AVX-512 VNNI when present), so their results track llama.cpp's. The environment variable
- * IQF_SIMD=scalar, read when a context is created, forces the portable C path everywhere. */
+ * AVX-512 VNNI when present), so their results track llama.cpp's.
+ * Errors: IQF_E_INVALID_ARG (NULL model or out, n_ctx <= 0), IQF_E_NOMEM. */
 iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
                            char *err, size_t errlen);
+/* The same with the instruction set chosen: IQF_SIMD_AUTO as iqf_context_new, IQF_SIMD_SCALAR
+ * the portable C path everywhere (float tiles for every type), a level the CPU lacks falls back
+ * to the best it has. */
+iqf_status iqf_context_new_simd(const iqf_model *m, int n_ctx, int n_threads, iqf_simd simd,
+                                iqf_context **out, char *err, size_t errlen);
 void iqf_context_free(iqf_context *c);
 void iqf_context_reset(iqf_context *c); /* empties the KV cache */
 int iqf_context_n_ctx(const iqf_context *c);

@@ -99,9 +99,7 @@ int main(void) {
         iqf_context_reset(c);
         for (int i = 0; i < N; i++)
             CHECK(iqf_decode(c, toks + i, 1, i, 0, b + (size_t)i * h->n_vocab, err, sizeof err) == IQF_OK, "%s", err);
-        setenv("IQF_SIMD", "scalar", 1);
-        CHECK(iqf_context_new(m, N, 1, &cs, err, sizeof err) == IQF_OK, "%s", err);
-        unsetenv("IQF_SIMD");
+        CHECK(iqf_context_new_simd(m, N, 1, IQF_SIMD_SCALAR, &cs, err, sizeof err) == IQF_OK, "%s", err);
         CHECK(iqf_decode(cs, toks, N, 0, N / 2, s + (size_t)(N / 2) * h->n_vocab, err, sizeof err) == IQF_OK, "%s", err);
         double md = 0, ms = 0;
         for (size_t i = 0; i < (size_t)N * h->n_vocab; i++) md = fmax(md, fabs(a[i] - b[i]));

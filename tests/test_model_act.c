@@ -14,7 +14,7 @@
  *     |products|): checks the per-type wiring (iqf_mm_act_type) too.
  *  3. A random llama model whose matrices mix 14 weight types: logits for 37 tokens (decoded in two
  *     pieces) with 1 and 3 threads are bit-identical, on the default path (integer kernels where
- *     the CPU has them) and on the float path (IQF_SIMD=scalar).
+ *     the CPU has them) and on the float path (IQF_SIMD_SCALAR).
  */
 #include "iqforge.h"
 #include "model/model.h"
@@ -296,10 +296,10 @@ static bool write_mixed_model(const char *path) {
     return iqf_gguf_writer_finish(w, err, sizeof err) == IQF_OK && ok;
 }
 
-static bool logits(const iqf_model *m, int threads, const int32_t *toks, int n, float *out) {
+static bool logits(const iqf_model *m, int threads, iqf_simd simd, const int32_t *toks, int n, float *out) {
     char err[512];
     iqf_context *c = NULL;
-    if (iqf_context_new(m, n, threads, &c, err, sizeof err) != IQF_OK) return false;
+    if (iqf_context_new_simd(m, n, threads, simd, &c, err, sizeof err) != IQF_OK) return false;
     /* in two pieces, so the KV cache path is exercised too */
     bool ok = iqf_decode(c, toks, 20, 0, 0, out, err, sizeof err) == IQF_OK &&
               iqf_decode(c, toks + 20, n - 20, 20, 0, out + 20 * m->info.n_vocab, err, sizeof err) == IQF_OK;
@@ -322,9 +322,9 @@ static void test_threads(void) {
     float *a = malloc(sizeof(float) * N * V), *b = malloc(sizeof(float) * N * V);
     double mx = 0;
     for (int pass = 0; pass < 2; pass++) { /* pass 1: the float path for every type */
-        if (pass) setenv("IQF_SIMD", "scalar", 1);
-        CHECK(logits(m, 1, toks, N, a), "1 thread");
-        CHECK(logits(m, 3, toks, N, b), "3 threads");
+        const iqf_simd simd = pass ? IQF_SIMD_SCALAR : IQF_SIMD_AUTO;
+        CHECK(logits(m, 1, simd, toks, N, a), "1 thread");
+        CHECK(logits(m, 3, simd, toks, N, b), "3 threads");
         size_t diff = 0;
         for (int i = 0; i < N * V; i++) {
             diff += memcmp(&a[i], &b[i], 4) != 0;
@@ -334,7 +334,6 @@ static void test_threads(void) {
                pass ? "float path" : "default path", diff, N * V, mx);
         CHECK(diff == 0 && mx > 0.1, "logits depend on the thread count");
     }
-    unsetenv("IQF_SIMD");
     free(a);
     free(b);
     iqf_model_free(m);

@@ -74,7 +74,7 @@ static bool write_model(const char *path, int type) {
 }
 
 /* Logits of 40 tokens through the whole engine: the integer path vs the float-tile path
- * (IQF_SIMD=scalar), which rounds the activations to Q8_K the same way. */
+ * (IQF_SIMD_SCALAR), which rounds the activations to Q8_K the same way. */
 static void end_to_end(int type) {
     char path[64], err[512];
     snprintf(path, sizeof path, "/tmp/iqf_test_kernels_%d.gguf", (int)getpid());
@@ -90,10 +90,9 @@ static void end_to_end(int type) {
     CHECK(iqf_context_new(m, N, 2, &c, err, sizeof err) == IQF_OK && c->xq != NULL, "int path context");
     if (c) CHECK(iqf_decode(c, toks, N, 0, 0, a, err, sizeof err) == IQF_OK, "%s", err);
     iqf_context_free(c);
-    setenv("IQF_SIMD", "scalar", 1);
     c = NULL;
-    CHECK(iqf_context_new(m, N, 2, &c, err, sizeof err) == IQF_OK && c->xq == NULL, "float path context");
-    unsetenv("IQF_SIMD");
+    CHECK(iqf_context_new_simd(m, N, 2, IQF_SIMD_SCALAR, &c, err, sizeof err) == IQF_OK && c->xq == NULL,
+          "float path context");
     if (c) CHECK(iqf_decode(c, toks, N, 0, 0, b, err, sizeof err) == IQF_OK, "%s", err);
     iqf_context_free(c);
     double num = 0, den = 0, mx = 0;

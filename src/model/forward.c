@@ -55,6 +55,11 @@ void iqf_context_free(iqf_context *c) {
 
 iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
                            char *err, size_t errlen) {
+    return iqf_context_new_simd(m, n_ctx, n_threads, IQF_SIMD_AUTO, out, err, errlen);
+}
+
+iqf_status iqf_context_new_simd(const iqf_model *m, int n_ctx, int n_threads, iqf_simd simd,
+                                iqf_context **out, char *err, size_t errlen) {
     if (!m || !out || n_ctx <= 0) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "bad context arguments");
     *out = NULL;
     const iqf_model_info *h = &m->info;
@@ -64,8 +69,7 @@ iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_con
     c->n_ctx = n_ctx;
     c->max_batch = n_ctx < IQF_MAX_BATCH ? n_ctx : IQF_MAX_BATCH; /* longer inputs go in pieces */
     c->simd = iqf_simd_detect();
-    const char *force = getenv("IQF_SIMD");
-    if (force && !strcmp(force, "scalar")) c->simd = IQF_SIMD_SCALAR;
+    if (simd != IQF_SIMD_AUTO && simd < c->simd) c->simd = simd;
     c->pool = iqf_pool_new(n_threads);
     int nt = c->pool ? iqf_pool_size(c->pool) : 1;
     int64_t hd = h->head_dim, kvdim = hd * h->n_head_kv, qdim = hd * h->n_head;
