@@ -73,7 +73,11 @@ struct iqf_context {
     uint8_t *xq;               /* Q8_K activations + 128 for the integer path: [max_batch][max_ncols] */
     float *xd;                 /* their scales: [max_batch][max_ncols / 256] */
     int32_t *xs;               /* their sums per 32: [max_batch][max_ncols / 32] */
+    struct iqf_hess_acc *hess; /* NULL unless capturing Hessians (hessian.h) */
 };
+
+/* Hessian capture (hessian.c): X^T X of the rows if w owns a slot of c->hess. */
+void iqf_hessian_accumulate(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T);
 
 /* Y[t][n] = sum_k X[t][k] W[n][k] for t < T, n < W->nrows. X rows ldx apart, Y rows ldy apart. */
 void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T, float *y,
