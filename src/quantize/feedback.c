@@ -1,5 +1,6 @@
 /* feedback.c - GPTQ-style error feedback into the stock formats (see feedback.h). */
 #include "feedback.h"
+#include "fb_blocks.h"
 #include "hessian_file.h"
 #include "../util/error.h"
 #include "../util/parallel.h"
@@ -132,6 +133,8 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 /* Rows                                                                                       */
 
+#define FB_ITERS 3 /* re-encodings of a unit from its fed-forward targets (stops when no gain) */
+
 /* Legacy encoders whose importance weighting uses a row-wide sigma2. */
 static bool row_context(int type, const float *imatrix) {
     return imatrix && (type == IQF_TYPE_Q4_0 || type == IQF_TYPE_Q4_1 || type == IQF_TYPE_Q5_0 ||
@@ -139,8 +142,8 @@ static bool row_context(int type, const float *imatrix) {
 }
 
 typedef struct fbscratch {
-    float *w, *q;
-    uint8_t *row;
+    float *w, *q, *q2, *t, *t2, *rw;
+    uint8_t *row, *blk2;
     int64_t bad_row;
     iqf_status st;
     char msg[256];
@@ -156,8 +159,77 @@ typedef struct fbjob {
     const float *im;
     bool ctx_row;
     iqf_quantize_params qp; /* one thread */
+    int iters;              /* in-unit re-encodings */
+    bool reround;           /* in-unit GPTQ under the chosen scales (fb_blocks.c types) */
     fbscratch *s;
 } fbjob;
+
+/* The unit's own part of the GPTQ loss for codes q: the recursion e_i = (t_i - q_i) / U_ii,
+ * t_j -= e_i U_ij over the unit's columns only (t starts as the current weights w), returning
+ * sum e_i^2; t ends as the targets the columns had when each was fixed. */
+static double unit_loss(const float *U, int64_t bs, int64_t u0, int64_t B, const float *w, const float *q, float *t) {
+    memcpy(t, w + u0, (size_t)B * sizeof(float));
+    double loss = 0;
+    for (int64_t i = u0; i < u0 + B; i++) {
+        const int64_t ii = i % bs, k0 = i - ii;
+        const float *ur = U + i * bs;
+        const float e = (t[i - u0] - q[i - u0]) / ur[ii];
+        loss += (double)e * e;
+        const int64_t end = k0 + bs < u0 + B ? k0 + bs : u0 + B;
+        for (int64_t c = i + 1; c < end; c++) t[c - u0] -= e * ur[c - k0];
+    }
+    return loss;
+}
+
+/* Encodes the unit at u0 from the values v (B of them; the row context, if any, is w with the unit
+ * replaced by v) into blk and decodes it into q. */
+static iqf_status encode_unit(const fbjob *j, fbscratch *s, const float *w, const float *v, int64_t u0,
+                              uint8_t *blk, float *q) {
+    const int64_t B = j->blck;
+    iqf_status st;
+    if (j->ctx_row) {
+        float *rw = s->rw;
+        memcpy(rw, w, (size_t)j->ncols * sizeof(float));
+        memcpy(rw + u0, v, (size_t)B * sizeof(float));
+        st = iqf_quantize(j->type, rw, s->row, 1, j->ncols, j->im, &j->qp, s->msg, sizeof s->msg);
+        if (!st) memcpy(blk, s->row + (size_t)(u0 / B) * j->tsz, j->tsz);
+    } else {
+        st = iqf_quantize(j->type, v, blk, 1, B, j->im + u0, &j->qp, s->msg, sizeof s->msg);
+    }
+    if (!st) st = iqf_dequantize(j->type, blk, q, 1, B, 1, s->msg, sizeof s->msg);
+    return st;
+}
+
+/* GPTQ inside the unit under the scales the encoder chose: the weights are rounded one by one
+ * to the nearest code, each one's error fed forward to the later weights of the unit. A weight
+ * that received no error (t == w bit for bit) keeps the encoder's code, so a diagonal H leaves
+ * the encoder's bytes untouched. Then the block is decoded into q. */
+static iqf_status reround_unit(const fbjob *j, fbscratch *s, const float *w, int64_t u0, uint8_t *blk, float *q) {
+    const int64_t B = j->blck, bs = j->f->bs;
+    const float *U = j->f->U;
+    fb_block fbk;
+    if (!fb_block_parse(j->type, blk, &fbk)) return IQF_OK;
+    const int G = fb_block_group(j->type);
+    float *t = s->t2;
+    float v[8];
+    memcpy(t, w + u0, (size_t)B * sizeof(float));
+    for (int64_t g0 = u0; g0 < u0 + B; g0 += G) {
+        const int l0 = (int)(g0 - u0);
+        if (memcmp(&t[l0], &w[g0], (size_t)G * sizeof(float)))
+            fb_block_round_group(j->type, &fbk, blk, l0, &t[l0], j->im + g0, v);
+        else
+            memcpy(v, &q[l0], (size_t)G * sizeof(float));
+        for (int64_t i = g0; i < g0 + G; i++) {
+            const int li = (int)(i - u0);
+            const int64_t ii = i % bs, k0 = i - ii;
+            const float *ur = U + i * bs;
+            const float e = (t[li] - v[i - g0]) / ur[ii];
+            const int64_t end = k0 + bs < u0 + B ? k0 + bs : u0 + B;
+            for (int64_t c = i + 1; c < end; c++) t[c - u0] -= e * ur[c - k0];
+        }
+    }
+    return iqf_dequantize(j->type, blk, q, 1, B, 1, s->msg, sizeof s->msg);
+}
 
 static void fb_range(void *arg, int64_t b, int64_t e, int tid) {
     const fbjob *j = arg;
@@ -166,19 +238,30 @@ static void fb_range(void *arg, int64_t b, int64_t e, int tid) {
     const float *U = j->f->U;
     for (int64_t r = b; r < e; r++) {
         if (s->st) return;
-        float *w = s->w, *q = s->q;
+        float *w = s->w, *q = s->q, *q2 = s->q2, *t = s->t;
         memcpy(w, j->src + r * n, (size_t)n * sizeof(float));
         uint8_t *out = j->dst + (size_t)r * j->row_bytes;
         for (int64_t u0 = 0; u0 < n; u0 += B) {
             uint8_t *blk = out + (size_t)(u0 / B) * j->tsz;
-            iqf_status st;
-            if (j->ctx_row) {
-                st = iqf_quantize(j->type, w, s->row, 1, n, j->im, &j->qp, s->msg, sizeof s->msg);
-                if (!st) memcpy(blk, s->row + (size_t)(u0 / B) * j->tsz, j->tsz);
-            } else {
-                st = iqf_quantize(j->type, w + u0, blk, 1, B, j->im + u0, &j->qp, s->msg, sizeof s->msg);
+            iqf_status st = encode_unit(j, s, w, w + u0, u0, blk, q);
+            if (!st && j->reround) st = reround_unit(j, s, w, u0, blk, q);
+            /* Within the unit: re-encode from the targets the recursion gives the columns (the
+             * errors of the earlier columns fed forward), keep the codes while the loss drops. */
+            if (!st && j->iters > 0) {
+                double best = unit_loss(U, bs, u0, B, w, q, t);
+                for (int it = 0; it < j->iters && !st; it++) {
+                    st = encode_unit(j, s, w, t, u0, s->blk2, q2);
+                    if (!st && j->reround) st = reround_unit(j, s, w, u0, s->blk2, q2);
+                    if (st) break;
+                    float *t2 = s->t2;
+                    const double l2 = unit_loss(U, bs, u0, B, w, q2, t2);
+                    if (!(l2 < best)) break;
+                    best = l2;
+                    memcpy(blk, s->blk2, j->tsz);
+                    memcpy(q, q2, (size_t)B * sizeof(float));
+                    memcpy(t, t2, (size_t)B * sizeof(float));
+                }
             }
-            if (!st) st = iqf_dequantize(j->type, blk, q, 1, B, 1, s->msg, sizeof s->msg);
             if (st) {
                 s->st = st;
                 s->bad_row = r;
@@ -217,8 +300,9 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
     if (nt > nrows) nt = nrows > 0 ? (int)nrows : 1;
     qp.n_threads = 1;
     const float *im = imatrix ? imatrix : f->diag;
+
     fbjob j = { f, type, src, dst, ncols, ti->blck_size, iqf_row_size(type, ncols), ti->type_size, im,
-                row_context(type, im), qp, NULL };
+                row_context(type, im), qp, FB_ITERS, fb_block_supported(type), NULL };
     j.s = calloc((size_t)nt, sizeof *j.s);
     iqf_status st = IQF_OK;
     if (!j.s) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
@@ -226,7 +310,12 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
         j.s[t].w = malloc((size_t)ncols * sizeof(float));
         j.s[t].q = malloc((size_t)ncols * sizeof(float));
         j.s[t].row = malloc(j.row_bytes);
-        if (!j.s[t].w || !j.s[t].q || !j.s[t].row) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        j.s[t].q2 = malloc((size_t)ncols * sizeof(float));
+        j.s[t].t = malloc((size_t)ncols * sizeof(float));
+        j.s[t].t2 = malloc((size_t)ncols * sizeof(float));
+        j.s[t].rw = malloc((size_t)ncols * sizeof(float));
+        j.s[t].blk2 = malloc(ti->type_size);
+        if (!j.s[t].w || !j.s[t].q || !j.s[t].row || !j.s[t].q2 || !j.s[t].t || !j.s[t].t2 || !j.s[t].rw || !j.s[t].blk2) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     }
     if (!st && iqf_parallel_for(nt, nrows, 1, fb_range, &j))
         st = iqf_fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
@@ -240,6 +329,11 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
         free(j.s[t].w);
         free(j.s[t].q);
         free(j.s[t].row);
+        free(j.s[t].q2);
+        free(j.s[t].t);
+        free(j.s[t].t2);
+        free(j.s[t].rw);
+        free(j.s[t].blk2);
     }
     free(j.s);
     return st;
