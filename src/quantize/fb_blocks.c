@@ -19,7 +19,7 @@ static const int8_t kv4[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
 
 /* The IQ3_XXS (256 x 4) and IQ2_XS (512 x 8) grids, read once through the public decoder from
  * crafted blocks (d = 1, scale 0, no signs), so no codec table is needed here. */
-static uint8_t grid3[256][4], grid2[512][8];
+static uint8_t grid3[256][4], grid2[512][8], grid2xxs[256][8], grid3s[512][4], grid2s[1024][8];
 static bool grids_ok;
 static pthread_once_t grids_once = PTHREAD_ONCE_INIT;
 
@@ -47,6 +47,42 @@ static void grids_init(void) {
         for (int g = 0; g < 32 && ok; g++)
             for (int k = 0; k < 8; k++) grid2[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f); /* db = 1/8 */
     }
+    uint8_t b3[110];
+    for (int b = 0; b < 8 && ok; b++) { /* IQ3_S: d = 1, scales 0 -> db = 1 */
+        memset(b3, 0, sizeof b3);
+        b3[0] = 0x00, b3[1] = 0x3C;
+        for (int g = 0; g < 64; g++) {
+            const int idx = 64 * b + g;
+            b3[2 + g] = (uint8_t)(idx & 255);
+            if (idx & 256) b3[66 + g / 8] |= (uint8_t)(1 << (g % 8));
+        }
+        ok = iqf_dequantize(IQF_TYPE_IQ3_S, b3, y, 1, 256, 1, NULL, 0) == IQF_OK;
+        for (int g = 0; g < 64 && ok; g++)
+            for (int k = 0; k < 4; k++) grid3s[64 * b + g][k] = (uint8_t)(y[4 * g + k] + 0.5f);
+    }
+    uint8_t bx[66];
+    for (int b = 0; b < 8 && ok; b++) { /* IQ2_XXS: d = 1, scale 0 -> db = 1/8 */
+        memset(bx, 0, sizeof bx);
+        bx[0] = 0x00, bx[1] = 0x3C;
+        for (int ib = 0; ib < 8; ib++)
+            for (int l = 0; l < 4; l++) bx[2 + 8 * ib + l] = (uint8_t)(32 * b + 4 * ib + l);
+        ok = iqf_dequantize(IQF_TYPE_IQ2_XXS, bx, y, 1, 256, 1, NULL, 0) == IQF_OK;
+        for (int g = 0; g < 32 && ok; g++)
+            for (int k = 0; k < 8; k++) grid2xxs[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f);
+    }
+    uint8_t bs2[82];
+    for (int b = 0; b < 32 && ok; b++) { /* IQ2_S: d = 1, scales 0 -> db = 1/8 */
+        memset(bs2, 0, sizeof bs2);
+        bs2[0] = 0x00, bs2[1] = 0x3C;
+        for (int g = 0; g < 32; g++) {
+            const int idx = 32 * b + g;
+            bs2[2 + g] = (uint8_t)(idx & 255);
+            bs2[66 + g / 4] |= (uint8_t)(((idx >> 8) & 3) << (2 * (g % 4)));
+        }
+        ok = iqf_dequantize(IQF_TYPE_IQ2_S, bs2, y, 1, 256, 1, NULL, 0) == IQF_OK;
+        for (int g = 0; g < 32 && ok; g++)
+            for (int k = 0; k < 8; k++) grid2s[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f);
+    }
     grids_ok = ok;
 }
 
@@ -72,7 +108,7 @@ bool fb_block_supported(int type) {
     case IQF_TYPE_Q2_K: case IQF_TYPE_Q3_K: case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: case IQF_TYPE_Q6_K:
     case IQF_TYPE_IQ4_NL: case IQF_TYPE_IQ4_XS:
         return true;
-    case IQF_TYPE_IQ3_XXS: case IQF_TYPE_IQ2_XS:
+    case IQF_TYPE_IQ3_XXS: case IQF_TYPE_IQ2_XS: case IQF_TYPE_IQ2_XXS: case IQF_TYPE_IQ3_S: case IQF_TYPE_IQ2_S:
         pthread_once(&grids_once, grids_init);
         return grids_ok;
     default:
@@ -80,7 +116,12 @@ bool fb_block_supported(int type) {
     }
 }
 
-int fb_block_group(int type) { return type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ2_XS ? 8 : 1; }
+static bool grid_type(int type) {
+    return type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ2_XS || type == IQF_TYPE_IQ2_XXS || type == IQF_TYPE_IQ3_S ||
+           type == IQF_TYPE_IQ2_S;
+}
+
+int fb_block_group(int type) { return grid_type(type) ? 8 : 1; }
 
 bool fb_block_parse(int type, const uint8_t *x, fb_block *f) {
     memset(f, 0, sizeof *f);
@@ -165,6 +206,28 @@ bool fb_block_parse(int type, const uint8_t *x, fb_block *f) {
             memcpy(&a, x + 66 + 4 * ib, 4);
             f->a[ib] = d * (0.5f + (float)(a >> 28)) * 0.5f;
         }
+        return true;
+    }
+    case IQF_TYPE_IQ2_XXS: { /* d; per 32: 4 grid bytes, u32 signs/scale */
+        const float d = h2f(x);
+        f->sub = 32;
+        for (int ib = 0; ib < 8; ib++) {
+            uint32_t a;
+            memcpy(&a, x + 2 + 8 * ib + 4, 4);
+            f->a[ib] = d * (0.5f + (float)(a >> 28)) * 0.25f;
+        }
+        return true;
+    }
+    case IQF_TYPE_IQ3_S: { /* d; qs[64]; qh[8]; signs[32]; scales[4] */
+        const float d = h2f(x);
+        f->sub = 32;
+        for (int ib = 0; ib < 8; ib++) f->a[ib] = d * (float)(1 + 2 * ((x[106 + ib / 2] >> 4 * (ib % 2)) & 0xf));
+        return true;
+    }
+    case IQF_TYPE_IQ2_S: { /* d; qs[32]; signs[32]; qh[8]; scales[8] */
+        const float d = h2f(x);
+        f->sub = 16;
+        for (int s = 0; s < 16; s++) f->a[s] = d * (0.5f + (float)((x[74 + s / 2] >> 4 * (s % 2)) & 0xf)) * 0.25f;
         return true;
     }
     case IQF_TYPE_IQ2_XS: { /* d; qs[32] (u16); scales[8] */
@@ -308,36 +371,67 @@ static int nearest_grid(const uint8_t *grid, int npts, int w, const float *u, co
 }
 
 void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const float *t, const float *imp, float *v) {
-    if (type != IQF_TYPE_IQ3_XXS && type != IQF_TYPE_IQ2_XS) {
+    if (!grid_type(type)) {
         const int c = fb_block_nearest(f, i0, t[0]);
         fb_block_set(type, x, i0, c);
         v[0] = fb_block_value(f, i0, c);
         return;
     }
     float u[8];
-    const int neg = choose_signs(t, imp, u);
-    const float db = f->a[i0 / f->sub];
-    if (type == IQF_TYPE_IQ3_XXS) {
-        const int ib = i0 / 32, l = (i0 % 32) / 8;
-        const int g0 = nearest_grid(&grid3[0][0], 256, 4, u, imp, db);
-        const int g1 = nearest_grid(&grid3[0][0], 256, 4, u + 4, imp ? imp + 4 : NULL, db);
-        x[2 + 8 * ib + 2 * l] = (uint8_t)g0;
-        x[2 + 8 * ib + 2 * l + 1] = (uint8_t)g1;
-        uint32_t a;
-        memcpy(&a, x + 66 + 4 * ib, 4);
-        a = (a & ~(127u << (7 * l))) | ((uint32_t)(neg & 127) << (7 * l));
-        memcpy(x + 66 + 4 * ib, &a, 4);
+    int neg;
+    if (type == IQF_TYPE_IQ3_S || type == IQF_TYPE_IQ2_S) { /* all 8 sign bits stored */
+        neg = 0;
         for (int k = 0; k < 8; k++) {
-            const float m = db * (float)(k < 4 ? grid3[g0][k] : grid3[g1][k - 4]);
-            v[k] = (neg >> k & 1) ? -m : m;
+            if (t[k] < 0) neg |= 1 << k;
+            u[k] = fabsf(t[k]);
         }
     } else {
-        const int g = nearest_grid(&grid2[0][0], 512, 8, u, imp, db);
-        const uint16_t q = (uint16_t)(g | ((neg & 127) << 9));
-        memcpy(x + 2 + 2 * (i0 / 8), &q, 2);
-        for (int k = 0; k < 8; k++) {
-            const float m = db * (float)grid2[g][k];
-            v[k] = (neg >> k & 1) ? -m : m;
+        neg = choose_signs(t, imp, u);
+    }
+    const float db = f->a[i0 / f->sub];
+    const int ib = i0 / 32, l = (i0 % 32) / 8;
+    float m[8];
+    if (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S) {
+        const uint8_t *grid = type == IQF_TYPE_IQ3_XXS ? &grid3[0][0] : &grid3s[0][0];
+        const int np = type == IQF_TYPE_IQ3_XXS ? 256 : 512;
+        const int g0 = nearest_grid(grid, np, 4, u, imp, db);
+        const int g1 = nearest_grid(grid, np, 4, u + 4, imp ? imp + 4 : NULL, db);
+        for (int k = 0; k < 8; k++) m[k] = db * (float)(k < 4 ? grid[g0 * 4 + k] : grid[g1 * 4 + k - 4]);
+        if (type == IQF_TYPE_IQ3_XXS) {
+            x[2 + 8 * ib + 2 * l] = (uint8_t)g0;
+            x[2 + 8 * ib + 2 * l + 1] = (uint8_t)g1;
+            uint32_t a;
+            memcpy(&a, x + 66 + 4 * ib, 4);
+            a = (a & ~(127u << (7 * l))) | ((uint32_t)(neg & 127) << (7 * l));
+            memcpy(x + 66 + 4 * ib, &a, 4);
+        } else {
+            const int k0 = 2 * l;
+            x[2 + 8 * ib + k0] = (uint8_t)(g0 & 255);
+            x[2 + 8 * ib + k0 + 1] = (uint8_t)(g1 & 255);
+            uint8_t *qh = &x[66 + ib];
+            *qh = (uint8_t)((*qh & ~(3u << k0)) | ((unsigned)(g0 >> 8) << k0) | ((unsigned)(g1 >> 8) << (k0 + 1)));
+            x[74 + 4 * ib + l] = (uint8_t)neg;
+        }
+    } else {
+        const uint8_t *grid = type == IQF_TYPE_IQ2_XS ? &grid2[0][0] : type == IQF_TYPE_IQ2_XXS ? &grid2xxs[0][0] : &grid2s[0][0];
+        const int np = type == IQF_TYPE_IQ2_XS ? 512 : type == IQF_TYPE_IQ2_XXS ? 256 : 1024;
+        const int g = nearest_grid(grid, np, 8, u, imp, db);
+        for (int k = 0; k < 8; k++) m[k] = db * (float)grid[g * 8 + k];
+        if (type == IQF_TYPE_IQ2_XS) {
+            const uint16_t q = (uint16_t)(g | ((neg & 127) << 9));
+            memcpy(x + 2 + 2 * (i0 / 8), &q, 2);
+        } else if (type == IQF_TYPE_IQ2_XXS) {
+            x[2 + 8 * ib + l] = (uint8_t)g;
+            uint32_t a;
+            memcpy(&a, x + 2 + 8 * ib + 4, 4);
+            a = (a & ~(127u << (7 * l))) | ((uint32_t)(neg & 127) << (7 * l));
+            memcpy(x + 2 + 8 * ib + 4, &a, 4);
+        } else {
+            x[2 + 4 * ib + l] = (uint8_t)(g & 255);
+            x[34 + 4 * ib + l] = (uint8_t)neg;
+            uint8_t *qh = &x[66 + ib];
+            *qh = (uint8_t)((*qh & ~(3u << (2 * l))) | ((unsigned)(g >> 8) << (2 * l)));
         }
     }
+    for (int k = 0; k < 8; k++) v[k] = (neg >> k & 1) ? -m[k] : m[k];
 }

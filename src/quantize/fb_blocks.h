@@ -14,11 +14,13 @@ typedef struct fb_block {
     const int8_t *table;/* non-NULL: value = a * table[code] + b (IQ4 levels) */
 } fb_block;
 
-/* q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs (one weight at a time), iq3_xxs
- * iq2_xs (groups of 8: two 4-point / one 8-point grid entries and an even-parity sign byte).
+/* q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs (one weight at a time); iq3_xxs
+ * iq3_s (groups of 8: two 4-point grid entries), iq2_xxs iq2_xs iq2_s (one 8-point entry), with an
+ * even-parity sign byte (iq3_xxs, iq2_xxs, iq2_xs) or 8 free sign bits (iq3_s, iq2_s). The grids
+ * are read once through iqf_dequantize from crafted blocks. Not: iq1_s, iq1_m (block level only).
  * For the grid types a is the sub-block's db, b is 0, and codes are set per group. */
 bool fb_block_supported(int type);
-/* Weights rounded together: 1, or 8 for iq3_xxs / iq2_xs. */
+/* Weights rounded together: 1, or 8 for the grid types. */
 int fb_block_group(int type);
 /* The value of weight i with code (single-weight types). */
 float fb_block_value(const fb_block *f, int i, int code);
