@@ -3,6 +3,7 @@
 #include "../util/error.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,9 +44,10 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
             s->n = owners[k]->ncols;
             s->bs = max_block > 0 && s->n > max_block ? max_block : s->n;
             if (s->n % s->bs) {
+                const long long bs = s->bs, n = s->n;
                 iqf_hessian_acc_free(a);
                 return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "Hessian block %lld does not divide the width %lld of %s",
-                                (long long)s->bs, (long long)s->n, owners[k]->name);
+                                bs, n, owners[k]->name);
             }
             if (!iqf_hessian_name_for(owners[k]->name, s->name, sizeof s->name)) {
                 iqf_hessian_acc_free(a);
@@ -55,9 +57,10 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
             s->sum = calloc((size_t)(s->n * s->bs), sizeof(double));
             a->n_slots++;
             if (!s->sum) {
+                const long long bs = s->bs, n = s->n;
                 iqf_hessian_acc_free(a);
                 return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for the Hessian of %s (%lld x %lld doubles)",
-                                owners[k]->name, (long long)s->n, (long long)s->bs);
+                                owners[k]->name, n, bs);
             }
         }
     }
@@ -80,8 +83,8 @@ typedef struct hjob {
 
 /* The float sums of one batch for rows r..r+nr-1 (nr <= 4, one diagonal block starting at column
  * c0) and columns c0+j0 .. c0+bs-1, added to the double totals. Every element is
- * acc = acc + x[t][row] * x[t][col] over t in order (no FMA) on both paths, so the AVX2 path
- * gives the scalar path's bits. */
+ * acc = fma(x[t][row], x[t][col], acc) over t in order on both paths (fmaf is exactly rounded,
+ * as vfmadd), so the AVX2 path gives the scalar path's bits. */
 static void acc_scalar(const float *X, int64_t ldx, int T, int64_t r, int nr, int64_t c0, int64_t j0,
                        int64_t bs, double *sum) {
     for (int i = 0; i < nr; i++)
@@ -89,13 +92,13 @@ static void acc_scalar(const float *X, int64_t ldx, int T, int64_t r, int nr, in
             float acc = 0;
             for (int t = 0; t < T; t++) {
                 const float *xt = X + (int64_t)t * ldx;
-                acc += xt[r + i] * xt[c0 + j];
+                acc = fmaf(xt[r + i], xt[c0 + j], acc);
             }
             sum[i * bs + j] += (double)acc;
         }
 }
 
-__attribute__((target("avx2"))) static void acc_avx2(const float *X, int64_t ldx, int T, int64_t r,
+__attribute__((target("avx2,fma"))) static void acc_avx2(const float *X, int64_t ldx, int T, int64_t r,
                                                       int nr, int64_t c0, int64_t j0, int64_t bs,
                                                       double *sum) {
     int64_t j = j0;
@@ -107,17 +110,17 @@ __attribute__((target("avx2"))) static void acc_avx2(const float *X, int64_t ldx
                 const float *xt = X + (int64_t)t * ldx;
                 const __m256 v0 = _mm256_loadu_ps(xt + c0 + j), v1 = _mm256_loadu_ps(xt + c0 + j + 8);
                 __m256 b = _mm256_broadcast_ss(xt + r);
-                a00 = _mm256_add_ps(a00, _mm256_mul_ps(b, v0));
-                a01 = _mm256_add_ps(a01, _mm256_mul_ps(b, v1));
+                a00 = _mm256_fmadd_ps(b, v0, a00);
+                a01 = _mm256_fmadd_ps(b, v1, a01);
                 b = _mm256_broadcast_ss(xt + r + 1);
-                a10 = _mm256_add_ps(a10, _mm256_mul_ps(b, v0));
-                a11 = _mm256_add_ps(a11, _mm256_mul_ps(b, v1));
+                a10 = _mm256_fmadd_ps(b, v0, a10);
+                a11 = _mm256_fmadd_ps(b, v1, a11);
                 b = _mm256_broadcast_ss(xt + r + 2);
-                a20 = _mm256_add_ps(a20, _mm256_mul_ps(b, v0));
-                a21 = _mm256_add_ps(a21, _mm256_mul_ps(b, v1));
+                a20 = _mm256_fmadd_ps(b, v0, a20);
+                a21 = _mm256_fmadd_ps(b, v1, a21);
                 b = _mm256_broadcast_ss(xt + r + 3);
-                a30 = _mm256_add_ps(a30, _mm256_mul_ps(b, v0));
-                a31 = _mm256_add_ps(a31, _mm256_mul_ps(b, v1));
+                a30 = _mm256_fmadd_ps(b, v0, a30);
+                a31 = _mm256_fmadd_ps(b, v1, a31);
             }
             float o[64];
             _mm256_storeu_ps(o, a00);
