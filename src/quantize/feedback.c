@@ -35,21 +35,25 @@ static bool cholesky(double *a, int64_t n) {
 /* U upper with U^T U = A^-1 for one bs x bs block (a: the dampened block, destroyed). */
 static bool block_factor(double *a, double *t, int64_t bs, float *U) {
     if (!cholesky(a, bs)) return false; /* a = L */
-    /* t = L^-1 (lower) */
+    /* t = (L^-1)^T, stored transposed so that every inner loop runs over contiguous memory:
+     * t[c][i] = (L^-1)[i][c] = -sum_{k=c}^{i-1} L[i][k] (L^-1)[k][c] / L[i][i] */
     memset(t, 0, (size_t)(bs * bs) * sizeof(double));
     for (int64_t c = 0; c < bs; c++) {
-        t[c * bs + c] = 1.0 / a[c * bs + c];
+        double *tc = t + c * bs;
+        tc[c] = 1.0 / a[c * bs + c];
         for (int64_t i = c + 1; i < bs; i++) {
+            const double *li = a + i * bs;
             double s = 0;
-            for (int64_t k = c; k < i; k++) s += a[i * bs + k] * t[k * bs + c];
-            t[i * bs + c] = -s / a[i * bs + i];
+            for (int64_t k = c; k < i; k++) s += li[k] * tc[k];
+            tc[i] = -s / li[i];
         }
     }
-    /* a = A^-1 = L^-T L^-1: a[i][j] = sum_k t[k][i] t[k][j], k >= max(i, j) (lower part only) */
+    /* a = A^-1 = L^-T L^-1: a[i][j] = sum_{k >= i} t[i][k] t[j][k] (j <= i, lower part only) */
     for (int64_t i = 0; i < bs; i++)
         for (int64_t j = 0; j <= i; j++) {
+            const double *ti = t + i * bs, *tj = t + j * bs;
             double s = 0;
-            for (int64_t k = i; k < bs; k++) s += t[k * bs + i] * t[k * bs + j];
+            for (int64_t k = i; k < bs; k++) s += ti[k] * tj[k];
             a[i * bs + j] = s;
         }
     if (!cholesky(a, bs)) return false; /* a = M, A^-1 = M M^T, U = M^T */
