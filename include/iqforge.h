@@ -182,6 +182,22 @@ iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, in
                         char *err, size_t errlen);
 
 /*
+ * GPTQ-style error feedback (src/quantize/feedback.h): like iqf_quantize, but the rows are encoded
+ * left to right in units of the format's block (256 for K/IQ, 32 for legacy types), each unit from
+ * the row's already-updated weights with the ordinary encoder of params->mode, and its rounding
+ * error is pushed onto the later columns through the Cholesky factor of (H + damp*mean(diag H)*I)^-1.
+ * `hessian`: H = E[x x^T] of the layer input, block-diagonal with blocks of `hblock` (ncols * hblock
+ * floats; row k*hblock+i holds row i of block k; hblock <= 0 or == ncols: the full ncols x ncols
+ * matrix). `imatrix`: the inner encoder's importance (NULL: diag(H)). With a diagonal H the bytes
+ * are iqf_quantize's with that importance. Output independent of the thread count.
+ * Errors: as iqf_quantize; IQF_E_INVALID_ARG (hblock does not divide ncols, damp < 0);
+ * IQF_E_NONFINITE (H not finite, or not positive definite after dampening: "singular").
+ */
+iqf_status iqf_quantize_feedback(int type, const float *src, void *dst, int64_t nrows, int64_t ncols,
+                                 const float *hessian, int64_t hblock, float damp, const float *imatrix,
+                                 const iqf_quantize_params *params, char *err, size_t errlen);
+
+/*
  * Decode `nrows` rows of `ncols` values of `type` from `src` to float32 `dst`.
  * Errors: IQF_E_UNKNOWN_TYPE, IQF_E_UNSUPPORTED, IQF_E_SHAPE, IQF_E_INVALID_ARG.
  */
@@ -553,6 +569,13 @@ typedef struct iqf_model_quantize_params {
     void (*post_encode)(void *user, const char *tensor, int type, void *blocks, int64_t nrows,
                         int64_t ncols);
     void *post_encode_user;
+    /* --hessian: a Hessian file (`iqforge imatrix --hessian`) for GPTQ-style error feedback
+     * (iqf_quantize_feedback) on every tensor it has an entry for; the others use the plain
+     * encoder (the log says which). Recorded as quantize.feedback.{file,token_count,damp}.
+     * NULL: none. Errors (before any output): the file's own (IQF_E_IO, IQF_E_FORMAT,
+     * IQF_E_NONFINITE), IQF_E_SHAPE (made for another model, or an entry of the wrong width). */
+    const char *hessian_path;
+    float hessian_damp;          /* --hessian-damp: fraction of mean(diag H) added (default 0.01) */
 } iqf_model_quantize_params;
 
 iqf_model_quantize_params iqf_model_quantize_default_params(void);

@@ -3,6 +3,7 @@
 
 #include "iqforge.h"
 #include "model_cli.h"
+#include "model/hessian.h"
 #include "quantize/imatrix.h"
 #include "util/outfile.h"
 
@@ -13,11 +14,17 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: iqforge imatrix -m MODEL -f TEXT [-o OUT] [-c N_CTX] [--chunks N] [-t THREADS]\n"
-            "                       [--output-format gguf|dat]\n\n"
+            "                       [--output-format gguf|dat] [--hessian OUT2.gguf [--hessian-block N]\n"
+            "                       [--hessian-f16]]\n\n"
             "Runs the model over chunks of N_CTX tokens (default 512) and accumulates, for every\n"
             "blk.* weight matrix, the sum of x^2 of each input column over all tokens. OUT (default\n"
             "imatrix.gguf) is written in llama-imatrix's GGUF format, or its legacy .dat format with\n"
-            "--output-format dat (the default when OUT does not end in .gguf).\n");
+            "--output-format dat (the default when OUT does not end in .gguf).\n\n"
+            "--hessian OUT2 also accumulates, in the same pass, H = E[x x^T] of every linear layer's\n"
+            "input (q/k/v share one, gate/up share one; attn_output, ffn_down, output) and writes them\n"
+            "to OUT2 (a GGUF read by `iqforge quantize --hessian`). --hessian-block N keeps only the\n"
+            "diagonal N x N blocks of inputs wider than N (default: full matrices); --hessian-f16\n"
+            "stores F16 instead of F32.\n");
 }
 
 static bool ends_with(const char *s, const char *suf) {
@@ -29,6 +36,9 @@ int cmd_imatrix(int argc, char **argv) {
     const char *out_path = "imatrix.gguf", *fmt = NULL;
     model_cli_opts mo;
     model_cli_opts_init(&mo, 512, 4, 1 << 20);
+    const char *hess_path = NULL;
+    long long hess_block = 0;
+    bool hess_f16 = false;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         bool hv = i + 1 < argc;
@@ -37,6 +47,11 @@ int cmd_imatrix(int argc, char **argv) {
         if ((r = model_cli_opts_arg(&mo, "imatrix", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
         if (!strcmp(s, "-o") && hv) out_path = argv[++i];
         else if (!strcmp(s, "--output-format") && hv) fmt = argv[++i];
+        else if (!strcmp(s, "--hessian") && hv) hess_path = argv[++i];
+        else if (!strcmp(s, "--hessian-f16")) hess_f16 = true;
+        else if (!strcmp(s, "--hessian-block") && hv) {
+            if (!cli_parse_int(argv[++i], 0, 1 << 20, &hess_block)) return cli_error("imatrix: bad --hessian-block '%s'", argv[i]), 2;
+        }
         else {
             usage(stderr);
             return cli_error("imatrix: unexpected argument '%s'", s), 2;
@@ -60,6 +75,7 @@ int cmd_imatrix(int argc, char **argv) {
     int n_tok = 0;
     iqf_context *c = NULL;
     iqf_imatrix_data *d = NULL;
+    iqf_hess_acc *hacc = NULL;
     size_t len;
     char *text = model_cli_read_text(text_path, &len);
     if (!text) { status = 1; goto out; }
@@ -68,6 +84,7 @@ int cmd_imatrix(int argc, char **argv) {
     if (r) { status = 1; goto out; }
     fprintf(stderr, "imatrix: tokenized %s: %d tokens\n", text_path, n_tok);
     if (iqf_context_new(m, (int)n_ctx, (int)n_threads, &c, err, sizeof err)) { status = cli_error("%s", err); goto out; }
+    if (hess_path && iqf_hessian_attach(c, hess_block, &hacc, err, sizeof err)) { status = cli_error("%s", err); goto out; }
     if (iqf_imatrix_collect(c, toks, (size_t)n_tok, (int)n_ctx, (int)n_chunks, stdout, &d, err, sizeof err)) {
         status = cli_error("%s", err);
         goto out;
@@ -76,7 +93,18 @@ int cmd_imatrix(int argc, char **argv) {
     if (model_cli_write_imatrix(d, text_path, out_path, dat)) { status = 1; goto out; }
     fprintf(stderr, "imatrix: wrote %d entries (%d chunks of %d tokens) to %s (%s)\n", d->n_entries,
             d->n_chunks, d->chunk_size, out_path, dat ? "legacy .dat" : "GGUF");
+    if (hacc) {
+        iqf_hessian_detach(c);
+        if (iqf_hessian_acc_write(hacc, m, hess_path, d->n_chunks, d->chunk_size, text_path, hess_f16, err, sizeof err)) {
+            status = cli_error("%s", err);
+            goto out;
+        }
+        fprintf(stderr, "imatrix: wrote %d Hessians (%lld tokens) to %s\n", hacc->n_slots,
+                (long long)(hacc->n_slots ? hacc->slots[0].count : 0), hess_path);
+    }
 out:
+    if (c) iqf_hessian_detach(c);
+    iqf_hessian_acc_free(hacc);
     iqf_imatrix_data_free(d);
     free(toks);
     iqf_context_free(c);

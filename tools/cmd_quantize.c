@@ -31,7 +31,10 @@ static void usage(FILE *f) {
             "  --dry-run                    print the plan per tensor and the resulting size; write nothing\n"
             "  --quiet                      no progress line and no summary\n"
             "  --mode compat|best           the encoder: compat (default) writes llama-quantize's bytes;\n"
-            "                               best searches harder in the same formats (recorded as quantize.mode)\n\n"
+            "                               best searches harder in the same formats (recorded as quantize.mode)\n"
+            "  --hessian FILE               GPTQ-style error feedback with the Hessians of FILE\n"
+            "                               (`iqforge imatrix --hessian`); the inner encoder is --mode's\n"
+            "  --hessian-damp F             dampening: F * mean(diag H) added to the diagonal (default 0.01)\n\n"
             "TYPE (file types): IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_NL\n"
             "  IQ4_XS Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K Q8_0 Q4_0 Q4_1\n"
             "  Q5_0 Q5_1 F16 BF16 F32 (aliases Q3_K, Q4_K, Q5_K; or the numeric llama ftype id).\n"
@@ -168,6 +171,16 @@ int cmd_quantize(int argc, char **argv) {
                 goto out;
             }
             p.mode = (iqf_mode)m;
+        } else if (!strcmp(a, "--hessian") && has_val) {
+            p.hessian_path = argv[++i];
+        } else if (!strcmp(a, "--hessian-damp") && has_val) {
+            char *end;
+            double d = strtod(argv[++i], &end);
+            if (*end || end == argv[i] || !(d >= 0) || d > 100) {
+                cli_error("quantize: --hessian-damp: '%s' is not a number in [0, 100]", argv[i]);
+                goto out;
+            }
+            p.hessian_damp = (float)d;
         } else if (!strcmp(a, "--imatrix") && has_val) {
             p.imatrix_path = argv[++i];
         } else if (!strcmp(a, "--include-weights") && has_val && p.n_include < MAX_LIST) {

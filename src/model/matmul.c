@@ -370,6 +370,7 @@ void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx
         c->imat->count[w->id][0] += T;
         c->imat->ncall[w->id]++;
     }
+    if (c->hess) iqf_hessian_accumulate(c, w, x, ldx, T);
     mmjob j = { c, w, x, ldx, T, y, ldy, false };
     if (c->xq && iqf_mm_int8_supported(w->type, c->simd)) {
         qajob q = { x, ldx, w->ncols, c->xq, c->xd, c->xs };

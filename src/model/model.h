@@ -88,7 +88,11 @@ struct iqf_context {
     int *rows;                 /* token rows routed to one expert [max_batch] */
     float *ex_in, *ex_out;     /* gathered rows [max_batch][n_embd], expert outputs [max_batch][n_embd] */
     float *moe;                /* per (token, slot) expert outputs [max_batch][n_expert_used][n_embd] */
+    struct iqf_hess_acc *hess; /* NULL unless capturing Hessians (hessian.h) */
 };
+
+/* Hessian capture (hessian.c): X^T X of the rows if w owns a slot of c->hess. */
+void iqf_hessian_accumulate(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T);
 
 /* Y[t][n] = sum_k X[t][k] W[n][k] for t < T, n < W->nrows. X rows ldx apart, Y rows ldy apart. */
 void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T, float *y,

@@ -15,6 +15,7 @@
 #include "iqforge.h"
 #include "../util/error.h"
 
+#include "feedback.h"
 #include "imatrix.h"
 #include "override.h"
 #include "recipe.h"
@@ -42,6 +43,7 @@ iqf_model_quantize_params iqf_model_quantize_default_params(void) {
     p.ftype = IQF_FTYPE_MOSTLY_Q8_0;
     p.output_tensor_type = -1;
     p.token_embedding_type = -1;
+    p.hessian_damp = 0.01f;
     return p;
 }
 
@@ -135,6 +137,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     memset(&rep, 0, sizeof rep);
     char (*new_names)[IQF_GGUF_MAX_NAME] = NULL; /* --prune-layers: the renumbered names */
     uint32_t pruned_block_count = 0;
+    iqf_feedback *fb = NULL;
 
     if (!in || !params || (!out && !params->dry_run))
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "missing input or output path");
@@ -198,6 +201,11 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
         if (log && !params->quiet)
             fprintf(log, "imatrix: loaded %d entries from %s computed on %d chunks; using %d\n", n_loaded,
                     params->imatrix_path, im.chunk_count, im.n_entries);
+    }
+
+    if (params->hessian_path) {
+        st = iqf_feedback_open(params->hessian_path, g, params->hessian_damp, log && !params->quiet ? log : NULL, &fb, err, errlen);
+        if (st) goto done;
     }
 
     /* Tensors in loader order. */
@@ -441,6 +449,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
         /* compat writes llama-quantize's metadata exactly; any other encoder says so. */
         if (!st && params->mode != IQF_MODE_COMPAT)
             st = iqf_gguf_writer_set_str(w, "quantize.mode", iqf_mode_name(params->mode));
+        if (!st && fb) st = iqf_feedback_write_meta(fb, w);
         for (int p = 0; p < n_out && n_out > 1 && !st; p++) { /* gguf_set_val_*: appended last */
             st = iqf_gguf_writer_set_u16(ws[p], "split.no", (uint16_t)p);
             if (!st) st = iqf_gguf_writer_set_u16(ws[p], "split.count", (uint16_t)n_out);
@@ -544,7 +553,8 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
                 goto done;
             }
             const float *imx = it->imatrix ? it->imatrix + expert * ncols : NULL;
-            st = iqf_quantize(new_type, x, qbuf, n, ncols, imx, &qp, msg, sizeof msg);
+            st = fb ? iqf_feedback_quantize(fb, t->name, new_type, x, qbuf, n, ncols, imx, &qp, msg, sizeof msg)
+                    : iqf_quantize(new_type, x, qbuf, n, ncols, imx, &qp, msg, sizeof msg);
             if (st) {
                 if (st == IQF_E_NONFINITE && !imx) st = iqf_fail(err, errlen, st, "%s: tensor %s (rows from %" PRId64 "): %s", in, t->name, r, msg);
                 else st = iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
@@ -593,6 +603,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
     if (report) *report = rep;
 
 done:
+    iqf_feedback_free(fb);
     for (int p = 0; ws && p < n_out; p++) iqf_gguf_writer_abort(ws[p]);
     for (int p = 0; ws_path && p < n_out; p++) free(ws_path[p]);
     free(ws);

@@ -1,0 +1,203 @@
+/* hessian.c - Hessian capture during the forward pass (see hessian.h). */
+#include "hessian.h"
+#include "../util/error.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void iqf_hessian_acc_free(iqf_hess_acc *a) {
+    if (!a) return;
+    for (int i = 0; i < a->n_slots; i++) free(a->slots[i].sum);
+    free(a->slots);
+    free(a);
+}
+
+iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **out, char *err,
+                              size_t errlen) {
+    if (!c || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
+    *out = NULL;
+    const iqf_model *m = c->m;
+    iqf_hess_acc *a = calloc(1, sizeof *a);
+    if (!a) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    a->slots = calloc((size_t)m->info.n_layer * 4 + 1, sizeof *a->slots);
+    if (!a->slots) {
+        free(a);
+        return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    }
+    const iqf_weight *owners[5];
+    for (int l = 0; l <= m->info.n_layer; l++) {
+        int no = 0;
+        if (l < m->info.n_layer) {
+            const iqf_layer *ly = &m->layers[l];
+            owners[no++] = &ly->wk;
+            owners[no++] = &ly->wo;
+            owners[no++] = &ly->wgate;
+            owners[no++] = &ly->wdown;
+        } else {
+            owners[no++] = &m->output;
+        }
+        for (int k = 0; k < no; k++) {
+            iqf_hess_slot *s = &a->slots[a->n_slots];
+            s->owner = owners[k];
+            s->n = owners[k]->ncols;
+            s->bs = max_block > 0 && s->n > max_block ? max_block : s->n;
+            if (s->n % s->bs) {
+                const long long bs = s->bs, n = s->n;
+                iqf_hessian_acc_free(a);
+                return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "Hessian block %lld does not divide the width %lld of %s",
+                                bs, n, owners[k]->name);
+            }
+            if (!iqf_hessian_name_for(owners[k]->name, s->name, sizeof s->name)) {
+                iqf_hessian_acc_free(a);
+                return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "weight name %s too long", owners[k]->name);
+            }
+            if (s->bs > a->max_bs) a->max_bs = s->bs;
+            s->sum = calloc((size_t)(s->n * s->bs), sizeof(double));
+            a->n_slots++;
+            if (!s->sum) {
+                const long long bs = s->bs, n = s->n;
+                iqf_hessian_acc_free(a);
+                return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for the Hessian of %s (%lld x %lld doubles)",
+                                owners[k]->name, n, bs);
+            }
+        }
+    }
+    c->hess = a;
+    *out = a;
+    return IQF_OK;
+}
+
+void iqf_hessian_detach(iqf_context *c) {
+    if (c) c->hess = NULL;
+}
+
+typedef struct hjob {
+    iqf_simd simd;
+    iqf_hess_slot *s;
+    const float *x;
+    int64_t ldx;
+    int T;
+} hjob;
+
+/* The float sums of one batch for rows r..r+nr-1 (nr <= 4, one diagonal block starting at column
+ * c0) and columns c0+j0 .. c0+bs-1, added to the double totals. Every element is
+ * acc = fma(x[t][row], x[t][col], acc) over t in order on both paths (fmaf is exactly rounded,
+ * as vfmadd), so the AVX2 path gives the scalar path's bits. */
+static void acc_scalar(const float *X, int64_t ldx, int T, int64_t r, int nr, int64_t c0, int64_t j0,
+                       int64_t bs, double *sum) {
+    for (int i = 0; i < nr; i++)
+        for (int64_t j = j0; j < bs; j++) {
+            float acc = 0;
+            for (int t = 0; t < T; t++) {
+                const float *xt = X + (int64_t)t * ldx;
+                acc = fmaf(xt[r + i], xt[c0 + j], acc);
+            }
+            sum[i * bs + j] += (double)acc;
+        }
+}
+
+__attribute__((target("avx2,fma"))) static void acc_avx2(const float *X, int64_t ldx, int T, int64_t r,
+                                                      int nr, int64_t c0, int64_t j0, int64_t bs,
+                                                      double *sum) {
+    int64_t j = j0;
+    if (nr == 4) {
+        for (; j + 16 <= bs; j += 16) {
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
+                   a30 = a00, a31 = a00;
+            for (int t = 0; t < T; t++) {
+                const float *xt = X + (int64_t)t * ldx;
+                const __m256 v0 = _mm256_loadu_ps(xt + c0 + j), v1 = _mm256_loadu_ps(xt + c0 + j + 8);
+                __m256 b = _mm256_broadcast_ss(xt + r);
+                a00 = _mm256_fmadd_ps(b, v0, a00);
+                a01 = _mm256_fmadd_ps(b, v1, a01);
+                b = _mm256_broadcast_ss(xt + r + 1);
+                a10 = _mm256_fmadd_ps(b, v0, a10);
+                a11 = _mm256_fmadd_ps(b, v1, a11);
+                b = _mm256_broadcast_ss(xt + r + 2);
+                a20 = _mm256_fmadd_ps(b, v0, a20);
+                a21 = _mm256_fmadd_ps(b, v1, a21);
+                b = _mm256_broadcast_ss(xt + r + 3);
+                a30 = _mm256_fmadd_ps(b, v0, a30);
+                a31 = _mm256_fmadd_ps(b, v1, a31);
+            }
+            float o[64];
+            _mm256_storeu_ps(o, a00);
+            _mm256_storeu_ps(o + 8, a01);
+            _mm256_storeu_ps(o + 16, a10);
+            _mm256_storeu_ps(o + 24, a11);
+            _mm256_storeu_ps(o + 32, a20);
+            _mm256_storeu_ps(o + 40, a21);
+            _mm256_storeu_ps(o + 48, a30);
+            _mm256_storeu_ps(o + 56, a31);
+            for (int i = 0; i < 4; i++)
+                for (int k = 0; k < 16; k++) sum[i * bs + j + k] += (double)o[i * 16 + k];
+        }
+    }
+    if (j < bs) acc_scalar(X, ldx, T, r, nr, c0, j, bs, sum);
+}
+
+static void hess_range(void *arg, int64_t b, int64_t e, int tid) {
+    (void)tid;
+    const hjob *j = arg;
+    const iqf_hess_slot *s = j->s;
+    /* items are groups of 4 rows; only columns from the row's 16-aligned diagonal on (the
+     * upper triangle and a little more) are summed, the rest is mirrored at the end */
+    for (int64_t g = b; g < e; g++) {
+        int64_t r = 4 * g;
+        while (r < 4 * g + 4 && r < s->n) {
+            const int64_t blk = r / s->bs, end = (blk + 1) * s->bs;
+            int nr = 1;
+            while (nr < 4 && r + nr < 4 * g + 4 && r + nr < end) nr++;
+            const int64_t i0 = r - blk * s->bs;
+            if (j->simd >= IQF_SIMD_AVX2)
+                acc_avx2(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, s->sum + r * s->bs);
+            else
+                acc_scalar(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, s->sum + r * s->bs);
+            r += nr;
+        }
+    }
+}
+
+/* Fills the lower triangle of every diagonal block from the upper one. */
+static void mirror(iqf_hess_slot *s) {
+    for (int64_t r = 0; r < s->n; r++) {
+        const int64_t i = r % s->bs, k0 = r - i;
+        for (int64_t j = 0; j < i; j++) s->sum[r * s->bs + j] = s->sum[(k0 + j) * s->bs + i];
+    }
+}
+
+void iqf_hessian_accumulate(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T) {
+    iqf_hess_acc *a = c->hess;
+    if (!a || T <= 0) return;
+    for (int i = 0; i < a->n_slots; i++) {
+        iqf_hess_slot *s = &a->slots[i];
+        if (s->owner != w) continue;
+        hjob j = { c->simd, s, x, ldx, T };
+        iqf_pool_run(c->pool, (s->n + 3) / 4, 1, hess_range, &j);
+        s->count += T;
+        return;
+    }
+}
+
+iqf_status iqf_hessian_acc_write(iqf_hess_acc *a, const iqf_model *m, const char *path,
+                                 int chunk_count, int chunk_size, const char *dataset, bool f16,
+                                 char *err, size_t errlen) {
+    if (!a || !m || !path) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
+    for (int i = 0; i < a->n_slots; i++) mirror(&a->slots[i]);
+    iqf_hessian_wentry *e = calloc((size_t)a->n_slots + 1, sizeof *e);
+    if (!e) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    for (int i = 0; i < a->n_slots; i++)
+        e[i] = (iqf_hessian_wentry){ a->slots[i].name, a->slots[i].n, a->slots[i].bs, a->slots[i].sum, a->slots[i].count };
+    iqf_hessian_meta meta;
+    memset(&meta, 0, sizeof meta);
+    iqf_hessian_model_id_get(iqf_model_gguf(m), &meta.model);
+    meta.chunk_count = chunk_count;
+    meta.chunk_size = chunk_size;
+    meta.dataset = dataset;
+    meta.f16 = f16;
+    iqf_status st = iqf_hessian_write(path, e, a->n_slots, &meta, err, errlen);
+    free(e);
+    return st;
+}

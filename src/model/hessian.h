@@ -1,0 +1,50 @@
+/*
+ * hessian.h - capture of H = E[x x^T] for every linear layer's input during a forward pass
+ * (`iqforge imatrix --hessian`), for the error-feedback quantizer (src/quantize/feedback.c).
+ *
+ * iqf_hessian_attach gives a context an accumulator; from then on every iqf_matmul whose weight
+ * owns a slot adds X^T X of its activation rows (q/k/v share one slot owned by attn_k, gate/up
+ * one owned by ffn_gate; attn_output, ffn_down and output have their own). Sums are kept in
+ * double per batch of token rows: each batch is summed in float32 (in token order) and added to
+ * the double total, so the result does not depend on the thread count or SIMD level.
+ * A slot wider than `max_block` (> 0) keeps only the diagonal blocks of max_block x max_block.
+ */
+#ifndef IQF_MODEL_HESSIAN_H
+#define IQF_MODEL_HESSIAN_H
+
+#include "model.h"
+#include "quantize/hessian_file.h"
+
+typedef struct iqf_hess_slot {
+    char name[IQF_GGUF_MAX_NAME];  /* "blk.0.attn_qkv.hessian" */
+    const iqf_weight *owner;
+    int64_t n, bs;
+    double *sum;                   /* n * bs: row r = k*bs + i holds row i of diagonal block k */
+    int64_t count;                 /* token rows */
+} iqf_hess_slot;
+
+struct iqf_hess_acc {
+    iqf_hess_slot *slots;
+    int n_slots;
+    int64_t max_bs;
+};
+typedef struct iqf_hess_acc iqf_hess_acc;
+
+/* Creates the accumulator and sets c->hess. max_block <= 0: full matrices. Errors:
+ * IQF_E_INVALID_ARG (max_block does not divide a width), IQF_E_NOMEM. */
+iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **out, char *err,
+                              size_t errlen);
+/* Clears c->hess (the accumulator stays valid). */
+void iqf_hessian_detach(iqf_context *c);
+void iqf_hessian_acc_free(iqf_hess_acc *a);
+
+/* Called by iqf_matmul: adds X^T X of T rows if w owns a slot. */
+void iqf_hessian_accumulate(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T);
+
+/* Writes the accumulated means (hessian_file.h layout; first fills in the mirrored lower
+ * triangles, so call it once, after the last batch). Errors as iqf_hessian_write. */
+iqf_status iqf_hessian_acc_write(iqf_hess_acc *a, const iqf_model *m, const char *path,
+                                 int chunk_count, int chunk_size, const char *dataset, bool f16,
+                                 char *err, size_t errlen);
+
+#endif

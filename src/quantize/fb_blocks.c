@@ -1,0 +1,437 @@
+/*
+ * fb_blocks.c - per-weight access to the codes of the K-quant and legacy blocks under their
+ * stored scales, for the in-block part of the error feedback (feedback.c).
+ *
+ * fb_block_parse reads a block's (sub-block) scales into value = a[s] * code + b[s], code in
+ * [cmin, cmax]; fb_block_set writes one weight's code. The layouts are ggml's (block_q4_0 ...
+ * block_q6_K); only the code bits are rewritten, so the block stays valid for every decoder.
+ * The values a*code+b are only used to steer the rounding; the feedback loop decodes the block
+ * with iqf_dequantize afterwards.
+ */
+#include "fb_blocks.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+/* IQ4_NL / IQ4_XS levels (kvalues_iq4nl). */
+static const int8_t kv4[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+/* The IQ3_XXS (256 x 4) and IQ2_XS (512 x 8) grids, read once through the public decoder from
+ * crafted blocks (d = 1, scale 0, no signs), so no codec table is needed here. */
+static uint8_t grid3[256][4], grid2[512][8], grid2xxs[256][8], grid3s[512][4], grid2s[1024][8];
+static bool grids_ok;
+static pthread_once_t grids_once = PTHREAD_ONCE_INIT;
+
+static void grids_init(void) {
+    uint8_t blk[98];
+    float y[256];
+    bool ok = true;
+    for (int b = 0; b < 4 && ok; b++) {
+        memset(blk, 0, sizeof blk);
+        blk[0] = 0x00, blk[1] = 0x3C; /* fp16 1.0 */
+        for (int g = 0; g < 64; g++) blk[2 + g] = (uint8_t)(64 * b + g);
+        ok = iqf_dequantize(IQF_TYPE_IQ3_XXS, blk, y, 1, 256, 1, NULL, 0) == IQF_OK;
+        for (int g = 0; g < 64 && ok; g++)
+            for (int k = 0; k < 4; k++) grid3[64 * b + g][k] = (uint8_t)(y[4 * g + k] * 4.0f + 0.5f); /* db = 1/4 */
+    }
+    uint8_t b2[74];
+    for (int b = 0; b < 16 && ok; b++) {
+        memset(b2, 0, sizeof b2);
+        b2[0] = 0x00, b2[1] = 0x3C;
+        for (int g = 0; g < 32; g++) {
+            uint16_t v = (uint16_t)(32 * b + g);
+            memcpy(b2 + 2 + 2 * g, &v, 2);
+        }
+        ok = iqf_dequantize(IQF_TYPE_IQ2_XS, b2, y, 1, 256, 1, NULL, 0) == IQF_OK;
+        for (int g = 0; g < 32 && ok; g++)
+            for (int k = 0; k < 8; k++) grid2[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f); /* db = 1/8 */
+    }
+    uint8_t b3[110];
+    for (int b = 0; b < 8 && ok; b++) { /* IQ3_S: d = 1, scales 0 -> db = 1 */
+        memset(b3, 0, sizeof b3);
+        b3[0] = 0x00, b3[1] = 0x3C;
+        for (int g = 0; g < 64; g++) {
+            const int idx = 64 * b + g;
+            b3[2 + g] = (uint8_t)(idx & 255);
+            if (idx & 256) b3[66 + g / 8] |= (uint8_t)(1 << (g % 8));
+        }
+        ok = iqf_dequantize(IQF_TYPE_IQ3_S, b3, y, 1, 256, 1, NULL, 0) == IQF_OK;
+        for (int g = 0; g < 64 && ok; g++)
+            for (int k = 0; k < 4; k++) grid3s[64 * b + g][k] = (uint8_t)(y[4 * g + k] + 0.5f);
+    }
+    uint8_t bx[66];
+    for (int b = 0; b < 8 && ok; b++) { /* IQ2_XXS: d = 1, scale 0 -> db = 1/8 */
+        memset(bx, 0, sizeof bx);
+        bx[0] = 0x00, bx[1] = 0x3C;
+        for (int ib = 0; ib < 8; ib++)
+            for (int l = 0; l < 4; l++) bx[2 + 8 * ib + l] = (uint8_t)(32 * b + 4 * ib + l);
+        ok = iqf_dequantize(IQF_TYPE_IQ2_XXS, bx, y, 1, 256, 1, NULL, 0) == IQF_OK;
+        for (int g = 0; g < 32 && ok; g++)
+            for (int k = 0; k < 8; k++) grid2xxs[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f);
+    }
+    uint8_t bs2[82];
+    for (int b = 0; b < 32 && ok; b++) { /* IQ2_S: d = 1, scales 0 -> db = 1/8 */
+        memset(bs2, 0, sizeof bs2);
+        bs2[0] = 0x00, bs2[1] = 0x3C;
+        for (int g = 0; g < 32; g++) {
+            const int idx = 32 * b + g;
+            bs2[2 + g] = (uint8_t)(idx & 255);
+            bs2[66 + g / 4] |= (uint8_t)(((idx >> 8) & 3) << (2 * (g % 4)));
+        }
+        ok = iqf_dequantize(IQF_TYPE_IQ2_S, bs2, y, 1, 256, 1, NULL, 0) == IQF_OK;
+        for (int g = 0; g < 32 && ok; g++)
+            for (int k = 0; k < 8; k++) grid2s[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f);
+    }
+    grids_ok = ok;
+}
+
+static float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return iqf_fp16_to_fp32(h);
+}
+
+static void scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
+    }
+}
+
+bool fb_block_supported(int type) {
+    switch (type) {
+    case IQF_TYPE_Q4_0: case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_0: case IQF_TYPE_Q5_1: case IQF_TYPE_Q8_0:
+    case IQF_TYPE_Q2_K: case IQF_TYPE_Q3_K: case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: case IQF_TYPE_Q6_K:
+    case IQF_TYPE_IQ4_NL: case IQF_TYPE_IQ4_XS:
+        return true;
+    case IQF_TYPE_IQ3_XXS: case IQF_TYPE_IQ2_XS: case IQF_TYPE_IQ2_XXS: case IQF_TYPE_IQ3_S: case IQF_TYPE_IQ2_S:
+        pthread_once(&grids_once, grids_init);
+        return grids_ok;
+    default:
+        return false;
+    }
+}
+
+static bool grid_type(int type) {
+    return type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ2_XS || type == IQF_TYPE_IQ2_XXS || type == IQF_TYPE_IQ3_S ||
+           type == IQF_TYPE_IQ2_S;
+}
+
+int fb_block_group(int type) { return grid_type(type) ? 8 : 1; }
+
+bool fb_block_parse(int type, const uint8_t *x, fb_block *f) {
+    memset(f, 0, sizeof *f);
+    switch (type) {
+    case IQF_TYPE_Q4_0: { /* d; qs[16] */
+        const float d = h2f(x);
+        f->sub = 32; f->cmin = 0; f->cmax = 15; f->a[0] = d; f->b[0] = -8 * d;
+        return true;
+    }
+    case IQF_TYPE_Q4_1: { /* d, m; qs[16] */
+        f->sub = 32; f->cmin = 0; f->cmax = 15; f->a[0] = h2f(x); f->b[0] = h2f(x + 2);
+        return true;
+    }
+    case IQF_TYPE_Q5_0: { /* d; qh[4]; qs[16] */
+        const float d = h2f(x);
+        f->sub = 32; f->cmin = 0; f->cmax = 31; f->a[0] = d; f->b[0] = -16 * d;
+        return true;
+    }
+    case IQF_TYPE_Q5_1: { /* d, m; qh[4]; qs[16] */
+        f->sub = 32; f->cmin = 0; f->cmax = 31; f->a[0] = h2f(x); f->b[0] = h2f(x + 2);
+        return true;
+    }
+    case IQF_TYPE_Q8_0: { /* d; qs[32] */
+        f->sub = 32; f->cmin = -127; f->cmax = 127; f->a[0] = h2f(x);
+        return true;
+    }
+    case IQF_TYPE_Q2_K: { /* scales[16]; qs[64]; d; dmin */
+        const float d = h2f(x + 80), dm = h2f(x + 82);
+        f->sub = 16; f->cmin = 0; f->cmax = 3;
+        for (int s = 0; s < 16; s++) {
+            f->a[s] = d * (float)(x[s] & 0xF);
+            f->b[s] = -(dm * (float)(x[s] >> 4));
+        }
+        return true;
+    }
+    case IQF_TYPE_Q3_K: { /* hmask[32]; qs[64]; scales[12]; d */
+        const float d = h2f(x + 108);
+        uint32_t aux[4];
+        memcpy(aux, x + 96, 12);
+        const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f, tmp = aux[2];
+        aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+        aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+        aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+        aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+        int8_t sc[16];
+        memcpy(sc, aux, 16);
+        f->sub = 16; f->cmin = -4; f->cmax = 3;
+        for (int s = 0; s < 16; s++) f->a[s] = d * (float)(sc[s] - 32);
+        return true;
+    }
+    case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: { /* d; dmin; scales[12]; [qh[32]]; qs[128] */
+        const float d = h2f(x), dm = h2f(x + 2);
+        f->sub = 32; f->cmin = 0; f->cmax = type == IQF_TYPE_Q4_K ? 15 : 31;
+        for (int s = 0; s < 8; s++) {
+            int sc, m;
+            scale_min_k4(s, x + 4, &sc, &m);
+            f->a[s] = d * (float)sc;
+            f->b[s] = -(dm * (float)m);
+        }
+        return true;
+    }
+    case IQF_TYPE_IQ4_NL: { /* d; qs[16] */
+        f->sub = 32; f->cmin = 0; f->cmax = 15; f->a[0] = h2f(x); f->table = kv4;
+        return true;
+    }
+    case IQF_TYPE_IQ4_XS: { /* d; scales_h (u16); scales_l[4]; qs[128] */
+        const float d = h2f(x);
+        uint16_t sh;
+        memcpy(&sh, x + 2, 2);
+        f->sub = 32; f->cmin = 0; f->cmax = 15; f->table = kv4;
+        for (int ib = 0; ib < 8; ib++) {
+            const int ls = ((x[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) | (((sh >> 2 * ib) & 3) << 4);
+            f->a[ib] = d * (float)(ls - 32);
+        }
+        return true;
+    }
+    case IQF_TYPE_IQ3_XXS: { /* d; qs[64]; scales_and_signs[8] */
+        const float d = h2f(x);
+        f->sub = 32;
+        for (int ib = 0; ib < 8; ib++) {
+            uint32_t a;
+            memcpy(&a, x + 66 + 4 * ib, 4);
+            f->a[ib] = d * (0.5f + (float)(a >> 28)) * 0.5f;
+        }
+        return true;
+    }
+    case IQF_TYPE_IQ2_XXS: { /* d; per 32: 4 grid bytes, u32 signs/scale */
+        const float d = h2f(x);
+        f->sub = 32;
+        for (int ib = 0; ib < 8; ib++) {
+            uint32_t a;
+            memcpy(&a, x + 2 + 8 * ib + 4, 4);
+            f->a[ib] = d * (0.5f + (float)(a >> 28)) * 0.25f;
+        }
+        return true;
+    }
+    case IQF_TYPE_IQ3_S: { /* d; qs[64]; qh[8]; signs[32]; scales[4] */
+        const float d = h2f(x);
+        f->sub = 32;
+        for (int ib = 0; ib < 8; ib++) f->a[ib] = d * (float)(1 + 2 * ((x[106 + ib / 2] >> 4 * (ib % 2)) & 0xf));
+        return true;
+    }
+    case IQF_TYPE_IQ2_S: { /* d; qs[32]; signs[32]; qh[8]; scales[8] */
+        const float d = h2f(x);
+        f->sub = 16;
+        for (int s = 0; s < 16; s++) f->a[s] = d * (0.5f + (float)((x[74 + s / 2] >> 4 * (s % 2)) & 0xf)) * 0.25f;
+        return true;
+    }
+    case IQF_TYPE_IQ2_XS: { /* d; qs[32] (u16); scales[8] */
+        const float d = h2f(x);
+        f->sub = 16;
+        for (int s = 0; s < 16; s++) f->a[s] = d * (0.5f + (float)((x[66 + s / 2] >> 4 * (s % 2)) & 0xf)) * 0.25f;
+        return true;
+    }
+    case IQF_TYPE_Q6_K: { /* ql[128]; qh[64]; scales[16] (int8); d */
+        const float d = h2f(x + 208);
+        f->sub = 16; f->cmin = -32; f->cmax = 31;
+        for (int s = 0; s < 16; s++) f->a[s] = d * (float)(int8_t)x[192 + s];
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+static void set_nibble(uint8_t *p, int hi, int v) {
+    *p = hi ? (uint8_t)((*p & 0x0F) | (v << 4)) : (uint8_t)((*p & 0xF0) | v);
+}
+
+static void set_bit(uint8_t *p, int bit, int v) {
+    *p = (uint8_t)((*p & ~(1u << bit)) | ((unsigned)v << bit));
+}
+
+void fb_block_set(int type, uint8_t *x, int i, int code) {
+    switch (type) {
+    case IQF_TYPE_IQ4_NL:
+        set_nibble(&x[2 + i % 16], i >= 16, code);
+        return;
+    case IQF_TYPE_IQ4_XS:
+        set_nibble(&x[8 + 16 * (i / 32) + i % 16], (i % 32) >= 16, code);
+        return;
+    case IQF_TYPE_Q4_0: case IQF_TYPE_Q4_1: {
+        uint8_t *qs = x + (type == IQF_TYPE_Q4_0 ? 2 : 4);
+        set_nibble(&qs[i % 16], i >= 16, code);
+        return;
+    }
+    case IQF_TYPE_Q5_0: case IQF_TYPE_Q5_1: {
+        uint8_t *qh = x + (type == IQF_TYPE_Q5_0 ? 2 : 4), *qs = qh + 4;
+        set_nibble(&qs[i % 16], i >= 16, code & 15);
+        set_bit(&qh[i / 8], i % 8, code >> 4);
+        return;
+    }
+    case IQF_TYPE_Q8_0:
+        x[2 + i] = (uint8_t)(int8_t)code;
+        return;
+    case IQF_TYPE_Q2_K: {
+        const int n = i / 128, r = i % 128, j = r / 32, h = (r % 32) / 16, l = r % 16;
+        uint8_t *p = &x[16 + 32 * n + 16 * h + l];
+        *p = (uint8_t)((*p & ~(3u << (2 * j))) | ((unsigned)code << (2 * j)));
+        return;
+    }
+    case IQF_TYPE_Q3_K: {
+        const int n = i / 128, r = i % 128, j = r / 32, h = (r % 32) / 16, l = r % 16;
+        const int c4 = code + 4;
+        uint8_t *p = &x[32 + 32 * n + 16 * h + l];
+        *p = (uint8_t)((*p & ~(3u << (2 * j))) | ((unsigned)(c4 & 3) << (2 * j)));
+        set_bit(&x[16 * h + l], 4 * n + j, c4 >> 2);
+        return;
+    }
+    case IQF_TYPE_Q4_K: {
+        const int c = i / 64, h = (i % 64) / 32, l = i % 32;
+        set_nibble(&x[16 + 32 * c + l], h, code);
+        return;
+    }
+    case IQF_TYPE_Q5_K: {
+        const int c = i / 64, h = (i % 64) / 32, l = i % 32;
+        set_nibble(&x[48 + 32 * c + l], h, code & 15);
+        set_bit(&x[16 + l], 2 * c + h, code >> 4);
+        return;
+    }
+    case IQF_TYPE_Q6_K: {
+        const int n = i / 128, r = i % 128, g = r / 32, l = r % 32;
+        const int c6 = code + 32;
+        set_nibble(&x[64 * n + l + 32 * (g & 1)], g >> 1, c6 & 15);
+        uint8_t *p = &x[128 + 32 * n + l];
+        *p = (uint8_t)((*p & ~(3u << (2 * g))) | ((unsigned)(c6 >> 4) << (2 * g)));
+        return;
+    }
+    default:
+        return;
+    }
+}
+
+int fb_block_nearest(const fb_block *f, int i, float t) {
+    const int s = i / f->sub;
+    const float a = f->a[s], b = f->b[s];
+    if (f->table) {
+        int best = 0;
+        float be = INFINITY;
+        for (int c = f->cmin; c <= f->cmax; c++) {
+            const float e = fabsf(t - (a * (float)f->table[c] + b));
+            if (e < be) { be = e; best = c; }
+        }
+        return best;
+    }
+    if (a == 0) return f->cmin > 0 ? f->cmin : (f->cmax < 0 ? f->cmax : 0);
+    const float v = (t - b) / a;
+    int c = v > (float)f->cmax ? f->cmax : v < (float)f->cmin ? f->cmin : iqf_nearest_int(v);
+    if (c < f->cmin) c = f->cmin;
+    if (c > f->cmax) c = f->cmax;
+    return c;
+}
+
+float fb_block_value(const fb_block *f, int i, int code) {
+    const int s = i / f->sub;
+    return f->a[s] * (float)(f->table ? f->table[code] : code) + f->b[s];
+}
+
+/* Sign pattern: bit k = weight k negative, even parity (ksigns_iq2xs: index = low 7 bits). */
+static int choose_signs(const float *t, const float *imp, float *u) {
+    int neg = 0, cnt = 0, kmin = 0;
+    float cmin = INFINITY;
+    for (int k = 0; k < 8; k++) {
+        if (t[k] < 0) { neg |= 1 << k; cnt++; }
+        const float c = (imp ? imp[k] : 1.f) * t[k] * t[k];
+        if (c < cmin) { cmin = c; kmin = k; }
+    }
+    if (cnt & 1) neg ^= 1 << kmin;
+    for (int k = 0; k < 8; k++) u[k] = (neg >> k & 1) ? -t[k] : t[k];
+    return neg;
+}
+
+/* Nearest grid point (importance-weighted squared error) to u / db over n-wide points. */
+static int nearest_grid(const uint8_t *grid, int npts, int w, const float *u, const float *imp, float db) {
+    int best = 0;
+    float be = INFINITY;
+    for (int p = 0; p < npts; p++) {
+        const uint8_t *g = grid + p * w;
+        float e = 0;
+        for (int k = 0; k < w; k++) {
+            const float d = u[k] - db * (float)g[k];
+            e += (imp ? imp[k] : 1.f) * d * d;
+        }
+        if (e < be) { be = e; best = p; }
+    }
+    return best;
+}
+
+void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const float *t, const float *imp, float *v) {
+    if (!grid_type(type)) {
+        const int c = fb_block_nearest(f, i0, t[0]);
+        fb_block_set(type, x, i0, c);
+        v[0] = fb_block_value(f, i0, c);
+        return;
+    }
+    float u[8];
+    int neg;
+    if (type == IQF_TYPE_IQ3_S || type == IQF_TYPE_IQ2_S) { /* all 8 sign bits stored */
+        neg = 0;
+        for (int k = 0; k < 8; k++) {
+            if (t[k] < 0) neg |= 1 << k;
+            u[k] = fabsf(t[k]);
+        }
+    } else {
+        neg = choose_signs(t, imp, u);
+    }
+    const float db = f->a[i0 / f->sub];
+    const int ib = i0 / 32, l = (i0 % 32) / 8;
+    float m[8];
+    if (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S) {
+        const uint8_t *grid = type == IQF_TYPE_IQ3_XXS ? &grid3[0][0] : &grid3s[0][0];
+        const int np = type == IQF_TYPE_IQ3_XXS ? 256 : 512;
+        const int g0 = nearest_grid(grid, np, 4, u, imp, db);
+        const int g1 = nearest_grid(grid, np, 4, u + 4, imp ? imp + 4 : NULL, db);
+        for (int k = 0; k < 8; k++) m[k] = db * (float)(k < 4 ? grid[g0 * 4 + k] : grid[g1 * 4 + k - 4]);
+        if (type == IQF_TYPE_IQ3_XXS) {
+            x[2 + 8 * ib + 2 * l] = (uint8_t)g0;
+            x[2 + 8 * ib + 2 * l + 1] = (uint8_t)g1;
+            uint32_t a;
+            memcpy(&a, x + 66 + 4 * ib, 4);
+            a = (a & ~(127u << (7 * l))) | ((uint32_t)(neg & 127) << (7 * l));
+            memcpy(x + 66 + 4 * ib, &a, 4);
+        } else {
+            const int k0 = 2 * l;
+            x[2 + 8 * ib + k0] = (uint8_t)(g0 & 255);
+            x[2 + 8 * ib + k0 + 1] = (uint8_t)(g1 & 255);
+            uint8_t *qh = &x[66 + ib];
+            *qh = (uint8_t)((*qh & ~(3u << k0)) | ((unsigned)(g0 >> 8) << k0) | ((unsigned)(g1 >> 8) << (k0 + 1)));
+            x[74 + 4 * ib + l] = (uint8_t)neg;
+        }
+    } else {
+        const uint8_t *grid = type == IQF_TYPE_IQ2_XS ? &grid2[0][0] : type == IQF_TYPE_IQ2_XXS ? &grid2xxs[0][0] : &grid2s[0][0];
+        const int np = type == IQF_TYPE_IQ2_XS ? 512 : type == IQF_TYPE_IQ2_XXS ? 256 : 1024;
+        const int g = nearest_grid(grid, np, 8, u, imp, db);
+        for (int k = 0; k < 8; k++) m[k] = db * (float)grid[g * 8 + k];
+        if (type == IQF_TYPE_IQ2_XS) {
+            const uint16_t q = (uint16_t)(g | ((neg & 127) << 9));
+            memcpy(x + 2 + 2 * (i0 / 8), &q, 2);
+        } else if (type == IQF_TYPE_IQ2_XXS) {
+            x[2 + 8 * ib + l] = (uint8_t)g;
+            uint32_t a;
+            memcpy(&a, x + 2 + 8 * ib + 4, 4);
+            a = (a & ~(127u << (7 * l))) | ((uint32_t)(neg & 127) << (7 * l));
+            memcpy(x + 2 + 8 * ib + 4, &a, 4);
+        } else {
+            x[2 + 4 * ib + l] = (uint8_t)(g & 255);
+            x[34 + 4 * ib + l] = (uint8_t)neg;
+            uint8_t *qh = &x[66 + ib];
+            *qh = (uint8_t)((*qh & ~(3u << (2 * l))) | ((unsigned)(g >> 8) << (2 * l)));
+        }
+    }
+    for (int k = 0; k < 8; k++) v[k] = (neg >> k & 1) ? -m[k] : m[k];
+}

@@ -1,0 +1,37 @@
+/* fb_blocks.h - codes of K-quant and legacy blocks under their stored scales (fb_blocks.c). */
+#ifndef IQF_QUANTIZE_FB_BLOCKS_H
+#define IQF_QUANTIZE_FB_BLOCKS_H
+
+#include "iqforge.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct fb_block {
+    float a[16], b[16]; /* value of weight i = a[i/sub] * code + b[i/sub] */
+    int sub;            /* weights per sub-block */
+    int cmin, cmax;     /* code range */
+    const int8_t *table;/* non-NULL: value = a * table[code] + b (IQ4 levels) */
+} fb_block;
+
+/* q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs (one weight at a time); iq3_xxs
+ * iq3_s (groups of 8: two 4-point grid entries), iq2_xxs iq2_xs iq2_s (one 8-point entry), with an
+ * even-parity sign byte (iq3_xxs, iq2_xxs, iq2_xs) or 8 free sign bits (iq3_s, iq2_s). The grids
+ * are read once through iqf_dequantize from crafted blocks. Not: iq1_s, iq1_m (block level only).
+ * For the grid types a is the sub-block's db, b is 0, and codes are set per group. */
+bool fb_block_supported(int type);
+/* Weights rounded together: 1, or 8 for the grid types. */
+int fb_block_group(int type);
+/* The value of weight i with code (single-weight types). */
+float fb_block_value(const fb_block *f, int i, int code);
+/* Rounds the group of weights i0.. (fb_block_group of them) to the targets t under the block's
+ * scales (importance imp, may be NULL), writes the codes and the decoded values v. */
+void fb_block_round_group(int type, const fb_block *f, uint8_t *blk, int i0, const float *t, const float *imp, float *v);
+/* Reads the scales of one block. False for an unsupported type. */
+bool fb_block_parse(int type, const uint8_t *blk, fb_block *f);
+/* The code nearest to t for weight i (clamped to the range). */
+int fb_block_nearest(const fb_block *f, int i, float t);
+/* Writes weight i's code into the block. */
+void fb_block_set(int type, uint8_t *blk, int i, int code);
+
+#endif

@@ -1,0 +1,234 @@
+/* hessian_file.c - reader and writer of the Hessian GGUF (layout in hessian_file.h). */
+#include "hessian_file.h"
+#include "../util/error.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void copy_str(char *dst, size_t cap, const char *s) { snprintf(dst, cap, "%s", s ? s : ""); }
+
+void iqf_hessian_model_id_get(const iqf_gguf *g, iqf_hessian_model_id *id) {
+    memset(id, 0, sizeof *id);
+    const char *s;
+    if (iqf_gguf_get_str(g, "general.name", &s, NULL)) copy_str(id->name, sizeof id->name, s);
+    if (iqf_gguf_get_str(g, "general.architecture", &s, NULL)) copy_str(id->arch, sizeof id->arch, s);
+    char k[96];
+    int64_t v;
+    const char *keys[3] = { "embedding_length", "block_count", "feed_forward_length" };
+    int64_t *dst[3] = { &id->n_embd, &id->n_layer, &id->n_ff };
+    for (int i = 0; i < 3; i++) {
+        snprintf(k, sizeof k, "%s.%s", id->arch, keys[i]);
+        if (iqf_gguf_get_int(g, k, &v) && v >= 0 && v < (INT64_C(1) << 40)) *dst[i] = v;
+    }
+    int64_t kt = iqf_gguf_find_kv(g, "tokenizer.ggml.tokens");
+    if (kt >= 0 && iqf_gguf_kv_type(g, kt) == IQF_GGUF_ARR) id->n_vocab = (int64_t)iqf_gguf_arr_n(g, kt);
+}
+
+bool iqf_hessian_name_for(const char *weight, char *out, size_t outlen) {
+    size_t n = strlen(weight);
+    const char *suf = ".weight";
+    if (n < 7 || strcmp(weight + n - 7, suf)) return false;
+    char base[128];
+    if (n - 7 >= sizeof base) return false;
+    memcpy(base, weight, n - 7);
+    base[n - 7] = 0;
+    size_t b = n - 7;
+    struct { const char *from, *to; } map[] = {
+        { ".attn_q", ".attn_qkv" }, { ".attn_k", ".attn_qkv" }, { ".attn_v", ".attn_qkv" },
+        { ".ffn_gate", ".ffn_gate_up" }, { ".ffn_up", ".ffn_gate_up" },
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        size_t f = strlen(map[i].from);
+        if (b > f && !strcmp(base + b - f, map[i].from)) {
+            base[b - f] = 0;
+            int r = snprintf(out, outlen, "%s%s.hessian", base, map[i].to);
+            return r > 0 && (size_t)r < outlen;
+        }
+    }
+    int r = snprintf(out, outlen, "%s.hessian", base);
+    return r > 0 && (size_t)r < outlen;
+}
+
+iqf_status iqf_hessian_write(const char *path, const iqf_hessian_wentry *e, int n,
+                             const iqf_hessian_meta *meta, char *err, size_t errlen) {
+    if (!path || !meta || n < 0 || (n > 0 && !e)) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "invalid arguments");
+    int64_t count = n > 0 ? e[0].count : 0;
+    for (int i = 0; i < n; i++)
+        if (!e[i].name || !e[i].sum || e[i].n < 1 || e[i].bs < 1 || e[i].n % e[i].bs || e[i].count != count ||
+            count < 1 || strlen(e[i].name) >= IQF_GGUF_MAX_NAME)
+            return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "Hessian entry %d is malformed (or saw no tokens)", i);
+    const int type = meta->f16 ? IQF_TYPE_F16 : IQF_TYPE_F32;
+    const size_t esz = meta->f16 ? 2 : 4;
+    /* check F16 range before anything is written */
+    if (meta->f16)
+        for (int i = 0; i < n; i++)
+            for (int64_t j = 0; j < e[i].n * e[i].bs; j++)
+                if (fabs(e[i].sum[j] / (double)count) > 65504.0)
+                    return iqf_fail(err, errlen, IQF_E_NONFINITE, "%s: %s has a value too large for F16 (use F32)", path, e[i].name);
+    iqf_gguf_writer *w = iqf_gguf_writer_open(path, err, errlen);
+    if (!w) return IQF_E_IO;
+    iqf_status st = iqf_gguf_writer_set_str(w, "general.type", "hessian");
+    if (!st) st = iqf_gguf_writer_set_str(w, "hessian.model.name", meta->model.name);
+    if (!st) st = iqf_gguf_writer_set_str(w, "hessian.model.architecture", meta->model.arch);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "hessian.model.n_embd", (uint32_t)meta->model.n_embd);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "hessian.model.n_layer", (uint32_t)meta->model.n_layer);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "hessian.model.n_ff", (uint32_t)meta->model.n_ff);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "hessian.model.n_vocab", (uint32_t)meta->model.n_vocab);
+    if (!st) st = iqf_gguf_writer_set_u64(w, "hessian.token_count", (uint64_t)count);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "hessian.chunk_count", (uint32_t)meta->chunk_count);
+    if (!st) st = iqf_gguf_writer_set_u32(w, "hessian.chunk_size", (uint32_t)meta->chunk_size);
+    if (!st && meta->dataset) st = iqf_gguf_writer_set_str(w, "hessian.dataset", meta->dataset);
+    for (int i = 0; i < n && !st; i++) {
+        int64_t ne[2] = { e[i].bs, e[i].n };
+        st = iqf_gguf_writer_add_tensor(w, e[i].name, 2, ne, type);
+    }
+    if (!st) st = iqf_gguf_writer_write_header(w);
+    uint8_t buf[4096];
+    for (int i = 0; i < n && !st; i++) {
+        const int64_t tot = e[i].n * e[i].bs;
+        for (int64_t j0 = 0; j0 < tot && !st; j0 += (int64_t)(sizeof buf / esz)) {
+            int64_t m = tot - j0 < (int64_t)(sizeof buf / esz) ? tot - j0 : (int64_t)(sizeof buf / esz);
+            for (int64_t j = 0; j < m; j++) {
+                float f = (float)(e[i].sum[j0 + j] / (double)count);
+                if (meta->f16) {
+                    uint16_t h = iqf_fp32_to_fp16(f);
+                    memcpy(buf + 2 * j, &h, 2);
+                } else {
+                    memcpy(buf + 4 * j, &f, 4);
+                }
+            }
+            st = iqf_gguf_writer_write_data(w, buf, (size_t)m * esz);
+        }
+    }
+    if (st) {
+        iqf_fail(err, errlen, st, "%s", iqf_gguf_writer_error(w));
+        iqf_gguf_writer_abort(w);
+        return st;
+    }
+    return iqf_gguf_writer_finish(w, err, errlen);
+}
+
+static float elem(const iqf_gguf_tensor *t, int64_t j) {
+    if (t->type == IQF_TYPE_F16) {
+        uint16_t h;
+        memcpy(&h, (const uint8_t *)t->data + 2 * j, 2);
+        return iqf_fp16_to_fp32(h);
+    }
+    float f;
+    memcpy(&f, (const uint8_t *)t->data + 4 * j, 4);
+    return f;
+}
+
+iqf_status iqf_hessian_open(const char *path, iqf_hessian_file *hf, char *err, size_t errlen) {
+    memset(hf, 0, sizeof *hf);
+    if (!path) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL path");
+    char msg[512];
+    iqf_gguf *g = iqf_gguf_open(path, msg, sizeof msg);
+    if (!g) return iqf_fail(err, errlen, IQF_E_FORMAT, "%s", msg);
+    iqf_status st = IQF_OK;
+    const char *s;
+    if (!iqf_gguf_get_str(g, "general.type", &s, NULL) || strcmp(s, "hessian")) {
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: not a Hessian file (general.type is not \"hessian\")", path);
+        goto fail;
+    }
+    const char *name, *arch;
+    uint32_t ne, nl, nf, nv, cc = 0, cs = 0;
+    uint64_t tc;
+    if (!iqf_gguf_get_str(g, "hessian.model.name", &name, NULL) ||
+        !iqf_gguf_get_str(g, "hessian.model.architecture", &arch, NULL) ||
+        !iqf_gguf_get_u32(g, "hessian.model.n_embd", &ne) || !iqf_gguf_get_u32(g, "hessian.model.n_layer", &nl) ||
+        !iqf_gguf_get_u32(g, "hessian.model.n_ff", &nf) || !iqf_gguf_get_u32(g, "hessian.model.n_vocab", &nv)) {
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: hessian.model.* keys missing or of the wrong type", path);
+        goto fail;
+    }
+    if (!iqf_gguf_get_u64(g, "hessian.token_count", &tc) || tc == 0) {
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: hessian.token_count missing, not a u64, or 0", path);
+        goto fail;
+    }
+    iqf_gguf_get_u32(g, "hessian.chunk_count", &cc);
+    iqf_gguf_get_u32(g, "hessian.chunk_size", &cs);
+    copy_str(hf->model.name, sizeof hf->model.name, name);
+    copy_str(hf->model.arch, sizeof hf->model.arch, arch);
+    hf->model.n_embd = ne;
+    hf->model.n_layer = nl;
+    hf->model.n_ff = nf;
+    hf->model.n_vocab = nv;
+    hf->token_count = tc;
+    hf->chunk_count = (int)(cc > INT32_MAX ? INT32_MAX : cc);
+    hf->chunk_size = (int)(cs > INT32_MAX ? INT32_MAX : cs);
+    const int64_t nt = iqf_gguf_n_tensors(g);
+    if (nt < 1) {
+        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: no Hessian tensors", path);
+        goto fail;
+    }
+    for (int64_t i = 0; i < nt; i++) {
+        const iqf_gguf_tensor *t = iqf_gguf_tensor_at(g, i);
+        size_t ln = strlen(t->name);
+        if (ln < 9 || strcmp(t->name + ln - 8, ".hessian")) {
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: tensor '%s' is not named *.hessian", path, t->name);
+            goto fail;
+        }
+        if (t->type != IQF_TYPE_F32 && t->type != IQF_TYPE_F16) {
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: tensor %s must be F32 or F16", path, t->name);
+            goto fail;
+        }
+        const int64_t bs = t->ne[0], n = t->ne[1];
+        if (t->ne[2] != 1 || t->ne[3] != 1 || n % bs != 0) {
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: tensor %s has shape [%" PRId64 ", %" PRId64 ", %" PRId64
+                          "]: want [block, width] with width a multiple of block", path, t->name, bs, n, t->ne[2] * t->ne[3]);
+            goto fail;
+        }
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t j = 0; j < bs; j++) {
+                float v = elem(t, r * bs + j);
+                if (!isfinite(v) || (j == r % bs && v < 0)) {
+                    st = iqf_fail(err, errlen, IQF_E_NONFINITE, "%s: tensor %s has a %s value (%g) at row %" PRId64 ", column %" PRId64,
+                                  path, t->name, isfinite(v) ? "negative diagonal" : "non-finite", (double)v, r, j);
+                    goto fail;
+                }
+            }
+    }
+    hf->path = strdup(path);
+    if (!hf->path) {
+        st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    hf->g = g;
+    return IQF_OK;
+fail:
+    iqf_gguf_close(g);
+    memset(hf, 0, sizeof *hf);
+    return st;
+}
+
+void iqf_hessian_close(iqf_hessian_file *hf) {
+    if (!hf) return;
+    iqf_gguf_close(hf->g);
+    free(hf->path);
+    memset(hf, 0, sizeof *hf);
+}
+
+bool iqf_hessian_find(const iqf_hessian_file *hf, const char *hname, int64_t *n, int64_t *bs) {
+    if (!hf || !hf->g) return false;
+    int64_t i = iqf_gguf_find_tensor(hf->g, hname);
+    if (i < 0) return false;
+    const iqf_gguf_tensor *t = iqf_gguf_tensor_at(hf->g, i);
+    if (n) *n = t->ne[1];
+    if (bs) *bs = t->ne[0];
+    return true;
+}
+
+bool iqf_hessian_read(const iqf_hessian_file *hf, const char *hname, float *out) {
+    if (!hf || !hf->g) return false;
+    int64_t i = iqf_gguf_find_tensor(hf->g, hname);
+    if (i < 0) return false;
+    const iqf_gguf_tensor *t = iqf_gguf_tensor_at(hf->g, i);
+    const int64_t m = t->ne[0] * t->ne[1];
+    if (t->type == IQF_TYPE_F32) memcpy(out, t->data, (size_t)m * sizeof(float));
+    else
+        for (int64_t j = 0; j < m; j++) out[j] = elem(t, j);
+    return true;
+}

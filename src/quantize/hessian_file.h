@@ -1,0 +1,88 @@
+/*
+ * hessian_file.h - the Hessian file that `iqforge imatrix --hessian OUT` writes and `iqforge
+ * quantize --hessian FILE` reads: per linear layer input, H = E[x x^T] over the calibration
+ * tokens, for GPTQ-style error feedback (src/quantize/feedback.c).
+ *
+ * Layout (a GGUF file):
+ *   general.type                = "hessian"
+ *   hessian.model.name          str   general.name of the model ("" if it has none)
+ *   hessian.model.architecture  str   general.architecture
+ *   hessian.model.n_embd, hessian.model.n_layer, hessian.model.n_ff, hessian.model.n_vocab  u32
+ *   hessian.token_count         u64   token rows accumulated (every entry saw the same rows)
+ *   hessian.chunk_count, hessian.chunk_size  u32;  hessian.dataset  str (the text file)
+ *   one tensor per distinct input, named after the weights that read it:
+ *     blk.N.attn_qkv.hessian     input of attn_q, attn_k, attn_v (shared)
+ *     blk.N.attn_output.hessian, blk.N.ffn_down.hessian, output.hessian
+ *     blk.N.ffn_gate_up.hessian  input of ffn_gate and ffn_up (shared)
+ *   Each tensor is F32 or F16 with ne0 = bs (diagonal block size), ne1 = n (input width),
+ *   n % bs == 0: H is block-diagonal with n/bs blocks of bs x bs; row r = k*bs + i of the tensor
+ *   is row i of block k (columns k*bs .. k*bs+bs-1 of H). bs == n is the full matrix.
+ *   Values are means (sums / token_count).
+ *
+ * The reader treats the file as hostile: every key type, shape and value (finite, diagonal >= 0)
+ * is checked at open; values are then read on demand from the mapping.
+ */
+#ifndef IQF_QUANTIZE_HESSIAN_FILE_H
+#define IQF_QUANTIZE_HESSIAN_FILE_H
+
+#include "iqforge.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* What identifies the model a Hessian was made from. */
+typedef struct iqf_hessian_model_id {
+    char name[128];
+    char arch[32];
+    int64_t n_embd, n_layer, n_ff, n_vocab;
+} iqf_hessian_model_id;
+
+/* Reads the identity from a model GGUF (missing numbers are 0). */
+void iqf_hessian_model_id_get(const iqf_gguf *g, iqf_hessian_model_id *id);
+
+/* The Hessian tensor name for a weight name ("blk.3.attn_k.weight" -> "blk.3.attn_qkv.hessian",
+ * "output.weight" -> "output.hessian"); false if the name does not end in ".weight" or is too
+ * long. */
+bool iqf_hessian_name_for(const char *weight, char *out, size_t outlen);
+
+/* One tensor to write: sums of x x^T over `count` token rows, in double, laid out as in the file
+ * (n rows of bs). */
+typedef struct iqf_hessian_wentry {
+    const char *name;   /* e.g. "blk.0.attn_qkv.hessian" */
+    int64_t n, bs;
+    const double *sum;  /* n * bs */
+    int64_t count;
+} iqf_hessian_wentry;
+
+typedef struct iqf_hessian_meta {
+    iqf_hessian_model_id model;
+    int chunk_count, chunk_size;
+    const char *dataset;  /* may be NULL */
+    bool f16;             /* store F16 instead of F32 */
+} iqf_hessian_meta;
+
+/* Writes the file (entries in the order given). Every entry must have the same count (> 0).
+ * Errors: IQF_E_INVALID_ARG, IQF_E_NONFINITE (a mean too large for F16), IQF_E_IO, IQF_E_NOMEM. */
+iqf_status iqf_hessian_write(const char *path, const iqf_hessian_wentry *e, int n,
+                             const iqf_hessian_meta *meta, char *err, size_t errlen);
+
+typedef struct iqf_hessian_file {
+    void *g;                    /* iqf_gguf* */
+    char *path;
+    iqf_hessian_model_id model;
+    uint64_t token_count;
+    int chunk_count, chunk_size;
+} iqf_hessian_file;
+
+/* Opens and validates. Errors (IQF_E_IO, IQF_E_FORMAT, IQF_E_NONFINITE, IQF_E_NOMEM), message
+ * "PATH: what is wrong". */
+iqf_status iqf_hessian_open(const char *path, iqf_hessian_file *hf, char *err, size_t errlen);
+void iqf_hessian_close(iqf_hessian_file *hf);
+
+/* The entry named `hname`: true and its width and block size, or false if absent. */
+bool iqf_hessian_find(const iqf_hessian_file *hf, const char *hname, int64_t *n, int64_t *bs);
+/* Copies the entry's n*bs values as float. False if absent. */
+bool iqf_hessian_read(const iqf_hessian_file *hf, const char *hname, float *out);
+
+#endif
