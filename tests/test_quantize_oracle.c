@@ -350,10 +350,11 @@ int main(int argc, char **argv) {
             { sp_first, img_s, IQF_FTYPE_MOSTLY_Q4_K_M, 2, false, false, -1, -1, NULL, 0, false, NULL, NULL, true },
             { sp_first, NULL, IQF_FTYPE_MOSTLY_Q8_0, 3, false, false, -1, -1, NULL, 0, false, kv_args, "2", true },
             { sp_first, img_s, IQF_FTYPE_MOSTLY_IQ3_XXS, 1, false, false, -1, -1, NULL, 0, false, NULL, NULL, true },
+            { model_s, NULL, IQF_FTYPE_MOSTLY_Q6_K, 2, false, false, -1, -1, NULL, 0, false, NULL, NULL, true },
         };
         static const char *const sr_names[] = { "split input Q4_K_M", "split --keep-split Q4_K_M",
                                                 "split --keep-split Q8_0 --override-kv --prune-layers 2",
-                                                "split --keep-split IQ3_XXS" };
+                                                "split --keep-split IQ3_XXS", "single file --keep-split Q6_K" };
         for (size_t i = 0; i < sizeof sr / sizeof sr[0]; i++)
             if (!sanitized || i == 1) add_result(run_pair(api, &sr[i], sr_names[i]), sr_names[i], &n_ok, &n_skip);
         for (int k = 1; k <= 3; k++) {

@@ -243,7 +243,7 @@ iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_q
         nt = k;
         pruned_block_count = (uint32_t)ps.next_id;
     }
-    if (params->keep_split && iqf_gguf_n_parts(g) > 1) { /* as llama: by part, then file order */
+    if (params->keep_split) { /* as llama, even for one part: by part, then file order */
         for (int64_t i = 1; i < nt; i++) { /* insertion sort keeps items and rt parallel */
             plan_item a = items[i];
             iqf_recipe_tensor b = rt[i];
