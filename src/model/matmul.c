@@ -55,6 +55,9 @@ static void decode_rows(const iqf_weight *w, int64_t r0, int64_t nr, float *out,
         break;
     }
     const iqf_codec *c = iqf_codec_get(w->type);
+    /* the decoder's tables (iq1_s/iq1_m grid) are built by init; iqf_dequantize calls it, a
+     * direct dequantize_row call must too (pthread_once: free after the first call) */
+    if (c->init) c->init();
     for (int64_t r = 0; r < nr; r++) c->dequantize_row(src + (size_t)r * w->row_bytes, out + r * K, K);
 }
 
