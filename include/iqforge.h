@@ -678,7 +678,7 @@ typedef struct iqf_target_params {
                                  probe's outside them) */
     int n_calib_types;
     bool calib_all;           /* probe every candidate type: costs are measured KLDs */
-    int calib_rounds;         /* in-context rounds after the first allocation (<= 0: 3): all chosen
+    int calib_rounds;         /* in-context rounds after the first allocation (< 0: 3; 0: none): all chosen
                                  types applied at once, each tensor's marginal KLD measured, its
                                  curve rescaled to it, reallocated; the plan of least joint KLD on
                                  the calibration text is kept */

@@ -39,6 +39,7 @@ static void usage(FILE *f) {
             "                               (default: by its relative error, error / signal energy)\n"
             "  --calib-chunks N, --calib-ctx N   chunks and tokens per chunk of the calibration (8, 128)\n"
             "  --calib-type T[,T...]        the probe types of the calibration (q3_K; q4_0 for rows not multiples of 256)\n"
+            "  --calib-rounds N             in-context rounds after the first allocation (3; 0: none)\n"
             "  --calib-all                  probe every candidate type (slow: one KLD run per tensor and type)\n"
             "  --sample F                   fraction of rows measured per tensor of more than 256 rows (1/16)\n"
             "  --plan-out FILE              save the plan as a --tensor-type-file\n"
@@ -226,6 +227,13 @@ int cmd_quantize(int argc, char **argv) {
             }
             tp.calib_types = calib_types;
             tp.n_calib_types = n_calib;
+        } else if (!strcmp(a, "--calib-rounds") && has_val) {
+            long long v;
+            if (!cli_parse_int(argv[++i], 0, 100, &v)) {
+                cli_error("quantize: invalid --calib-rounds '%s'", argv[i]);
+                goto out;
+            }
+            tp.calib_rounds = (int)v;
         } else if (!strcmp(a, "--calib-all")) {
             tp.calib_all = true;
         } else if (!strcmp(a, "--sample") && has_val) {

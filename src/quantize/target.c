@@ -43,6 +43,7 @@ iqf_target_params iqf_target_default_params(void) {
     memset(&p, 0, sizeof p);
     p.sens = IQF_TARGET_SENS_RELATIVE;
     p.calib_type = -1;
+    p.calib_rounds = -1;
     return p;
 }
 
@@ -603,14 +604,15 @@ static iqf_status calib_context(calib *cb, titem *items, int nt, const iqf_quant
         const int ty = it->c[it->chosen].type;
         const size_t need = (size_t)(nrows * ncols), qb = iqf_row_size(ty, ncols) * (size_t)nrows;
         if (need > fcap) {
-            free(f32), free(deq), free(ex);
+            free(f32), free(deq);
             f32 = malloc(need * sizeof(float));
             deq = malloc(need * sizeof(float));
-            ex = malloc((size_t)nrows * sizeof(int64_t));
-            fcap = f32 && deq && ex ? need : 0;
+            fcap = f32 && deq ? need : 0;
         }
+        free(ex);
+        ex = malloc((size_t)nrows * sizeof(int64_t));
         qd[i] = malloc(qb ? qb : 1);
-        if (fcap < need || !qd[i]) {
+        if (fcap < need || !qd[i] || !ex) {
             st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibrating %s)", it->t->name);
             goto done;
         }
@@ -989,7 +991,7 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
     if (cal) {
         /* In-context rounds: measure the plan jointly, rescale, reallocate; keep the plan whose
          * joint KLD on the calibration text is lowest. */
-        const int rounds = tp->calib_rounds > 0 ? tp->calib_rounds : 3;
+        const int rounds = tp->calib_rounds >= 0 ? tp->calib_rounds : 3;
         best_choice = malloc(sizeof(int) * (size_t)(n_free ? n_free : 1));
         if (!best_choice) {
             st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
