@@ -678,13 +678,13 @@ typedef struct iqf_target_params {
                                  probe's outside them) */
     int n_calib_types;
     bool calib_all;           /* probe every candidate type: costs are measured KLDs */
-    int calib_rounds;         /* in-context rounds after the first allocation (< 0: 3; 0: none): all chosen
+    int calib_rounds;         /* in-context rounds after the first allocation (default 0; < 0: 3): all chosen
                                  types applied at once, each tensor's marginal KLD measured, its
                                  curve rescaled to it, reallocated; the plan of least joint KLD on
                                  the calibration text is kept */
-    double sample;            /* fraction of rows measured in tensors of more than sample_min
-                                 rows (<= 0: 1/16; >= 1: all rows) */
-    int sample_min;           /* at least this many rows (<= 0: 256) */
+    double sample;            /* fraction of rows measured in tensors of more than 2^20 weights
+                                 and more than sample_min rows (<= 0: 1/32; >= 1: all rows) */
+    int sample_min;           /* at least this many rows (<= 0: 128) */
 } iqf_target_params;
 
 iqf_target_params iqf_target_default_params(void);

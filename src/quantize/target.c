@@ -4,8 +4,8 @@
  * (target_alloc.c) and quantize with the result as exact-name --tensor-type patterns, so the
  * pipeline (pipeline.c) is used unchanged and a saved plan is a --tensor-type-file.
  *
- * Measurement (measure_tensor): the rows measured are all rows, or for a tensor of more than
- * sample_min rows max(sample_min, ceil(sample * nrows)) rows spaced evenly (row
+ * Measurement (measure_tensor): the rows measured are all rows, or for a tensor of more than 2^20
+ * weights and more than sample_min rows max(sample_min, ceil(sample * nrows)) rows spaced evenly (row
  * floor((k + 0.5) * nrows / n)); the tensor's error is nrows times the mean row error, its
  * standard error nrows * sqrt(var / n * (1 - n / nrows)). Encoding goes through iqf_quantize with
  * the run's mode (compat or best), one call per candidate over the sampled rows, so measured
@@ -43,7 +43,7 @@ iqf_target_params iqf_target_default_params(void) {
     memset(&p, 0, sizeof p);
     p.sens = IQF_TARGET_SENS_RELATIVE;
     p.calib_type = -1;
-    p.calib_rounds = -1;
+    p.calib_rounds = 0;
     return p;
 }
 
@@ -203,6 +203,9 @@ typedef struct titem {
     int chosen;                /* candidate index */
 } titem;
 
+/* tensors of at most this many weights are measured on all rows */
+#define SAMPLE_ALL_WEIGHTS (1 << 20)
+
 static uint64_t padded(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
 
 static int64_t n_rows(const iqf_gguf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
@@ -226,10 +229,10 @@ static iqf_status measure_tensor(titem *it, const iqf_target_params *tp, const i
                                  uint64_t align, char *err, size_t errlen) {
     const iqf_gguf_tensor *t = it->t;
     const int64_t ncols = t->ne[0], nrows = n_rows(t);
-    const int smin = tp->sample_min > 0 ? tp->sample_min : 256;
-    const double frac = tp->sample > 0 ? tp->sample : 1.0 / 16;
+    const int smin = tp->sample_min > 0 ? tp->sample_min : 128;
+    const double frac = tp->sample > 0 ? tp->sample : 1.0 / 32;
     int64_t n = nrows;
-    if (frac < 1 && nrows > smin) {
+    if (frac < 1 && nrows > smin && nrows * ncols > SAMPLE_ALL_WEIGHTS) {
         n = (int64_t)ceil(frac * (double)nrows);
         if (n < smin) n = smin;
         if (n > nrows) n = nrows;
