@@ -1008,7 +1008,7 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
             if (log) fprintf(log, "calibrate: round %d: plan of predicted KLD %.6f has joint KLD %.6f\n", r, total, jk);
             if (jk < best) {
                 best = jk;
-                memcpy(best_choice, choice, sizeof(int) * (size_t)n_free);
+                if (n_free > 0) memcpy(best_choice, choice, sizeof(int) * (size_t)n_free);
             }
             if (r == rounds) break;
             for (int f = 0; f < n_free; f++)
@@ -1017,7 +1017,7 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
             if ((st = iqf_target_allocate(n_free, kk, bb, cc, budget - meta - fixed_bytes, choice, &used, &total, err, errlen)))
                 goto done;
         }
-        memcpy(choice, best_choice, sizeof(int) * (size_t)n_free);
+        if (n_free > 0) memcpy(choice, best_choice, sizeof(int) * (size_t)n_free);
         t2 = iqf_now();
         t3 = t2;
     }

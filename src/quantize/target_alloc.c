@@ -292,7 +292,7 @@ iqf_status iqf_target_allocate(int n, const int *k, const uint64_t *const *bytes
     }
     const int *best = a;
     if (dp(&p, b) == IQF_OK && sum_bytes(&p, b) <= budget && sum_cost(&p, b) < sum_cost(&p, a)) best = b;
-    memcpy(choice, best, sizeof(int) * (size_t)n);
+    if (n > 0) memcpy(choice, best, sizeof(int) * (size_t)n);
     if (total_bytes) *total_bytes = sum_bytes(&p, best);
     if (total_cost) *total_cost = sum_cost(&p, best);
     free(a), free(b);
