@@ -314,9 +314,55 @@ static void test_model(void) {
     rmdir(dir);
 }
 
+/* The KLD calibration on stories260K (rows of 64: legacy types) with the TinyStories sample. */
+static void test_calibrated(void) {
+    char err[1024], out[64];
+    snprintf(out, sizeof out, "/tmp/iqf_ttarget_cal_%d.gguf", (int)getpid());
+    const char *model = src_path("tests/data/stories260K/stories260K-f32.gguf");
+    const char *im = src_path("tests/data/stories260K/imatrix-groups_merged-c256.gguf");
+    const char *text = src_path("tests/data/text/tinystories-sample.txt");
+    iqf_model_quantize_params qp = iqf_model_quantize_default_params();
+    qp.imatrix_path = im;
+    qp.quiet = true;
+    qp.n_threads = 2;
+    iqf_target_params tp = iqf_target_default_params();
+    tp.target_size = 277376; /* llama-quantize's Q4_0 file of this model */
+    tp.sens = IQF_TARGET_SENS_KLD;
+    tp.calib_text = text;
+    tp.calib_chunks = 4;
+    tp.calib_ctx = 64;
+    iqf_target_plan *plan = NULL;
+    iqf_status st = iqf_target_plan_make(model, &qp, &tp, &plan, NULL, err, sizeof err);
+    CHECK(st == IQF_OK && plan, "calibrated plan: %s", err);
+    if (!plan) return;
+    int nfree = 0, pos = 0;
+    for (int i = 0; i < plan->n; i++)
+        if (!plan->e[i].fixed) nfree++, pos += plan->e[i].weight > 0 && isfinite(plan->e[i].error);
+    CHECK(nfree > 0 && pos == nfree, "every chosen tensor has a positive KLD sensitivity (%d of %d)", pos, nfree);
+    CHECK(plan->total_error > 0 && plan->total_error < 1, "predicted KLD %g", plan->total_error);
+    iqf_model_quantize_report rep;
+    st = iqf_target_quantize(model, out, &qp, plan, &rep, NULL, err, sizeof err);
+    CHECK(st == IQF_OK && fsize(out) == plan->file_size && plan->file_size <= 277376, "calibrated file: %s", err);
+    /* a calibration text that is too short */
+    iqf_target_plan_free(plan);
+    plan = NULL;
+    char shortf[64];
+    snprintf(shortf, sizeof shortf, "/tmp/iqf_ttarget_short_%d.txt", (int)getpid());
+    write_file(shortf, "Once upon a time.", 17);
+    tp.calib_text = shortf;
+    st = iqf_target_plan_make(model, &qp, &tp, &plan, NULL, err, sizeof err);
+    CHECK(st == IQF_E_INVALID_ARG && strstr(err, "fewer than one chunk") && !plan, "short text: %d %s", st, err);
+    tp.calib_text = "/nonexistent/text.txt";
+    st = iqf_target_plan_make(model, &qp, &tp, &plan, NULL, err, sizeof err);
+    CHECK(st == IQF_E_IO && !plan && !strchr(err, '\n'), "missing text: %s", err);
+    unlink(out);
+    unlink(shortf);
+}
+
 int main(void) {
     test_allocate();
     test_candidates();
     test_model();
+    test_calibrated();
     return test_finish("test_target");
 }

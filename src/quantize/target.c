@@ -324,6 +324,18 @@ static iqf_weight *find_weight(iqf_model *m, const char *name) {
     return NULL;
 }
 
+/* Points weight w at (type, data); a tied output (the model's copy of token_embd) follows it. */
+static void set_view(iqf_model *m, iqf_weight *w, int type, size_t row_bytes, const uint8_t *data) {
+    w->type = type;
+    w->row_bytes = row_bytes;
+    w->data = data;
+    if (w == &m->tok_embd && m->info.tied_output) {
+        m->output.type = type;
+        m->output.row_bytes = row_bytes;
+        m->output.data = data;
+    }
+}
+
 static void log_softmax(const float *l, int nv, float *out) {
     float mx = l[0];
     for (int v = 1; v < nv; v++) mx = fmaxf(mx, l[v]);
@@ -530,12 +542,10 @@ static iqf_status calibrate(const char *in, titem *items, int nt, const iqf_targ
                 }
             }
             const iqf_weight saved = *w;
-            w->type = IQF_TYPE_F32;
-            w->row_bytes = (size_t)ncols * sizeof(float);
-            w->data = (const uint8_t *)deq;
+            set_view(cb.m, w, IQF_TYPE_F32, (size_t)ncols * sizeof(float), (const uint8_t *)deq);
             double kld = 0;
             st = calib_run(&cb, false, &kld, err, errlen);
-            *w = saved;
+            set_view(cb.m, w, saved.type, saved.row_bytes, saved.data);
             if (st) {
                 free(ex);
                 goto done;
@@ -640,9 +650,7 @@ static iqf_status calib_context(calib *cb, titem *items, int nt, const iqf_quant
         e_full[i] = e;
         wp[i] = w;
         saved[i] = *w;
-        w->type = ty;
-        w->row_bytes = iqf_row_size(ty, ncols);
-        w->data = qd[i];
+        set_view(cb->m, w, ty, iqf_row_size(ty, ncols), qd[i]);
     }
     double jk = 0;
     if ((st = calib_run(cb, false, &jk, err, errlen))) goto done;
@@ -651,10 +659,10 @@ static iqf_status calib_context(calib *cb, titem *items, int nt, const iqf_quant
         if (!wp[i]) continue;
         titem *it = &items[i];
         const iqf_weight q = *wp[i];
-        *wp[i] = saved[i];
+        set_view(cb->m, wp[i], saved[i].type, saved[i].row_bytes, saved[i].data);
         double k = 0;
         st = calib_run(cb, false, &k, err, errlen);
-        *wp[i] = q;
+        set_view(cb->m, wp[i], q.type, q.row_bytes, q.data);
         if (st) goto done;
         cand *cd = &it->c[it->chosen];
         const double m = jk - k, cur = cd->sens * e_full[i];
@@ -668,7 +676,7 @@ static iqf_status calib_context(calib *cb, titem *items, int nt, const iqf_quant
     }
 done:
     for (int i = 0; i < nt; i++) {
-        if (wp && wp[i]) *wp[i] = saved[i];
+        if (wp && wp[i]) set_view(cb->m, wp[i], saved[i].type, saved[i].row_bytes, saved[i].data);
         if (qd) free(qd[i]);
     }
     free(qd), free(saved), free(wp), free(e_full), free(f32), free(deq), free(ex);
