@@ -343,6 +343,20 @@ static void test_calibrated(void) {
     iqf_model_quantize_report rep;
     st = iqf_target_quantize(model, out, &qp, plan, &rep, NULL, err, sizeof err);
     CHECK(st == IQF_OK && fsize(out) == plan->file_size && plan->file_size <= 277376, "calibrated file: %s", err);
+    /* the engine loads it and its weights have the plan's types */
+    iqf_model_params mp = iqf_model_default_params();
+    iqf_model *m = NULL;
+    CHECK(iqf_model_load(out, &mp, &m, err, sizeof err) == IQF_OK, "load the written file: %s", err);
+    if (m) {
+        const iqf_gguf *g = iqf_model_gguf(m);
+        int bad = 0;
+        for (int i = 0; i < plan->n; i++) {
+            const iqf_gguf_tensor *t = iqf_gguf_tensor_at(g, iqf_gguf_find_tensor(g, plan->e[i].name));
+            bad += !t || t->type != plan->e[i].type;
+        }
+        CHECK(bad == 0, "%d tensors of the loaded model differ from the plan", bad);
+        iqf_model_free(m);
+    }
     /* a calibration text that is too short */
     iqf_target_plan_free(plan);
     plan = NULL;
