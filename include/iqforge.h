@@ -650,7 +650,7 @@ void iqf_imatrix_data_free(iqf_imatrix_data *d);
  * under the target: iqf_target_allocate.
  * ------------------------------------------------------------------------------------------- */
 typedef enum iqf_target_sens {
-    /* Default without a calibration text: each tensor's error divided by its signal energy
+    /* Each tensor's error divided by its signal energy
      * sum_r sum_j im[j] w[r][j]^2, i.e. the relative (noise-to-signal) error of the tensor's
      * output; every tensor weighs the same per unit of relative error. */
     IQF_TARGET_SENS_RELATIVE = 0,
@@ -661,14 +661,20 @@ typedef enum iqf_target_sens {
      * the calibration text against the unquantized model; sensitivity = KLD / err(probe). The
      * weighted total then predicts the file's KLD (to first order, errors adding up). */
     IQF_TARGET_SENS_KLD = 2,
+    /* The default: IQF_TARGET_SENS_KLD on text sampled from the model itself (calib_text NULL)
+     * when the engine loads the model and the calibration costs at most 5e11 multiply-adds
+     * (free tensors x calibration tokens x weights: models up to some ten million weights),
+     * else IQF_TARGET_SENS_RELATIVE. The log says which was used. */
+    IQF_TARGET_SENS_AUTO = 3,
 } iqf_target_sens;
 
 typedef struct iqf_target_params {
     uint64_t target_size;     /* bytes of the whole file; or 0 and ... */
     double target_bpw;        /* ... whole-file bits per weight: target_size = floor(B * n_weights / 8),
                                  n_weights = elements of all tensors */
-    iqf_target_sens sens;     /* IQF_TARGET_SENS_KLD needs calib_text */
-    const char *calib_text;   /* text file for IQF_TARGET_SENS_KLD */
+    iqf_target_sens sens;     /* default IQF_TARGET_SENS_AUTO */
+    const char *calib_text;   /* text file for IQF_TARGET_SENS_KLD; NULL: text sampled from the
+                                 model (temperature 1 from BOS, fixed seed) */
     int calib_ctx;            /* tokens per chunk (<= 0: 128, capped at the model's context) */
     int calib_chunks;         /* chunks of the text used (<= 0: 8) */
     int calib_type;           /* probe type (-1: q3_K, q4_0 for rows that are not multiples of 256) */

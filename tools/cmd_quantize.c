@@ -36,7 +36,10 @@ static void usage(FILE *f) {
             "                               file at most SIZE bytes (suffix K, M, G: 1024, 1024^2, 1024^3)\n"
             "  --target-bpw B               the same with SIZE = B * (weights of all tensors) / 8\n"
             "  --calibrate TEXT             weigh each tensor's error by its measured KLD sensitivity on TEXT\n"
-            "                               (default: by its relative error, error / signal energy)\n"
+            "                               (default: the same on text sampled from the model when that is cheap,\n"
+            "                               models up to ~10M weights; else by relative error)\n"
+            "  --no-calibrate               weigh by relative error (error / signal energy) only\n"
+            "  --calibrate-self             calibrate on text sampled from the model, whatever its size\n"
             "  --calib-chunks N, --calib-ctx N   chunks and tokens per chunk of the calibration (8, 128)\n"
             "  --calib-type T[,T...]        the probe types of the calibration (q3_K; q4_0 for rows not multiples of 256)\n"
             "  --calib-rounds N             in-context rounds after the first allocation (default 0)\n"
@@ -157,6 +160,7 @@ int cmd_quantize(int argc, char **argv) {
     iqf_target_params tp = iqf_target_default_params();
     const char *plan_out = NULL;
     int calib_types[32], n_calib = 0;
+    bool calib_self = false;
     const char *inc[MAX_LIST], *exc[MAX_LIST];
     tt_list tt;
     memset(&tt, 0, sizeof tt);
@@ -209,6 +213,13 @@ int cmd_quantize(int argc, char **argv) {
         } else if (!strcmp(a, "--calibrate") && has_val) {
             tp.calib_text = argv[++i];
             tp.sens = IQF_TARGET_SENS_KLD;
+        } else if (!strcmp(a, "--calibrate-self")) {
+            tp.calib_text = NULL;
+            tp.sens = IQF_TARGET_SENS_KLD;
+            calib_self = true;
+        } else if (!strcmp(a, "--no-calibrate")) {
+            tp.calib_text = NULL;
+            tp.sens = IQF_TARGET_SENS_RELATIVE;
         } else if ((!strcmp(a, "--calib-chunks") || !strcmp(a, "--calib-ctx")) && has_val) {
             long long v;
             if (!cli_parse_int(argv[++i], 1, 1 << 20, &v)) {
@@ -266,7 +277,7 @@ int cmd_quantize(int argc, char **argv) {
         cli_error("quantize: --target-size and --target-bpw cannot be used together");
         goto out;
     }
-    if (!target && (plan_out || tp.calib_text || tp.sample > 0)) {
+    if (!target && (plan_out || tp.calib_text || calib_self || tp.sample > 0)) {
         cli_error("quantize: --plan-out, --calibrate and --sample need --target-size or --target-bpw");
         goto out;
     }

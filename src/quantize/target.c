@@ -41,7 +41,7 @@
 iqf_target_params iqf_target_default_params(void) {
     iqf_target_params p;
     memset(&p, 0, sizeof p);
-    p.sens = IQF_TARGET_SENS_RELATIVE;
+    p.sens = IQF_TARGET_SENS_AUTO;
     p.calib_type = -1;
     p.calib_rounds = 0;
     return p;
@@ -405,55 +405,103 @@ static iqf_status calibrate(const char *in, titem *items, int nt, const iqf_targ
     st = iqf_model_load(in, &mp, &cb.m, err, errlen);
     if (st) return st;
     const iqf_model_info *info = iqf_model_get_info(cb.m);
-    FILE *f = fopen(tp->calib_text, "rb");
-    if (!f) {
-        st = iqf_fail(err, errlen, IQF_E_IO, "%s: cannot open: %s", tp->calib_text, strerror(errno));
-        goto done;
-    }
-    size_t cap = 1 << 16, len = 0;
-    text = malloc(cap + 1);
-    while (text) {
-        size_t r = fread(text + len, 1, cap - len, f);
-        len += r;
-        if (len < cap) break;
-        if (cap > (256u << 20)) break;
-        char *t2 = realloc(text, cap * 2 + 1);
-        if (!t2) break;
-        text = t2;
-        cap *= 2;
-    }
-    const bool rerr = ferror(f);
-    fclose(f);
-    if (!text || rerr) {
-        st = iqf_fail(err, errlen, text ? IQF_E_IO : IQF_E_NOMEM, "%s: cannot read", tp->calib_text);
-        goto done;
-    }
-    text[len] = 0;
-    voc = iqf_vocab_load(iqf_model_gguf(cb.m), msg, sizeof msg);
-    if (!voc) {
-        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: %s", in, msg);
-        goto done;
-    }
-    int32_t tcap = (int32_t)(len < (size_t)INT32_MAX / 2 ? len : (size_t)INT32_MAX / 2) + 4;
-    cb.tok = malloc(sizeof(int32_t) * (size_t)tcap);
-    int32_t ntok = cb.tok ? iqf_tokenize(voc, text, len, false, cb.tok, tcap) : IQF_TOKENIZE_ERROR;
-    if (ntok < 0 && ntok != IQF_TOKENIZE_ERROR) {
-        tcap = -ntok;
-        free(cb.tok);
-        cb.tok = malloc(sizeof(int32_t) * (size_t)tcap);
-        ntok = cb.tok ? iqf_tokenize(voc, text, len, false, cb.tok, tcap) : IQF_TOKENIZE_ERROR;
-    }
-    if (ntok < 0) {
-        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: tokenization failed", tp->calib_text);
-        goto done;
-    }
     cb.n_ctx = tp->calib_ctx > 0 ? tp->calib_ctx : 128;
     if (info->n_ctx_train > 0 && cb.n_ctx > info->n_ctx_train) cb.n_ctx = info->n_ctx_train;
     if (cb.n_ctx < 8) cb.n_ctx = 8;
     cb.n_chunks = tp->calib_chunks > 0 ? tp->calib_chunks : 8;
+    const char *tname_ = tp->calib_text ? tp->calib_text : "the generated calibration text";
+    int32_t ntok = 0;
+    if (tp->calib_text) {
+        FILE *f = fopen(tp->calib_text, "rb");
+        if (!f) {
+            st = iqf_fail(err, errlen, IQF_E_IO, "%s: cannot open: %s", tp->calib_text, strerror(errno));
+            goto done;
+        }
+        size_t cap = 1 << 16, len = 0;
+        text = malloc(cap + 1);
+        while (text) {
+            size_t r = fread(text + len, 1, cap - len, f);
+            len += r;
+            if (len < cap) break;
+            if (cap > (256u << 20)) break;
+            char *t2 = realloc(text, cap * 2 + 1);
+            if (!t2) break;
+            text = t2;
+            cap *= 2;
+        }
+        const bool rerr = ferror(f);
+        fclose(f);
+        if (!text || rerr) {
+            st = iqf_fail(err, errlen, text ? IQF_E_IO : IQF_E_NOMEM, "%s: cannot read", tp->calib_text);
+            goto done;
+        }
+        text[len] = 0;
+        voc = iqf_vocab_load(iqf_model_gguf(cb.m), msg, sizeof msg);
+        if (!voc) {
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: %s", in, msg);
+            goto done;
+        }
+        int32_t tcap = (int32_t)(len < (size_t)INT32_MAX / 2 ? len : (size_t)INT32_MAX / 2) + 4;
+        cb.tok = malloc(sizeof(int32_t) * (size_t)tcap);
+        ntok = cb.tok ? iqf_tokenize(voc, text, len, false, cb.tok, tcap) : IQF_TOKENIZE_ERROR;
+        if (ntok < 0 && ntok != IQF_TOKENIZE_ERROR) {
+            tcap = -ntok;
+            free(cb.tok);
+            cb.tok = malloc(sizeof(int32_t) * (size_t)tcap);
+            ntok = cb.tok ? iqf_tokenize(voc, text, len, false, cb.tok, tcap) : IQF_TOKENIZE_ERROR;
+        }
+        if (ntok < 0) {
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: tokenization failed", tp->calib_text);
+            goto done;
+        }
+    } else {
+        /* No text: the model's own samples (temperature 1, from BOS, a fixed seed). */
+        ntok = cb.n_ctx * cb.n_chunks;
+        cb.tok = malloc(sizeof(int32_t) * (size_t)ntok);
+        float *lg = malloc(sizeof(float) * (size_t)info->n_vocab);
+        if (!cb.tok || !lg) {
+            free(lg);
+            st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibration)");
+            goto done;
+        }
+        if ((st = iqf_context_new(cb.m, cb.n_ctx, qp->n_threads, &cb.c, err, errlen))) {
+            free(lg);
+            goto done;
+        }
+        uint64_t rs = 0x9E3779B97F4A7C15ull;
+        for (int ch = 0; ch < cb.n_chunks && !st; ch++) {
+            int32_t *t = cb.tok + (size_t)ch * (size_t)cb.n_ctx;
+            iqf_context_reset(cb.c);
+            t[0] = info->bos_id >= 0 ? info->bos_id : 0;
+            for (int p = 0; p + 1 < cb.n_ctx && !st; p++) {
+                if ((st = iqf_decode(cb.c, t + p, 1, p, 0, lg, err, errlen))) break;
+                float mx = lg[0];
+                for (int v = 1; v < info->n_vocab; v++) mx = fmaxf(mx, lg[v]);
+                double sum = 0;
+                for (int v = 0; v < info->n_vocab; v++) sum += exp((double)(lg[v] - mx));
+                /* splitmix64 */
+                uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
+                z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+                z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+                z ^= z >> 31;
+                double u = ((double)(z >> 11) + 0.5) * 0x1p-53 * sum, acc = 0;
+                int pick = info->n_vocab - 1;
+                for (int v = 0; v < info->n_vocab; v++) {
+                    acc += exp((double)(lg[v] - mx));
+                    if (acc >= u) {
+                        pick = v;
+                        break;
+                    }
+                }
+                t[p + 1] = pick;
+            }
+        }
+        free(lg);
+        if (st) goto done;
+    }
     if (cb.n_chunks > ntok / cb.n_ctx) cb.n_chunks = ntok / cb.n_ctx;
     if (cb.n_chunks < 1) {
-        st = iqf_fail(err, errlen, IQF_E_INVALID_ARG, "%s: %d tokens, fewer than one chunk of %d", tp->calib_text, ntok, cb.n_ctx);
+        st = iqf_fail(err, errlen, IQF_E_INVALID_ARG, "%s: %d tokens, fewer than one chunk of %d", tname_, ntok, cb.n_ctx);
         goto done;
     }
     if (info->add_bos && info->bos_id >= 0)
@@ -468,7 +516,7 @@ static iqf_status calibrate(const char *in, titem *items, int nt, const iqf_targ
         st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibration)");
         goto done;
     }
-    if ((st = iqf_context_new(cb.m, cb.n_ctx, qp->n_threads, &cb.c, err, errlen))) goto done;
+    if (!cb.c && (st = iqf_context_new(cb.m, cb.n_ctx, qp->n_threads, &cb.c, err, errlen))) goto done;
     if ((st = calib_run(&cb, true, NULL, err, errlen))) goto done;
     size_t fcap = 0, qcap = 0;
     for (int i = 0; i < nt; i++) {
@@ -779,8 +827,6 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "give exactly one of --target-size and --target-bpw");
     if (tp->target_bpw < 0 || !isfinite(tp->target_bpw))
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "invalid --target-bpw %g", tp->target_bpw);
-    if (tp->sens == IQF_TARGET_SENS_KLD && !tp->calib_text)
-        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "KLD calibration needs a calibration text");
     if (!iqf_mode_name(qp->mode)) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "unknown encoder mode %d", (int)qp->mode);
     const double t0 = iqf_now();
     iqf_quantize_params qz = iqf_quantize_default_params();
@@ -966,6 +1012,23 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
     /* Calibrate. */
     if (tp->sens == IQF_TARGET_SENS_KLD) {
         if ((st = calibrate(in, items, nt, tp, &qz, log, &cal, err, errlen))) goto done;
+    } else if (tp->sens == IQF_TARGET_SENS_AUTO) {
+        const double ctx = tp->calib_ctx > 0 ? tp->calib_ctx : 128, ch = tp->calib_chunks > 0 ? tp->calib_chunks : 8;
+        const double cost = (double)n_free * ctx * ch * (double)n_weights;
+        if (cost <= 5e11) {
+            iqf_target_params t2 = *tp;
+            t2.sens = IQF_TARGET_SENS_KLD;
+            char e2[512];
+            st = calibrate(in, items, nt, &t2, &qz, log, &cal, e2, sizeof e2);
+            if (st && log) fprintf(log, "target: no calibration (%s); errors weighed by relative error\n", e2);
+            if (st) /* the sensitivities were not all set: back to the relative weights */
+                for (int i = 0; i < nt; i++)
+                    for (int c = 0; c < items[i].n_cand; c++) items[i].c[c].sens = items[i].weight;
+            st = IQF_OK;
+        } else if (log) {
+            fprintf(log, "target: model too large for the automatic calibration (%.1e multiply-adds); errors weighed "
+                         "by relative error (--calibrate TEXT or --calibrate-self to calibrate anyway)\n", cost);
+        }
     }
     double t2 = iqf_now();
 
