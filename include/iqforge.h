@@ -747,6 +747,138 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
                                size_t errlen);
 void iqf_imatrix_data_free(iqf_imatrix_data *d);
 
+/* ---------------------------------------------------------------------------------------------
+ * Size-targeted quantization: `quantize --target-size S | --target-bpw B` (src/quantize/target.c)
+ *
+ * For every quantizable tensor and every candidate type (the IQ and K types its row width allows,
+ * IQ4_NL and the legacy 32-blocks for other widths, Q8_0, F16; minus the types that need an
+ * importance matrix where the tensor has none) the error of actually encoding it is measured:
+ *   err(t, T) = sum over rows r, columns j of  im[j] * (w[r][j] - deq(enc_T(w))[r][j])^2
+ * (im = the imatrix row of the tensor, all ones for tensors the imatrix has no entry for), on all
+ * rows or on an evenly spaced sample of rows whose mean is scaled to the tensor (the standard
+ * error of that estimate is kept). Errors are weighed by a per-tensor sensitivity (see
+ * iqf_target_sens) and one type per tensor is chosen minimising the summed weighted error with
+ * the WHOLE output file (header, KVs, tensor infos, alignment padding, unquantized tensors) at or
+ * under the target: iqf_target_allocate.
+ * ------------------------------------------------------------------------------------------- */
+typedef enum iqf_target_sens {
+    /* Each tensor's error divided by its signal energy
+     * sum_r sum_j im[j] w[r][j]^2, i.e. the relative (noise-to-signal) error of the tensor's
+     * output; every tensor weighs the same per unit of relative error. */
+    IQF_TARGET_SENS_RELATIVE = 0,
+    /* The raw imatrix-weighted error (no weighting). */
+    IQF_TARGET_SENS_NONE = 1,
+    /* Calibrated with the engine: for each tensor alone quantized to the probe type (the rest
+     * kept as in the input), the mean KL-divergence of the model's next-token distributions on
+     * the calibration text against the unquantized model; sensitivity = KLD / err(probe). The
+     * weighted total then predicts the file's KLD (to first order, errors adding up). */
+    IQF_TARGET_SENS_KLD = 2,
+    /* The default: IQF_TARGET_SENS_KLD on text sampled from the model itself (calib_text NULL)
+     * when the engine loads the model and the calibration costs at most 5e11 multiply-adds
+     * (free tensors x calibration tokens x weights: models up to some ten million weights),
+     * else IQF_TARGET_SENS_RELATIVE. The log says which was used. */
+    IQF_TARGET_SENS_AUTO = 3,
+} iqf_target_sens;
+
+typedef struct iqf_target_params {
+    uint64_t target_size;     /* bytes of the whole file; or 0 and ... */
+    double target_bpw;        /* ... whole-file bits per weight: target_size = floor(B * n_weights / 8),
+                                 n_weights = elements of all tensors */
+    iqf_target_sens sens;     /* default IQF_TARGET_SENS_AUTO */
+    const char *calib_text;   /* text file for IQF_TARGET_SENS_KLD; NULL: text sampled from the
+                                 model (temperature 1 from BOS, fixed seed) */
+    int calib_ctx;            /* tokens per chunk (<= 0: 128, capped at the model's context) */
+    int calib_chunks;         /* chunks of the text used (<= 0: 8) */
+    int calib_type;           /* probe type (-1: q3_K, q4_0 for rows that are not multiples of 256) */
+    const int *calib_types;   /* or several probe types (n_calib_types of them; those a tensor can
+                                 take are measured): the sensitivity KLD/err of a candidate is
+                                 interpolated linearly in log(err) between the probes (the nearest
+                                 probe's outside them) */
+    int n_calib_types;
+    bool calib_all;           /* probe every candidate type: costs are measured KLDs */
+    int calib_rounds;         /* in-context rounds after the first allocation (default 0; < 0: 3): all chosen
+                                 types applied at once, each tensor's marginal KLD measured, its
+                                 curve rescaled to it, reallocated; the plan of least joint KLD on
+                                 the calibration text is kept */
+    double sample;            /* fraction of rows measured in tensors of more than 2^20 weights
+                                 and more than sample_min rows (<= 0: 1/32; >= 1: all rows) */
+    int sample_min;           /* at least this many rows (<= 0: 128) */
+} iqf_target_params;
+
+iqf_target_params iqf_target_default_params(void);
+
+typedef struct iqf_target_entry {
+    char name[IQF_GGUF_MAX_NAME];
+    int type;                 /* chosen (or fixed) type */
+    uint64_t bytes;           /* its data bytes, padded to the file's alignment */
+    double error;             /* predicted weighted error of the chosen type (0 when fixed) */
+    double error_se;          /* standard error of that prediction from row sampling (0: all rows) */
+    double weight;            /* the sensitivity the error was multiplied by */
+    bool quantizable;         /* false: copied as it is */
+    bool fixed;               /* not chosen by the allocator (not quantizable, or a user choice) */
+} iqf_target_entry;
+
+typedef struct iqf_target_plan {
+    int n;                    /* every tensor of the model, in the output (loader) order */
+    iqf_target_entry *e;
+    uint64_t budget;          /* the target, bytes */
+    uint64_t file_size;       /* the output file's size with this plan, exact */
+    uint64_t min_size, max_size; /* the smallest / largest file the candidates allow */
+    uint64_t meta_size;       /* header + KVs + tensor infos + padding */
+    int64_t n_weights;
+    double total_error;       /* sum of the entries' errors */
+    int ftype;                /* general.file_type written: the llama file type of the type that
+                                 holds most of the chosen bytes (q8_0 for f16), or the user's */
+    double seconds_measure, seconds_calib, seconds_alloc;
+} iqf_target_plan;
+
+/*
+ * Measures and allocates. `qp` gives the quantize options respected as fixed choices
+ * (output_tensor_type, token_embedding_type, --tensor-type patterns, leave_output_tensor), the
+ * imatrix (required), include/exclude weights, mode, n_threads and ftype (the file type to
+ * record; <= 0 or IQF_FTYPE_ALL_F32: chosen from the plan). Log lines go to `log` (NULL: none).
+ * Errors: IQF_E_INVALID_ARG (no imatrix, qp->pure, no target or both, a target below
+ * min_size or above max_size: "target size N bytes is below the smallest file the candidate
+ * types allow (M bytes)"), the errors of iqf_model_quantize for the input and the imatrix,
+ * IQF_E_IO / IQF_E_FORMAT for the calibration text or model, IQF_E_NOMEM.
+ */
+iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params *qp,
+                                const iqf_target_params *tp, iqf_target_plan **out, FILE *log,
+                                char *err, size_t errlen);
+void iqf_target_plan_free(iqf_target_plan *p); /* NULL is fine */
+/* The plan as a table: tensor, type, bytes, predicted error; then the totals. */
+void iqf_target_plan_print(const iqf_target_plan *p, FILE *f);
+/* Writes the plan as a --tensor-type-file: one "^ESCAPED_NAME$=type" per quantizable tensor.
+ * Errors: IQF_E_IO. The file appears whole or not at all. */
+iqf_status iqf_target_plan_save(const iqf_target_plan *p, const char *path, char *err, size_t errlen);
+/* Reads such a file back: names (unescaped) and types, malloc'd arrays of *n entries.
+ * Errors: IQF_E_IO, IQF_E_FORMAT (a word that is not "^NAME$=TYPE" with a known type). */
+iqf_status iqf_target_plan_load(const char *path, char (**names)[IQF_GGUF_MAX_NAME], int **types,
+                                int *n, char *err, size_t errlen);
+/* Quantizes `in` to `out` with the plan (the plan's types become exact-name --tensor-type
+ * patterns after qp's own), then checks the written file's size equals plan->file_size and is
+ * within the budget (else the file is removed and IQF_E_FORMAT returned). Errors: those of
+ * iqf_model_quantize. */
+iqf_status iqf_target_quantize(const char *in, const char *out, const iqf_model_quantize_params *qp,
+                               const iqf_target_plan *plan, iqf_model_quantize_report *report,
+                               FILE *log, char *err, size_t errlen);
+
+/*
+ * The allocation: n items, item i has k[i] options of bytes[i][o] bytes and cost[i][o]; picks one
+ * option per item (choice[i]) minimising the summed cost with the summed bytes <= budget. Method:
+ * each item's lower convex hull of (bytes, cost), the Lagrangian path along all hull segments in
+ * order of cost saved per byte until the next does not fit, a greedy fill of the remaining
+ * slack with any option that fits (best saving per byte first), then pairwise exchanges; and
+ * independently a dynamic program over the bytes above each item's minimum (exact when
+ * budget - sum of minima <= 2^18 bytes, otherwise on sizes rounded up to a grid, so never
+ * over), followed by the same fill; the cheaper result is returned (*total_bytes, *total_cost).
+ * Deterministic. Errors: IQF_E_INVALID_ARG (bad arguments, k[i] < 1 or > 255, non-finite cost,
+ * or the smallest options already exceed the budget).
+ */
+iqf_status iqf_target_allocate(int n, const int *k, const uint64_t *const *bytes,
+                               const double *const *cost, uint64_t budget, int *choice,
+                               uint64_t *total_bytes, double *total_cost, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,9 @@
 #include "util/outfile.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,22 @@ static void usage(FILE *f) {
             "  --hessian FILE               GPTQ-style error feedback with the Hessians of FILE\n"
             "                               (`iqforge imatrix --hessian`); the inner encoder is --mode's\n"
             "  --hessian-damp F             dampening: F * mean(diag H) added to the diagonal (default 0.01)\n\n"
+            "size-targeted quantization (TYPE is then optional: it only sets general.file_type):\n"
+            "  --target-size SIZE           choose each tensor's type for the least predicted error with the WHOLE\n"
+            "                               file at most SIZE bytes (suffix K, M, G: 1024, 1024^2, 1024^3)\n"
+            "  --target-bpw B               the same with SIZE = B * (weights of all tensors) / 8\n"
+            "  --calibrate TEXT             weigh each tensor's error by its measured KLD sensitivity on TEXT\n"
+            "                               (default: the same on text sampled from the model when that is cheap,\n"
+            "                               models up to ~10M weights; else by relative error)\n"
+            "  --no-calibrate               weigh by relative error (error / signal energy) only\n"
+            "  --calibrate-self             calibrate on text sampled from the model, whatever its size\n"
+            "  --calib-chunks N, --calib-ctx N   chunks and tokens per chunk of the calibration (8, 128)\n"
+            "  --calib-type T[,T...]        the probe types of the calibration (q3_K; q4_0 for rows not multiples of 256)\n"
+            "  --calib-rounds N             in-context rounds after the first allocation (default 0)\n"
+            "  --calib-all                  probe every candidate type (slow: one KLD run per tensor and type)\n"
+            "  --sample F                   fraction of rows measured in tensors of > 2^20 weights (1/32, >= 128 rows)\n"
+            "  --plan-out FILE              save the plan as a --tensor-type-file\n"
+            "  (--dry-run prints the plan: tensor, type, bytes, predicted error, and the file size)\n\n"
             "TYPE (file types): IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_NL\n"
             "  IQ4_XS Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K Q8_0 Q4_0 Q4_1\n"
             "  Q5_0 Q5_1 F16 BF16 F32 (aliases Q3_K, Q4_K, Q5_K; or the numeric llama ftype id).\n"
@@ -42,7 +61,7 @@ static void usage(FILE *f) {
             "parts NAME-00001-of-0000N.gguf ...) is read from its first part.\n");
 }
 
-#define MAX_LIST 256
+#define MAX_LIST 4096
 
 typedef struct tt_list {
     char *pat[MAX_LIST];
@@ -128,10 +147,62 @@ static bool parse_prune(const char *s, int *out, int *n) {
     return true;
 }
 
+/* "1214496", "1.5M", "800K", "2G" (binary multiples) */
+static bool parse_size(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v > 0)) return false;
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1048576.0, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1073741824.0, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end || v * mul >= 1.8e19) return false;
+    *out = (uint64_t)floor(v * mul);
+    return *out > 0;
+}
+
+/* --target-size / --target-bpw: measure, allocate, then print (--dry-run), save and quantize. */
+static int target_run(const char *in, const char *out, iqf_model_quantize_params *p, const iqf_target_params *tp,
+                      const char *plan_out) {
+    char err[1024] = "";
+    iqf_target_plan *plan = NULL;
+    FILE *log = p->quiet ? NULL : stdout;
+    iqf_status st = iqf_target_plan_make(in, p, tp, &plan, log, err, sizeof err);
+    if (st) return cli_error("quantize: %s", err);
+    if (p->dry_run || !p->quiet) iqf_target_plan_print(plan, stdout);
+    if (plan_out && iqf_target_plan_save(plan, plan_out, err, sizeof err)) {
+        iqf_target_plan_free(plan);
+        return cli_error("quantize: %s", err);
+    }
+    int rc = 0;
+    if (!p->dry_run) {
+        iqf_model_quantize_report rep;
+        const bool q = p->quiet;
+        p->quiet = true; /* the plan above is the per-tensor log */
+        st = iqf_target_quantize(in, out, p, plan, &rep, stdout, err, sizeof err);
+        p->quiet = q;
+        if (st) rc = cli_error("quantize: %s", err);
+        else if (!q)
+            printf("quantized %s -> %s: %" PRIu64 " bytes (%.4f bpw; target %" PRIu64 "), file type %s, in %.2f s "
+                   "(measure %.2f s, calibrate %.2f s, allocate %.2f s, quantize %.2f s)\n",
+                   in, out, plan->file_size, (double)plan->file_size * 8.0 / (double)plan->n_weights, plan->budget,
+                   iqf_ftype_name(plan->ftype), plan->seconds_measure + plan->seconds_calib + plan->seconds_alloc + rep.seconds,
+                   plan->seconds_measure, plan->seconds_calib, plan->seconds_alloc, rep.seconds);
+    }
+    iqf_target_plan_free(plan);
+    return rc;
+}
+
 int cmd_quantize(int argc, char **argv) {
     iqf_model_quantize_params p = iqf_model_quantize_default_params();
     static iqf_kv_override kvo[MAX_LIST];
     static int prune[MAX_LIST];
+    iqf_target_params tp = iqf_target_default_params();
+    const char *plan_out = NULL;
+    int calib_types[32], n_calib = 0;
+    bool calib_self = false;
     const char *inc[MAX_LIST], *exc[MAX_LIST];
     tt_list tt;
     memset(&tt, 0, sizeof tt);
@@ -181,6 +252,64 @@ int cmd_quantize(int argc, char **argv) {
                 goto out;
             }
             p.hessian_damp = (float)d;
+        } else if (!strcmp(a, "--target-size") && has_val) {
+            if (!parse_size(argv[++i], &tp.target_size)) {
+                cli_error("quantize: invalid --target-size '%s'", argv[i]);
+                goto out;
+            }
+        } else if (!strcmp(a, "--target-bpw") && has_val) {
+            char *end;
+            tp.target_bpw = strtod(argv[++i], &end);
+            if (*end || end == argv[i] || !(tp.target_bpw > 0) || tp.target_bpw > 64) {
+                cli_error("quantize: invalid --target-bpw '%s'", argv[i]);
+                goto out;
+            }
+        } else if (!strcmp(a, "--calibrate") && has_val) {
+            tp.calib_text = argv[++i];
+            tp.sens = IQF_TARGET_SENS_KLD;
+        } else if (!strcmp(a, "--calibrate-self")) {
+            tp.calib_text = NULL;
+            tp.sens = IQF_TARGET_SENS_KLD;
+            calib_self = true;
+        } else if (!strcmp(a, "--no-calibrate")) {
+            tp.calib_text = NULL;
+            tp.sens = IQF_TARGET_SENS_RELATIVE;
+        } else if ((!strcmp(a, "--calib-chunks") || !strcmp(a, "--calib-ctx")) && has_val) {
+            long long v;
+            if (!cli_parse_int(argv[++i], 1, 1 << 20, &v)) {
+                cli_error("quantize: invalid %s '%s'", a, argv[i]);
+                goto out;
+            }
+            if (!strcmp(a, "--calib-chunks")) tp.calib_chunks = (int)v;
+            else tp.calib_ctx = (int)v;
+        } else if (!strcmp(a, "--calib-type") && has_val) {
+            /* one type or a comma-separated list */
+            char *list = argv[++i];
+            for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+                if (n_calib >= 32) break;
+                if (!parse_ggml_type(tok, &calib_types[n_calib])) goto out;
+                n_calib++;
+            }
+            tp.calib_types = calib_types;
+            tp.n_calib_types = n_calib;
+        } else if (!strcmp(a, "--calib-rounds") && has_val) {
+            long long v;
+            if (!cli_parse_int(argv[++i], 0, 100, &v)) {
+                cli_error("quantize: invalid --calib-rounds '%s'", argv[i]);
+                goto out;
+            }
+            tp.calib_rounds = (int)v;
+        } else if (!strcmp(a, "--calib-all")) {
+            tp.calib_all = true;
+        } else if (!strcmp(a, "--sample") && has_val) {
+            char *end;
+            tp.sample = strtod(argv[++i], &end);
+            if (*end || end == argv[i] || !(tp.sample > 0) || tp.sample > 1) {
+                cli_error("quantize: invalid --sample '%s' (a fraction in (0, 1])", argv[i]);
+                goto out;
+            }
+        } else if (!strcmp(a, "--plan-out") && has_val) {
+            plan_out = argv[++i];
         } else if (!strcmp(a, "--imatrix") && has_val) {
             p.imatrix_path = argv[++i];
         } else if (!strcmp(a, "--include-weights") && has_val && p.n_include < MAX_LIST) {
@@ -208,15 +337,42 @@ int cmd_quantize(int argc, char **argv) {
         cli_error("quantize: --include-weights and --exclude-weights cannot be used together");
         goto out;
     }
-    if (argc - i < 2) {
+    const bool target = tp.target_size > 0 || tp.target_bpw > 0;
+    if (tp.target_size > 0 && tp.target_bpw > 0) {
+        cli_error("quantize: --target-size and --target-bpw cannot be used together");
+        goto out;
+    }
+    if (!target && (plan_out || tp.calib_text || calib_self || tp.sample > 0)) {
+        cli_error("quantize: --plan-out, --calibrate and --sample need --target-size or --target-bpw");
+        goto out;
+    }
+    if (target && p.pure) {
+        cli_error("quantize: --pure cannot be combined with --target-size/--target-bpw");
+        goto out;
+    }
+    if (target && !p.imatrix_path) {
+        cli_error("quantize: --target-size/--target-bpw need an importance matrix (--imatrix)");
+        goto out;
+    }
+    if (argc - i < (target ? 1 : 2)) {
         usage(stderr);
         goto out;
     }
     const char *in = argv[i++];
     const char *out = NULL;
     char outbuf[4096];
-    int ftype = iqf_ftype_from_name(argv[i]);
-    if (ftype >= 0) {
+    int ftype = i < argc ? iqf_ftype_from_name(argv[i]) : -1;
+    if (target && (i >= argc || (ftype < 0 && (i + 1 >= argc || iqf_ftype_from_name(argv[i + 1]) < 0)))) {
+        /* IN [OUT] [NTHREADS] without TYPE: the plan names the file type */
+        if (i < argc && !cli_parse_int(argv[i], 1, 4096, &(long long){ 0 })) out = argv[i++];
+        else {
+            const char *slash = strrchr(in, '/');
+            int dirlen = slash ? (int)(slash - in + 1) : 0;
+            snprintf(outbuf, sizeof outbuf, "%.*sggml-model-target.gguf", dirlen, in);
+            out = outbuf;
+        }
+        ftype = 0;
+    } else if (ftype >= 0) {
         /* IN TYPE [NTHREADS]: the output goes next to the input. */
         const char *slash = strrchr(in, '/');
         int dirlen = slash ? (int)(slash - in + 1) : 0;
@@ -260,6 +416,10 @@ int cmd_quantize(int argc, char **argv) {
     if (!p.dry_run) iqf_outfile_install_signal_cleanup("iqforge quantize");
     iqf_model_quantize_report rep;
     char err[1024] = "";
+    if (target) {
+        rc = target_run(in, out, &p, &tp, plan_out);
+        goto out;
+    }
     iqf_status st = iqf_model_quantize(in, p.dry_run ? NULL : out, &p, &rep, stdout, err, sizeof err);
     if (st != IQF_OK) {
         rc = cli_error("quantize: %s", err);

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# CLI test for `iqforge quantize --target-size/--target-bpw` on a synthetic Mistral-shaped model:
+# the file is at or under the target and has the printed size; --dry-run writes nothing and
+# prints the plan; --plan-out gives a --tensor-type-file that reproduces the same bytes;
+# impossible budgets and refused combinations give one line on stderr, exit 1 (2 for usage),
+# and no output file.
+set -u
+CLI=${IQF_CLI:-build/iqforge}
+GEN="$(dirname "$CLI")/iqf-genmodel"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+pass=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+expect() { # expect DESCRIPTION PATTERN FILE
+    if grep -Eq -- "$2" "$3"; then ok; else bad "$1: no /$2/ in output"; sed 's/^/  | /' "$3" | head -20 >&2; fi
+}
+"$GEN" "$T/m.gguf" --scale 16 --layers 2 --imatrix "$T/im.gguf" || { echo "generator failed"; exit 1; }
+
+# dry run: the plan, nothing written
+"$CLI" quantize --dry-run --imatrix "$T/im.gguf" --target-size 1.5M "$T/m.gguf" "$T/dry.gguf" >"$T/out" 2>"$T/err"; rc=$?
+[ $rc -eq 0 ] && ok || { bad "dry run exit $rc"; cat "$T/err" >&2; }
+[ -e "$T/dry.gguf" ] && bad "dry run wrote a file" || ok
+expect plan_row '^[0-9]+ +blk\.0\.attn_q\.weight +[a-z0-9_KS]+ +[0-9]+ +[0-9.e+-]+ ' "$T/out"
+expect plan_total '^total: file [0-9]+ bytes .* for a target of 1572864 bytes' "$T/out"
+size=$(sed -n 's/^total: file \([0-9]*\) bytes.*/\1/p' "$T/out")
+[ -n "$size" ] && [ "$size" -le 1572864 ] && ok || bad "dry-run size '$size' not <= 1572864"
+
+# the real run: same plan, file of exactly that size, plan file
+"$CLI" quantize --imatrix "$T/im.gguf" --target-size 1572864 --plan-out "$T/plan.txt" "$T/m.gguf" "$T/a.gguf" 2 >"$T/out2" 2>"$T/err"; rc=$?
+[ $rc -eq 0 ] && ok || { bad "target run exit $rc"; cat "$T/err" >&2; }
+got=$(stat -c %s "$T/a.gguf" 2>/dev/null || echo 0)
+[ "$got" = "$size" ] && ok || bad "file has $got bytes, the plan said $size"
+expect quantized_line "^quantized .* $size bytes .*target 1572864" "$T/out2"
+expect plan_file '^\^blk\\\.0\\\.attn_q\\\.weight\$=[a-z0-9_KS]+$' "$T/plan.txt"
+ft=$(sed -n 's/.*file type \([A-Z0-9_]*\),.*/\1/p' "$T/out2")
+"$CLI" quantize --quiet --imatrix "$T/im.gguf" --tensor-type-file "$T/plan.txt" "$T/m.gguf" "$T/b.gguf" "$ft" 2>"$T/err"; rc=$?
+[ $rc -eq 0 ] && ok || { bad "--tensor-type-file run exit $rc"; cat "$T/err" >&2; }
+cmp -s "$T/a.gguf" "$T/b.gguf" && ok || bad "the plan file does not reproduce the file"
+# the types in the file are the plan's
+"$CLI" inspect --no-kv "$T/a.gguf" >"$T/insp"
+while IFS='=' read -r pat ty; do
+    name=$(printf '%s' "$pat" | sed 's/^\^//; s/\$$//; s/\\//g')
+    grep -Eq " $name +[0-9 x]+ +$ty " "$T/insp" || { bad "tensor $name is not $ty in the file"; break; }
+done <"$T/plan.txt" && ok
+# --target-bpw
+"$CLI" quantize --quiet --imatrix "$T/im.gguf" --target-bpw 4.5 "$T/m.gguf" "$T/c.gguf" 2>"$T/err"; rc=$?
+[ $rc -eq 0 ] && ok || { bad "--target-bpw exit $rc"; cat "$T/err" >&2; }
+
+# errors: one line, exit 1 (2 for usage), no file
+err_case() { # err_case DESCRIPTION WANT_RC PATTERN ARGS...
+    local d=$1 want=$2 pat=$3
+    shift 3
+    rm -f "$T/x.gguf"
+    "$CLI" quantize "$@" >"$T/o" 2>"$T/e"; local rc=$?
+    [ $rc -eq "$want" ] && ok || bad "$d: exit $rc (want $want)"
+    [ "$(wc -l <"$T/e")" -eq 1 ] && ok || { bad "$d: stderr is not one line"; cat "$T/e" >&2; }
+    expect "$d" "$pat" "$T/e"
+    [ -e "$T/x.gguf" ] && bad "$d: output written" || ok
+}
+err_case "below minimum" 1 "below the smallest file" --imatrix "$T/im.gguf" --target-size 100K "$T/m.gguf" "$T/x.gguf"
+err_case "above f16" 1 "above the largest file" --imatrix "$T/im.gguf" --target-size 1G "$T/m.gguf" "$T/x.gguf"
+err_case "bpw above f16" 1 "above the largest file" --imatrix "$T/im.gguf" --target-bpw 17 "$T/m.gguf" "$T/x.gguf"
+err_case "pure" 2 "--pure" --pure --imatrix "$T/im.gguf" --target-size 1M "$T/m.gguf" "$T/x.gguf"
+err_case "no imatrix" 2 "imatrix" --target-size 1M "$T/m.gguf" "$T/x.gguf"
+err_case "both" 2 "together" --imatrix "$T/im.gguf" --target-size 1M --target-bpw 3 "$T/m.gguf" "$T/x.gguf"
+err_case "bad size" 2 "invalid --target-size" --imatrix "$T/im.gguf" --target-size 12Q "$T/m.gguf" "$T/x.gguf"
+err_case "plan without target" 2 "need --target-size" --imatrix "$T/im.gguf" --plan-out "$T/p" "$T/m.gguf" "$T/x.gguf" Q4_K_M
+
+echo "cli target: $pass passed, $fails failed"
+[ $fails -eq 0 ]
