@@ -608,7 +608,8 @@ iqf_status iqf_model_quantize(const char *in, const char *out,
 /*
  * Loading. iqf_model_load maps a GGUF file with the GGUF reader and checks that it is a llama-
  * architecture model (general.architecture "llama"; mistral checkpoints converted by llama.cpp
- * use it too) whose tensors are all present with the shapes the hyperparameters imply. Weights
+ * use it too, and Mixtral-style MoE with expert_count > 0) or a "qwen2", "qwen3" or "qwen3moe"
+ * model, whose tensors are all present with the shapes the hyperparameters imply. Weights
  * stay in the file's types; matrix products decode them tile by tile.
  * Errors: IQF_E_IO (open/map), IQF_E_FORMAT (not GGUF, missing or inconsistent key or tensor,
  * "unsupported architecture"), IQF_E_UNSUPPORTED (a weight type this build cannot decode),
@@ -667,7 +668,9 @@ int iqf_model_token_piece(const iqf_model *m, int token, char *buf, int cap);
  * Numerics: activations, KV cache and softmax are float32. Matrix products decode tiles of 16
  * weight rows to float32 and multiply them with AVX2/FMA (or portable C); IQ3_XXS weights on AVX2
  * CPUs take ggml's integer route instead (activations quantized to Q8_K, int8 dot products,
- * AVX-512 VNNI when present), so their results track llama.cpp's.
+ * AVX-512 VNNI when present), so their results track llama.cpp's. Every product with quantized
+ * (or F16/BF16) weights first rounds its activation rows to the weight type's ggml vec_dot_type
+ * (Q8_0, Q8_1, Q8_K, F16, BF16), as ggml's CPU backend does.
  * Errors: IQF_E_INVALID_ARG (NULL model or out, n_ctx <= 0), IQF_E_NOMEM. */
 iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
                            char *err, size_t errlen);

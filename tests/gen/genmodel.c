@@ -162,7 +162,8 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     const int64_t n_head = 32, n_head_kv = 8;
     const int64_t head_dim = (qwen3 || q3moe) ? 2 * n_embd / n_head : n_embd / n_head;
     const int64_t n_q = head_dim * n_head, n_kv = head_dim * n_head_kv;
-    const int64_t n_ff_exp = q3moe ? n_ff / 4 : n_ff, n_ff_layer = moe ? n_ff_exp : n_ff;
+    /* qwen3moe experts: 2/7 of n_ff (4096 at full width, a multiple of 256 at scales 1, 2, 4, 8, 16) */
+    const int64_t n_ff_exp = q3moe ? 2 * n_ff / 7 : n_ff, n_ff_layer = moe ? n_ff_exp : n_ff;
     if (n_embd < 32 || head_dim < 2) {
         iqf_gguf_close(voc);
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: scale %d too large", o->scale);
