@@ -674,11 +674,20 @@ int iqf_model_token_piece(const iqf_model *m, int token, char *buf, int cap);
  * Errors: IQF_E_INVALID_ARG (NULL model or out, n_ctx <= 0), IQF_E_NOMEM. */
 iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
                            char *err, size_t errlen);
-/* The same with the instruction set chosen: IQF_SIMD_AUTO as iqf_context_new, IQF_SIMD_SCALAR
- * the portable C path everywhere (float tiles for every type), a level the CPU lacks falls back
- * to the best it has. */
-iqf_status iqf_context_new_simd(const iqf_model *m, int n_ctx, int n_threads, iqf_simd simd,
-                                iqf_context **out, char *err, size_t errlen);
+/* A context with every setting chosen (iqf_context_new = iqf_context_default_params() with its
+ * n_ctx and n_threads). */
+typedef struct iqf_context_params {
+    int n_ctx;
+    int n_threads;   /* <= 0: all CPUs */
+    iqf_simd simd;   /* IQF_SIMD_AUTO; IQF_SIMD_SCALAR: the portable C path everywhere (float tiles
+                        for every type); a level the CPU lacks falls back to the best it has */
+    bool kv_f16;     /* round the K/V cache entries to F16, as llama.cpp's default cache type does
+                        (llama-perplexity's numbers on quantized files are matched closer with it) */
+} iqf_context_params;
+
+iqf_context_params iqf_context_default_params(void); /* n_ctx 512, all CPUs, AUTO, F32 cache */
+iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *p, iqf_context **out,
+                              char *err, size_t errlen);
 void iqf_context_free(iqf_context *c);
 void iqf_context_reset(iqf_context *c); /* empties the KV cache */
 int iqf_context_n_ctx(const iqf_context *c);

@@ -11,7 +11,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: iqforge generate -m MODEL [-p PROMPT] [-n N] [-t THREADS] [-c N_CTX]\n"
-               "                        [--simulate TYPE [--imatrix FILE] [--mode compat|best]]\n\n"
+               "                        [--simulate TYPE [--imatrix FILE] [--mode compat|best]] [--kv-type f16|f32]\n\n"
                "Greedy decoding (argmax at every step) of N tokens (default 128) after BOS and the\n"
                "prompt; the text goes to stdout.\n");
 }
@@ -76,9 +76,9 @@ int cmd_generate(int argc, char **argv) {
         return cli_error("generate: the context (%d) cannot hold %d prompt + %lld new tokens", ctx_size, n_prompt, n_gen);
     }
     iqf_context *c = NULL;
-    if (iqf_context_new(m, ctx_size, (int)n_threads, &c, err, sizeof err)) {
+    if (model_cli_context(m, &mo, ctx_size, &c)) {
         free(toks); iqf_model_free(m);
-        return cli_error("%s", err);
+        return 1;
     }
     float *logits = malloc(sizeof(float) * (size_t)h->n_vocab);
     int status = 0;

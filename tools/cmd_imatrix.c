@@ -15,7 +15,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: iqforge imatrix -m MODEL -f TEXT [-o OUT] [-c N_CTX] [--chunks N] [-t THREADS]\n"
             "                       [--output-format gguf|dat] [--hessian OUT2.gguf [--hessian-block N]\n"
-            "                       [--hessian-f16]]\n\n"
+            "                       [--hessian-f16]] [--kv-type f16|f32]\n\n"
             "Runs the model over chunks of N_CTX tokens (default 512) and accumulates, for every\n"
             "blk.* weight matrix, the sum of x^2 of each input column over all tokens. OUT (default\n"
             "imatrix.gguf) is written in llama-imatrix's GGUF format, or its legacy .dat format with\n"
@@ -83,7 +83,7 @@ int cmd_imatrix(int argc, char **argv) {
     free(text);
     if (r) { status = 1; goto out; }
     fprintf(stderr, "imatrix: tokenized %s: %d tokens\n", text_path, n_tok);
-    if (iqf_context_new(m, (int)n_ctx, (int)n_threads, &c, err, sizeof err)) { status = cli_error("%s", err); goto out; }
+    if (model_cli_context(m, &mo, (int)n_ctx, &c)) { status = 1; goto out; }
     if (hess_path && iqf_hessian_attach(c, hess_block, &hacc, err, sizeof err)) { status = cli_error("%s", err); goto out; }
     if (iqf_imatrix_collect(c, toks, (size_t)n_tok, (int)n_ctx, (int)n_chunks, stdout, &d, err, sizeof err)) {
         status = cli_error("%s", err);

@@ -56,6 +56,7 @@ static void usage(FILE *f) {
             "  -c N_CTX          tokens per chunk (default 512)\n"
             "  --chunks N        evaluate the first N chunks (default all)\n"
             "  -t THREADS        threads (default all CPUs; results do not depend on it)\n"
+            "  --kv-type T       K/V cache precision: f32 (default) or f16 (llama.cpp's default cache type)\n"
             "  -o DIR            results folder (default ladder)\n"
             "  --simulate        quantize in memory (blk.* matrices, rows of 256) instead of whole\n"
             "                    files: for models whose rows do not fit the formats\n"
@@ -98,6 +99,7 @@ typedef struct opts {
     const char *only[MAX_RUNGS];
     int n_only;
     ladder_limits lim;
+    model_cli_opts mo;   /* the shared options (-m -f -c --chunks -t --kv-type) */
 } opts;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -284,8 +286,8 @@ static int smoke(const bench *b, iqf_model *m, ladder_rung *r) {
     float *logits = malloc(sizeof(float) * (size_t)h->n_vocab);
     char err[512], piece[128];
     int status = 0;
-    if (!logits || iqf_context_new(m, n + ng + 1, (int)b->o->n_threads, &c, err, sizeof err)) {
-        status = cli_error("smoke test: %s", logits ? err : "out of memory");
+    if (!logits || model_cli_context(m, &b->o->mo, n + ng + 1, &c)) {
+        status = logits ? 1 : cli_error("smoke test: out of memory");
         goto out;
     }
     if (n == 0 || iqf_decode(c, toks, n, 0, n - 1, logits, err, sizeof err)) {
@@ -382,8 +384,8 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
     }
     r->bpw = b->n_weights ? 8.0 * (double)r->file_bytes / (double)b->n_weights : 0;
     iqf_context *c = NULL;
-    if (iqf_context_new(m, (int)o->n_ctx, (int)o->n_threads, &c, err, sizeof err)) {
-        set_error(r, "%s", err);
+    if (model_cli_context(m, &o->mo, (int)o->n_ctx, &c)) {
+        set_error(r, "could not make a context (see above)");
         iqf_model_free(m);
         return 0;
     }
@@ -422,10 +424,9 @@ static int load_with_text(const opts *o, const char *text_path, iqf_model **m, i
     if (model_cli_load(o->model, NULL, (int)o->n_threads, m)) return 1;
     size_t len;
     char *text = model_cli_read_text(text_path, &len);
-    char err[1024];
     int status = 0;
     if (!text || model_cli_tokenize(*m, text, len, true, toks, n_tok)) status = 1;
-    else if (iqf_context_new(*m, (int)o->n_ctx, (int)o->n_threads, c, err, sizeof err)) status = cli_error("%s", err);
+    else if (model_cli_context(*m, &o->mo, (int)o->n_ctx, c)) status = 1;
     free(text);
     if (status) {
         free(*toks);
@@ -517,14 +518,14 @@ static int parse_args(int argc, char **argv, opts *o) {
     o->smoke_tokens = 32;
     o->dir = "ladder";
     o->lim = ladder_default_limits();
-    model_cli_opts mo;
-    model_cli_opts_init(&mo, 512, 4, 1 << 20);
+    model_cli_opts *mop = &o->mo;
+    model_cli_opts_init(mop, 512, 4, 1 << 20);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         const bool hv = i + 1 < argc;
         int r;
         if (cli_is_help(s)) { usage(stdout); return -1; }
-        if ((r = model_cli_opts_arg(&mo, "ladder", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
+        if ((r = model_cli_opts_arg(mop, "ladder", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
         if (!strcmp(s, "--imatrix") && hv) o->imatrix = argv[++i];
         else if (!strcmp(s, "--calibration") && hv) o->calibration = argv[++i];
         else if (!strcmp(s, "--types") && hv) o->types = argv[++i];
@@ -556,11 +557,11 @@ static int parse_args(int argc, char **argv, opts *o) {
             return cli_error("ladder: unknown option or missing value: %s", s), 2;
         }
     }
-    o->model = mo.model;
-    o->eval = mo.text;
-    o->n_ctx = mo.n_ctx;
-    o->n_chunks = mo.n_chunks;
-    o->n_threads = mo.n_threads;
+    o->model = mop->model;
+    o->eval = mop->text;
+    o->n_ctx = mop->n_ctx;
+    o->n_chunks = mop->n_chunks;
+    o->n_threads = mop->n_threads;
     if (!o->model) return cli_error("ladder: -m MODEL is required (see --help)"), 2;
     if (strlen(o->dir) > 3000) return cli_error("ladder: -o: folder name too long"), 2;
     if (!o->eval) return cli_error("ladder: -f EVAL is required (see --help)"), 2;
@@ -678,7 +679,7 @@ int cmd_ladder(int argc, char **argv) {
     if (!hash_model(o.model, &hm, &model_bytes)) return cli_error("%s: cannot read: %s", o.model, strerror(errno));
     if (!hash_file(o.eval, &he, NULL)) return cli_error("%s: cannot read: %s", o.eval, strerror(errno));
     uint64_t hb = ladder_fnv1a(hm, &he, sizeof he);
-    int64_t geo[2] = { o.n_ctx, o.n_chunks };
+    int64_t geo[3] = { o.n_ctx, o.n_chunks, o.mo.kv_f16 };
     hb = ladder_fnv1a(hb, geo, sizeof geo);
     char base_key[32];
     snprintf(base_key, sizeof base_key, "%016llx", (unsigned long long)hb);

@@ -14,7 +14,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: iqforge perplexity -m MODEL -f TEXT [-c N_CTX] [--chunks N] [-t THREADS]\n"
             "                          [--kld-base OUT.kld | --kld BASE.kld]\n"
-            "                          [--simulate TYPE [--imatrix FILE] [--mode compat|best]]\n\n"
+            "                          [--simulate TYPE [--imatrix FILE] [--mode compat|best]] [--kv-type f16|f32]\n\n"
             "Perplexity over chunks of N_CTX tokens (default 512), scoring the second half of each\n"
             "chunk, exactly as llama-perplexity. --kld-base saves the model's log-probabilities\n"
             "(llama-perplexity's --kl-divergence-base format); --kld compares against such a file\n"
@@ -82,8 +82,8 @@ int cmd_perplexity(int argc, char **argv) {
         }
         n_ctx = kh.n_ctx;
     }
-    if (iqf_context_new(m, (int)n_ctx, (int)n_threads, &c, err, sizeof err)) {
-        status = cli_error("%s", err);
+    if (model_cli_context(m, &mo, (int)n_ctx, &c)) {
+        status = 1;
         goto out;
     }
     iqf_ppl_params pp = { (int)n_ctx, (int)n_chunks, kld_base, kld, stdout };

@@ -17,19 +17,36 @@ void model_cli_opts_init(model_cli_opts *o, long long n_ctx, long long c_lo, lon
     o->c_lo = c_lo;
     o->c_hi = c_hi;
     o->has_text = o->has_chunks = true;
+    o->kv_f16 = false;
+}
+
+int model_cli_context(const iqf_model *m, const model_cli_opts *o, int n_ctx, iqf_context **out) {
+    iqf_context_params p = iqf_context_default_params();
+    p.n_ctx = n_ctx;
+    p.n_threads = (int)o->n_threads;
+    p.kv_f16 = o->kv_f16;
+    char err[1024];
+    if (iqf_context_new_ex(m, &p, out, err, sizeof err)) return cli_error("%s", err);
+    return 0;
 }
 
 int model_cli_opts_arg(model_cli_opts *o, const char *cmd, int argc, char **argv, int *i) {
     const char *a = argv[*i];
     const bool m = !strcmp(a, "-m"), f = o->has_text && !strcmp(a, "-f"), c = !strcmp(a, "-c"),
-               ch = o->has_chunks && !strcmp(a, "--chunks"), t = !strcmp(a, "-t");
-    if (!m && !f && !c && !ch && !t) return 0;
+               ch = o->has_chunks && !strcmp(a, "--chunks"), t = !strcmp(a, "-t"), kv = !strcmp(a, "--kv-type");
+    if (!m && !f && !c && !ch && !t && !kv) return 0;
     if (*i + 1 >= argc) {
         cli_error("%s: %s needs a value", cmd, a);
         return -1;
     }
     const char *v = argv[++*i];
-    if (m) o->model = v;
+    if (kv) {
+        if (strcmp(v, "f16") && strcmp(v, "f32")) {
+            cli_error("%s: --kv-type must be f16 or f32, not '%s'", cmd, v);
+            return -1;
+        }
+        o->kv_f16 = !strcmp(v, "f16");
+    } else if (m) o->model = v;
     else if (f) o->text = v;
     else {
         long long *dst = c ? &o->n_ctx : ch ? &o->n_chunks : &o->n_threads;

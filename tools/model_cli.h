@@ -14,19 +14,26 @@ typedef struct model_cli_sim {
 } model_cli_sim;
 
 /* The options every model command shares (perplexity, imatrix, generate, ladder), parsed once:
- * -m MODEL, -f TEXT, -c N_CTX (in [c_lo, c_hi]), --chunks N (-1 or >= 1), -t THREADS (0..4096).
+ * -m MODEL, -f TEXT, -c N_CTX (in [c_lo, c_hi]), --chunks N (-1 or >= 1), -t THREADS (0..4096),
+ * --kv-type f16|f32: the K/V cache's precision. f32 by default: with it the stories260K chunks
+ * match llama-perplexity's to every printed digit; f16 (llama.cpp's default cache type) brings
+ * whole-file kjv-3m KLDs closer to llama-perplexity's on some rungs (docs/QUALITY.md).
  * A command that takes no -f or --chunks sets has_text / has_chunks false. */
 typedef struct model_cli_opts {
     const char *model, *text;
     long long n_ctx, n_chunks, n_threads;
     long long c_lo, c_hi;
     bool has_text, has_chunks;
+    bool kv_f16;       /* --kv-type f16 | f32 (default) */
 } model_cli_opts;
 
 void model_cli_opts_init(model_cli_opts *o, long long n_ctx, long long c_lo, long long c_hi);
 /* If argv[*i] is one of the shared options, consumes it and its value: returns 1; on a missing or
  * bad value prints "CMD: bad OPT 'VALUE'" and returns -1 (a usage error); otherwise 0. */
 int model_cli_opts_arg(model_cli_opts *o, const char *cmd, int argc, char **argv, int *i);
+
+/* A context for the command's model with its -t and --kv-type; prints the error, returns 0 or 1. */
+int model_cli_context(const iqf_model *m, const model_cli_opts *o, int n_ctx, iqf_context **out);
 
 void model_cli_sim_init(model_cli_sim *s);
 /* If argv[*i] is --simulate/--imatrix/--mode, consumes it (and its value): returns 1; on a missing

@@ -53,13 +53,24 @@ void iqf_context_free(iqf_context *c) {
     free(c);
 }
 
-iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
-                           char *err, size_t errlen) {
-    return iqf_context_new_simd(m, n_ctx, n_threads, IQF_SIMD_AUTO, out, err, errlen);
+iqf_context_params iqf_context_default_params(void) {
+    iqf_context_params p = { 512, 0, IQF_SIMD_AUTO, false };
+    return p;
 }
 
-iqf_status iqf_context_new_simd(const iqf_model *m, int n_ctx, int n_threads, iqf_simd simd,
-                                iqf_context **out, char *err, size_t errlen) {
+iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
+                           char *err, size_t errlen) {
+    iqf_context_params p = iqf_context_default_params();
+    p.n_ctx = n_ctx;
+    p.n_threads = n_threads;
+    return iqf_context_new_ex(m, &p, out, err, errlen);
+}
+
+iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, iqf_context **out,
+                              char *err, size_t errlen) {
+    if (!cp) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "bad context arguments");
+    const int n_ctx = cp->n_ctx, n_threads = cp->n_threads;
+    const iqf_simd simd = cp->simd;
     if (!m || !out || n_ctx <= 0) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "bad context arguments");
     *out = NULL;
     const iqf_model_info *h = &m->info;
@@ -70,6 +81,7 @@ iqf_status iqf_context_new_simd(const iqf_model *m, int n_ctx, int n_threads, iq
     c->max_batch = n_ctx < IQF_MAX_BATCH ? n_ctx : IQF_MAX_BATCH; /* longer inputs go in pieces */
     c->simd = iqf_simd_detect();
     if (simd != IQF_SIMD_AUTO && simd < c->simd) c->simd = simd;
+    c->kv_f16 = cp->kv_f16;
     c->pool = iqf_pool_new(n_threads);
     int nt = c->pool ? iqf_pool_size(c->pool) : 1;
     int64_t hd = h->head_dim, kvdim = hd * h->n_head_kv, qdim = hd * h->n_head;
@@ -359,6 +371,11 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
             if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, h->rope_neox);
             rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, h->rope_neox);
         }
+        if (c->kv_f16) /* llama.cpp's default F16 cache: what attention reads back is rounded */
+            for (int64_t i = 0; i < (int64_t)T * kvdim; i++) {
+                kdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(kdst[i]));
+                vdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(vdst[i]));
+            }
         attjob aj = { c, l, r0, T, pos };
         int64_t items = (int64_t)nr * H;
         int nt = iqf_pool_size(c->pool);

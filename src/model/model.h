@@ -68,6 +68,7 @@ struct iqf_context {
     int n_ctx;
     iqf_pool *pool;
     iqf_simd simd;
+    bool kv_f16;               /* K/V entries rounded to F16 (llama.cpp's default cache type) */
     float *kcache, *vcache;    /* [n_layer][n_ctx][n_kv*head_dim] */
     int n_past;                /* positions filled */
     int max_batch;             /* tokens per decode call the buffers hold */
