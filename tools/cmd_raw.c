@@ -161,6 +161,7 @@ static int run(raw_args *a, bool quantize) {
     iqf_outfile of;
     int rc = 0;
     if (!ibuf || !obuf) { rc = cli_error("out of memory"); goto done_noout; }
+    iqf_outfile_install_signal_cleanup(quantize ? "iqforge quantize-raw" : "iqforge dequantize-raw");
     if (iqf_outfile_open(&of, a->out)) { rc = cli_error("%s", of.err); goto done_noout; }
 
     iqf_quantize_params qp = iqf_quantize_default_params();
