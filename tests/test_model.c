@@ -11,16 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A context on a chosen instruction set. */
-static iqf_status ctx_simd(const iqf_model *m, int n_ctx, int threads, iqf_simd simd, iqf_context **c, char *err,
-                           size_t errlen) {
-    iqf_context_params p = iqf_context_default_params();
-    p.n_ctx = n_ctx;
-    p.n_threads = threads;
-    p.simd = simd;
-    return iqf_context_new_ex(m, &p, c, err, errlen);
-}
-
 #define MODEL "tests/data/stories260K/stories260K-f32.gguf"
 
 static char *greedy(const iqf_model *m, int n_gen, int n_threads) {
@@ -109,7 +99,7 @@ int main(void) {
         iqf_context_reset(c);
         for (int i = 0; i < N; i++)
             CHECK(iqf_decode(c, toks + i, 1, i, 0, b + (size_t)i * h->n_vocab, err, sizeof err) == IQF_OK, "%s", err);
-        CHECK(ctx_simd(m, N, 1, IQF_SIMD_SCALAR, &cs, err, sizeof err) == IQF_OK, "%s", err);
+        CHECK(tu_context_simd(m, N, 1, IQF_SIMD_SCALAR, &cs, err, sizeof err) == IQF_OK, "%s", err);
         CHECK(iqf_decode(cs, toks, N, 0, N / 2, s + (size_t)(N / 2) * h->n_vocab, err, sizeof err) == IQF_OK, "%s", err);
         double md = 0, ms = 0;
         for (size_t i = 0; i < (size_t)N * h->n_vocab; i++) md = fmax(md, fabs(a[i] - b[i]));

@@ -25,16 +25,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A context on a chosen instruction set. */
-static iqf_status ctx_simd(const iqf_model *m, int n_ctx, int threads, iqf_simd simd, iqf_context **c, char *err,
-                           size_t errlen) {
-    iqf_context_params p = iqf_context_default_params();
-    p.n_ctx = n_ctx;
-    p.n_threads = threads;
-    p.simd = simd;
-    return iqf_context_new_ex(m, &p, c, err, errlen);
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Independent references (double precision). A float operation a op b is correctly rounded,
  * and for + - * / of two floats the double result rounded to float is the same value (53 >= 2*24+2),
@@ -309,7 +299,7 @@ static bool write_mixed_model(const char *path) {
 static bool logits(const iqf_model *m, int threads, iqf_simd simd, const int32_t *toks, int n, float *out) {
     char err[512];
     iqf_context *c = NULL;
-    if (ctx_simd(m, n, threads, simd, &c, err, sizeof err) != IQF_OK) return false;
+    if (tu_context_simd(m, n, threads, simd, &c, err, sizeof err) != IQF_OK) return false;
     /* in two pieces, so the KV cache path is exercised too */
     bool ok = iqf_decode(c, toks, 20, 0, 0, out, err, sizeof err) == IQF_OK &&
               iqf_decode(c, toks + 20, n - 20, 20, 0, out + 20 * m->info.n_vocab, err, sizeof err) == IQF_OK;

@@ -16,16 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A context on a chosen instruction set. */
-static iqf_status ctx_simd(const iqf_model *m, int n_ctx, int threads, iqf_simd simd, iqf_context **c, char *err,
-                           size_t errlen) {
-    iqf_context_params p = iqf_context_default_params();
-    p.n_ctx = n_ctx;
-    p.n_threads = threads;
-    p.simd = simd;
-    return iqf_context_new_ex(m, &p, c, err, errlen);
-}
-
 
 /* A small llama model (n_embd 256, n_ff 512, 2 layers, 4 heads / 2 KV heads, vocab 300) with
  * random weights, its matrices in `type`, written with the GGUF writer. */
@@ -101,7 +91,7 @@ static void end_to_end(int type) {
     if (c) CHECK(iqf_decode(c, toks, N, 0, 0, a, err, sizeof err) == IQF_OK, "%s", err);
     iqf_context_free(c);
     c = NULL;
-    CHECK(ctx_simd(m, N, 2, IQF_SIMD_SCALAR, &c, err, sizeof err) == IQF_OK && c->xq == NULL,
+    CHECK(tu_context_simd(m, N, 2, IQF_SIMD_SCALAR, &c, err, sizeof err) == IQF_OK && c->xq == NULL,
           "float path context");
     if (c) CHECK(iqf_decode(c, toks, N, 0, 0, b, err, sizeof err) == IQF_OK, "%s", err);
     iqf_context_free(c);

@@ -7,15 +7,8 @@
 # file's; SIGTERM during --keep-split leaves none of the parts. Bytes against llama-quantize on
 # split input / --keep-split: tests/test_quantize_oracle.c; reader edge cases: tests/test_gguf.c.
 set -u
-CLI=${IQF_CLI:-build/iqforge}
+. "$(dirname "$0")/lib/common.sh"
 GEN="$(dirname "$CLI")/iqf-genmodel"
-SRC=${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 set -m
 
 "$GEN" "$T/one.gguf" --scale 4 --layers 4 --imatrix "$T/im.gguf" || { echo "generator failed"; exit 1; }
@@ -82,5 +75,4 @@ grep -q "Final estimate: PPL" "$T/p1" && cmp -s "$T/p1" "$T/p3" && ok || bad "pe
     "$CLI" imatrix -m "$model" -f "$text" -c 128 --chunks 3 -t 2 -o "$T/i1.dat" >/dev/null 2>&1
 [ -s "$T/i1.dat" ] && cmp -s "$T/i1.dat" "$T/i3.dat" && ok || bad "imatrix differs on the split model"
 
-echo "cli split: $pass passed, $fails failed"
-[ $fails -eq 0 ]
+finish split

@@ -5,17 +5,8 @@
 # impossible budgets and refused combinations give one line on stderr, exit 1 (2 for usage),
 # and no output file.
 set -u
-CLI=${IQF_CLI:-build/iqforge}
+. "$(dirname "$0")/lib/common.sh"
 GEN="$(dirname "$CLI")/iqf-genmodel"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fails=0
-pass=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-expect() { # expect DESCRIPTION PATTERN FILE
-    if grep -Eq -- "$2" "$3"; then ok; else bad "$1: no /$2/ in output"; sed 's/^/  | /' "$3" | head -20 >&2; fi
-}
 "$GEN" "$T/m.gguf" --scale 16 --layers 2 --imatrix "$T/im.gguf" || { echo "generator failed"; exit 1; }
 
 # dry run: the plan, nothing written
@@ -68,5 +59,4 @@ err_case "both" 2 "together" --imatrix "$T/im.gguf" --target-size 1M --target-bp
 err_case "bad size" 2 "invalid --target-size" --imatrix "$T/im.gguf" --target-size 12Q "$T/m.gguf" "$T/x.gguf"
 err_case "plan without target" 2 "need --target-size" --imatrix "$T/im.gguf" --plan-out "$T/p" "$T/m.gguf" "$T/x.gguf" Q4_K_M
 
-echo "cli target: $pass passed, $fails failed"
-[ $fails -eq 0 ]
+finish target

@@ -72,3 +72,12 @@ bool tu_ci(void) {
     const char *ci = getenv("CI");
     return ci && *ci && strcmp(ci, "0") && strcasecmp(ci, "false") && strcasecmp(ci, "no");
 }
+
+iqf_status tu_context_simd(const iqf_model *m, int n_ctx, int threads, iqf_simd simd, iqf_context **c,
+                           char *err, size_t errlen) {
+    iqf_context_params p = iqf_context_default_params();
+    p.n_ctx = n_ctx;
+    p.n_threads = threads;
+    p.simd = simd;
+    return iqf_context_new_ex(m, &p, c, err, errlen);
+}

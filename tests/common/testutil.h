@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "iqforge.h"
+
 extern int tu_passed, tu_failed;
 
 #define CHECK(cond, ...)                                                                  \
@@ -44,5 +46,9 @@ double tu_uniform(tu_rng *r);   /* ((out >> 11) + 0.5) * 2^-53 */
 double tu_normal(tu_rng *r);    /* sqrt(-2 ln U1) cos(2 pi U2) */
 
 bool tu_ci(void); /* CI set to anything but "", 0, false, no (CI=true, CI=1) */
+
+/* An engine context on a chosen instruction set (iqf_context_new_ex). */
+iqf_status tu_context_simd(const iqf_model *m, int n_ctx, int threads, iqf_simd simd, iqf_context **c,
+                           char *err, size_t errlen);
 
 #endif
