@@ -126,7 +126,7 @@ static size_t cut127(const char *s) {
 }
 
 uint64_t iqf_target_meta_size(const iqf_gguf *g, const char *imatrix_file, const char *dataset, bool have_imatrix,
-                              int chunk_count, int mode, uint64_t *align_out) {
+                              int chunk_count, int mode, const char *hessian_file, uint64_t *align_out) {
     uint64_t s = 24;
     for (int64_t i = 0; i < iqf_gguf_n_kv(g); i++) {
         const char *k = iqf_gguf_kv_key(g, i);
@@ -142,6 +142,7 @@ uint64_t iqf_target_meta_size(const iqf_gguf *g, const char *imatrix_file, const
             if (mode != IQF_MODE_COMPAT && !strcmp(k, "quantize.mode")) set_again = true;
             if (set_again) continue;
         }
+        if (hessian_file && !strncmp(k, "quantize.feedback.", 18)) continue; /* set again below */
         s += kv_size(g, i);
     }
     s += 8 + strlen("general.quantization_version") + 4 + 4;
@@ -153,6 +154,11 @@ uint64_t iqf_target_meta_size(const iqf_gguf *g, const char *imatrix_file, const
         if (chunk_count > 0) s += 8 + strlen("quantize.imatrix.chunks_count") + 4 + 4;
     }
     if (mode != IQF_MODE_COMPAT) s += 8 + strlen("quantize.mode") + 4 + 8 + strlen(iqf_mode_name(mode));
+    if (hessian_file) { /* iqf_feedback_write_meta: file (cut at 127 bytes), token count u64, damp f32 */
+        s += 8 + strlen("quantize.feedback.file") + 4 + 8 + cut127(hessian_file);
+        s += 8 + strlen("quantize.feedback.token_count") + 4 + 8;
+        s += 8 + strlen("quantize.feedback.damp") + 4 + 4;
+    }
     for (int64_t i = 0; i < iqf_gguf_n_tensors(g); i++) {
         const iqf_gguf_tensor *t = iqf_gguf_tensor_at(g, i);
         s += 8 + strlen(t->name) + 4 + 8 * (uint64_t)iqf_recipe_n_dims(t->ne) + 4 + 8;
@@ -901,7 +907,7 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
     bool tied = iqf_gguf_find_tensor(g, "output.weight") < 0;
     uint64_t align = 32;
     const uint64_t meta = iqf_target_meta_size(g, qp->imatrix_path, im.n_datasets > 0 ? im.datasets[0] : NULL, true,
-                                               im.chunk_count, qp->mode, &align);
+                                               im.chunk_count, qp->mode, qp->hessian_path, &align);
     uint64_t fixed_bytes = 0, min_free = 0, max_free = 0;
     int64_t n_weights = 0;
     int n_free = 0;

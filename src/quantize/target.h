@@ -21,9 +21,11 @@ int iqf_target_candidates(const char *name, int64_t ncols, bool has_imatrix, int
 /* Bytes of the output file's metadata (header, KVs, tensor infos, padding) as iqf_model_quantize
  * writes it for the input `g`: its KVs minus split.*, plus quantization_version, file_type, the
  * imatrix keys (imatrix_file, dataset (NULL: none), entries, chunks > 0), quantize.mode when mode
- * is not compat. *align receives the data alignment. */
+ * is not compat, the quantize.feedback.* keys when hessian_file is not NULL (error feedback).
+ * *align receives the data alignment. */
 uint64_t iqf_target_meta_size(const iqf_gguf *g, const char *imatrix_file, const char *dataset,
-                              bool have_imatrix, int chunk_count, int mode, uint64_t *align);
+                              bool have_imatrix, int chunk_count, int mode, const char *hessian_file,
+                              uint64_t *align);
 
 /* "^blk\.0\.attn_q\.weight$": regex special characters escaped. */
 void iqf_target_pattern(const char *name, char *out, size_t cap);

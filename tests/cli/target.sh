@@ -59,4 +59,17 @@ err_case "both" 2 "together" --imatrix "$T/im.gguf" --target-size 1M --target-bp
 err_case "bad size" 2 "invalid --target-size" --imatrix "$T/im.gguf" --target-size 12Q "$T/m.gguf" "$T/x.gguf"
 err_case "plan without target" 2 "need --target-size" --imatrix "$T/im.gguf" --plan-out "$T/p" "$T/m.gguf" "$T/x.gguf" Q4_K_M
 
+# With error feedback (--hessian) and --mode best on the bundled kjv-3m: the plan's predicted size
+# counts the feedback keys too (the file is exactly as predicted, never over the target).
+KJ=$SRC/tests/data/kjv-3m
+"$CLI" imatrix -m "$KJ/kjv-3m-f32.gguf" -f "$KJ/heldout-70k.txt" -c 256 --chunks 4 -t 2 -o "$T/kim.gguf" \
+    --hessian "$T/kh.gguf" >/dev/null 2>&1 && ok || bad "imatrix --hessian on kjv-3m"
+"$CLI" quantize --imatrix "$KJ/imatrix.gguf" --hessian "$T/kh.gguf" --mode best --target-size 1518624 \
+    "$KJ/kjv-3m-f32.gguf" "$T/kfb.gguf" >"$T/kfb.out" 2>&1 && ok || { bad "target + feedback exit"; cat "$T/kfb.out" >&2; }
+grep -q "the plan predicted" "$T/kfb.out" && bad "target + feedback: size differs from the plan: $(grep "the plan predicted" "$T/kfb.out")" || ok
+sz=$(stat -c %s "$T/kfb.gguf" 2>/dev/null || echo 0)
+[ "$sz" -gt 1400000 ] && [ "$sz" -le 1518624 ] && ok || bad "target + feedback: $sz bytes for a 1518624-byte target"
+"$CLI" inspect --no-tensors "$T/kfb.gguf" >"$T/kfb.ins" 2>&1
+grep -q 'quantize.feedback.file' "$T/kfb.ins" && grep -q 'quantize.mode .*"best"' "$T/kfb.ins" && ok || bad "target + feedback: metadata"
+
 finish target
