@@ -14,7 +14,7 @@ I=$D/imatrix.gguf
 # Keep the sanitizer run short: fewer rungs and chunks.
 CH=6
 TYPES=IQ2_XS,IQ3_XXS,IQ3_S,Q4_K_S,Q4_K_M,Q8_0
-[ "${IQF_SANITIZED:-}" = 1 ] && { CH=2; TYPES=IQ3_XXS,IQ3_S,Q4_K_M; }
+[ "${IQF_SANITIZED:-}" = 1 ] && { CH=2; TYPES=IQ2_XS,IQ3_XXS,Q4_K_M; } # IQ2_XS: the smaller IQ rung the alarm test needs
 L=("$CLI" ladder -m "$M" -f "$E" -c 256 --chunks $CH --imatrix "$I" -t 2)
 
 "$CLI" ladder --help >"$T/out" 2>&1 && ok || bad "--help exit status"
