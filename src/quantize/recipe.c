@@ -5,6 +5,7 @@
  * llama_ftype_get_default_type) and tools/quantize/quantize.cpp (type names).
  */
 #include "recipe.h"
+#include "../util/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -486,4 +487,36 @@ iqf_status iqf_recipe_plan(const iqf_recipe_model *model, const iqf_recipe_opts 
     }
     if (n_fallback) *n_fallback = s.n_fallback;
     return IQF_OK;
+}
+
+iqf_status iqf_recipe_overrides_compile(const char *const *patterns, const int *types, int n,
+                                        iqf_recipe_override *ov, int *n_ov, char *err, size_t errlen) {
+    *n_ov = 0;
+    for (int i = 0; i < n; i++) {
+        char pat[1024], msg[256];
+        const char *src = patterns[i];
+        size_t k = 0;
+        for (size_t j = 0; src[j] && k + 8 < sizeof pat; j++) {
+            if (src[j] == '\\' && (src[j + 1] == 'd' || src[j + 1] == 'D')) {
+                k += (size_t)snprintf(pat + k, sizeof pat - k, "%s", src[j + 1] == 'd' ? "[0-9]" : "[^0-9]");
+                j++;
+            } else {
+                pat[k++] = src[j];
+                if (src[j] == '\\' && src[j + 1]) pat[k++] = src[++j];
+            }
+        }
+        pat[k] = 0;
+        int rcode = regcomp(&ov[i].re, pat, REG_EXTENDED | REG_NOSUB);
+        if (rcode) {
+            regerror(rcode, &ov[i].re, msg, sizeof msg);
+            return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "--tensor-type pattern '%s': %s", src, msg);
+        }
+        ov[i].type = types[i];
+        (*n_ov)++;
+    }
+    return IQF_OK;
+}
+
+void iqf_recipe_overrides_free(iqf_recipe_override *ov, int n_ov) {
+    for (int i = 0; ov && i < n_ov; i++) regfree(&ov[i].re);
 }

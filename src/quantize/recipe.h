@@ -35,6 +35,15 @@ typedef struct iqf_recipe_override {
     int type;
 } iqf_recipe_override;
 
+/* Compile --tensor-type PATTERN=TYPE pairs into ov[0..n) (ov has room for n). llama-quantize uses
+ * std::regex (ECMAScript); POSIX extended regexps cover the usual patterns, with \d and \D
+ * rewritten as [0-9] and [^0-9] (glibc knows \w \s \b). *n_ov counts the entries compiled so far,
+ * also on failure, so iqf_recipe_overrides_free(ov, *n_ov) is always right.
+ * Errors: IQF_E_INVALID_ARG (a pattern does not compile; err names it). */
+iqf_status iqf_recipe_overrides_compile(const char *const *patterns, const int *types, int n,
+                                        iqf_recipe_override *ov, int *n_ov, char *err, size_t errlen);
+void iqf_recipe_overrides_free(iqf_recipe_override *ov, int n_ov);
+
 typedef struct iqf_recipe_opts {
     int ftype;                    /* IQF_FTYPE_* */
     int output_tensor_type;       /* -1: recipe */

@@ -769,35 +769,6 @@ static int label_ftype(int type) {
     }
 }
 
-/* --tensor-type patterns as the pipeline compiles them (\d, \D rewritten). */
-static iqf_status compile_patterns(const iqf_model_quantize_params *qp, iqf_recipe_override *ov, int *n_ov,
-                                   char *err, size_t errlen) {
-    *n_ov = 0;
-    for (int i = 0; i < qp->n_tensor_types; i++) {
-        char pat[1024], msg[256];
-        const char *src = qp->tensor_type_patterns[i];
-        size_t k = 0;
-        for (size_t j = 0; src[j] && k + 8 < sizeof pat; j++) {
-            if (src[j] == '\\' && (src[j + 1] == 'd' || src[j + 1] == 'D')) {
-                k += (size_t)snprintf(pat + k, sizeof pat - k, "%s", src[j + 1] == 'd' ? "[0-9]" : "[^0-9]");
-                j++;
-            } else {
-                pat[k++] = src[j];
-                if (src[j] == '\\' && src[j + 1]) pat[k++] = src[++j];
-            }
-        }
-        pat[k] = 0;
-        int rcode = regcomp(&ov[i].re, pat, REG_EXTENDED | REG_NOSUB);
-        if (rcode) {
-            regerror(rcode, &ov[i].re, msg, sizeof msg);
-            return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "--tensor-type pattern '%s': %s", src, msg);
-        }
-        ov[i].type = qp->tensor_type_types[i];
-        (*n_ov)++;
-    }
-    return IQF_OK;
-}
-
 void iqf_target_plan_free(iqf_target_plan *p) {
     if (!p) return;
     free(p->e);
@@ -876,7 +847,9 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
         memcpy(rt[i].ne, ts[i]->ne, sizeof rt[i].ne);
         rt[i].type = ts[i]->type;
     }
-    if ((st = compile_patterns(qp, ov, &n_ov, err, errlen))) goto done;
+    if ((st = iqf_recipe_overrides_compile(qp->tensor_type_patterns, qp->tensor_type_types, qp->n_tensor_types, ov,
+                                             &n_ov, err, errlen)))
+        goto done;
     iqf_recipe_model hp;
     memset(&hp, 0, sizeof hp);
     const char *arch;
@@ -1159,7 +1132,7 @@ done:
     iqf_target_plan_free(plan);
     free(kk), free(choice), free(map), free(bb), free(cc), free(costs), free(bytes), free(best_choice);
     calib_free(cal);
-    for (int i = 0; i < n_ov; i++) regfree(&ov[i].re);
+    iqf_recipe_overrides_free(ov, n_ov);
     free(ov), free(ts), free(items), free(rt), free(rc);
     iqf_imatrix_free(&im);
     iqf_gguf_close(g);
