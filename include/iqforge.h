@@ -658,10 +658,6 @@ void iqf_model_free(iqf_model *m); /* NULL is fine */
 const iqf_model_info *iqf_model_get_info(const iqf_model *m);
 /* The GGUF the model was loaded from (for the tokenizer); lives as long as the model. */
 const iqf_gguf *iqf_model_gguf(const iqf_model *m);
-/* The text piece of a token as stored in tokenizer.ggml.tokens, with SentencePiece's U+2581
- * turned into a space and <0xXX> byte tokens into that byte; control tokens give "". Writes at
- * most cap bytes (no NUL) and returns the piece's length. */
-int iqf_model_token_piece(const iqf_model *m, int token, char *buf, int cap);
 
 /* A context: KV cache for n_ctx positions, scratch buffers and a pool of n_threads threads
  * (<= 0: all CPUs). One context is used by one thread at a time.

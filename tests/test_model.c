@@ -21,6 +21,13 @@ static char *greedy(const iqf_model *m, int n_gen, int n_threads) {
     float *logits = malloc(sizeof(float) * (size_t)h->n_vocab);
     char *out = calloc(1, (size_t)n_gen * 64 + 1);
     size_t len = 0;
+    iqf_vocab *vocab = iqf_vocab_load(iqf_model_gguf(m), err, sizeof err);
+    if (!vocab) {
+        free(logits);
+        free(out);
+        iqf_context_free(c);
+        return NULL;
+    }
     int32_t tok = h->bos_id;
     for (int step = 0; step < n_gen; step++) {
         if (iqf_decode(c, &tok, 1, step, 0, logits, err, sizeof err)) break;
@@ -28,12 +35,15 @@ static char *greedy(const iqf_model *m, int n_gen, int n_threads) {
         for (int v = 1; v < h->n_vocab; v++)
             if (logits[v] > logits[best]) best = v;
         char piece[64];
-        int n = iqf_model_token_piece(m, best, piece, sizeof piece);
-        int off = (len == 0 && n > 0 && piece[0] == ' ') ? 1 : 0;
-        memcpy(out + len, piece + off, (size_t)(n - off));
-        len += (size_t)(n - off);
+        /* as llama.cpp's detokenizer: special tokens not rendered, the first word's space dropped */
+        int32_t n = iqf_token_to_piece(vocab, best, piece, (int32_t)sizeof piece, len == 0 ? 1 : 0, false);
+        if (n > 0) {
+            memcpy(out + len, piece, (size_t)n);
+            len += (size_t)n;
+        }
         tok = best;
     }
+    iqf_vocab_free(vocab);
     free(logits);
     iqf_context_free(c);
     return out;

@@ -37,8 +37,6 @@ void iqf_model_free(iqf_model *m) {
     free(m->mats);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
-    free(m->vocab_types);
-    free(m->vocab_tokens);
     iqf_gguf_close(m->gguf);
     free(m);
 }
@@ -160,16 +158,6 @@ static iqf_status load_vocab(loader *ld) {
             return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT,
                         "%s: tokenizer.ggml.tokens has %llu tokens but token_embd.weight has %d rows",
                         ld->path, (unsigned long long)n, m->info.n_vocab);
-        m->vocab_tokens = calloc(n ? n : 1, sizeof(char *));
-        if (!m->vocab_tokens) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
-        for (uint64_t j = 0; j < n; j++) m->vocab_tokens[j] = (char *)iqf_gguf_arr_str(g, ti, j, NULL);
-        uint64_t nt = 0;
-        const int32_t *types = iqf_gguf_get_arr(g, "tokenizer.ggml.token_type", IQF_GGUF_I32, &nt);
-        if (types && nt == n) {
-            m->vocab_types = malloc(n * sizeof(int));
-            if (!m->vocab_types) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
-            for (uint64_t j = 0; j < n; j++) m->vocab_types[j] = types[j];
-        }
     }
     const char *tm = NULL;
     iqf_gguf_get_str(g, "tokenizer.ggml.model", &tm, NULL);
@@ -183,40 +171,6 @@ static iqf_status load_vocab(loader *ld) {
     if (m->info.bos_id >= m->info.n_vocab) m->info.bos_id = -1;
     if (m->info.eos_id >= m->info.n_vocab) m->info.eos_id = -1;
     return IQF_OK;
-}
-
-int iqf_model_token_piece(const iqf_model *m, int token, char *buf, int cap) {
-    if (!m || token < 0 || token >= m->info.n_vocab || !m->vocab_tokens) return 0;
-    if (m->vocab_types && (m->vocab_types[token] == 3 || m->vocab_types[token] == 5)) return 0;
-    const char *s = m->vocab_tokens[token];
-    if (!s) return 0;
-    size_t n = strlen(s);
-    char tmp[8];
-    /* byte token <0xXX> */
-    if (n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>' &&
-        (!m->vocab_types || m->vocab_types[token] == 6)) {
-        unsigned b;
-        if (sscanf(s + 3, "%2x", &b) == 1) {
-            if (cap > 0) buf[0] = (char)b;
-            return 1;
-        }
-    }
-    int len = 0;
-    for (size_t i = 0; i < n;) {
-        const char *piece = s + i;
-        size_t pl = 1;
-        if ((unsigned char)s[i] == 0xE2 && i + 2 < n + 0 && (unsigned char)s[i + 1] == 0x96 &&
-            (unsigned char)s[i + 2] == 0x81) {
-            tmp[0] = ' ';
-            piece = tmp;
-            i += 3;
-        } else {
-            i += 1;
-        }
-        for (size_t k = 0; k < pl; k++, len++)
-            if (len < cap) buf[len] = piece[k];
-    }
-    return len;
 }
 
 /* ----------------------------------------------------------------------------------------- */

@@ -46,8 +46,6 @@ struct iqf_model {
     void *gguf;                 /* iqf_gguf* the weights point into */
     void **owned;               /* simulate: float copies */
     int n_owned;
-    char **vocab_tokens;        /* pieces from tokenizer.ggml.tokens (for detokenization) */
-    int *vocab_types;           /* tokenizer.ggml.token_type, or NULL */
 };
 
 /* Per-thread scratch for decoding a tile of weight rows. */

@@ -560,14 +560,17 @@ static const char *const gpt2_pres[] = {
 static int32_t tokenize_impl(const iqf_vocab *v, const char *text, size_t len, bool add_special,
                              bool parse_special, int32_t *out, int32_t max_out);
 
-iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t errlen) {
-    if (!a || !a->model) { set_err(err, errlen, "no tokenizer.ggml.model"); return NULL; }
-    iqf_vocab_type type;
-    bool clean_spaces = false;
+/* The vocabulary builder's stages, in order; each returns VB_OK, VB_OOM, or VB_ERR with err set. */
+typedef enum { VB_OK = 0, VB_OOM, VB_ERR } vb_status;
+
+/* Stage 1: the arrays are complete and consistent; the model's type and space cleaning. */
+static vb_status vb_check_arrays(const iqf_vocab_arrays *a, iqf_vocab_type *type, bool *clean_spaces, char *err, size_t errlen) {
+    if (!a || !a->model) { set_err(err, errlen, "no tokenizer.ggml.model"); return VB_ERR; }
+    *clean_spaces = false;
     if (strcmp(a->model, "llama") == 0) {
-        type = IQF_VOCAB_SPM;
+        *type = IQF_VOCAB_SPM;
     } else if (strcmp(a->model, "gpt2") == 0) {
-        type = IQF_VOCAB_BPE;
+        *type = IQF_VOCAB_BPE;
         const char *pre = a->pre ? a->pre : "";
         bool ok = false;
         for (const char *const *p = gpt2_pres; *p; p++)
@@ -575,59 +578,52 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
         if (!ok) {
             set_err(err, errlen, "unsupported tokenizer.ggml.pre '%s' (supported: the GPT-2 regex family, e.g. 'gpt-2')",
                     a->pre ? a->pre : "(missing)");
-            return NULL;
+            return VB_ERR;
         }
-        clean_spaces = !(strcmp(pre, "trillion") == 0 || strcmp(pre, "granite-docling") == 0);
+        *clean_spaces = !(strcmp(pre, "trillion") == 0 || strcmp(pre, "granite-docling") == 0);
     } else {
         set_err(err, errlen, "unsupported tokenizer.ggml.model '%s' (supported: llama, gpt2)", a->model);
-        return NULL;
+        return VB_ERR;
     }
     if (a->n_tokens <= 0 || a->n_tokens > INT32_MAX / 2 || !a->tokens) {
         set_err(err, errlen, "tokenizer.ggml.tokens: %lld tokens", (long long)a->n_tokens);
-        return NULL;
+        return VB_ERR;
     }
     if (a->scores && a->n_scores != a->n_tokens) {
         set_err(err, errlen, "tokenizer.ggml.scores has %lld values for %lld tokens",
                 (long long)a->n_scores, (long long)a->n_tokens);
-        return NULL;
+        return VB_ERR;
     }
     if (a->token_types && a->n_token_types != a->n_tokens) {
         set_err(err, errlen, "tokenizer.ggml.token_type has %lld values for %lld tokens",
                 (long long)a->n_token_types, (long long)a->n_tokens);
-        return NULL;
+        return VB_ERR;
     }
-    if (type == IQF_VOCAB_BPE && (!a->merges || a->n_merges < 0)) {
+    if (*type == IQF_VOCAB_BPE && (!a->merges || a->n_merges < 0)) {
         if (!(a->n_merges == 0 && !a->merges)) {
             set_err(err, errlen, "tokenizer.ggml.merges: bad array");
-            return NULL;
+            return VB_ERR;
         }
     }
-    if (type == IQF_VOCAB_BPE && a->n_merges > INT32_MAX / 2) {
+    if (*type == IQF_VOCAB_BPE && a->n_merges > INT32_MAX / 2) {
         set_err(err, errlen, "tokenizer.ggml.merges: %lld merges", (long long)a->n_merges);
-        return NULL;
+        return VB_ERR;
     }
 
-    iqf_vocab *v = calloc(1, sizeof *v);
-    if (!v) goto oom;
-    const int32_t n = (int32_t)a->n_tokens;
-    v->type = type;
-    v->n_tokens = n;
-    v->clean_spaces = clean_spaces;
-    v->tok_off = malloc(sizeof(uint64_t) * (size_t)n);
-    v->tok_len = malloc(sizeof(uint32_t) * (size_t)n);
-    v->tok_hash = malloc(sizeof(uint32_t) * (size_t)n);
-    v->scores = malloc(sizeof(float) * (size_t)n);
-    v->attr = malloc(sizeof(uint32_t) * (size_t)n);
-    if (!v->tok_off || !v->tok_len || !v->tok_hash || !v->scores || !v->attr) goto oom;
+    return VB_OK;
+}
 
+/* Stage 2: token strings, the string -> id table, scores and attributes. */
+static vb_status vb_load_tokens(iqf_vocab *v, const iqf_vocab_arrays *a, char *err, size_t errlen) {
+    const int32_t n = v->n_tokens;
     /* token strings (empty ones become "[EMPTY_<i>]" as in llama.cpp) */
     {
         sbuf b = { 0 };
         for (int32_t i = 0; i < n; i++) {
             const char *s = a->tokens[i];
             uint64_t l = a->token_lens ? a->token_lens[i] : (s ? strlen(s) : 0);
-            if (!s && l) { free(b.p); set_err(err, errlen, "token %d: NULL string", i); iqf_vocab_free(v); return NULL; }
-            if (l > UINT32_MAX / 2) { free(b.p); set_err(err, errlen, "token %d: %llu bytes", i, (unsigned long long)l); iqf_vocab_free(v); return NULL; }
+            if (!s && l) { free(b.p); set_err(err, errlen, "token %d: NULL string", i); return VB_ERR; }
+            if (l > UINT32_MAX / 2) { free(b.p); set_err(err, errlen, "token %d: %llu bytes", i, (unsigned long long)l); return VB_ERR; }
             char tmp[32];
             if (l == 0) {
                 snprintf(tmp, sizeof tmp, "[EMPTY_%d]", i);
@@ -640,14 +636,14 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
             sb_put(&b, s, (size_t)l);
             v->tok_hash[i] = hash_bytes(HASH_SEED, (const unsigned char *)s, (size_t)l);
         }
-        if (b.oom) { free(b.p); goto oom; }
+        if (b.oom) { free(b.p); return VB_OOM; }
         v->text = b.p ? b.p : malloc(1);
-        if (!v->text) goto oom;
+        if (!v->text) return VB_OOM;
     }
     /* string -> id; a repeated string maps to its last id (token_to_id[word] = i) */
     v->hmask = pow2_at_least((uint64_t)n * 2) - 1;
     v->htab = malloc(sizeof(int32_t) * ((size_t)v->hmask + 1));
-    if (!v->htab) goto oom;
+    if (!v->htab) return VB_OOM;
     memset(v->htab, 0xFF, sizeof(int32_t) * ((size_t)v->hmask + 1));
     for (int32_t i = 0; i < n; i++) {
         uint32_t h = v->tok_hash[i];
@@ -678,15 +674,20 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
         v->attr[i] = at;
     }
 
+    return VB_OK;
+}
+
+/* Stage 3 (BPE): the merge table. */
+static vb_status vb_load_merges(iqf_vocab *v, const iqf_vocab_arrays *a, char *err, size_t errlen) {
     /* merges: "left right" split at the first ' ' from index 1; a repeated pair keeps its first
      * rank (bpe_ranks.emplace); no space: the pair ("", "") */
-    if (type == IQF_VOCAB_BPE && a->n_merges > 0) {
+    if (v->type == IQF_VOCAB_BPE && a->n_merges > 0) {
         int64_t nm = a->n_merges;
         v->n_merges = nm;
         v->merges = malloc(sizeof(merge_ent) * (size_t)nm);
         v->mmask = pow2_at_least((uint64_t)nm * 2) - 1;
         v->mtab = malloc(sizeof(int32_t) * ((size_t)v->mmask + 1));
-        if (!v->merges || !v->mtab) goto oom;
+        if (!v->merges || !v->mtab) return VB_OOM;
         memset(v->mtab, 0xFF, sizeof(int32_t) * ((size_t)v->mmask + 1));
         sbuf b = { 0 };
         for (int64_t i = 0; i < nm; i++) {
@@ -695,8 +696,7 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
             if ((!s && l) || l > UINT32_MAX / 2) {
                 free(b.p);
                 set_err(err, errlen, "merge %lld: bad string", (long long)i);
-                iqf_vocab_free(v);
-                return NULL;
+                return VB_ERR;
             }
             size_t sp = (size_t)l;
             for (size_t j = 1; j < (size_t)l; j++)
@@ -715,9 +715,9 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
                 m->llen = m->rlen = 0;
             }
         }
-        if (b.oom) { free(b.p); goto oom; }
+        if (b.oom) { free(b.p); return VB_OOM; }
         v->mtext = b.p ? b.p : malloc(1);
-        if (!v->mtext) goto oom;
+        if (!v->mtext) return VB_OOM;
         for (int64_t i = 0; i < nm; i++) {
             merge_ent *m = &v->merges[i];
             const unsigned char *p = (const unsigned char *)v->mtext + m->off;
@@ -733,8 +733,14 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
         }
     }
 
+    return VB_OK;
+}
+
+/* Stage 4: special ids and add-BOS/EOS flags: the type's defaults, then the file's values. */
+static void vb_special_ids(iqf_vocab *v, const iqf_vocab_arrays *a) {
+    const int32_t n = v->n_tokens;
     /* flags and special ids (llama_vocab::impl::load) */
-    if (type == IQF_VOCAB_SPM) {
+    if (v->type == IQF_VOCAB_SPM) {
         v->bos = 1; v->eos = 2; v->unk = 0;
         v->add_space_prefix = true;
         v->add_bos = true;
@@ -757,6 +763,11 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
     if (a->add_bos >= 0) v->add_bos = a->add_bos != 0;
     if (a->add_eos >= 0) v->add_eos = a->add_eos != 0;
 
+}
+
+/* Stage 5: special tokens found by their text (EOT, EOM, FIM, end of generation), as llama.cpp does. */
+static vb_status vb_detect_special(iqf_vocab *v) {
+    const int32_t n = v->n_tokens;
     /* auto-detected special tokens (by text), as llama.cpp does */
     {
         static const char *const eot_names[] = { "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
@@ -805,7 +816,7 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
         }
         /* end-of-generation set */
         v->eog = malloc(sizeof(int32_t) * ((size_t)n + 8));
-        if (!v->eog) goto oom;
+        if (!v->eog) return VB_OOM;
         int32_t ne = 0;
         for (int k = 5; k < 8; k++) if (found[k] != IQF_TOKEN_NULL) v->eog[ne++] = found[k];
         for (int32_t i = 0; i < n; i++) {
@@ -825,17 +836,23 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
         v->n_eog = ne;
     }
 
+    return VB_OK;
+}
+
+/* Stage 6: the special-token cache (longest first) and the token -> piece cache. */
+static vb_status vb_caches(iqf_vocab *v) {
+    const int32_t n = v->n_tokens;
     /* special tokens cache: control / user-defined / unknown, longest first */
     {
         spec_key *keys = malloc(sizeof(spec_key) * (size_t)n);
-        if (!keys) goto oom;
+        if (!keys) return VB_OOM;
         int32_t ns = 0;
         for (int32_t i = 0; i < n; i++)
             if (v->attr[i] & (IQF_TOKATTR_CONTROL | IQF_TOKATTR_USER_DEFINED | IQF_TOKATTR_UNKNOWN))
                 keys[ns++] = (spec_key){ v->tok_len[i], i };
         qsort(keys, (size_t)ns, sizeof *keys, cmp_spec_key);
         v->special = malloc(sizeof(int32_t) * ((size_t)ns + 1));
-        if (!v->special) { free(keys); goto oom; }
+        if (!v->special) { free(keys); return VB_OOM; }
         for (int32_t i = 0; i < ns; i++) v->special[i] = keys[i].id;
         v->n_special = ns;
         free(keys);
@@ -846,18 +863,23 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
         sbuf b = { 0 };
         v->piece_off = malloc(sizeof(uint64_t) * (size_t)n);
         v->piece_len = malloc(sizeof(uint32_t) * (size_t)n);
-        if (!v->piece_off || !v->piece_len) goto oom;
+        if (!v->piece_off || !v->piece_len) return VB_OOM;
         for (int32_t i = 0; i < n; i++) {
             size_t before = b.n;
             v->piece_off[i] = before;
             build_piece(v, i, &b);
             v->piece_len[i] = (uint32_t)(b.n - before);
         }
-        if (b.oom) { free(b.p); goto oom; }
+        if (b.oom) { free(b.p); return VB_OOM; }
         v->piece = b.p ? b.p : malloc(1);
-        if (!v->piece) goto oom;
+        if (!v->piece) return VB_OOM;
     }
 
+    return VB_OK;
+}
+
+/* Stage 7: per-model quirks, byte tables, SPM splitting and the newline token. */
+static void vb_finish(iqf_vocab *v, const iqf_vocab_arrays *a) {
     /* per-model attributes: phi-3 strips spaces right of its special tokens */
     if (a->name) {
         char lname[256];
@@ -891,7 +913,7 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
 
     /* may SPM cut the text before U+2581 runs? */
     v->spm_split = true;
-    for (int32_t i = 0; i < n && v->spm_split; i++) {
+    for (int32_t i = 0; i < v->n_tokens && v->spm_split; i++) {
         const unsigned char *t = (const unsigned char *)v->text + v->tok_off[i];
         uint32_t l = v->tok_len[i];
         for (uint32_t p = 1; p + 3 <= l; p++) {
@@ -904,13 +926,46 @@ iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t er
     }
 
     /* newline token */
-    if (type == IQF_VOCAB_SPM) {
+    if (v->type == IQF_VOCAB_SPM) {
         v->linefeed = v->byte_tok['\n'] >= 0 ? v->byte_tok['\n'] : v->pad;
     } else {
         int32_t t[8];
         int32_t k = tokenize_impl(v, "\n", 1, false, false, t, 8);
         v->linefeed = k > 0 ? t[0] : v->pad;
     }
+
+}
+
+iqf_vocab *iqf_vocab_from_arrays(const iqf_vocab_arrays *a, char *err, size_t errlen) {
+    iqf_vocab_type type;
+    bool clean_spaces;
+    if (vb_check_arrays(a, &type, &clean_spaces, err, errlen)) return NULL;
+    iqf_vocab *v = calloc(1, sizeof *v);
+    if (!v) goto oom;
+    const int32_t n = (int32_t)a->n_tokens;
+    v->type = type;
+    v->n_tokens = n;
+    v->clean_spaces = clean_spaces;
+    v->tok_off = malloc(sizeof(uint64_t) * (size_t)n);
+    v->tok_len = malloc(sizeof(uint32_t) * (size_t)n);
+    v->tok_hash = malloc(sizeof(uint32_t) * (size_t)n);
+    v->scores = malloc(sizeof(float) * (size_t)n);
+    v->attr = malloc(sizeof(uint32_t) * (size_t)n);
+    if (!v->tok_off || !v->tok_len || !v->tok_hash || !v->scores || !v->attr) goto oom;
+
+    vb_status st = vb_load_tokens(v, a, err, errlen);
+    if (!st) st = vb_load_merges(v, a, err, errlen);
+    if (!st) {
+        vb_special_ids(v, a);
+        st = vb_detect_special(v);
+    }
+    if (!st) st = vb_caches(v);
+    if (st == VB_ERR) {
+        iqf_vocab_free(v);
+        return NULL;
+    }
+    if (st) goto oom;
+    vb_finish(v, a);
     return v;
 
 oom:
