@@ -5,16 +5,13 @@
 # 1 and 2 threads, a loadable model), and bad Hessians fail with one line, exit 1, no output:
 # another model's, truncated, NaN; a bad --hessian-damp is a usage error (exit 2).
 set -u
-cli="${IQF_CLI:?IQF_CLI not set}"
-src="${IQF_SOURCE_DIR:-.}"
+. "$(dirname "$0")/lib/common.sh"
+cli=$CLI
+src=$SRC
 GEN="$(dirname "$cli")/iqf-genmodel"
 model="$src/tests/data/stories260K/stories260K-f32.gguf"
 text="$src/tests/data/text/tinystories-valid-excerpt.txt"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+t=$T
 expect() { # expect DESCRIPTION PATTERN FILE
   if grep -Eq -- "$2" "$3"; then ok; else bad "$1: no /$2/ in output"; sed 's/^/  | /' "$3" | head -20 >&2; fi
 }
@@ -72,5 +69,4 @@ expect_fail "imatrix as Hessian" "not a Hessian file" "$t/x4.gguf" -- "$cli" qua
 expect_fail "missing file" "nonexistent" "$t/x5.gguf" -- "$cli" quantize --hessian "$t/nonexistent.gguf" "$model" "$t/x5.gguf" Q8_0
 "$cli" quantize --hessian "$t/h.gguf" --hessian-damp -1 "$model" "$t/x6.gguf" Q8_0 >/dev/null 2>&1; [ $? -eq 2 ] && ok || bad "--hessian-damp -1: want exit 2"
 
-echo "feedback.sh: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish feedback

@@ -4,15 +4,12 @@
 # (checked under a 1 GiB address-space limit: a 20-byte file claiming n_ctx = 2^20 and 2^24
 # chunks used to size a KV cache and a token buffer of terabytes from its header).
 set -u
-cli="${IQF_CLI:?IQF_CLI not set}"
-src="${IQF_SOURCE_DIR:-.}"
+. "$(dirname "$0")/lib/common.sh"
+cli=$CLI
+src=$SRC
 model="$src/tests/data/stories260K/stories260K-f32.gguf"
 text="$src/tests/data/text/tinystories-valid-excerpt.txt"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+t=$T
 
 le32() { # prints the 4 little-endian bytes of $1
   local v=$1
@@ -70,5 +67,4 @@ kld_fail "another model's vocabulary" "othervocab.kld: made with a vocabulary of
 kld_fail "not a kld file" "not a log-probability file" "$text"
 kld_fail "a directory" "not a regular file" "$t"
 
-echo "cli kld: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish kld

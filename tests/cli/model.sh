@@ -3,15 +3,12 @@
 # perplexity (llama-perplexity's figure and output format), KL-divergence against itself,
 # imatrix (GGUF and .dat written, readable), simulated quantization, and error cases.
 set -u
-cli="${IQF_CLI:?IQF_CLI not set}"
-src="${IQF_SOURCE_DIR:-.}"
+. "$(dirname "$0")/lib/common.sh"
+cli=$CLI
+src=$SRC
 model="$src/tests/data/stories260K/stories260K-f32.gguf"
 text="$src/tests/data/text/tinystories-valid-excerpt.txt"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+t=$T
 
 # expect_fail NAME PATTERN -- command...: exit status 1 and a stderr line matching PATTERN.
 expect_fail() {
@@ -71,5 +68,4 @@ expect_fail "bad simulate type" "unknown type" -- "$cli" perplexity -m "$model" 
 expect_fail "bad kld file" "not a log-probability file" -- "$cli" perplexity -m "$model" --kld "$text"
 "$cli" perplexity -m "$model" 2>/dev/null; [ $? -eq 2 ] && ok || bad "usage error should exit 2"
 
-echo "cli model: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish model

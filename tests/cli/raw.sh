@@ -2,12 +2,9 @@
 # CLI contract of `iqforge quantize-raw` / `dequantize-raw`: round trips, and every error case
 # gives a one-line message naming the file, exit status 1, and no output file.
 set -u
-cli="${IQF_CLI:?IQF_CLI not set}"
-t=$(mktemp -d)
-trap 'rm -rf "$t"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass+1)); }
-bad() { fail=$((fail+1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib/common.sh"
+cli=$CLI
+t=$T
 
 # expect_fail NAME PATTERN OUT -- command...: exit 1, one stderr line matching PATTERN, no OUT.
 expect_fail() {
@@ -82,5 +79,4 @@ expect_fail "missing input" "nope.f32: cannot open" "$t/o7" -- "$cli" quantize-r
 expect_fail "unknown type" "unknown type 'q9_9'" "$t/o8" -- "$cli" quantize-raw --type q9_9 --cols 512 "$t/x.f32" "$t/o8"
 "$cli" quantize-raw --type f16 --cols 512 "$t/x.f32" 2>/dev/null; [ $? -eq 2 ] && ok || bad "missing OUT is a usage error"
 
-echo "cli_raw: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish raw
