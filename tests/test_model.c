@@ -4,6 +4,7 @@
  * path against the SIMD one, and load errors (non-llama architecture, missing tensor).
  */
 #include "iqforge.h"
+#include "model/tokenizer.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -235,65 +235,11 @@ static void test_matmul(void) {
 }
 
 /* ------------------------------------------------------------------------------------------- */
-/* A random llama model (n_embd 256, n_ff 512, 2 layers, 4 heads / 2 KV heads, vocab 300) whose
- * matrices take types from all_types in turn. */
+/* testutil's small llama whose matrices take types from all_types in turn (the quantized ones
+ * first), token_embd Q4_K, output Q6_K, encoded with an importance matrix of ones. */
 static bool write_mixed_model(const char *path) {
-    enum { E = 256, F = 512, L = 2, V = 300 };
-    char err[256];
-    iqf_gguf_writer *w = iqf_gguf_writer_open(path, err, sizeof err);
-    if (!w) return false;
-    iqf_gguf_writer_set_str(w, "general.architecture", "llama");
-    iqf_gguf_writer_set_u32(w, "llama.embedding_length", E);
-    iqf_gguf_writer_set_u32(w, "llama.block_count", L);
-    iqf_gguf_writer_set_u32(w, "llama.feed_forward_length", F);
-    iqf_gguf_writer_set_u32(w, "llama.attention.head_count", 4);
-    iqf_gguf_writer_set_u32(w, "llama.attention.head_count_kv", 2);
-    iqf_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    struct { char name[64]; int64_t ne0, ne1; int ty; } t[3 + 9 * L];
-    int n = 0, k = 3; /* skip F32/F16/BF16 for the first matrices: quantized types first */
-    float im[F];
-    for (int i = 0; i < F; i++) im[i] = 1;
-#define T_(nm, a, b, ty_) do { snprintf(t[n].name, 64, "%s", nm); t[n].ne0 = a; t[n].ne1 = b; t[n].ty = ty_; n++; } while (0)
-#define NEXT() all_types[(k++) % N_TYPES]
-    T_("token_embd.weight", E, V, IQF_TYPE_Q4_K);
-    for (int l = 0; l < L; l++) {
-        char nm[64];
-#define B_(s, a, b, ty_) snprintf(nm, 64, "blk.%d.%s.weight", l, s); T_(nm, a, b, ty_)
-        B_("attn_norm", E, 1, IQF_TYPE_F32);
-        B_("attn_q", E, E, NEXT());
-        B_("attn_k", E, E / 2, NEXT());
-        B_("attn_v", E, E / 2, NEXT());
-        B_("attn_output", E, E, NEXT());
-        B_("ffn_norm", E, 1, IQF_TYPE_F32);
-        B_("ffn_gate", E, F, NEXT());
-        B_("ffn_up", E, F, NEXT());
-        B_("ffn_down", F, E, NEXT());
-#undef B_
-    }
-    T_("output_norm.weight", E, 1, IQF_TYPE_F32);
-    T_("output.weight", E, V, IQF_TYPE_Q6_K);
-#undef T_
-#undef NEXT
-    for (int i = 0; i < n; i++) {
-        int64_t ne[2] = { t[i].ne0, t[i].ne1 };
-        iqf_gguf_writer_add_tensor(w, t[i].name, t[i].ne1 > 1 ? 2 : 1, ne, t[i].ty);
-    }
-    iqf_gguf_writer_write_header(w);
-    tu_rng r = { 5 };
-    bool ok = true;
-    for (int i = 0; i < n; i++) {
-        int64_t cnt = t[i].ne0 * t[i].ne1;
-        float *f = malloc(sizeof(float) * (size_t)cnt);
-        for (int64_t j = 0; j < cnt; j++)
-            f[j] = t[i].ne1 == 1 ? 1.0f : (float)(tu_normal(&r) * (i == 0 ? 1.0 : 0.06));
-        size_t bytes = iqf_row_size(t[i].ty, t[i].ne0) * (size_t)t[i].ne1;
-        void *q = malloc(bytes);
-        ok &= iqf_quantize(t[i].ty, f, q, t[i].ne1, t[i].ne0, im, NULL, NULL, 0) == IQF_OK;
-        iqf_gguf_writer_write_data(w, q, bytes);
-        free(f);
-        free(q);
-    }
-    return iqf_gguf_writer_finish(w, err, sizeof err) == IQF_OK && ok;
+    const tu_small_llama spec = { IQF_TYPE_Q4_K, IQF_TYPE_Q6_K, all_types, N_TYPES, 3, true };
+    return tu_write_small_llama(path, &spec);
 }
 
 static bool logits(const iqf_model *m, int threads, iqf_simd simd, const int32_t *toks, int n, float *out) {

@@ -17,60 +17,10 @@
 #include <unistd.h>
 
 
-/* A small llama model (n_embd 256, n_ff 512, 2 layers, 4 heads / 2 KV heads, vocab 300) with
- * random weights, its matrices in `type`, written with the GGUF writer. */
+/* The test model with its matrices in `type` (testutil's small llama). */
 static bool write_model(const char *path, int type) {
-    enum { E = 256, F = 512, L = 2, V = 300 };
-    char err[256];
-    iqf_gguf_writer *w = iqf_gguf_writer_open(path, err, sizeof err);
-    if (!w) return false;
-    iqf_gguf_writer_set_str(w, "general.architecture", "llama");
-    iqf_gguf_writer_set_u32(w, "llama.embedding_length", E);
-    iqf_gguf_writer_set_u32(w, "llama.block_count", L);
-    iqf_gguf_writer_set_u32(w, "llama.feed_forward_length", F);
-    iqf_gguf_writer_set_u32(w, "llama.attention.head_count", 4);
-    iqf_gguf_writer_set_u32(w, "llama.attention.head_count_kv", 2);
-    iqf_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    struct { char name[64]; int64_t ne0, ne1; int ty; } t[3 + 9 * L];
-    int n = 0;
-#define T_(nm, a, b, ty_) do { snprintf(t[n].name, 64, "%s", nm); t[n].ne0 = a; t[n].ne1 = b; t[n].ty = ty_; n++; } while (0)
-    T_("token_embd.weight", E, V, IQF_TYPE_F32);
-    for (int l = 0; l < L; l++) {
-        char nm[64];
-#define B_(s, a, b, ty_) snprintf(nm, 64, "blk.%d.%s.weight", l, s); T_(nm, a, b, ty_)
-        B_("attn_norm", E, 1, IQF_TYPE_F32);
-        B_("attn_q", E, E, type);
-        B_("attn_k", E, E / 2, type);
-        B_("attn_v", E, E / 2, type);
-        B_("attn_output", E, E, type);
-        B_("ffn_norm", E, 1, IQF_TYPE_F32);
-        B_("ffn_gate", E, F, type);
-        B_("ffn_up", E, F, type);
-        B_("ffn_down", F, E, type);
-#undef B_
-    }
-    T_("output_norm.weight", E, 1, IQF_TYPE_F32);
-    T_("output.weight", E, V, type);
-#undef T_
-    for (int i = 0; i < n; i++) {
-        int64_t ne[2] = { t[i].ne0, t[i].ne1 };
-        iqf_gguf_writer_add_tensor(w, t[i].name, t[i].ne1 > 1 ? 2 : 1, ne, t[i].ty);
-    }
-    iqf_gguf_writer_write_header(w);
-    tu_rng r = { 5 };
-    for (int i = 0; i < n; i++) {
-        int64_t cnt = t[i].ne0 * t[i].ne1;
-        float *f = malloc(sizeof(float) * (size_t)cnt);
-        for (int64_t j = 0; j < cnt; j++)
-            f[j] = t[i].ne1 == 1 ? 1.0f : (float)(tu_normal(&r) * (i == 0 ? 1.0 : 0.06));
-        size_t bytes = iqf_row_size(t[i].ty, t[i].ne0) * (size_t)t[i].ne1;
-        void *q = malloc(bytes);
-        iqf_quantize(t[i].ty, f, q, t[i].ne1, t[i].ne0, NULL, NULL, NULL, 0);
-        iqf_gguf_writer_write_data(w, q, bytes);
-        free(f);
-        free(q);
-    }
-    return iqf_gguf_writer_finish(w, err, sizeof err) == IQF_OK;
+    const tu_small_llama spec = { IQF_TYPE_F32, type, &type, 1, 0, false };
+    return tu_write_small_llama(path, &spec);
 }
 
 /* Logits of 40 tokens through the whole engine: the integer path vs the float-tile path

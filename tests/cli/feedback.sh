@@ -6,12 +6,10 @@
 # another model's, truncated, NaN; a bad --hessian-damp is a usage error (exit 2).
 set -u
 . "$(dirname "$0")/lib/common.sh"
-cli=$CLI
-src=$SRC
+cli=$CLI src=$SRC t=$T
 GEN="$(dirname "$cli")/iqf-genmodel"
 model="$src/tests/data/stories260K/stories260K-f32.gguf"
 text="$src/tests/data/text/tinystories-valid-excerpt.txt"
-t=$T
 expect() { # expect DESCRIPTION PATTERN FILE
   if grep -Eq -- "$2" "$3"; then ok; else bad "$1: no /$2/ in output"; sed 's/^/  | /' "$3" | head -20 >&2; fi
 }

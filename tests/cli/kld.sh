@@ -5,11 +5,9 @@
 # chunks used to size a KV cache and a token buffer of terabytes from its header).
 set -u
 . "$(dirname "$0")/lib/common.sh"
-cli=$CLI
-src=$SRC
+cli=$CLI src=$SRC t=$T
 model="$src/tests/data/stories260K/stories260K-f32.gguf"
 text="$src/tests/data/text/tinystories-valid-excerpt.txt"
-t=$T
 
 le32() { # prints the 4 little-endian bytes of $1
   local v=$1

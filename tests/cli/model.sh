@@ -4,11 +4,9 @@
 # imatrix (GGUF and .dat written, readable), simulated quantization, and error cases.
 set -u
 . "$(dirname "$0")/lib/common.sh"
-cli=$CLI
-src=$SRC
+cli=$CLI src=$SRC t=$T
 model="$src/tests/data/stories260K/stories260K-f32.gguf"
 text="$src/tests/data/text/tinystories-valid-excerpt.txt"
-t=$T
 
 # expect_fail NAME PATTERN -- command...: exit status 1 and a stderr line matching PATTERN.
 expect_fail() {

@@ -81,3 +81,64 @@ iqf_status tu_context_simd(const iqf_model *m, int n_ctx, int threads, iqf_simd 
     p.simd = simd;
     return iqf_context_new_ex(m, &p, c, err, errlen);
 }
+
+bool tu_write_small_llama(const char *path, const tu_small_llama *spec) {
+    enum { E = 256, F = 512, L = 2, V = 300 };
+    char err[256];
+    iqf_gguf_writer *w = iqf_gguf_writer_open(path, err, sizeof err);
+    if (!w) return false;
+    iqf_gguf_writer_set_str(w, "general.architecture", "llama");
+    iqf_gguf_writer_set_u32(w, "llama.embedding_length", E);
+    iqf_gguf_writer_set_u32(w, "llama.block_count", L);
+    iqf_gguf_writer_set_u32(w, "llama.feed_forward_length", F);
+    iqf_gguf_writer_set_u32(w, "llama.attention.head_count", 4);
+    iqf_gguf_writer_set_u32(w, "llama.attention.head_count_kv", 2);
+    iqf_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    static const struct { const char *name; int ne0, ne1; } layer[9] = {
+        { "attn_norm", E, 1 }, { "attn_q", E, E }, { "attn_k", E, E / 2 }, { "attn_v", E, E / 2 },
+        { "attn_output", E, E }, { "ffn_norm", E, 1 }, { "ffn_gate", E, F }, { "ffn_up", E, F },
+        { "ffn_down", F, E },
+    };
+    struct { char name[64]; int64_t ne0, ne1; int ty; } t[3 + 9 * L];
+    int n = 0, k = spec->first;
+    snprintf(t[n].name, 64, "token_embd.weight");
+    t[n].ne0 = E, t[n].ne1 = V, t[n].ty = spec->tok_embd_type, n++;
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < 9; j++, n++) {
+            snprintf(t[n].name, 64, "blk.%d.%s.weight", l, layer[j].name);
+            t[n].ne0 = layer[j].ne0, t[n].ne1 = layer[j].ne1;
+            t[n].ty = layer[j].ne1 == 1 ? IQF_TYPE_F32 : spec->mats[(k++) % spec->n_mats];
+        }
+    snprintf(t[n].name, 64, "output_norm.weight");
+    t[n].ne0 = E, t[n].ne1 = 1, t[n].ty = IQF_TYPE_F32, n++;
+    snprintf(t[n].name, 64, "output.weight");
+    t[n].ne0 = E, t[n].ne1 = V, t[n].ty = spec->output_type, n++;
+    for (int i = 0; i < n; i++) {
+        int64_t ne[2] = { t[i].ne0, t[i].ne1 };
+        iqf_gguf_writer_add_tensor(w, t[i].name, t[i].ne1 > 1 ? 2 : 1, ne, t[i].ty);
+    }
+    iqf_gguf_writer_write_header(w);
+    float im[F];
+    for (int i = 0; i < F; i++) im[i] = 1;
+    tu_rng r = { 5 };
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        int64_t cnt = t[i].ne0 * t[i].ne1;
+        float *f = malloc(sizeof(float) * (size_t)cnt);
+        size_t bytes = iqf_row_size(t[i].ty, t[i].ne0) * (size_t)t[i].ne1;
+        void *q = malloc(bytes);
+        if (!f || !q) {
+            free(f);
+            free(q);
+            iqf_gguf_writer_abort(w);
+            return false;
+        }
+        for (int64_t j = 0; j < cnt; j++)
+            f[j] = t[i].ne1 == 1 ? 1.0f : (float)(tu_normal(&r) * (i == 0 ? 1.0 : 0.06));
+        ok &= iqf_quantize(t[i].ty, f, q, t[i].ne1, t[i].ne0, spec->unit_imatrix ? im : NULL, NULL, NULL, 0) == IQF_OK;
+        iqf_gguf_writer_write_data(w, q, bytes);
+        free(f);
+        free(q);
+    }
+    return iqf_gguf_writer_finish(w, err, sizeof err) == IQF_OK && ok;
+}

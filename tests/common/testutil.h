@@ -51,4 +51,18 @@ bool tu_ci(void); /* CI set to anything but "", 0, false, no (CI=true, CI=1) */
 iqf_status tu_context_simd(const iqf_model *m, int n_ctx, int threads, iqf_simd simd, iqf_context **c,
                            char *err, size_t errlen);
 
+
+/* A small llama model (n_embd 256, n_ff 512, 2 layers, 4 heads / 2 KV heads, vocab 300) with
+ * random weights (seed 5: N(0,1) embeddings, N(0, 0.06^2) matrices, norms 1), written with the
+ * GGUF writer. token_embd and output take the given types; the 14 layer matrices take
+ * mats[(first + i) % n_mats] in turn. unit_imatrix: quantize with an importance matrix of ones
+ * (types that need one), else with none. Returns false if a write or an encode fails. */
+typedef struct tu_small_llama {
+    int tok_embd_type, output_type;
+    const int *mats;
+    int n_mats, first;
+    bool unit_imatrix;
+} tu_small_llama;
+bool tu_write_small_llama(const char *path, const tu_small_llama *spec);
+
 #endif
