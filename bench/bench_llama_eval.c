@@ -9,13 +9,15 @@
  * second half scored (positions N_CTX/2 .. N_CTX-2 predict the next token). The base model's
  * log-probabilities are kept in llama-perplexity's uint16 form (scale, min log-prob, then one
  * uint16 per token, logits below max - 16 clipped), and each FILE's KL-divergence, PPL and
- * same-top rate are computed against them exactly as `--kl-divergence` does (as our eval.c does).
+ * same-top rate are computed against them exactly as `--kl-divergence` does (src/model/kld.c,
+ * the rows our own evaluator scores with).
  * Default: llama-perplexity's context settings (F16 KV cache, flash attention auto); --f32-kv:
  * F32 cache, flash attention off. Prints one line per FILE: name, PPL, mean KLD, same top %.
  * Needs the oracle (scripts/install-oracle.sh).
  */
 #include "iqforge.h"
 #include "../tests/gen/llama_infer.h"
+#include "model/kld.h"
 #include "model/tokenizer.h"
 #include "testutil.h"
 
@@ -54,25 +56,8 @@ static bool run_model(const char *path, const int32_t *toks, int n_chunks, int C
 }
 
 static void keep_base(const float *l, int tok, int row, void *user) {
-    (void)tok;
     base_rows *b = user;
-    const int nvoc = b->nv - 4;
-    float mx = l[0], mn = l[0];
-    for (int v = 1; v < nvoc; v++) {
-        mx = fmaxf(mx, l[v]);
-        mn = fminf(mn, l[v]);
-    }
-    mn = fmaxf(mn, mx - 16);
-    double sum = 0.0;
-    for (int v = 0; v < nvoc; v++) sum += expf(l[v] - mx);
-    const float lse = (float)log(sum);
-    const float min_log_prob = mn - mx - lse;
-    const float scale = (mx - mn) / 65535.f;
-    uint16_t *out = b->lp + (size_t)row * (size_t)b->nv;
-    memcpy(out, &scale, 4);
-    memcpy(out + 2, &min_log_prob, 4);
-    out += 4;
-    for (int v = 0; v < nvoc; v++) out[v] = scale && l[v] > mn ? (uint16_t)iqf_nearest_int((1 / scale) * (l[v] - mn)) : 0;
+    iqf_kld_pack_row(l, b->nv - 4, tok, b->lp + (size_t)row * (size_t)b->nv);
 }
 
 typedef struct score {
@@ -83,37 +68,11 @@ typedef struct score {
 
 static void score_row(const float *l, int tok, int row, void *user) {
     score *s = user;
-    const int nvoc = s->b->nv - 4;
-    const uint16_t *base = s->b->lp + (size_t)row * (size_t)s->b->nv;
-    float mx = l[0];
-    int imax = 0;
-    for (int v = 1; v < nvoc; v++)
-        if (l[v] > mx) {
-            mx = l[v];
-            imax = v;
-        }
-    double sum = 0.0;
-    for (int v = 0; v < nvoc; v++) sum += expf(l[v] - mx);
-    const float lse = (float)log(sum);
-    float scale, min_log_prob;
-    memcpy(&scale, base, 4);
-    memcpy(&min_log_prob, base + 2, 4);
-    base += 4;
-    s->nll += mx + lse - l[tok];
-    mx += lse;
-    double kl = 0;
-    int imax_base = -1;
-    float pmax = 0;
-    for (int v = 0; v < nvoc; v++) {
-        const float plb = scale * base[v] + min_log_prob;
-        if (v == 0 || plb > pmax) {
-            pmax = plb;
-            imax_base = v;
-        }
-        if (plb > -16.f) kl += expf(plb) * (plb - l[v] + mx);
-    }
-    s->kld += kl;
-    s->same += imax == imax_base;
+    iqf_kld_row k;
+    iqf_kld_score_row(l, s->b->nv - 4, tok, s->b->lp + (size_t)row * (size_t)s->b->nv, &k);
+    s->nll += k.nll;
+    s->kld += k.kld;
+    s->same += k.same_top;
     s->n++;
 }
 

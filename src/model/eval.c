@@ -22,7 +22,6 @@ static double now(void) {
 }
 
 /* ggml's nearest_int (round half to even in float). */
-static inline int nearest(float f) { return iqf_nearest_int(f); }
 
 /* Per scored row results, filled in parallel and summed in order (deterministic). */
 typedef struct rowres {
@@ -51,64 +50,17 @@ static void score_range(void *arg, int64_t b, int64_t e, int tid) {
         const int tok = j->targets[i];
         rowres *r = &j->res[i];
         if (j->mode == 0) {
-            /* log_softmax(n_vocab, logits, tok) of perplexity.cpp */
-            float mx = l[0];
-            for (int v = 1; v < nvoc; v++) mx = fmaxf(mx, l[v]);
-            double sum = 0.0;
-            for (int v = 0; v < nvoc; v++) sum += expf(l[v] - mx);
-            r->nll = -((double)(l[tok] - mx) - log(sum));
+            r->nll = iqf_nll_row(l, nvoc, tok);
         } else if (j->mode == 1) {
-            float mx = l[0], mn = l[0];
-            for (int v = 1; v < nvoc; v++) {
-                mx = fmaxf(mx, l[v]);
-                mn = fminf(mn, l[v]);
-            }
-            mn = fmaxf(mn, mx - 16);
-            double sum = 0.0;
-            for (int v = 0; v < nvoc; v++) sum += expf(l[v] - mx);
-            const float lse = (float)log(sum);
-            const float min_log_prob = mn - mx - lse;
-            const float scale = (mx - mn) / 65535.f;
-            uint16_t *out = j->lp + (size_t)i * j->nv;
-            memcpy(out, &scale, 4);
-            memcpy(out + 2, &min_log_prob, 4);
-            out += 4;
-            if (scale) {
-                const float inv = 1 / scale;
-                for (int v = 0; v < nvoc; v++) out[v] = l[v] > mn ? (uint16_t)nearest(inv * (l[v] - mn)) : 0;
-            } else {
-                memset(out, 0, (size_t)nvoc * sizeof(uint16_t));
-            }
-            r->nll = (double)(mx + lse - l[tok]);
+            r->nll = iqf_kld_pack_row(l, nvoc, tok, j->lp + (size_t)i * j->nv);
         } else {
-            const uint16_t *base = j->lp + (size_t)i * j->nv;
-            float mx = l[0];
-            int imax = 0;
-            for (int v = 1; v < nvoc; v++)
-                if (l[v] > mx) { mx = l[v]; imax = v; }
-            double sum = 0.0;
-            for (int v = 0; v < nvoc; v++) sum += expf(l[v] - mx);
-            const float lse = (float)log(sum);
-            float scale, min_log_prob;
-            memcpy(&scale, base, 4);
-            memcpy(&min_log_prob, base + 2, 4);
-            base += 4;
-            const float nll = mx + lse - l[tok];
-            const float nll_base = -(scale * base[tok] + min_log_prob);
-            mx += lse;
-            double kl = 0;
-            int imax_base = -1;
-            float pmax = 0;
-            for (int v = 0; v < nvoc; v++) {
-                const float plb = scale * base[v] + min_log_prob;
-                if (v == 0 || plb > pmax) { pmax = plb; imax_base = v; }
-                if (plb > -16.f) kl += expf(plb) * (plb - l[v] + mx);
-            }
-            r->nll_f = nll;
-            r->nll_base = nll_base;
-            r->kld = kl;
-            r->same_top = imax == imax_base;
-            r->p_diff = expf(-nll) - expf(-nll_base);
+            iqf_kld_row k;
+            iqf_kld_score_row(l, nvoc, tok, j->lp + (size_t)i * j->nv, &k);
+            r->nll_f = k.nll;
+            r->nll_base = k.nll_base;
+            r->kld = k.kld;
+            r->same_top = k.same_top;
+            r->p_diff = expf(-k.nll) - expf(-k.nll_base);
         }
     }
 }

@@ -4,6 +4,7 @@
 #include "util/error.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -93,4 +94,69 @@ iqf_status iqf_kld_read_tokens(FILE *f, const iqf_kld_header *h, const char *nam
         }
     *toks = t;
     return IQF_OK;
+}
+
+double iqf_nll_row(const float *l, int nvoc, int tok) {
+    float mx = l[0];
+    for (int v = 1; v < nvoc; v++) mx = fmaxf(mx, l[v]);
+    double sum = 0.0;
+    for (int v = 0; v < nvoc; v++) sum += expf(l[v] - mx);
+    return -((double)(l[tok] - mx) - log(sum));
+}
+
+double iqf_kld_pack_row(const float *l, int nvoc, int tok, uint16_t *out) {
+    float mx = l[0], mn = l[0];
+    for (int v = 1; v < nvoc; v++) {
+        mx = fmaxf(mx, l[v]);
+        mn = fminf(mn, l[v]);
+    }
+    mn = fmaxf(mn, mx - 16);
+    double sum = 0.0;
+    for (int v = 0; v < nvoc; v++) sum += expf(l[v] - mx);
+    const float lse = (float)log(sum);
+    const float min_log_prob = mn - mx - lse;
+    const float scale = (mx - mn) / 65535.f;
+    memcpy(out, &scale, 4);
+    memcpy(out + 2, &min_log_prob, 4);
+    out += 4;
+    if (scale) {
+        const float inv = 1 / scale;
+        for (int v = 0; v < nvoc; v++) out[v] = l[v] > mn ? (uint16_t)iqf_nearest_int(inv * (l[v] - mn)) : 0;
+    } else {
+        memset(out, 0, (size_t)nvoc * sizeof(uint16_t));
+    }
+    return (double)(mx + lse - l[tok]);
+}
+
+void iqf_kld_score_row(const float *l, int nvoc, int tok, const uint16_t *base, iqf_kld_row *r) {
+    float mx = l[0];
+    int imax = 0;
+    for (int v = 1; v < nvoc; v++)
+        if (l[v] > mx) {
+            mx = l[v];
+            imax = v;
+        }
+    double sum = 0.0;
+    for (int v = 0; v < nvoc; v++) sum += expf(l[v] - mx);
+    const float lse = (float)log(sum);
+    float scale, min_log_prob;
+    memcpy(&scale, base, 4);
+    memcpy(&min_log_prob, base + 2, 4);
+    base += 4;
+    r->nll = mx + lse - l[tok];
+    r->nll_base = -(scale * base[tok] + min_log_prob);
+    mx += lse;
+    double kl = 0;
+    int imax_base = -1;
+    float pmax = 0;
+    for (int v = 0; v < nvoc; v++) {
+        const float plb = scale * base[v] + min_log_prob;
+        if (v == 0 || plb > pmax) {
+            pmax = plb;
+            imax_base = v;
+        }
+        if (plb > -16.f) kl += expf(plb) * (plb - l[v] + mx);
+    }
+    r->kld = kl;
+    r->same_top = imax == imax_base;
 }

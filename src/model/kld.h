@@ -42,4 +42,21 @@ iqf_status iqf_kld_open(const char *path, FILE **f, iqf_kld_header *h, char *err
 iqf_status iqf_kld_read_tokens(FILE *f, const iqf_kld_header *h, const char *name, int32_t **toks,
                                char *err, size_t errlen);
 
+/* One scored position of a base file: 2 floats (scale, min log-prob) as 4 u16, then nv - 4 u16
+ * log-probabilities, as llama-perplexity's process_logits writes them (logits below max - 16
+ * clipped to the minimum). iqf_kld_pack_row packs a row of n_vocab logits into out (nv values)
+ * and returns -log p(tok). */
+double iqf_kld_pack_row(const float *logits, int n_vocab, int tok, uint16_t *out);
+
+/* A model's row scored against a packed base row (llama-perplexity's --kl-divergence). */
+typedef struct iqf_kld_row {
+    double kld;           /* KL(base || model) */
+    float nll, nll_base;  /* -log p(tok) under the model and the base */
+    int same_top;         /* argmax equal */
+} iqf_kld_row;
+void iqf_kld_score_row(const float *logits, int n_vocab, int tok, const uint16_t *base, iqf_kld_row *r);
+
+/* -log p(tok) of one row of logits (llama-perplexity's log_softmax). */
+double iqf_nll_row(const float *logits, int n_vocab, int tok);
+
 #endif
