@@ -677,8 +677,12 @@ typedef struct iqf_context_params {
     int n_threads;   /* <= 0: all CPUs */
     iqf_simd simd;   /* IQF_SIMD_AUTO; IQF_SIMD_SCALAR: the portable C path everywhere (float tiles
                         for every type); a level the CPU lacks falls back to the best it has */
-    bool kv_f16;     /* round the K/V cache entries to F16, as llama.cpp's default cache type does
-                        (llama-perplexity's numbers on quantized files are matched closer with it) */
+    bool kv_f16;     /* llama.cpp's defaults (F16 K/V cache, CPU flash attention): the cache
+                        entries rounded to F16, and attention rounded as ggml's flash attention
+                        does on this CPU (its tiled path: f32 math; its one-row path for batches
+                        under 64 rows or heads not a multiple of the f32 vector width: Q and the
+                        V accumulator in F16). Logits agree with libllama's defaults to ~1e-6
+                        (tests/test_model_kvf16.c) */
 } iqf_context_params;
 
 iqf_context_params iqf_context_default_params(void); /* n_ctx 512, all CPUs, AUTO, F32 cache */

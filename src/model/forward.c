@@ -300,6 +300,54 @@ typedef struct attjob {
     int layer, r0, T, pos;
 } attjob;
 
+/* llama.cpp's CPU flash attention over an F16 cache (ggml_compute_forward_flash_attn_ext_f16)
+ * takes its tiled path when the batch has >= 64 query rows and head_dim is a multiple of the f32
+ * vector width (16 with AVX-512, 8 with AVX2, any without SIMD): f32 math on the f16-rounded K/V,
+ * which the plain code in att_range does up to summation order. Otherwise it takes its one-row
+ * path, which rounds differently: Q rounded to f16, each score a double sum of f32 products of
+ * f16 values, and the softmax-weighted sum of V accumulated in f16 under an online softmax.
+ * ggml_fa_one_row says whether that path applies and its scalar form is exact here (head_dim
+ * below ggml's f16 unroll, 32 with AVX2, 64 with AVX-512: only its leftover loops run). */
+static bool ggml_fa_one_row(const iqf_context *c, int hd, int T) {
+    if (!c->kv_f16) return false;
+    const int epr = c->simd == IQF_SIMD_AVX512 ? 16 : c->simd == IQF_SIMD_AVX2 ? 8 : 1;
+    const int f16_step = c->simd == IQF_SIMD_AVX512 ? 64 : c->simd == IQF_SIMD_AVX2 ? 32 : 1 << 30;
+    const bool tiled = T >= 64 && hd % epr == 0;
+    return !tiled && hd < f16_step;
+}
+
+static float f16r(float x) { return iqf_fp16_to_fp32(iqf_fp32_to_fp16(x)); }
+
+/* One query row of ggml's one-row path over positions 0..p (hd <= 64): out[0..hd). */
+static void att_row_ggml_f16(const float *q, const float *K, const float *V, int64_t kvdim, int hd, int p,
+                             float scale, float *out) {
+    float qh[64], vkq[64];
+    for (int d = 0; d < hd; d++) {
+        qh[d] = f16r(q[d]);
+        vkq[d] = 0.0f;
+    }
+    float S = 0.0f, M = -INFINITY;
+    for (int s = 0; s <= p; s++) {
+        const float *k = K + (int64_t)s * kvdim, *v = V + (int64_t)s * kvdim;
+        double acc = 0.0;
+        for (int d = 0; d < hd; d++) acc += (double)(k[d] * qh[d]);
+        const float sv = (float)acc * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (sv > M) {
+            const float Mold = M;
+            M = sv;
+            ms = expf(Mold - M);
+            for (int d = 0; d < hd; d++) vkq[d] = f16r(vkq[d] * ms);
+        } else {
+            vs = expf(sv - M);
+        }
+        for (int d = 0; d < hd; d++) vkq[d] = f16r(fmaf(v[d], vs, vkq[d]));
+        S = S * ms + vs;
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int d = 0; d < hd; d++) out[d] = vkq[d] * inv;
+}
+
 /* One item = (token row, head). */
 static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     const attjob *j = arg;
@@ -311,10 +359,16 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     const float *K = c->kcache + (size_t)j->layer * c->n_ctx * kvdim;
     const float *V = c->vcache + (size_t)j->layer * c->n_ctx * kvdim;
     float *sc = c->scores + (size_t)tid * c->n_ctx;
+    const bool one_row = ggml_fa_one_row(c, hd, j->T);
     for (int64_t it = b; it < e; it++) {
         const int t = j->r0 + (int)(it / H), head = (int)(it % H), g = head / group;
         const int p = j->pos + t; /* attends to 0..p */
         const float *q = c->q + (int64_t)t * H * hd + (int64_t)head * hd;
+        if (one_row) {
+            att_row_ggml_f16(q, K + (int64_t)g * hd, V + (int64_t)g * hd, kvdim, hd, p, scale,
+                             c->att + (int64_t)t * H * hd + (int64_t)head * hd);
+            continue;
+        }
         float mx = -INFINITY;
         for (int s = 0; s <= p; s++) {
             float v = iqf_dot_f32(c->simd, q, K + (int64_t)s * kvdim + (int64_t)g * hd, hd) * scale;
