@@ -164,10 +164,10 @@ static inline __attribute__((always_inline)) LTGT void LSFX(sym)(int kind, const
 /* element e of 128-bit lane j: block 4e+j */
 #define LEG_TR(v) _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), v)
 #endif
-/* One level: the LW >> (l + 1) adjacent pairs of n (and of m) OPed into n[k] (m[k]). */
-static inline __attribute__((always_inline)) LTGT void LSFX(level)(int l, PS *n, PS *m) {
+/* One level: the np adjacent pairs of n (and of m) OPed into n[k] (m[k]). */
+static inline __attribute__((always_inline)) LTGT void LSFX(level)(int l, int np, PS *n, PS *m) {
 #pragma GCC unroll 8
-    for (int k = 0; k < LW >> (l + 1); k++) {
+    for (int k = 0; k < np; k++) {
         n[k] = LX(min_ps)(LEG_SHUF(l, n[2 * k], n[2 * k + 1], 0), LEG_SHUF(l, n[2 * k], n[2 * k + 1], 1));
         m[k] = LX(max_ps)(LEG_SHUF(l, m[2 * k], m[2 * k + 1], 0), LEG_SHUF(l, m[2 * k], m[2 * k + 1], 1));
     }
@@ -188,7 +188,7 @@ static inline __attribute__((always_inline)) LTGT void LSFX(minmaxB)(const float
         m[b] = vm;
     }
 #pragma GCC unroll 4
-    for (int l = 0; l < LEG_LEVELS; l++) LSFX(level)(l, n, m);
+    for (int l = 0, np = LW / 2; l < LEG_LEVELS; l++, np /= 2) LSFX(level)(l, np, n, m);
     *vmin = (VF)LEG_TR(n[0]);
     *vmax = (VF)LEG_TR(m[0]);
 }
