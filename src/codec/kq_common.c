@@ -19,16 +19,21 @@
 #define KQ_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define KQ_MIN(a, b) ((a) < (b) ? (a) : (b))
 
-float kq_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type, const float *qw) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
+/* The value of largest magnitude (the first one) into *max; false, with L zeroed, when every |x|
+ * is below KQ_GROUP_MAX_EPS (make_qx_quants and make_q3_quants then return 0). */
+static bool group_max(int n, const float *x, int8_t *L, float *max) {
+    float amax;
+    *max = kq_signed_max(n, x, &amax);
     if (amax < KQ_GROUP_MAX_EPS) {
         memset(L, 0, (size_t)n);
-        return 0.f;
+        return false;
     }
+    return true;
+}
+
+float kq_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type, const float *qw) {
+    float max;
+    if (!group_max(n, x, L, &max)) return 0.f;
     float iscale = -nmax / max;
     if (rmse_type == 0) {
         for (int i = 0; i < n; ++i) {
@@ -82,15 +87,8 @@ float kq_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_typ
 }
 
 float kq_make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_rmse) {
-    float max = 0, amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < KQ_GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.f;
-    }
+    float max;
+    if (!group_max(n, x, L, &max)) return 0.f;
     float iscale = -nmax / max;
     if (do_rmse) {
         float sumlx = 0, suml2 = 0;
@@ -279,6 +277,15 @@ float kq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
+/* ---- the batches: one search kind and its parameters (those of the kind's scalar function) ---- */
+enum { KQ_QX, KQ_Q3, KQ_QKX };
+typedef struct {
+    int kind, n, nmax;
+    float rmin, rdelta; /* KQ_QKX */
+    int nstep;
+    bool use_mad;
+} kq_search;
+
 /* ---- SIMD instantiations ---- */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define KQ_HAVE_X86 1
@@ -304,45 +311,41 @@ float kq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float
 #undef KQ_SFX
 #endif
 
-void kq_qx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *qw, int8_t *L,
-                 float *scales) {
+/* G groups of one search kind: the lane kernels at the SIMD levels, the scalar function per group
+ * otherwise (the same bits). */
+static void run_batch(iqf_simd simd, const kq_search *s, int G, const float *x, const float *w, void *L,
+                      float *scales, float *mins) {
 #ifdef KQ_HAVE_X86
-    if (simd == IQF_SIMD_AVX512) { qx_batch_avx512(G, n, nmax, x, qw, L, scales); return; }
-    if (simd == IQF_SIMD_AVX2) { qx_batch_avx2(G, n, nmax, x, qw, L, scales); return; }
+    if (simd == IQF_SIMD_AVX512) { batch_avx512(s, G, x, w, L, scales, mins); return; }
+    if (simd == IQF_SIMD_AVX2) { batch_avx2(s, G, x, w, L, scales, mins); return; }
 #endif
     (void)simd;
-    for (int g = 0; g < G; g++)
-        scales[g] = kq_make_qx_quants(n, nmax, x + (size_t)g * n, L + (size_t)g * n, 1,
-                                      qw ? qw + (size_t)g * n : NULL);
+    const int n = s->n;
+    uint8_t Laux[32];
+    for (int g = 0; g < G; g++) {
+        const float *xg = x + (size_t)g * n, *wg = w ? w + (size_t)g * n : NULL;
+        void *Lg = (uint8_t *)L + (size_t)g * n;
+        if (s->kind == KQ_QX) scales[g] = kq_make_qx_quants(n, s->nmax, xg, Lg, 1, wg);
+        else if (s->kind == KQ_Q3) scales[g] = kq_make_q3_quants(n, s->nmax, xg, Lg, true);
+        else scales[g] = kq_make_qkx_quants(n, s->nmax, xg, wg, Lg, &mins[g], Laux, s->rmin, s->rdelta, s->nstep, s->use_mad);
+    }
+}
+
+void kq_qx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *qw, int8_t *L,
+                 float *scales) {
+    const kq_search s = { KQ_QX, n, nmax, 0, 0, 0, false };
+    run_batch(simd, &s, G, x, qw, L, scales, NULL);
 }
 
 void kq_q3_batch(iqf_simd simd, int G, int n, int nmax, const float *x, int8_t *L, float *scales) {
-#ifdef KQ_HAVE_X86
-    if (simd == IQF_SIMD_AVX512) { q3_batch_avx512(G, n, nmax, x, L, scales); return; }
-    if (simd == IQF_SIMD_AVX2) { q3_batch_avx2(G, n, nmax, x, L, scales); return; }
-#endif
-    (void)simd;
-    for (int g = 0; g < G; g++)
-        scales[g] = kq_make_q3_quants(n, nmax, x + (size_t)g * n, L + (size_t)g * n, true);
+    const kq_search s = { KQ_Q3, n, nmax, 0, 0, 0, false };
+    run_batch(simd, &s, G, x, NULL, L, scales, NULL);
 }
 
 void kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *w, uint8_t *L,
                   float *scales, float *mins, float rmin, float rdelta, int nstep, bool use_mad) {
-#ifdef KQ_HAVE_X86
-    if (simd == IQF_SIMD_AVX512) {
-        qkx_batch_avx512(G, n, nmax, x, w, L, scales, mins, rmin, rdelta, nstep, use_mad);
-        return;
-    }
-    if (simd == IQF_SIMD_AVX2) {
-        qkx_batch_avx2(G, n, nmax, x, w, L, scales, mins, rmin, rdelta, nstep, use_mad);
-        return;
-    }
-#endif
-    (void)simd;
-    uint8_t Laux[32];
-    for (int g = 0; g < G; g++)
-        scales[g] = kq_make_qkx_quants(n, nmax, x + (size_t)g * n, w + (size_t)g * n,
-                                       L + (size_t)g * n, &mins[g], Laux, rmin, rdelta, nstep, use_mad);
+    const kq_search s = { KQ_QKX, n, nmax, rmin, rdelta, nstep, use_mad };
+    run_batch(simd, &s, G, x, w, L, scales, mins);
 }
 
 void kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *qw, float sigma2, float *w) {

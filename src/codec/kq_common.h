@@ -15,6 +15,7 @@
 
 #include "blocks.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -29,6 +30,18 @@ static inline void kq_get_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint
         *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
         *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
     }
+}
+
+/* The value of largest magnitude (the first one; 0 if none is above 0) and, in *amax, its magnitude:
+ * the reference's `if (ax > amax) { amax = ax; max = x[i]; }` loop. */
+static inline float kq_signed_max(int n, const float *x, float *amax) {
+    float max = 0;
+    *amax = 0;
+    for (int i = 0; i < n; ++i) {
+        const float ax = fabsf(x[i]);
+        if (ax > *amax) { *amax = ax; max = x[i]; }
+    }
+    return max;
 }
 
 /* ---- scalar references (one group) ---- */

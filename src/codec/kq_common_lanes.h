@@ -7,6 +7,16 @@
 #define VI KQ_SFX(vi)
 typedef float VF __attribute__((vector_size(KQ_W * 4)));
 typedef int32_t VI __attribute__((vector_size(KQ_W * 4)));
+/* KQ_X(op): the intrinsic of this width (_mm256_op / _mm512_op); PS, PD: its vector types. */
+#if KQ_W == 8
+#define KQ_X(op) _mm256_##op
+#define PS __m256
+#define PD __m256d
+#else
+#define KQ_X(op) _mm512_##op
+#define PS __m512
+#define PD __m512d
+#endif
 
 static inline KQ_TGT VF KQ_SFX(splatf)(float s) {
     VF v;
@@ -18,13 +28,7 @@ static inline KQ_TGT VI KQ_SFX(splati)(int32_t s) {
     for (int k = 0; k < KQ_W; k++) v[k] = s;
     return v;
 }
-static inline KQ_TGT VF KQ_SFX(ldf)(const float *p) {
-#if KQ_W == 8
-    return (VF)_mm256_loadu_ps(p);
-#else
-    return (VF)_mm512_loadu_ps(p);
-#endif
-}
+static inline KQ_TGT VF KQ_SFX(ldf)(const float *p) { return (VF)KQ_X(loadu_ps)(p); }
 static inline KQ_TGT VF KQ_SFX(self)(VI m, VF a, VF b) { return (VF)((m & (VI)a) | (~m & (VI)b)); }
 static inline KQ_TGT VI KQ_SFX(seli)(VI m, VI a, VI b) { return (m & a) | (~m & b); }
 static inline KQ_TGT VF KQ_SFX(tof)(VI a) { return __builtin_convertvector(a, VF); }
@@ -69,10 +73,9 @@ static inline KQ_TGT void KQ_SFX(st8)(VI l, void *dst) {
 #define clampi KQ_SFX(clampi)
 #define anym KQ_SFX(any)
 
-/* make_qx_quants(n, nmax, x, L, 1, w) per lane; xt/wt are [n][KQ_W]; wt NULL: w = x*x. */
-static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const float *wt, VI *Lout,
-                                    float *sc) {
-    VI Lb[32];
+/* Per lane: the value of largest magnitude (the first, as the reference's loop); *allzero: the
+ * lanes whose every |x| is below KQ_GROUP_MAX_EPS (make_qx/make_q3 return zeros there). */
+static inline KQ_TGT VF KQ_SFX(lanes_max)(int n, const float *xt, VI *allzero) {
     const VF zero = splatf(0.f);
     VF max = zero, amax = zero;
     for (int i = 0; i < n; i++) {
@@ -81,7 +84,25 @@ static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const floa
         amax = self(gt, ax, amax);
         max = self(gt, x, max);
     }
-    const VI allzero = amax < splatf(KQ_GROUP_MAX_EPS);
+    *allzero = amax < splatf(KQ_GROUP_MAX_EPS);
+    return max;
+}
+
+/* The searches' outputs: codes Lb + off and the scale, zeros in the lanes of mask. */
+static inline KQ_TGT void KQ_SFX(lanes_out)(int n, int off, VI mask, const VI *Lb, VF scale, VI *Lout,
+                                            float *sc) {
+    const VI voff = splati(off), zi = splati(0);
+    for (int i = 0; i < n; i++) Lout[i] = seli(mask, zi, Lb[i] + voff);
+    scale = self(mask, splatf(0.f), scale);
+    memcpy(sc, &scale, sizeof scale);
+}
+
+/* make_qx_quants(n, nmax, x, L, 1, w) per lane; xt/wt are [n][KQ_W]; wt NULL: w = x*x. */
+static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const float *wt, VI *Lout,
+                                    float *sc) {
+    VI Lb[32], allzero;
+    const VF zero = splatf(0.f);
+    const VF max = KQ_SFX(lanes_max)(n, xt, &allzero);
     const VI lo = splati(-nmax), hi = splati(nmax - 1);
     /* Per-value weights w and products w*x are the same for every candidate scale. */
     VF wv[32], wx[32];
@@ -128,27 +149,14 @@ static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const floa
             best = self(upd, scale * sx, best);
         }
     }
-    const VI vn = splati(nmax);
-    for (int i = 0; i < n; i++) {
-        VI l = seli(allzero, splati(0), Lb[i] + vn);
-        Lout[i] = l;
-    }
-    scale = self(allzero, zero, scale);
-    memcpy(sc, &scale, sizeof scale);
+    KQ_SFX(lanes_out)(n, nmax, allzero, Lb, scale, Lout, sc);
 }
 
 /* make_q3_quants(n, nmax, x, L, true) per lane. */
 static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, VI *Lout, float *sc) {
-    VI Lb[32];
+    VI Lb[32], allzero;
     const VF zero = splatf(0.f);
-    VF max = zero, amax = zero;
-    for (int i = 0; i < n; i++) {
-        VF x = ldf(xt + i * KQ_W), ax = vabs(x);
-        VI gt = ax > amax;
-        amax = self(gt, ax, amax);
-        max = self(gt, x, max);
-    }
-    const VI allzero = amax < splatf(KQ_GROUP_MAX_EPS);
+    const VF max = KQ_SFX(lanes_max)(n, xt, &allzero);
     const VI lo = splati(-nmax), hi = splati(nmax - 1);
     VF iscale = splatf((float)-nmax) / max;
     VF sumlx = zero, suml2 = zero;
@@ -185,14 +193,7 @@ static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, VI *Lout, 
         }
         active &= changed;
     }
-    const VI vn = splati(nmax);
-    for (int i = 0; i < n; i++) {
-        VI l = seli(allzero, splati(0), Lb[i] + vn);
-        Lout[i] = l;
-    }
-    VF scale = self(suml2 > zero, sumlx / suml2, zero);
-    scale = self(allzero, zero, scale);
-    memcpy(sc, &scale, sizeof scale);
+    KQ_SFX(lanes_out)(n, nmax, allzero, Lb, self(suml2 > zero, sumlx / suml2, zero), Lout, sc);
 }
 
 /* make_qkx2/3_quants per lane (weights given). */
@@ -261,60 +262,41 @@ static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const flo
         scale = self(better, this_scale, scale);
         min = self(better, this_min, min);
     }
-    for (int i = 0; i < n; i++) {
-        VI l = seli(degen, splati(0), Lb[i]);
-        Lout[i] = l;
-    }
-    scale = self(degen, zero, scale);
-    min = self(degen, min0, min);
-    VF nm = -min;
-    memcpy(sc, &scale, sizeof scale);
+    KQ_SFX(lanes_out)(n, 0, degen, Lb, scale, Lout, sc);
+    const VF nm = -self(degen, min0, min);
     memcpy(mn, &nm, sizeof nm);
 }
 
-/* In-register transpose of a KQ_W x KQ_W tile of 32-bit values: out[c][k] = in[k][c]. */
+/* In-register transpose of a KQ_W x KQ_W tile of 32-bit values: out[c][k] = in[k][c]. Within
+ * every 128-bit lane: 4x4 transposes by unpacks of 32-bit then 64-bit pairs; then the 128-bit
+ * lanes themselves (a 2x2 transpose at AVX2, 4x4 at AVX-512). */
 static inline KQ_TGT void KQ_SFX(transpose)(const VF *in, VF *out) {
-#if KQ_W == 8
-    __m256 t[8], u[8];
-    for (int k = 0; k < 4; k++) {
-        t[2 * k] = _mm256_unpacklo_ps((__m256)in[2 * k], (__m256)in[2 * k + 1]);
-        t[2 * k + 1] = _mm256_unpackhi_ps((__m256)in[2 * k], (__m256)in[2 * k + 1]);
+    PS t[KQ_W], u[KQ_W];
+    for (int k = 0; k < KQ_W / 2; k++) {
+        t[2 * k] = KQ_X(unpacklo_ps)((PS)in[2 * k], (PS)in[2 * k + 1]);
+        t[2 * k + 1] = KQ_X(unpackhi_ps)((PS)in[2 * k], (PS)in[2 * k + 1]);
     }
-    for (int k = 0; k < 2; k++) {
-        __m256d a = _mm256_castps_pd(t[4 * k]), b = _mm256_castps_pd(t[4 * k + 2]);
-        __m256d c = _mm256_castps_pd(t[4 * k + 1]), d = _mm256_castps_pd(t[4 * k + 3]);
-        u[4 * k + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, b));
-        u[4 * k + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, b));
-        u[4 * k + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(c, d));
-        u[4 * k + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(c, d));
+    for (int k = 0; k < KQ_W / 4; k++) {
+        PD a = KQ_X(castps_pd)(t[4 * k]), b = KQ_X(castps_pd)(t[4 * k + 2]);
+        PD c = KQ_X(castps_pd)(t[4 * k + 1]), d = KQ_X(castps_pd)(t[4 * k + 3]);
+        u[4 * k + 0] = KQ_X(castpd_ps)(KQ_X(unpacklo_pd)(a, b));
+        u[4 * k + 1] = KQ_X(castpd_ps)(KQ_X(unpackhi_pd)(a, b));
+        u[4 * k + 2] = KQ_X(castpd_ps)(KQ_X(unpacklo_pd)(c, d));
+        u[4 * k + 3] = KQ_X(castpd_ps)(KQ_X(unpackhi_pd)(c, d));
     }
     for (int j = 0; j < 4; j++) {
+#if KQ_W == 8
         out[j] = (VF)_mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
         out[4 + j] = (VF)_mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-    }
 #else
-    __m512 t[16], u[16];
-    for (int k = 0; k < 8; k++) {
-        t[2 * k] = _mm512_unpacklo_ps((__m512)in[2 * k], (__m512)in[2 * k + 1]);
-        t[2 * k + 1] = _mm512_unpackhi_ps((__m512)in[2 * k], (__m512)in[2 * k + 1]);
-    }
-    for (int k = 0; k < 4; k++) {
-        __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 2]);
-        __m512d c = _mm512_castps_pd(t[4 * k + 1]), d = _mm512_castps_pd(t[4 * k + 3]);
-        u[4 * k + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-        u[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-        u[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-        u[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-    }
-    for (int j = 0; j < 4; j++) {
         __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), v2 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
         __m512 w = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
         out[j] = (VF)_mm512_shuffle_f32x4(v, w, 0x88);
         out[4 + j] = (VF)_mm512_shuffle_f32x4(v, w, 0xDD);
         out[8 + j] = (VF)_mm512_shuffle_f32x4(v2, w2, 0x88);
         out[12 + j] = (VF)_mm512_shuffle_f32x4(v2, w2, 0xDD);
-    }
 #endif
+    }
 }
 
 /* Gather KQ_W groups of n values (n a multiple of KQ_W; lanes >= cnt repeat the last group)
@@ -338,48 +320,23 @@ static inline KQ_TGT void KQ_SFX(scatter)(int cnt, int n, const VI *Lv, void *ds
     }
 }
 
-static KQ_TGT void KQ_SFX(qx_batch)(int G, int n, int nmax, const float *x, const float *qw,
-                                    int8_t *L, float *scales) {
-    float xt[32 * KQ_W], wt[32 * KQ_W], sc[KQ_W];
-    VI Lv[32];
-    for (int g0 = 0; g0 < G; g0 += KQ_W) {
-        int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
-        KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
-        if (qw) KQ_SFX(gather)(cnt, n, qw + (size_t)g0 * n, wt);
-        KQ_SFX(qx_lanes)(n, nmax, xt, qw ? wt : NULL, Lv, sc);
-        KQ_SFX(scatter)(cnt, n, Lv, L + (size_t)g0 * n);
-        for (int k = 0; k < cnt; k++) scales[g0 + k] = sc[k];
-    }
-}
-
-static KQ_TGT void KQ_SFX(q3_batch)(int G, int n, int nmax, const float *x, int8_t *L,
-                                    float *scales) {
-    float xt[32 * KQ_W], sc[KQ_W];
-    VI Lv[32];
-    for (int g0 = 0; g0 < G; g0 += KQ_W) {
-        int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
-        KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
-        KQ_SFX(q3_lanes)(n, nmax, xt, Lv, sc);
-        KQ_SFX(scatter)(cnt, n, Lv, L + (size_t)g0 * n);
-        for (int k = 0; k < cnt; k++) scales[g0 + k] = sc[k];
-    }
-}
-
-static KQ_TGT void KQ_SFX(qkx_batch)(int G, int n, int nmax, const float *x, const float *w,
-                                     uint8_t *L, float *scales, float *mins, float rmin,
-                                     float rdelta, int nstep, bool use_mad) {
+/* The batch of G groups (kq_common.c's run_batch): KQ_W groups at a time, moved into lane layout,
+ * searched by the kind's lane kernel and moved back. */
+static KQ_TGT void KQ_SFX(batch)(const kq_search *s, int G, const float *x, const float *w, void *L,
+                                 float *scales, float *mins) {
+    const int n = s->n;
     float xt[32 * KQ_W], wt[32 * KQ_W], sc[KQ_W], mn[KQ_W];
     VI Lv[32];
     for (int g0 = 0; g0 < G; g0 += KQ_W) {
         int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
         KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
-        KQ_SFX(gather)(cnt, n, w + (size_t)g0 * n, wt);
-        KQ_SFX(qkx_lanes)(n, nmax, xt, wt, Lv, sc, mn, rmin, rdelta, nstep, use_mad);
-        KQ_SFX(scatter)(cnt, n, Lv, L + (size_t)g0 * n);
-        for (int k = 0; k < cnt; k++) {
-            scales[g0 + k] = sc[k];
-            mins[g0 + k] = mn[k];
-        }
+        if (w) KQ_SFX(gather)(cnt, n, w + (size_t)g0 * n, wt);
+        if (s->kind == KQ_QX) KQ_SFX(qx_lanes)(n, s->nmax, xt, w ? wt : NULL, Lv, sc);
+        else if (s->kind == KQ_Q3) KQ_SFX(q3_lanes)(n, s->nmax, xt, Lv, sc);
+        else KQ_SFX(qkx_lanes)(n, s->nmax, xt, wt, Lv, sc, mn, s->rmin, s->rdelta, s->nstep, s->use_mad);
+        KQ_SFX(scatter)(cnt, n, Lv, (uint8_t *)L + (size_t)g0 * n);
+        for (int k = 0; k < cnt; k++) scales[g0 + k] = sc[k];
+        for (int k = 0; mins && k < cnt; k++) mins[g0 + k] = mn[k];
     }
 }
 
@@ -391,12 +348,7 @@ static KQ_TGT int64_t KQ_SFX(impl_weights)(int64_t n, const float *x, const floa
     for (; j + KQ_W <= n; j += KQ_W) {
         VF xv = ldf(x + j), q = ldf(qw + j);
         VF a = s2 + xv * xv;
-#if KQ_W == 8
-        VF r = (VF)_mm256_sqrt_ps((__m256)a);
-#else
-        VF r = (VF)_mm512_sqrt_ps((__m512)a);
-#endif
-        r = q * r;
+        VF r = q * (VF)KQ_X(sqrt_ps)((PS)a);
         memcpy(w + j, &r, sizeof r);
     }
     return j;
@@ -429,4 +381,7 @@ static KQ_TGT void KQ_SFX(requant)(int ng, int gs, const float *x, const float *
 #undef anym
 #undef VF
 #undef VI
+#undef KQ_X
+#undef PS
+#undef PD
 

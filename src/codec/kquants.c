@@ -10,7 +10,7 @@
  * scales goes through kq_requant (lanes over the values of a sub-block).
  *
  * IQF_MODE_BEST: every super-block's header (d, dmin, sub-block scales) is first chosen as compat
- * does; its codes are not re-rounded and packed: best_q*_K below reads the header into kq_best's
+ * does; its codes are not re-rounded and packed: best_block below reads the header into kq_best's
  * (d, dmin, k, m, q) form, kqb_search starts from it (codes re-rounded at its decoded scales,
  * the error-optimal codes for that header) and searches for a better one, and the result is
  * packed.
@@ -23,8 +23,6 @@
 
 #define NSB 16 /* super-blocks per batch */
 
-static inline int nsb_of(int64_t nb, int64_t i0) { return (int)(nb - i0 < NSB ? nb - i0 : NSB); }
-
 /* Sequential sum of squares of one super-block, as the reference's sum_x2 / sumx2 loops. */
 static inline float sb_sumx2(const float *x) {
     float s = 0;
@@ -32,10 +30,65 @@ static inline float sb_sumx2(const float *x) {
     return s;
 }
 
-/* best mode (the section before quantize_row_q4_K) */
-static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q2_K *b);
-static void best_q3_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q3_K *b);
-static void best_q6_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q6_K *b);
+/* The *_impl encoders' weights of ns super-blocks: w = qw*sqrt(sigma2 + x^2) with sigma2 =
+ * fac * sum(x^2) / QK_K per super-block (q2_K: fac 1, q3_K/q4_K/q5_K: 2), and their sums sw over
+ * sub-blocks of gs values. qw: the chunk's importance (super-block s at qw + s*QK_K). */
+static void sb_impl_weights(iqf_simd simd, int ns, const float *xc, const float *qw, float fac, int gs,
+                            float *w, float *sw) {
+    for (int s = 0; s < ns; s++) {
+        const float *xs = xc + s * QK_K;
+        const float sigma2 = fac * sb_sumx2(xs) / QK_K;
+        float *ws = w + s * QK_K;
+        kq_impl_weights(simd, QK_K, xs, qw + s * QK_K, sigma2, ws);
+        for (int j = 0; j < QK_K / gs; ++j) {
+            float sum = 0;
+            for (int l = 0; l < gs; ++l) sum += ws[gs * j + l];
+            sw[s * (QK_K / gs) + j] = sum;
+        }
+    }
+}
+
+/* Best mode's search parameters per type (see kq_best.h): [type][0] without, [type][1] with an
+ * importance matrix. */
+enum { BQ2, BQ3, BQ4, BQ5, BQ6 };
+static const kqb_fmt best_fmts[5][2] = {
+    /* nsub sub  q range    k range   m range win winm scan step nit nstart sig */
+    [BQ2] = { { 16, 16, 0, 3, 0, 15, 0, 15, 1, 1, 0, 0.f, 2, 1, 1.f },
+              { 16, 16, 0, 3, 0, 15, 0, 15, 1, 1, 0, 0.f, 2, 3, 1.f } },
+    [BQ3] = { { 16, 16, -4, 3, -32, 31, 0, 0, 2, 0, 0, 0.f, 3, 1, 2.f },
+              { 16, 16, -4, 3, -32, 31, 0, 0, 2, 0, 0, 0.f, 3, 1, 2.f } },
+    [BQ4] = { { 8, 32, 0, 15, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 1, 2.f },
+              { 8, 32, 0, 15, 0, 63, 0, 63, 1, 1, 0, 0.f, 3, 3, 2.f } },
+    [BQ5] = { { 8, 32, 0, 31, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 1, 2.f },
+              { 8, 32, 0, 31, 0, 63, 0, 63, 1, 1, 0, 0.f, 3, 3, 2.f } },
+    [BQ6] = { { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 1, 1, 2.f },
+              { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 1, 1, 2.f } },
+};
+
+/* Every type's row: chunks of up to NSB super-blocks. A chunk encoder writes the compat encoding
+ * of ns super-blocks at yc (qwc: their importance or NULL) and their per-sub-block scales (sref) and
+ * mins (mref); in best mode it writes only the headers, and best_block then searches each
+ * super-block from its header and sref/mref. */
+typedef void k_chunk_fn(const iqf_qctx *ctx, const float *xc, const float *qwc, int ns, void *yc,
+                        float *sref, float *mref);
+static void best_block(iqf_simd simd, int t, const float *x, const float *qw, const float *sref,
+                       const float *mref, void *vb);
+static void k_row(const iqf_qctx *ctx, int t, const float *x, void *vy, int64_t n, const float *qw,
+                  size_t bsize, k_chunk_fn *chunk) {
+    const int64_t nb = n / QK_K;
+    const int nsub = best_fmts[t][0].nsub;
+    float sref[NSB * 16], mref[NSB * 16];
+    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
+        const int ns = (int)(nb - i0 < NSB ? nb - i0 : NSB);
+        const float *xc = x + i0 * QK_K, *qwc = qw ? qw + i0 * QK_K : NULL;
+        uint8_t *yc = (uint8_t *)vy + i0 * bsize;
+        chunk(ctx, xc, qwc, ns, yc, sref, mref);
+        if (ctx->mode != IQF_MODE_BEST) continue;
+        for (int s = 0; s < ns; s++)
+            best_block(ctx->simd, t, xc + s * QK_K, qwc ? qwc + s * QK_K : NULL, sref + nsub * s,
+                       mref + nsub * s, yc + s * bsize);
+    }
+}
 
 /* qs packing shared by q2_K and q3_K: four 2-bit values per byte, 32-byte strides. */
 static void pack_2bit(const uint8_t *L, uint8_t *qs) {
@@ -57,71 +110,55 @@ static void q2_K_finish(iqf_simd simd, const float *x, block_q2_K *y, uint8_t *L
     pack_2bit(L, y->qs);
 }
 
-static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    block_q2_K *y = vy;
-    const int64_t nb = n / QK_K;
+static void q2_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, int ns, void *yc,
+                       float *scales, float *mins) {
+    block_q2_K *y = yc;
     uint8_t L[NSB * QK_K];
-    float w[NSB * QK_K], scales[NSB * 16], mins[NSB * 16];
-    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
-        const int ns = nsb_of(nb, i0);
-        const float *xc = x + i0 * QK_K;
-        if (!qw) {
-            for (int j = 0; j < ns * QK_K; ++j) w[j] = fabsf(xc[j]);
-            kq_qkx_batch(ctx->simd, ns * 16, 16, 3, xc, w, L, scales, mins, -0.5f, 0.1f, 15, true);
-            for (int s = 0; s < ns; s++) {
-                const float *xs = xc + s * QK_K, *sc = scales + s * 16, *mn = mins + s * 16;
-                block_q2_K *b = &y[i0 + s];
-                float max_scale = 0, max_min = 0;
-                for (int j = 0; j < 16; ++j) {
-                    if (sc[j] > max_scale) max_scale = sc[j];
-                    if (mn[j] > max_min) max_min = mn[j];
-                }
-                if (max_scale > 0) {
-                    float iscale = 15.f / max_scale;
-                    for (int j = 0; j < 16; ++j) b->scales[j] = (uint8_t)iqf_nearest_int(iscale * sc[j]);
-                    b->d = IQF_FP32_TO_FP16(max_scale / 15.f);
-                } else {
-                    for (int j = 0; j < 16; ++j) b->scales[j] = 0;
-                    b->d = IQF_FP32_TO_FP16(0.f);
-                }
-                if (max_min > 0) {
-                    float iscale = 15.f / max_min;
-                    for (int j = 0; j < 16; ++j)
-                        b->scales[j] = (uint8_t)(b->scales[j] | ((unsigned)iqf_nearest_int(iscale * mn[j]) << 4));
-                    b->dmin = IQF_FP32_TO_FP16(max_min / 15.f);
-                } else {
-                    b->dmin = IQF_FP32_TO_FP16(0.f);
-                }
-                if (ctx->mode != IQF_MODE_BEST) q2_K_finish(ctx->simd, xs, b, L + s * QK_K);
+    float w[NSB * QK_K];
+    if (ns < 1) return; /* never (k_row); tells the compiler that w is written below */
+    if (!qw) {
+        for (int j = 0; j < ns * QK_K; ++j) w[j] = fabsf(xc[j]);
+        kq_qkx_batch(ctx->simd, ns * 16, 16, 3, xc, w, L, scales, mins, -0.5f, 0.1f, 15, true);
+        for (int s = 0; s < ns; s++) {
+            const float *xs = xc + s * QK_K, *sc = scales + s * 16, *mn = mins + s * 16;
+            block_q2_K *b = &y[s];
+            float max_scale = 0, max_min = 0;
+            for (int j = 0; j < 16; ++j) {
+                if (sc[j] > max_scale) max_scale = sc[j];
+                if (mn[j] > max_min) max_min = mn[j];
             }
-        } else {
-            float sw[NSB * 16];
-            for (int s = 0; s < ns; s++) {
-                const float *xs = xc + s * QK_K;
-                const float sigma2 = sb_sumx2(xs) / QK_K;
-                const float *q = qw + (i0 + s) * QK_K;
-                float *ws = w + s * QK_K;
-                kq_impl_weights(ctx->simd, QK_K, xs, q, sigma2, ws);
-                for (int j = 0; j < 16; ++j) {
-                    float sum = 0;
-                    for (int l = 0; l < 16; ++l) sum += ws[16 * j + l];
-                    sw[s * 16 + j] = sum;
-                }
+            if (max_scale > 0) {
+                float iscale = 15.f / max_scale;
+                for (int j = 0; j < 16; ++j) b->scales[j] = (uint8_t)iqf_nearest_int(iscale * sc[j]);
+                b->d = IQF_FP32_TO_FP16(max_scale / 15.f);
+            } else {
+                for (int j = 0; j < 16; ++j) b->scales[j] = 0;
+                b->d = IQF_FP32_TO_FP16(0.f);
             }
-            kq_qkx_batch(ctx->simd, ns * 16, 16, 3, xc, w, L, scales, mins, -0.9f, 0.05f, 36, false);
-            for (int s = 0; s < ns; s++) {
-                block_q2_K *b = &y[i0 + s];
-                uint8_t Ls[16], Lm[16];
-                float dm = kq_make_qp_quants(16, 15, scales + s * 16, Ls, sw + s * 16);
-                float mm = kq_make_qp_quants(16, 15, mins + s * 16, Lm, sw + s * 16);
-                b->d = IQF_FP32_TO_FP16(dm);
-                b->dmin = IQF_FP32_TO_FP16(mm);
-                for (int j = 0; j < 16; ++j) b->scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
-                if (ctx->mode != IQF_MODE_BEST) q2_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+            if (max_min > 0) {
+                float iscale = 15.f / max_min;
+                for (int j = 0; j < 16; ++j)
+                    b->scales[j] = (uint8_t)(b->scales[j] | ((unsigned)iqf_nearest_int(iscale * mn[j]) << 4));
+                b->dmin = IQF_FP32_TO_FP16(max_min / 15.f);
+            } else {
+                b->dmin = IQF_FP32_TO_FP16(0.f);
             }
+            if (ctx->mode != IQF_MODE_BEST) q2_K_finish(ctx->simd, xs, b, L + s * QK_K);
         }
-        if (ctx->mode == IQF_MODE_BEST)
-            for (int s = 0; s < ns; s++) best_q2_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 16 * s, mins + 16 * s, &y[i0 + s]);
+    } else {
+        float sw[NSB * 16];
+        sb_impl_weights(ctx->simd, ns, xc, qw, 1.f, 16, w, sw);
+        kq_qkx_batch(ctx->simd, ns * 16, 16, 3, xc, w, L, scales, mins, -0.9f, 0.05f, 36, false);
+        for (int s = 0; s < ns; s++) {
+            block_q2_K *b = &y[s];
+            uint8_t Ls[16], Lm[16];
+            float dm = kq_make_qp_quants(16, 15, scales + s * 16, Ls, sw + s * 16);
+            float mm = kq_make_qp_quants(16, 15, mins + s * 16, Lm, sw + s * 16);
+            b->d = IQF_FP32_TO_FP16(dm);
+            b->dmin = IQF_FP32_TO_FP16(mm);
+            for (int j = 0; j < 16; ++j) b->scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
+            if (ctx->mode != IQF_MODE_BEST) q2_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+        }
     }
 }
 
@@ -152,6 +189,12 @@ static void q3_K_pack_scale(uint8_t *scales, int j, int l) {
     scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | (l << (2 * (j / 4))));
 }
 
+/* Sub-block scale j (-32..31) of the 12 packed scale bytes. */
+static int q3_K_scale(const uint8_t *scales, int j) {
+    int sc = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+    return (sc | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+}
+
 /* Codes 0..7 (L, clobbered) into hmask and qs. */
 static void q3_K_pack_codes(block_q3_K *y, uint8_t *L) {
     /* High bit of value j goes to bit j/32 of hmask[j%32]; the low two bits stay. */
@@ -168,74 +211,50 @@ static void q3_K_finish(iqf_simd simd, const float *x, block_q3_K *y, int8_t *Ls
     uint8_t *L = (uint8_t *)Ls; /* values 0..7 */
     float d[16];
     const float d0 = IQF_FP16_TO_FP32(y->d);
-    for (int j = 0; j < QK_K / 16; ++j) {
-        int8_t sc = (int8_t)(j < 8 ? y->scales[j] & 0xF : y->scales[j - 8] >> 4);
-        sc = (int8_t)((sc | (((y->scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
-        d[j] = d0 * sc;
-    }
+    for (int j = 0; j < QK_K / 16; ++j) d[j] = d0 * q3_K_scale(y->scales, j);
     kq_requant(simd, 16, 16, x, d, NULL, -4, 3, 4, L);
     q3_K_pack_codes(y, L);
 }
 
-static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    block_q3_K *y = vy;
-    const int64_t nb = n / QK_K;
+static void q3_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, int ns, void *yc,
+                       float *scales, float *mins) {
+    (void)mins;
+    block_q3_K *y = yc;
     int8_t L[NSB * QK_K];
-    float scales[NSB * 16];
-    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
-        const int ns = nsb_of(nb, i0);
-        const float *xc = x + i0 * QK_K;
-        if (!qw) {
-            kq_q3_batch(ctx->simd, ns * 16, 16, 4, xc, L, scales);
-            for (int s = 0; s < ns; s++) {
-                block_q3_K *b = &y[i0 + s];
-                const float *sc = scales + s * 16;
-                float max_scale = 0, amax = 0;
+    if (!qw) {
+        kq_q3_batch(ctx->simd, ns * 16, 16, 4, xc, L, scales);
+        for (int s = 0; s < ns; s++) {
+            block_q3_K *b = &y[s];
+            const float *sc = scales + s * 16;
+            float amax;
+            const float max_scale = kq_signed_max(16, sc, &amax);
+            memset(b->scales, 0, 12);
+            if (max_scale) {
+                float iscale = -32.f / max_scale;
                 for (int j = 0; j < 16; ++j) {
-                    float a = fabsf(sc[j]);
-                    if (a > amax) { amax = a; max_scale = sc[j]; }
+                    int8_t l = (int8_t)iqf_nearest_int(iscale * sc[j]);
+                    l = (int8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
+                    q3_K_pack_scale(b->scales, j, l);
                 }
-                memset(b->scales, 0, 12);
-                if (max_scale) {
-                    float iscale = -32.f / max_scale;
-                    for (int j = 0; j < 16; ++j) {
-                        int8_t l = (int8_t)iqf_nearest_int(iscale * sc[j]);
-                        l = (int8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
-                        q3_K_pack_scale(b->scales, j, l);
-                    }
-                    b->d = IQF_FP32_TO_FP16(1 / iscale);
-                } else {
-                    b->d = IQF_FP32_TO_FP16(0.f);
-                }
-                if (ctx->mode != IQF_MODE_BEST) q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+                b->d = IQF_FP32_TO_FP16(1 / iscale);
+            } else {
+                b->d = IQF_FP32_TO_FP16(0.f);
             }
-        } else {
-            float w[NSB * QK_K], sw[NSB * 16];
-            for (int s = 0; s < ns; s++) {
-                const float *xs = xc + s * QK_K;
-                const float sigma2 = 2 * sb_sumx2(xs) / QK_K;
-                const float *q = qw + (i0 + s) * QK_K;
-                float *ws = w + s * QK_K;
-                kq_impl_weights(ctx->simd, QK_K, xs, q, sigma2, ws);
-                for (int j = 0; j < 16; ++j) {
-                    float sum = 0;
-                    for (int l = 0; l < 16; ++l) sum += ws[16 * j + l];
-                    sw[s * 16 + j] = sum;
-                }
-            }
-            kq_qx_batch(ctx->simd, ns * 16, 16, 4, xc, w, L, scales);
-            for (int s = 0; s < ns; s++) {
-                block_q3_K *b = &y[i0 + s];
-                int8_t Ls[16];
-                memset(b->scales, 0, 12);
-                float d_block = kq_make_qx_quants(16, 32, scales + s * 16, Ls, 1, sw + s * 16);
-                for (int j = 0; j < 16; ++j) q3_K_pack_scale(b->scales, j, Ls[j]);
-                b->d = IQF_FP32_TO_FP16(d_block);
-                if (ctx->mode != IQF_MODE_BEST) q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
-            }
+            if (ctx->mode != IQF_MODE_BEST) q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
         }
-        if (ctx->mode == IQF_MODE_BEST)
-            for (int s = 0; s < ns; s++) best_q3_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 16 * s, NULL, &y[i0 + s]);
+    } else {
+        float w[NSB * QK_K], sw[NSB * 16];
+        sb_impl_weights(ctx->simd, ns, xc, qw, 2.f, 16, w, sw);
+        kq_qx_batch(ctx->simd, ns * 16, 16, 4, xc, w, L, scales);
+        for (int s = 0; s < ns; s++) {
+            block_q3_K *b = &y[s];
+            int8_t Ls[16];
+            memset(b->scales, 0, 12);
+            float d_block = kq_make_qx_quants(16, 32, scales + s * 16, Ls, 1, sw + s * 16);
+            for (int j = 0; j < 16; ++j) q3_K_pack_scale(b->scales, j, Ls[j]);
+            b->d = IQF_FP32_TO_FP16(d_block);
+            if (ctx->mode != IQF_MODE_BEST) q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
+        }
     }
 }
 
@@ -271,6 +290,23 @@ static void dequantize_row_q3_K(const void *vx, float *y, int64_t n) {
 }
 
 /* ============================ q4_K and q5_K ============================ */
+/* The two differ only in the code width (q4_K: nmax 15, q5_K: nmax 31, the fifth bit in qh), the
+ * search parameters without an imatrix and q5_K's clamp of the imatrix scales: one body each
+ * below, over nmax. */
+/* The fields of super-block i (qh NULL for q4_K). */
+typedef struct {
+    iqf_half *d, *dmin;
+    uint8_t *scales, *qh, *qs;
+} k45_blk;
+static inline k45_blk k45_block(int nmax, void *vy, int64_t i) {
+    if (nmax == 15) {
+        block_q4_K *b = (block_q4_K *)vy + i;
+        return (k45_blk){ &b->d, &b->dmin, b->scales, NULL, b->qs };
+    }
+    block_q5_K *b = (block_q5_K *)vy + i;
+    return (k45_blk){ &b->d, &b->dmin, b->scales, b->qh, b->qs };
+}
+
 /* Packs 6-bit scale/min pairs into the 12-byte K-quant layout (get_scale_min_k4's inverse). */
 static void pack_scale_min_k4(uint8_t *scales, const uint8_t *ls, const uint8_t *lm) {
     for (int j = 0; j < QK_K / 32; ++j) {
@@ -317,17 +353,7 @@ static void k4_search(const iqf_qctx *ctx, const float *xc, const float *qw, int
             kq_qkx_batch(ctx->simd, ns * 8, 32, 31, xc, w, L, scales, mins, -0.5f, 0.1f, 15, false);
         return;
     }
-    for (int s = 0; s < ns; s++) {
-        const float *xs = xc + s * QK_K;
-        const float sigma2 = 2 * sb_sumx2(xs) / QK_K;
-        kq_impl_weights(ctx->simd, QK_K, xs, qw + s * QK_K, sigma2, w + s * QK_K);
-        for (int j = 0; j < 8; ++j) {
-            const float *wj = w + s * QK_K + 32 * j;
-            float sumw = 0;
-            for (int l = 0; l < 32; ++l) sumw += wj[l];
-            sw[s * 8 + j] = sumw;
-        }
-    }
+    sb_impl_weights(ctx->simd, ns, xc, qw, 2.f, 32, w, sw);
     kq_qkx_batch(ctx->simd, ns * 8, 32, nmax, xc, w, L, scales, mins, -0.9f, 0.05f, 36, false);
 }
 
@@ -366,23 +392,17 @@ static void k4_header(const float *sc, const float *mn, const float *sw, bool im
 }
 
 /* ============================== best mode ============================== */
-/* Codes 0..15 into q4_K's qs. */
-static void q4_K_pack_codes(block_q4_K *b, const uint8_t *Ls) {
-    uint8_t *q = b->qs;
-    for (int j = 0; j < QK_K; j += 64, q += 32)
-        for (int l = 0; l < 32; ++l) q[l] = (uint8_t)(Ls[j + l] | (Ls[j + l + 32] << 4));
-}
-
-/* Codes 0..31 into q5_K's qs and qh. */
-static void q5_K_pack_codes(block_q5_K *b, const uint8_t *Ls) {
-    uint8_t *qh = b->qh, *ql = b->qs;
-    memset(qh, 0, QK_K / 8);
+/* Codes 0..15 (q4_K) or 0..31 (q5_K: bit 4 into qh) into qs: 32-byte strides, low nibble value j,
+ * high nibble value j + 32 of each 64. */
+static void k45_pack_codes(k45_blk b, const uint8_t *Ls) {
+    uint8_t *ql = b.qs;
+    if (b.qh) memset(b.qh, 0, QK_K / 8);
     uint8_t m1 = 1, m2 = 2;
     for (int k = 0; k < QK_K; k += 64) {
         for (int j = 0; j < 32; ++j) {
             int l1 = Ls[k + j], l2 = Ls[k + j + 32];
-            if (l1 > 15) { l1 -= 16; qh[j] |= m1; }
-            if (l2 > 15) { l2 -= 16; qh[j] |= m2; }
+            if (l1 > 15) { l1 -= 16; b.qh[j] |= m1; }
+            if (l2 > 15) { l2 -= 16; b.qh[j] |= m2; }
             ql[j] = (uint8_t)(l1 | (l2 << 4));
         }
         m1 = (uint8_t)(m1 << 2);
@@ -406,65 +426,6 @@ static void q6_K_pack_codes(block_q6_K *b, const uint8_t *Ls) {
     }
 }
 
-/* Search parameters per type, [0] without and [1] with an importance matrix (see kq_best.h). */
-/*  nsub sub  q range  k range  m range  win winm scan step nit nstart sig */
-static const kqb_fmt fmt_q2_K[2] = {
-    { 16, 16, 0, 3, 0, 15, 0, 15, 1, 1, 0, 0.f, 2, 1, 1.f },
-    { 16, 16, 0, 3, 0, 15, 0, 15, 1, 1, 0, 0.f, 2, 3, 1.f },
-};
-static const kqb_fmt fmt_q3_K[2] = {
-    { 16, 16, -4, 3, -32, 31, 0, 0, 2, 0, 0, 0.f, 3, 1, 2.f },
-    { 16, 16, -4, 3, -32, 31, 0, 0, 2, 0, 0, 0.f, 3, 1, 2.f },
-};
-static const kqb_fmt fmt_q4_K[2] = {
-    { 8, 32, 0, 15, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 1, 2.f },
-    { 8, 32, 0, 15, 0, 63, 0, 63, 1, 1, 0, 0.f, 3, 3, 2.f },
-};
-static const kqb_fmt fmt_q5_K[2] = {
-    { 8, 32, 0, 31, 0, 63, 0, 63, 1, 1, 0, 0.f, 2, 1, 2.f },
-    { 8, 32, 0, 31, 0, 63, 0, 63, 1, 1, 0, 0.f, 3, 3, 2.f },
-};
-static const kqb_fmt fmt_q6_K[2] = {
-    { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 1, 1, 2.f },
-    { 16, 16, -32, 31, -128, 127, 0, 0, 1, 0, 3, 0.2f, 1, 1, 2.f },
-};
-
-static void best_q2_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q2_K *b) {
-    kqb_rep r;
-    r.hd = b->d;
-    r.hdm = b->dmin;
-    for (int j = 0; j < 16; j++) {
-        r.k[j] = (int16_t)(b->scales[j] & 0xF);
-        r.m[j] = (int16_t)(b->scales[j] >> 4);
-    }
-    kqb_search(simd, &fmt_q2_K[qw != NULL], x, qw, sref, mref, &r);
-    uint8_t L[QK_K];
-    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
-    for (int j = 0; j < 16; j++) b->scales[j] = (uint8_t)(r.k[j] | (r.m[j] << 4));
-    b->d = r.hd;
-    b->dmin = r.hdm;
-    pack_2bit(L, b->qs);
-}
-
-static void best_q3_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q3_K *b) {
-    kqb_rep r;
-    r.hd = b->d;
-    r.hdm = 0;
-    for (int j = 0; j < 16; j++) {
-        int sc = j < 8 ? b->scales[j] & 0xF : b->scales[j - 8] >> 4;
-        sc |= ((b->scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
-        r.k[j] = (int16_t)(sc - 32);
-        r.m[j] = 0;
-    }
-    kqb_search(simd, &fmt_q3_K[qw != NULL], x, qw, sref, mref, &r);
-    uint8_t L[QK_K];
-    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] + 4);
-    memset(b->scales, 0, 12);
-    for (int j = 0; j < 16; j++) q3_K_pack_scale(b->scales, j, r.k[j] + 32);
-    b->d = r.hd;
-    q3_K_pack_codes(b, L);
-}
-
 static void k4_unpack(const uint8_t *scales, kqb_rep *r) {
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
@@ -483,128 +444,127 @@ static void k4_pack(const kqb_rep *r, uint8_t *scales) {
     pack_scale_min_k4(scales, ls, lm);
 }
 
-static void best_q4_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q4_K *b) {
-    kqb_rep r;
-    r.hd = b->d;
-    r.hdm = b->dmin;
-    k4_unpack(b->scales, &r);
-    kqb_search(simd, &fmt_q4_K[qw != NULL], x, qw, sref, mref, &r);
-    uint8_t L[QK_K];
-    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
-    b->d = r.hd;
-    b->dmin = r.hdm;
-    k4_pack(&r, b->scales);
-    q4_K_pack_codes(b, L);
-}
-
-static void best_q5_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q5_K *b) {
-    kqb_rep r;
-    r.hd = b->d;
-    r.hdm = b->dmin;
-    k4_unpack(b->scales, &r);
-    kqb_search(simd, &fmt_q5_K[qw != NULL], x, qw, sref, mref, &r);
-    uint8_t L[QK_K];
-    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)r.q[i];
-    b->d = r.hd;
-    b->dmin = r.hdm;
-    k4_pack(&r, b->scales);
-    q5_K_pack_codes(b, L);
-}
-
-static void best_q6_K(iqf_simd simd, const float *x, const float *qw, const float *sref, const float *mref, block_q6_K *b) {
-    kqb_rep r;
-    r.hd = b->d;
-    r.hdm = 0;
-    for (int j = 0; j < 16; j++) {
-        r.k[j] = b->scales[j];
-        r.m[j] = 0;
+/* A super-block's header as kq_best's representation (d, dmin, integer scales k and mins m). */
+static void best_get(int t, const void *vb, kqb_rep *r) {
+    r->hdm = 0;
+    memset(r->m, 0, sizeof r->m);
+    switch (t) {
+    case BQ2: {
+        const block_q2_K *b = vb;
+        r->hd = b->d;
+        r->hdm = b->dmin;
+        for (int j = 0; j < 16; j++) {
+            r->k[j] = (int16_t)(b->scales[j] & 0xF);
+            r->m[j] = (int16_t)(b->scales[j] >> 4);
+        }
+        break;
     }
-    kqb_search(simd, &fmt_q6_K[qw != NULL], x, qw, sref, mref, &r);
-    uint8_t L[QK_K];
-    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] + 32);
-    for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)r.k[j];
-    b->d = r.hd;
-    q6_K_pack_codes(b, L);
+    case BQ3: {
+        const block_q3_K *b = vb;
+        r->hd = b->d;
+        for (int j = 0; j < 16; j++) r->k[j] = (int16_t)q3_K_scale(b->scales, j);
+        break;
+    }
+    case BQ4:
+    case BQ5: {
+        const k45_blk b = k45_block(t == BQ4 ? 15 : 31, (void *)vb, 0); /* read only */
+        r->hd = *b.d;
+        r->hdm = *b.dmin;
+        k4_unpack(b.scales, r);
+        break;
+    }
+    default: {
+        const block_q6_K *b = vb;
+        r->hd = b->d;
+        for (int j = 0; j < 16; j++) r->k[j] = b->scales[j];
+    }
+    }
 }
 
-static void quantize_row_q4_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    block_q4_K *y = vy;
-    const int64_t nb = n / QK_K;
+/* The representation back into the super-block, with its codes L (0-based). */
+static void best_put(int t, const kqb_rep *r, uint8_t *L, void *vb) {
+    switch (t) {
+    case BQ2: {
+        block_q2_K *b = vb;
+        for (int j = 0; j < 16; j++) b->scales[j] = (uint8_t)(r->k[j] | (r->m[j] << 4));
+        b->d = r->hd;
+        b->dmin = r->hdm;
+        pack_2bit(L, b->qs);
+        break;
+    }
+    case BQ3: {
+        block_q3_K *b = vb;
+        memset(b->scales, 0, 12);
+        for (int j = 0; j < 16; j++) q3_K_pack_scale(b->scales, j, r->k[j] + 32);
+        b->d = r->hd;
+        q3_K_pack_codes(b, L);
+        break;
+    }
+    case BQ4:
+    case BQ5: {
+        const k45_blk b = k45_block(t == BQ4 ? 15 : 31, vb, 0);
+        *b.d = r->hd;
+        *b.dmin = r->hdm;
+        k4_pack(r, b.scales);
+        k45_pack_codes(b, L);
+        break;
+    }
+    default: {
+        block_q6_K *b = vb;
+        for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)r->k[j];
+        b->d = r->hd;
+        q6_K_pack_codes(b, L);
+    }
+    }
+}
+
+/* best mode for one super-block of type t: kqb_search from its compat header. */
+static void best_block(iqf_simd simd, int t, const float *x, const float *qw, const float *sref,
+                       const float *mref, void *vb) {
+    const kqb_fmt *f = &best_fmts[t][qw != NULL];
+    kqb_rep r;
+    best_get(t, vb, &r);
+    kqb_search(simd, f, x, qw, sref, f->mhi ? mref : NULL, &r);
+    uint8_t L[QK_K];
+    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] - f->qlo);
+    best_put(t, &r, L, vb);
+}
+
+static void k45_chunk(const iqf_qctx *ctx, int nmax, const float *xc, const float *qw, int ns, void *yc,
+                      float *scales, float *mins) {
     uint8_t L[NSB * QK_K];
-    float w[NSB * QK_K], sw[NSB * 8], scales[NSB * 8], mins[NSB * 8];
-    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
-        const int ns = nsb_of(nb, i0);
-        const float *xc = x + i0 * QK_K;
-        k4_search(ctx, xc, qw ? qw + i0 * QK_K : NULL, ns, 15, w, sw, L, scales, mins);
-        for (int s = 0; s < ns; s++) {
-            block_q4_K *b = &y[i0 + s];
-            uint8_t *Ls = L + s * QK_K;
-            k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, false, b->scales, &b->d, &b->dmin);
-            if (ctx->mode == IQF_MODE_BEST) continue; /* best_q4_K below re-rounds the codes */
-            k4_requant(ctx->simd, xc + s * QK_K, b->d, b->dmin, b->scales, 15, Ls);
-            q4_K_pack_codes(b, Ls);
-        }
-        if (ctx->mode == IQF_MODE_BEST)
-            for (int s = 0; s < ns; s++) best_q4_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 8 * s, mins + 8 * s, &y[i0 + s]);
+    float w[NSB * QK_K], sw[NSB * 8];
+    k4_search(ctx, xc, qw, ns, nmax, w, sw, L, scales, mins);
+    for (int s = 0; s < ns; s++) {
+        const k45_blk b = k45_block(nmax, yc, s);
+        uint8_t *Ls = L + s * QK_K;
+        k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, nmax == 31, b.scales, b.d, b.dmin);
+        if (ctx->mode == IQF_MODE_BEST) continue; /* best_block re-rounds the codes */
+        k4_requant(ctx->simd, xc + s * QK_K, *b.d, *b.dmin, b.scales, nmax, Ls);
+        k45_pack_codes(b, Ls);
     }
 }
+static void q4_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, int ns, void *yc, float *sref, float *mref) {
+    k45_chunk(ctx, 15, xc, qw, ns, yc, sref, mref);
+}
+static void q5_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, int ns, void *yc, float *sref, float *mref) {
+    k45_chunk(ctx, 31, xc, qw, ns, yc, sref, mref);
+}
 
-static void dequantize_row_q4_K(const void *vx, float *y, int64_t n) {
-    const block_q4_K *x = vx;
+static inline __attribute__((always_inline)) void k45_dequantize(int nmax, const void *vx, float *y, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint8_t *q = x[i].qs;
-        const float d = IQF_FP16_TO_FP32(x[i].d), min = IQF_FP16_TO_FP32(x[i].dmin);
-        int is = 0;
-        uint8_t sc, m;
-        for (int j = 0; j < QK_K; j += 64) {
-            kq_get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
-            const float d1 = d * sc, m1 = min * m;
-            kq_get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
-            const float d2 = d * sc, m2 = min * m;
-            for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
-            for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
-            q += 32;
-            is += 2;
-        }
-    }
-}
-
-static void quantize_row_q5_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    block_q5_K *y = vy;
-    const int64_t nb = n / QK_K;
-    uint8_t L[NSB * QK_K];
-    float w[NSB * QK_K], sw[NSB * 8], scales[NSB * 8], mins[NSB * 8];
-    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
-        const int ns = nsb_of(nb, i0);
-        const float *xc = x + i0 * QK_K;
-        k4_search(ctx, xc, qw ? qw + i0 * QK_K : NULL, ns, 31, w, sw, L, scales, mins);
-        for (int s = 0; s < ns; s++) {
-            block_q5_K *b = &y[i0 + s];
-            uint8_t *Ls = L + s * QK_K;
-            k4_header(scales + 8 * s, mins + 8 * s, sw + 8 * s, qw != NULL, true, b->scales, &b->d, &b->dmin);
-            if (ctx->mode == IQF_MODE_BEST) continue; /* best_q5_K below re-rounds the codes */
-            k4_requant(ctx->simd, xc + s * QK_K, b->d, b->dmin, b->scales, 31, Ls);
-            q5_K_pack_codes(b, Ls);
-        }
-        if (ctx->mode == IQF_MODE_BEST)
-            for (int s = 0; s < ns; s++) best_q5_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 8 * s, mins + 8 * s, &y[i0 + s]);
-    }
-}
-
-static void dequantize_row_q5_K(const void *vx, float *y, int64_t n) {
-    const block_q5_K *x = vx;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint8_t *ql = x[i].qs, *qh = x[i].qh;
-        const float d = IQF_FP16_TO_FP32(x[i].d), min = IQF_FP16_TO_FP32(x[i].dmin);
+        const k45_blk b = k45_block(nmax, (void *)vx, i); /* read only */
+        const uint8_t *ql = b.qs, *qh = b.qh;
+        const float d = IQF_FP16_TO_FP32(*b.d), min = IQF_FP16_TO_FP32(*b.dmin);
         int is = 0;
         uint8_t sc, m, u1 = 1, u2 = 2;
         for (int j = 0; j < QK_K; j += 64) {
-            kq_get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
+            kq_get_scale_min_k4(is + 0, b.scales, &sc, &m);
             const float d1 = d * sc, m1 = min * m;
-            kq_get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
+            kq_get_scale_min_k4(is + 1, b.scales, &sc, &m);
             const float d2 = d * sc, m2 = min * m;
-            for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + ((qh && (qh[l] & u1)) ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + ((qh && (qh[l] & u2)) ? 16 : 0)) - m2;
             ql += 32;
             is += 2;
             u1 = (uint8_t)(u1 << 2);
@@ -613,45 +573,39 @@ static void dequantize_row_q5_K(const void *vx, float *y, int64_t n) {
     }
 }
 
+static void dequantize_row_q4_K(const void *vx, float *y, int64_t n) { k45_dequantize(15, vx, y, n); }
+static void dequantize_row_q5_K(const void *vx, float *y, int64_t n) { k45_dequantize(31, vx, y, n); }
+
 /* ================================ q6_K ================================ */
-static void quantize_row_q6_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    block_q6_K *y = vy;
-    const int64_t nb = n / QK_K;
+static void q6_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, int ns, void *yc,
+                       float *scales, float *mins) {
+    (void)mins;
+    block_q6_K *y = yc;
     int8_t L[NSB * QK_K];
-    float scales[NSB * 16];
-    for (int64_t i0 = 0; i0 < nb; i0 += NSB) {
-        const int ns = nsb_of(nb, i0);
-        const float *xc = x + i0 * QK_K;
-        /* ref: weights x*x (qw NULL); impl: the raw importance matrix. */
-        kq_qx_batch(ctx->simd, ns * 16, 16, 32, xc, qw ? qw + i0 * QK_K : NULL, L, scales);
-        for (int s = 0; s < ns; s++) {
-            block_q6_K *b = &y[i0 + s];
-            const float *xs = xc + s * QK_K, *sc = scales + s * 16;
-            int8_t *Ls = L + s * QK_K;
-            float max_scale = 0, max_abs_scale = 0;
-            for (int ib = 0; ib < 16; ++ib) {
-                const float a = fabsf(sc[ib]);
-                if (a > max_abs_scale) { max_abs_scale = a; max_scale = sc[ib]; }
-            }
-            if (max_abs_scale < KQ_GROUP_MAX_EPS) {
-                memset(b, 0, sizeof *b);
-                b->d = IQF_FP32_TO_FP16(0.f);
-                continue;
-            }
-            const float iscale = -128.f / max_scale;
-            b->d = IQF_FP32_TO_FP16(1 / iscale);
-            for (int ib = 0; ib < 16; ++ib) {
-                int l = iqf_nearest_int(iscale * sc[ib]);
-                b->scales[ib] = (int8_t)(l < 127 ? l : 127);
-            }
-            if (ctx->mode == IQF_MODE_BEST) continue; /* best_q6_K below re-rounds the codes */
-            float d[16];
-            for (int j = 0; j < 16; ++j) d[j] = IQF_FP16_TO_FP32(b->d) * b->scales[j];
-            kq_requant(ctx->simd, 16, 16, xs, d, NULL, -32, 31, 32, (uint8_t *)Ls);
-            q6_K_pack_codes(b, (const uint8_t *)Ls);
+    /* ref: weights x*x (qw NULL); impl: the raw importance matrix. */
+    kq_qx_batch(ctx->simd, ns * 16, 16, 32, xc, qw, L, scales);
+    for (int s = 0; s < ns; s++) {
+        block_q6_K *b = &y[s];
+        const float *xs = xc + s * QK_K, *sc = scales + s * 16;
+        int8_t *Ls = L + s * QK_K;
+        float max_abs_scale;
+        const float max_scale = kq_signed_max(16, sc, &max_abs_scale);
+        if (max_abs_scale < KQ_GROUP_MAX_EPS) {
+            memset(b, 0, sizeof *b);
+            b->d = IQF_FP32_TO_FP16(0.f);
+            continue;
         }
-        if (ctx->mode == IQF_MODE_BEST)
-            for (int s = 0; s < ns; s++) best_q6_K(ctx->simd, xc + s * QK_K, qw ? qw + (i0 + s) * QK_K : NULL, scales + 16 * s, NULL, &y[i0 + s]);
+        const float iscale = -128.f / max_scale;
+        b->d = IQF_FP32_TO_FP16(1 / iscale);
+        for (int ib = 0; ib < 16; ++ib) {
+            int l = iqf_nearest_int(iscale * sc[ib]);
+            b->scales[ib] = (int8_t)(l < 127 ? l : 127);
+        }
+        if (ctx->mode == IQF_MODE_BEST) continue; /* best_block re-rounds the codes */
+        float d[16];
+        for (int j = 0; j < 16; ++j) d[j] = IQF_FP16_TO_FP32(b->d) * b->scales[j];
+        kq_requant(ctx->simd, 16, 16, xs, d, NULL, -32, 31, 32, (uint8_t *)Ls);
+        q6_K_pack_codes(b, (const uint8_t *)Ls);
     }
 }
 
@@ -679,6 +633,22 @@ static void dequantize_row_q6_K(const void *vx, float *y, int64_t n) {
             sc += 8;
         }
     }
+}
+
+static void quantize_row_q2_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    k_row(ctx, BQ2, x, vy, n, qw, sizeof(block_q2_K), q2_K_chunk);
+}
+static void quantize_row_q3_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    k_row(ctx, BQ3, x, vy, n, qw, sizeof(block_q3_K), q3_K_chunk);
+}
+static void quantize_row_q4_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    k_row(ctx, BQ4, x, vy, n, qw, sizeof(block_q4_K), q4_K_chunk);
+}
+static void quantize_row_q5_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    k_row(ctx, BQ5, x, vy, n, qw, sizeof(block_q5_K), q5_K_chunk);
+}
+static void quantize_row_q6_K(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    k_row(ctx, BQ6, x, vy, n, qw, sizeof(block_q6_K), q6_K_chunk);
 }
 
 const iqf_codec iqf_codecs_kquants[] = {

@@ -22,351 +22,107 @@ static inline int32_t cvtt_i32(float f) {
     return (int32_t)f;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define LEG_HAVE_X86 1
-static void q4_0_ref_avx2(const float *x, block_q4_0 *y, int64_t nb);
-static void q4_0_ref_avx512(const float *x, block_q4_0 *y, int64_t nb);
-static void q4_1_ref_avx2(const float *x, block_q4_1 *y, int64_t nb);
-static void q4_1_ref_avx512(const float *x, block_q4_1 *y, int64_t nb);
-static void q5_0_ref_avx2(const float *x, block_q5_0 *y, int64_t nb);
-static void q5_0_ref_avx512(const float *x, block_q5_0 *y, int64_t nb);
-static void q5_1_ref_avx2(const float *x, block_q5_1 *y, int64_t nb);
-static void q5_1_ref_avx512(const float *x, block_q5_1 *y, int64_t nb);
-static void q8_0_ref_avx2(const float *x, block_q8_0 *y, int64_t nb);
-static void q8_0_ref_avx512(const float *x, block_q8_0 *y, int64_t nb);
-#define LEG_DISPATCH(name, x, y, nb)                                                              \
-    do {                                                                                          \
-        if (ctx->simd == IQF_SIMD_AVX512) { name##_avx512(x, y, nb); return; }                    \
-        if (ctx->simd == IQF_SIMD_AVX2) { name##_avx2(x, y, nb); return; }                        \
-    } while (0)
-#else
-#define LEG_DISPATCH(name, x, y, nb) ((void)0)
-#endif
+/* The five formats by what differs: asym (q4_1/q5_1 store a min m), nmax (symmetric: codes
+ * -nmax..nmax-1 stored +nmax; asymmetric: codes 0..nmax), top (the reference encoder's clamp;
+ * q5_1's reference has none, and 255 is the same: a C cast keeps the low byte). The layout (which
+ * fields a block has) is leg_block's. */
+enum { K_Q4_0, K_Q4_1, K_Q5_0, K_Q5_1, K_Q8_0 };
+static const struct leg_fmt {
+    bool asym;
+    int nmax, top;
+} leg_fmts[5] = {
+    [K_Q4_0] = { false, 8, 15 },
+    [K_Q4_1] = { true, 15, 15 },
+    [K_Q5_0] = { false, 16, 31 },
+    [K_Q5_1] = { true, 31, 255 },
+    [K_Q8_0] = { false, 127, 127 },
+};
 
-/* ---- shared: row sigma2 and per-value weights of the *_impl encoders ---- */
-static float row_sigma2(const float *x, int64_t n) {
-    float sum_x2 = 0;
-    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
-    return sum_x2 / n;
-}
-
-
-/* ---- best mode (best_scale.c): one plain-C search, the same bytes at every SIMD level ---- */
-static void pack_q4(const uint8_t *l, uint8_t *qs) {
-    for (int j = 0; j < 16; ++j) qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4));
-}
-static void pack_q5(const uint8_t *l0, const uint8_t *l1, uint8_t *qs, uint8_t qhb[4]);
-
-/* Every block of a row: kind 0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0. */
-static void best_row(iqf_simd simd, int kind, const float *x, void *vy, int64_t n, const float *qw) {
-    const float sigma2 = row_sigma2(x, n);
-    float w[QK];
-    uint8_t l[QK];
-    for (int64_t i = 0; i < n / QK; i++) {
-        const float *xb = x + i * QK;
-        iqf_best_weights(simd, xb, qw ? qw + i * QK : NULL, sigma2, w);
-        switch (kind) {
-        case 0: {
-            block_q4_0 *b = (block_q4_0 *)vy + i;
-            b->d = iqf_best_sym_block(simd, xb, w, -8, 7, l);
-            pack_q4(l, b->qs);
-            break;
-        }
-        case 1: {
-            block_q4_1 *b = (block_q4_1 *)vy + i;
-            iqf_best_asym_block(simd, xb, w, 15, l, &b->d, &b->m);
-            pack_q4(l, b->qs);
-            break;
-        }
-        case 2: {
-            block_q5_0 *b = (block_q5_0 *)vy + i;
-            b->d = iqf_best_sym_block(simd, xb, w, -16, 15, l);
-            pack_q5(l, l + 16, b->qs, b->qh);
-            break;
-        }
-        case 3: {
-            block_q5_1 *b = (block_q5_1 *)vy + i;
-            iqf_best_asym_block(simd, xb, w, 31, l, &b->d, &b->m);
-            pack_q5(l, l + 16, b->qs, b->qh);
-            break;
-        }
-        default: {
-            /* -127..127 as ggml writes: SIMD dot products negate weights with sign_epi8 */
-            block_q8_0 *b = (block_q8_0 *)vy + i;
-            b->d = iqf_best_sym_block(simd, xb, w, -127, 127, l);
-            for (int j = 0; j < QK; j++) b->qs[j] = (int8_t)(l[j] - 127);
-            break;
-        }
-        }
+/* The fields of block i of a row of one kind (m, qh NULL where the format has none). */
+typedef struct {
+    void *p; /* the block */
+    iqf_half *d, *m;
+    uint8_t *qh, *qs;
+} leg_blk;
+static inline leg_blk leg_block(int kind, void *vy, int64_t i) {
+    switch (kind) {
+    case K_Q4_0: { block_q4_0 *b = (block_q4_0 *)vy + i; return (leg_blk){ b, &b->d, NULL, NULL, b->qs }; }
+    case K_Q4_1: { block_q4_1 *b = (block_q4_1 *)vy + i; return (leg_blk){ b, &b->d, &b->m, NULL, b->qs }; }
+    case K_Q5_0: { block_q5_0 *b = (block_q5_0 *)vy + i; return (leg_blk){ b, &b->d, NULL, b->qh, b->qs }; }
+    case K_Q5_1: { block_q5_1 *b = (block_q5_1 *)vy + i; return (leg_blk){ b, &b->d, &b->m, b->qh, b->qs }; }
+    default: { block_q8_0 *b = (block_q8_0 *)vy + i; return (leg_blk){ b, &b->d, NULL, NULL, (uint8_t *)b->qs }; }
     }
 }
 
-/* ================================ q4_0 ================================ */
-static void q4_0_ref(const float *x, block_q4_0 *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++, x += QK) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK; j++) {
-            if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
-        }
-        const float d = max / -8;
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = IQF_FP32_TO_FP16(d);
-        for (int j = 0; j < QK / 2; ++j) {
-            int8_t a = (int8_t)cvtt_i32(x[j] * id + 8.5f);
-            int8_t b = (int8_t)cvtt_i32(x[QK / 2 + j] * id + 8.5f);
-            uint8_t xi0 = (uint8_t)(a < 15 ? a : 15);
-            uint8_t xi1 = (uint8_t)(b < 15 ? b : 15);
-            y[i].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
-        }
-    }
-}
-
-static void quantize_row_q4_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    block_q4_0 *y = vy;
-    const int64_t nb = n / QK;
-    if (ctx->mode == IQF_MODE_BEST) {
-        best_row(ctx->simd, 0, x, vy, n, qw);
+/* Codes l[0..31] into qs (low nibbles j | j+16 << 4) and, for the 5-bit types, bit 4 into qh. */
+static inline void pack_codes(const uint8_t *l, leg_blk b) {
+    if (!b.qh) {
+        for (int j = 0; j < 16; ++j) b.qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4));
         return;
     }
-    if (!qw) {
-        LEG_DISPATCH(q4_0_ref, x, y, nb);
-        q4_0_ref(x, y, nb);
-        return;
-    }
-    const float sigma2 = row_sigma2(x, n);
-    float w[CHUNK * QK], sc[CHUNK];
-    int8_t L[CHUNK * QK];
-    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
-        int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
-        const float *xb = x + b0 * QK;
-        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
-        kq_qx_batch(ctx->simd, G, QK, 8, xb, w, L, sc);
-        for (int g = 0; g < G; g++) {
-            block_q4_0 *b = &y[b0 + g];
-            const int8_t *l = L + g * QK;
-            b->d = IQF_FP32_TO_FP16(sc[g]);
-            for (int j = 0; j < 16; ++j) b->qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4));
-        }
-    }
-}
-
-static void dequantize_row_q4_0(const void *vx, float *y, int64_t n) {
-    const block_q4_0 *x = vx;
-    for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        const float d = IQF_FP16_TO_FP32(x[i].d);
-        for (int j = 0; j < QK / 2; ++j) {
-            y[j] = ((x[i].qs[j] & 0x0F) - 8) * d;
-            y[j + QK / 2] = ((x[i].qs[j] >> 4) - 8) * d;
-        }
-    }
-}
-
-/* ================================ q4_1 ================================ */
-static void q4_1_ref(const float *x, block_q4_1 *y, int64_t nb) {
-    for (int64_t i = 0; i < nb; i++, x += QK) {
-        float min = FLT_MAX, max = -FLT_MAX;
-        for (int j = 0; j < QK; j++) {
-            if (x[j] < min) min = x[j];
-            if (x[j] > max) max = x[j];
-        }
-        const float d = (max - min) / ((1 << 4) - 1);
-        const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = IQF_FP32_TO_FP16(d);
-        y[i].m = IQF_FP32_TO_FP16(min);
-        for (int j = 0; j < QK / 2; ++j) {
-            int8_t a = (int8_t)cvtt_i32((x[j] - min) * id + 0.5f);
-            int8_t b = (int8_t)cvtt_i32((x[QK / 2 + j] - min) * id + 0.5f);
-            uint8_t xi0 = (uint8_t)(a < 15 ? a : 15);
-            uint8_t xi1 = (uint8_t)(b < 15 ? b : 15);
-            y[i].qs[j] = (uint8_t)(xi0 | (xi1 << 4));
-        }
-    }
-}
-
-static void quantize_row_q4_1(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    block_q4_1 *y = vy;
-    const int64_t nb = n / QK;
-    if (ctx->mode == IQF_MODE_BEST) {
-        best_row(ctx->simd, 1, x, vy, n, qw);
-        return;
-    }
-    if (!qw) {
-        LEG_DISPATCH(q4_1_ref, x, y, nb);
-        q4_1_ref(x, y, nb);
-        return;
-    }
-    const float sigma2 = row_sigma2(x, n);
-    float w[CHUNK * QK], sc[CHUNK], mn[CHUNK];
-    uint8_t L[CHUNK * QK];
-    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
-        int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
-        const float *xb = x + b0 * QK;
-        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
-        kq_qkx_batch(ctx->simd, G, QK, 15, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
-        for (int g = 0; g < G; g++) {
-            block_q4_1 *b = &y[b0 + g];
-            const uint8_t *l = L + g * QK;
-            b->d = IQF_FP32_TO_FP16(sc[g]);
-            b->m = IQF_FP32_TO_FP16(-mn[g]);
-            for (int j = 0; j < 16; ++j) b->qs[j] = (uint8_t)(l[j] | (l[j + 16] << 4));
-        }
-    }
-}
-
-static void dequantize_row_q4_1(const void *vx, float *y, int64_t n) {
-    const block_q4_1 *x = vx;
-    for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        const float d = IQF_FP16_TO_FP32(x[i].d), m = IQF_FP16_TO_FP32(x[i].m);
-        for (int j = 0; j < QK / 2; ++j) {
-            y[j] = (x[i].qs[j] & 0x0F) * d + m;
-            y[j + QK / 2] = (x[i].qs[j] >> 4) * d + m;
-        }
-    }
-}
-
-/* ================================ q5_0 ================================ */
-static void pack_q5(const uint8_t *l0, const uint8_t *l1, uint8_t *qs, uint8_t qhb[4]) {
     uint32_t qh = 0;
     for (int j = 0; j < 16; ++j) {
-        const uint8_t xi0 = l0[j], xi1 = l1[j];
-        qs[j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+        const uint8_t xi0 = l[j], xi1 = l[j + 16];
+        b.qs[j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
         qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
         qh |= ((xi1 & 0x10u) >> 4) << (j + 16);
     }
-    memcpy(qhb, &qh, 4);
+    memcpy(b.qh, &qh, 4);
 }
 
-static void q5_0_ref(const float *x, block_q5_0 *y, int64_t nb) {
+/* ---- the scalar reference encoders (ggml's quantize_row_q*_ref), one block at a time ---- */
+/* q4_0, q5_0: d = (signed value of largest magnitude) / -nmax, codes min(x/d + nmax + 1/2, top). */
+static inline __attribute__((always_inline)) void sym_ref(int kind, const float *x, void *vy, int64_t nb) {
+    const int nmax = leg_fmts[kind].nmax, top = leg_fmts[kind].top;
     for (int64_t i = 0; i < nb; i++, x += QK) {
         float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < QK; j++) {
             if (amax < fabsf(x[j])) { amax = fabsf(x[j]); max = x[j]; }
         }
-        const float d = max / -16;
+        const float d = max / -nmax;
         const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = IQF_FP32_TO_FP16(d);
+        const leg_blk b = leg_block(kind, vy, i);
+        *b.d = IQF_FP32_TO_FP16(d);
         uint8_t l[QK];
         for (int j = 0; j < QK; ++j) {
-            int8_t a = (int8_t)cvtt_i32(x[j] * id + 16.5f);
-            l[j] = (uint8_t)(a < 31 ? a : 31);
+            int8_t a = (int8_t)cvtt_i32(x[j] * id + (nmax + 0.5f));
+            l[j] = (uint8_t)(a < top ? a : top);
         }
-        pack_q5(l, l + 16, y[i].qs, y[i].qh);
+        pack_codes(l, b);
     }
 }
 
-static void quantize_row_q5_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    block_q5_0 *y = vy;
-    const int64_t nb = n / QK;
-    if (ctx->mode == IQF_MODE_BEST) {
-        best_row(ctx->simd, 2, x, vy, n, qw);
-        return;
-    }
-    if (!qw) {
-        LEG_DISPATCH(q5_0_ref, x, y, nb);
-        q5_0_ref(x, y, nb);
-        return;
-    }
-    const float sigma2 = row_sigma2(x, n);
-    float w[CHUNK * QK], sc[CHUNK];
-    int8_t L[CHUNK * QK];
-    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
-        int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
-        const float *xb = x + b0 * QK;
-        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
-        kq_qx_batch(ctx->simd, G, QK, 16, xb, w, L, sc);
-        for (int g = 0; g < G; g++) {
-            block_q5_0 *b = &y[b0 + g];
-            const uint8_t *l = (const uint8_t *)(L + g * QK);
-            b->d = IQF_FP32_TO_FP16(sc[g]);
-            pack_q5(l, l + 16, b->qs, b->qh);
-        }
-    }
-}
-
-static void dequantize_row_q5_0(const void *vx, float *y, int64_t n) {
-    const block_q5_0 *x = vx;
-    for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        const float d = IQF_FP16_TO_FP32(x[i].d);
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, 4);
-        for (int j = 0; j < QK / 2; ++j) {
-            const uint8_t xh_0 = (uint8_t)(((qh >> (j + 0)) << 4) & 0x10);
-            const uint8_t xh_1 = (uint8_t)(((qh >> (j + 12))) & 0x10);
-            const int32_t x0 = ((x[i].qs[j] & 0x0F) | xh_0) - 16;
-            const int32_t x1 = ((x[i].qs[j] >> 4) | xh_1) - 16;
-            y[j] = x0 * d;
-            y[j + QK / 2] = x1 * d;
-        }
-    }
-}
-
-/* ================================ q5_1 ================================ */
-static void q5_1_ref(const float *x, block_q5_1 *y, int64_t nb) {
+/* q4_1, q5_1: d = (max - min) / nmax, m = min, codes min((x - min)/d + 1/2, top). */
+static inline __attribute__((always_inline)) void asym_ref(int kind, const float *x, void *vy, int64_t nb) {
+    const int nmax = leg_fmts[kind].nmax, top = leg_fmts[kind].top;
     for (int64_t i = 0; i < nb; i++, x += QK) {
         float min = FLT_MAX, max = -FLT_MAX;
         for (int j = 0; j < QK; j++) {
             if (x[j] < min) min = x[j];
             if (x[j] > max) max = x[j];
         }
-        const float d = (max - min) / ((1 << 5) - 1);
+        const float d = (max - min) / nmax;
         const float id = d ? 1.0f / d : 0.0f;
-        y[i].d = IQF_FP32_TO_FP16(d);
-        y[i].m = IQF_FP32_TO_FP16(min);
+        const leg_blk b = leg_block(kind, vy, i);
+        *b.d = IQF_FP32_TO_FP16(d);
+        *b.m = IQF_FP32_TO_FP16(min);
         uint8_t l[QK];
-        for (int j = 0; j < QK; ++j) l[j] = (uint8_t)cvtt_i32((x[j] - min) * id + 0.5f);
-        pack_q5(l, l + 16, y[i].qs, y[i].qh);
-    }
-}
-
-static void quantize_row_q5_1(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    block_q5_1 *y = vy;
-    const int64_t nb = n / QK;
-    if (ctx->mode == IQF_MODE_BEST) {
-        best_row(ctx->simd, 3, x, vy, n, qw);
-        return;
-    }
-    if (!qw) {
-        LEG_DISPATCH(q5_1_ref, x, y, nb);
-        q5_1_ref(x, y, nb);
-        return;
-    }
-    const float sigma2 = row_sigma2(x, n);
-    float w[CHUNK * QK], sc[CHUNK], mn[CHUNK];
-    uint8_t L[CHUNK * QK];
-    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
-        int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
-        const float *xb = x + b0 * QK;
-        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
-        kq_qkx_batch(ctx->simd, G, QK, 31, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
-        for (int g = 0; g < G; g++) {
-            block_q5_1 *b = &y[b0 + g];
-            const uint8_t *l = L + g * QK;
-            b->d = IQF_FP32_TO_FP16(sc[g]);
-            b->m = IQF_FP32_TO_FP16(-mn[g]);
-            pack_q5(l, l + 16, b->qs, b->qh);
+        for (int j = 0; j < QK; ++j) {
+            int8_t a = (int8_t)cvtt_i32((x[j] - min) * id + 0.5f);
+            l[j] = (uint8_t)(a < top ? a : top);
         }
+        pack_codes(l, b);
     }
 }
 
-static void dequantize_row_q5_1(const void *vx, float *y, int64_t n) {
-    const block_q5_1 *x = vx;
-    for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        const float d = IQF_FP16_TO_FP32(x[i].d), m = IQF_FP16_TO_FP32(x[i].m);
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, 4);
-        for (int j = 0; j < QK / 2; ++j) {
-            const uint8_t xh_0 = (uint8_t)(((qh >> (j + 0)) << 4) & 0x10);
-            const uint8_t xh_1 = (uint8_t)(((qh >> (j + 12))) & 0x10);
-            const int x0 = (x[i].qs[j] & 0x0F) | xh_0;
-            const int x1 = (x[i].qs[j] >> 4) | xh_1;
-            y[j] = x0 * d + m;
-            y[j + QK / 2] = x1 * d + m;
-        }
-    }
-}
+static void q4_0_ref(const float *x, void *vy, int64_t nb) { sym_ref(K_Q4_0, x, vy, nb); }
+static void q5_0_ref(const float *x, void *vy, int64_t nb) { sym_ref(K_Q5_0, x, vy, nb); }
+static void q4_1_ref(const float *x, void *vy, int64_t nb) { asym_ref(K_Q4_1, x, vy, nb); }
+static void q5_1_ref(const float *x, void *vy, int64_t nb) { asym_ref(K_Q5_1, x, vy, nb); }
 
-/* ================================ q8_0 ================================ */
-static void q8_0_ref(const float *x, block_q8_0 *y, int64_t nb) {
+/* q8_0: d = max|x| / 127, codes round(x/d). */
+static void q8_0_ref(const float *x, void *vy, int64_t nb) {
+    block_q8_0 *y = vy;
     for (int64_t i = 0; i < nb; i++, x += QK) {
         float amax = 0.0f;
         for (int j = 0; j < QK; j++) {
@@ -380,24 +136,138 @@ static void q8_0_ref(const float *x, block_q8_0 *y, int64_t nb) {
     }
 }
 
-static void quantize_row_q8_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
-    if (ctx->mode == IQF_MODE_BEST) {
-        best_row(ctx->simd, 4, x, vy, n, qw);
-        return;
-    }
-    (void)qw; /* ggml ignores the importance matrix for q8_0 */
-    block_q8_0 *y = vy;
-    LEG_DISPATCH(q8_0_ref, x, y, n / QK);
-    q8_0_ref(x, y, n / QK);
+/* The reference encoders at each SIMD level ([0] the plain C above, [1] AVX2, [2] AVX-512). */
+typedef void (*ref_fn)(const float *x, void *vy, int64_t nb);
+#define LEG_FNS(sfx) { q4_0_ref##sfx, q4_1_ref##sfx, q5_0_ref##sfx, q5_1_ref##sfx, q8_0_ref##sfx }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define LEG_HAVE_X86 1
+#define LEG_DECLARE(sfx)                                                                          \
+    static void q4_0_ref##sfx(const float *, void *, int64_t), q4_1_ref##sfx(const float *, void *, int64_t), \
+        q5_0_ref##sfx(const float *, void *, int64_t), q5_1_ref##sfx(const float *, void *, int64_t),         \
+        q8_0_ref##sfx(const float *, void *, int64_t);
+LEG_DECLARE(_avx2)
+LEG_DECLARE(_avx512)
+#undef LEG_DECLARE
+static const ref_fn ref_fns[3][5] = { LEG_FNS(), LEG_FNS(_avx2), LEG_FNS(_avx512) };
+#else
+static const ref_fn ref_fns[1][5] = { LEG_FNS() };
+#endif
+#undef LEG_FNS
+
+/* A row without an importance matrix: the reference encoder at the context's SIMD level. */
+static void ref_row(iqf_simd simd, int kind, const float *x, void *vy, int64_t nb) {
+#ifdef LEG_HAVE_X86
+    ref_fns[simd == IQF_SIMD_AVX512 ? 2 : simd == IQF_SIMD_AVX2 ? 1 : 0][kind](x, vy, nb);
+#else
+    (void)simd;
+    ref_fns[0][kind](x, vy, nb);
+#endif
 }
 
-static void dequantize_row_q8_0(const void *vx, float *y, int64_t n) {
-    const block_q8_0 *x = vx;
-    for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        const float d = IQF_FP16_TO_FP32(x[i].d);
-        for (int j = 0; j < QK; ++j) y[j] = x[i].qs[j] * d;
+#ifdef LEG_HAVE_X86
+/* One block through the plain reference: the SIMD kernels' path for blocks they do not take. */
+static void ref_block(int kind, const float *x, void *blk) { ref_fns[0][kind](x, blk, 1); }
+#endif
+
+/* ---- the row encoder of every kind ---- */
+static float row_sigma2(const float *x, int64_t n) {
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+    return sum_x2 / n;
+}
+
+/* best mode (best_scale.c): one plain-C search, the same bytes at every SIMD level. */
+static void best_row(iqf_simd simd, int kind, const float *x, void *vy, int64_t n, const float *qw) {
+    const struct leg_fmt f = leg_fmts[kind];
+    const float sigma2 = row_sigma2(x, n);
+    float w[QK];
+    uint8_t l[QK];
+    for (int64_t i = 0; i < n / QK; i++) {
+        const float *xb = x + i * QK;
+        const leg_blk b = leg_block(kind, vy, i);
+        iqf_best_weights(simd, xb, qw ? qw + i * QK : NULL, sigma2, w);
+        if (kind == K_Q8_0) {
+            /* -127..127 as ggml writes: SIMD dot products negate weights with sign_epi8 */
+            *b.d = iqf_best_sym_block(simd, xb, w, -127, 127, l);
+            for (int j = 0; j < QK; j++) b.qs[j] = (uint8_t)(l[j] - 127);
+            continue;
+        }
+        if (f.asym) iqf_best_asym_block(simd, xb, w, f.nmax, l, b.d, b.m);
+        else *b.d = iqf_best_sym_block(simd, xb, w, -f.nmax, f.nmax - 1, l);
+        pack_codes(l, b);
     }
 }
+
+/* compat: ggml_quantize_chunk's choice. Without an importance matrix the *_ref encoder; with one
+ * quantize_row_q*_impl: per-value weights qw*sqrt(sigma2 + x^2), make_qx_quants (q4_0, q5_0) or
+ * make_qkx3_quants (q4_1, q5_1), batched CHUNK blocks at a time. q8_0 ignores the imatrix. */
+static inline __attribute__((always_inline)) void leg_quantize(const iqf_qctx *ctx, int kind, const float *x,
+                                                               void *vy, int64_t n, const float *qw) {
+    const struct leg_fmt f = leg_fmts[kind];
+    const int64_t nb = n / QK;
+    if (ctx->mode == IQF_MODE_BEST) {
+        best_row(ctx->simd, kind, x, vy, n, qw);
+        return;
+    }
+    if (!qw || kind == K_Q8_0) {
+        ref_row(ctx->simd, kind, x, vy, nb);
+        return;
+    }
+    const float sigma2 = row_sigma2(x, n);
+    float w[CHUNK * QK], sc[CHUNK], mn[CHUNK];
+    uint8_t L[CHUNK * QK];
+    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
+        int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
+        const float *xb = x + b0 * QK;
+        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
+        if (f.asym) kq_qkx_batch(ctx->simd, G, QK, f.nmax, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
+        else kq_qx_batch(ctx->simd, G, QK, f.nmax, xb, w, (int8_t *)L, sc);
+        for (int g = 0; g < G; g++) {
+            const leg_blk b = leg_block(kind, vy, b0 + g);
+            *b.d = IQF_FP32_TO_FP16(sc[g]);
+            if (f.asym) *b.m = IQF_FP32_TO_FP16(-mn[g]);
+            pack_codes(L + g * QK, b);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void leg_dequantize(int kind, const void *vx, float *y, int64_t n) {
+    const struct leg_fmt f = leg_fmts[kind];
+    for (int64_t i = 0; i < n / QK; i++, y += QK) {
+        const leg_blk b = leg_block(kind, (void *)vx, i); /* read only */
+        const float d = IQF_FP16_TO_FP32(*b.d), m = f.asym ? IQF_FP16_TO_FP32(*b.m) : 0.0f;
+        if (kind == K_Q8_0) {
+            for (int j = 0; j < QK; ++j) y[j] = (int8_t)b.qs[j] * d;
+            continue;
+        }
+        uint32_t qh = 0;
+        if (b.qh) memcpy(&qh, b.qh, 4);
+        for (int j = 0; j < QK / 2; ++j) {
+            const int x0 = (b.qs[j] & 0x0F) | (int)(((qh >> (j + 0)) << 4) & 0x10);
+            const int x1 = (b.qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
+            if (f.asym) {
+                y[j] = x0 * d + m;
+                y[j + QK / 2] = x1 * d + m;
+            } else {
+                y[j] = (x0 - f.nmax) * d;
+                y[j + QK / 2] = (x1 - f.nmax) * d;
+            }
+        }
+    }
+}
+
+#define LEG_CODEC(name, KIND)                                                                      \
+    static void quantize_row_##name(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,     \
+                                    const float *qw) {                                            \
+        leg_quantize(ctx, KIND, x, vy, n, qw);                                                    \
+    }                                                                                             \
+    static void dequantize_row_##name(const void *vx, float *y, int64_t n) { leg_dequantize(KIND, vx, y, n); }
+LEG_CODEC(q4_0, K_Q4_0)
+LEG_CODEC(q4_1, K_Q4_1)
+LEG_CODEC(q5_0, K_Q5_0)
+LEG_CODEC(q5_1, K_Q5_1)
+LEG_CODEC(q8_0, K_Q8_0)
+#undef LEG_CODEC
 
 const iqf_codec iqf_codecs_legacy[] = {
     { IQF_TYPE_Q4_0, NULL, quantize_row_q4_0, dequantize_row_q4_0 },
