@@ -13,7 +13,9 @@ static void usage(FILE *f) {
     fprintf(f, "usage: iqforge generate -m MODEL [-p PROMPT] [-n N] [-t THREADS] [-c N_CTX]\n"
                "                        [--simulate TYPE [--imatrix FILE] [--mode compat|best]] [--kv-type f16|f32]\n\n"
                "Greedy decoding (argmax at every step) of N tokens (default 128) after BOS and the\n"
-               "prompt; the text goes to stdout.\n");
+               "prompt; the text goes to stdout.\n"
+               "--kv-type f16 (default): llama.cpp's default F16 K/V cache and flash-attention roundings;\n"
+               "f32: the plain float graph.\n");
 }
 
 /* Writes a token's text (llama_token_to_piece, special tokens not rendered); the leading space

@@ -24,7 +24,9 @@ static void usage(FILE *f) {
             "input (q/k/v share one, gate/up share one; attn_output, ffn_down, output) and writes them\n"
             "to OUT2 (a GGUF read by `iqforge quantize --hessian`). --hessian-block N keeps only the\n"
             "diagonal N x N blocks of inputs wider than N (default: full matrices); --hessian-f16\n"
-            "stores F16 instead of F32.\n");
+            "stores F16 instead of F32.\n"
+            "--kv-type f16 (default): llama.cpp's default F16 K/V cache and flash-attention roundings;\n"
+            "f32: the plain float graph.\n");
 }
 
 static bool ends_with(const char *s, const char *suf) {

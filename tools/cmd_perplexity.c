@@ -19,7 +19,9 @@ static void usage(FILE *f) {
             "chunk, exactly as llama-perplexity. --kld-base saves the model's log-probabilities\n"
             "(llama-perplexity's --kl-divergence-base format); --kld compares against such a file\n"
             "(the text is then taken from the file and -f is not needed). --simulate quantizes and\n"
-            "dequantizes every blk.* weight matrix in memory (rows of 256, imatrix tiled).\n");
+            "dequantizes every blk.* weight matrix in memory (rows of 256, imatrix tiled).\n"
+            "--kv-type f16 (default) evaluates as llama.cpp's tools do by default (F16 K/V cache,\n"
+            "the roundings of ggml's CPU flash attention); f32 is the plain float graph.\n");
 }
 
 int cmd_perplexity(int argc, char **argv) {

@@ -17,7 +17,7 @@ void model_cli_opts_init(model_cli_opts *o, long long n_ctx, long long c_lo, lon
     o->c_lo = c_lo;
     o->c_hi = c_hi;
     o->has_text = o->has_chunks = true;
-    o->kv_f16 = false;
+    o->kv_f16 = true; /* llama.cpp tools' defaults: F16 cache, CPU flash attention */
 }
 
 int model_cli_context(const iqf_model *m, const model_cli_opts *o, int n_ctx, iqf_context **out) {

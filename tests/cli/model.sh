@@ -23,15 +23,16 @@ cmp -s "$t/gen.txt" "$src/tests/data/stories260K/expected-greedy-200.txt" && ok 
 "$cli" generate -m "$model" -p "Once upon a time" -n 8 > "$t/gen2.txt" 2>"$t/err" && ok || bad "generate -p: $(cat "$t/err")"
 head -c 16 "$t/gen2.txt" | grep -q "^Once upon a time" && ok || bad "prompt not echoed: $(cat "$t/gen2.txt")"
 
-# perplexity: llama-perplexity -c 256 gives [1]5.7548 ... Final estimate: PPL = 6.2132 +/- 0.15668.
-"$cli" perplexity -m "$model" -f "$text" -c 256 -t 2 > "$t/ppl.txt" 2>"$t/err" && ok || bad "perplexity: $(cat "$t/err")"
+# perplexity. The default is llama.cpp's tools' default (F16 cache, CPU flash attention): the
+# oracle's libllama gives 6.2133 with it on this text (bench_llama_eval). ../shared/REFERENCE.md's
+# stories260K figures were measured with the plain graph (F32 cache, flash attention off), which
+# --kv-type f32 is: llama-perplexity -c 256 gave [1]5.7548 ... Final estimate: PPL = 6.2132 +/- 0.15668.
+"$cli" perplexity -m "$model" -f "$text" -c 256 -t 2 > "$t/ppl16.txt" 2>"$t/err" && ok || bad "perplexity: $(cat "$t/err")"
+grep -Eq '^\[1\]5\.75[0-9]{2},' "$t/ppl16.txt" && ok || bad "per-chunk values (F16): $(head -c 100 "$t/ppl16.txt")"
+grep -q '^Final estimate: PPL = 6\.213[23] +/- 0\.1566' "$t/ppl16.txt" && ok || bad "final (F16): $(tail -1 "$t/ppl16.txt")"
+"$cli" perplexity -m "$model" -f "$text" -c 256 -t 2 --kv-type f32 > "$t/ppl.txt" 2>"$t/err" && ok || bad "--kv-type f32: $(cat "$t/err")"
 grep -q '^\[1\]5\.7548,\[2\]6\.0197,' "$t/ppl.txt" && ok || bad "per-chunk values: $(head -c 100 "$t/ppl.txt")"
 grep -q '^Final estimate: PPL = 6\.213[123] +/- 0\.156[67]' "$t/ppl.txt" && ok || bad "final: $(tail -1 "$t/ppl.txt")"
-
-# --kv-type f16 rounds the K/V cache as llama.cpp's default cache type: a slightly different
-# estimate (6.2133 here); a bad value is a usage error.
-"$cli" perplexity -m "$model" -f "$text" -c 256 -t 2 --kv-type f16 > "$t/ppl16.txt" 2>"$t/err" && ok || bad "--kv-type f16: $(cat "$t/err")"
-grep -q '^Final estimate: PPL = 6\.2133 +/- 0\.1566' "$t/ppl16.txt" && ok || bad "kv f16 final: $(tail -1 "$t/ppl16.txt")"
 "$cli" perplexity -m "$model" -f "$text" -c 256 --kv-type q8 > /dev/null 2>"$t/err"; [ $? -eq 2 ] && ok || bad "--kv-type q8: want exit 2"
 grep -q "kv-type must be f16 or f32" "$t/err" && ok || bad "--kv-type message: $(cat "$t/err")"
 
