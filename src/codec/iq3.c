@@ -396,6 +396,20 @@ static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
  * key), masked to the lanes that have that key. The sequential acceptance over the candidates
  * and the refinement are the scalar code (finish_search).
  * ------------------------------------------------------------------------------------------- */
+/* The parity fix's victim in a group of 8: the first index of the smallest w*x*x. */
+static int least_important(const float *x, const float *w) {
+    int imin = 0;
+    float min = w[0] * x[0] * x[0];
+    for (int i = 1; i < 8; i++) {
+        float ax = w[i] * x[i] * x[i];
+        if (ax < min) {
+            min = ax;
+            imin = i;
+        }
+    }
+    return imin;
+}
+
 #ifdef IQ3_X86
 typedef struct iq3_cands {
     float sumqx[32], sumq2[32];
@@ -450,15 +464,7 @@ static void parity_fix(const float *xb, iq3_sub *sb, uint8_t signs[4]) {
     for (int k = 0; k < 4; k++) {
         uint8_t s = signs[k];
         if (!(__builtin_popcount(s) & 1)) continue;
-        int imin = 0;
-        float min = sb->w[8 * k] * xb[8 * k] * xb[8 * k];
-        for (int i = 1; i < 8; i++) {
-            float ax = sb->w[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-            if (ax < min) {
-                min = ax;
-                imin = i;
-            }
-        }
+        const int imin = least_important(xb + 8 * k, sb->w + 8 * k);
         sb->xval[8 * k + imin] = -sb->xval[8 * k + imin];
         signs[k] = (uint8_t)(s ^ (1 << imin));
     }
@@ -530,15 +536,7 @@ static void prepare_sub(const float *xb, const float *qw, float sigma2, bool par
             }
         }
         if (parity && (nflip & 1)) {
-            int imin = 0;
-            float min = sb->w[8 * k] * xb[8 * k] * xb[8 * k];
-            for (int i = 1; i < 8; i++) {
-                float ax = sb->w[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-                if (ax < min) {
-                    min = ax;
-                    imin = i;
-                }
-            }
+            const int imin = least_important(xb + 8 * k, sb->w + 8 * k);
             sb->xval[8 * k + imin] = -sb->xval[8 * k + imin];
             s ^= (uint8_t)(1 << imin);
         }
@@ -555,6 +553,15 @@ static inline int scale_nibble(float id, float scale) {
     return l < 0 ? 0 : l > 15 ? 15 : l;
 }
 
+/* 2*sum(x^2)/QK_K over the super-block; only the importance weights use it (a 256-add
+ * dependency chain, skipped without them). */
+static float block_sigma2(const float *xbl, const float *qwbl) {
+    float sumx2 = 0;
+    if (qwbl)
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    return 2 * sumx2 / QK_K;
+}
+
 static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
                                    const float *qwbl, block_iq3_xxs *y) {
     const iq3_tab *t = v->t;
@@ -563,10 +570,7 @@ static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
     float scales[QK_K / 32];
     memset(q3, 0, sizeof q3);
     memset(sas, 0, sizeof sas);
-    float sumx2 = 0; /* only the importance weights use it (a 256-add dependency chain) */
-    if (qwbl)
-        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
-    const float sigma2 = 2 * sumx2 / QK_K;
+    const float sigma2 = block_sigma2(xbl, qwbl);
     float max_scale = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
         iq3_sub sb;
@@ -627,10 +631,7 @@ static void quantize_block_iq3_s(const iq3_variant *v, const float *xbl,
     const iq3_tab *t = v->t;
     float scales[QK_K / 32];
     memset(y, 0, sizeof *y);
-    float sumx2 = 0; /* only the importance weights use it (a 256-add dependency chain) */
-    if (qwbl)
-        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
-    const float sigma2 = 2 * sumx2 / QK_K;
+    const float sigma2 = block_sigma2(xbl, qwbl);
     float max_scale = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
         iq3_sub sb;
