@@ -457,7 +457,7 @@ static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_ca
     return refine(v, sb, scale, on, L);
 }
 
-static const float iq3_qlev[8] = { 1, 3, 5, 7, 9, 11, 13, 15 }; /* odd levels 2l+1 */
+static const float iq3_qlev[16] = { 1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15 }; /* 2l+1 */
 
 /* The parity fix of prepare_sub (scalar) for the SIMD prepare. */
 static void parity_fix(const float *xb, iq3_sub *sb, uint8_t signs[4]) {

@@ -32,7 +32,7 @@ VL_TGT static void VL_SFX(prepare_sub)(const float *xb, const float *qw, float s
 VL_TGT static int VL_SFX(best_neighbour)(const iq3_tab *t, int u, const float *xval,
                                          const float *waux, float scale) {
     float A[32];
-    const VF sq = vf_splat(scale) * vf_lut8(iq3_qlev, vi_iota() & vi_splat(7));
+    const VF sq = vf_splat(scale) * vf_load(iq3_qlev);
     for (int p = 0; p < 32 / VL_W; p++) {
         const VF d = sq - vf_rep8(xval, p);
         vf_store(A + VL_W * p, vf_rep8(waux, p) * d * d);

@@ -65,7 +65,10 @@
 #define vi_sel VL_SFX(vl_isel)
 #define vi_gather VL_SFX(vl_igather)
 #define vf_lut8 VL_SFX(vl_flut8)
-#define vf_lut16 VL_SFX(vl_flut16)
+#define vf_perm VL_SFX(vl_fperm)
+#define vf_perm_halves VL_SFX(vl_fperm_halves)
+#define vf_min_halves VL_SFX(vl_fmin_halves)
+#define vi_load_u16_pair VL_SFX(vl_iload_u16_pair)
 #define vf_rep4 VL_SFX(vl_frep4)
 #define vf_rep8 VL_SFX(vl_frep8)
 #endif
@@ -152,6 +155,23 @@ VL_FN VF vf_rep4(const float *v, int p) {
 }
 /* lane k = v[VL_W/8 * p + k/8] (v: 4 floats) */
 VL_FN VF vf_rep8(const float *v, int p) { return vf_splat(v[p]); }
+/* lane k = t[idx_k], idx 0..VL_W-1 */
+VL_FN VF vf_perm(VF t, VI idx) { return (VF)_mm256_permutevar8x32_ps((__m256)t, (__m256i)idx); }
+/* lanes of the low half = a[idx_k], of the high half = b[idx_k], idx 0..VL_W-1 */
+VL_FN VF vf_perm_halves(VF a, VF b, VI idx) {
+    return (VF)_mm256_blend_ps(_mm256_permutevar8x32_ps((__m256)a, (__m256i)idx),
+                               _mm256_permutevar8x32_ps((__m256)b, (__m256i)idx), 0xF0);
+}
+/* every lane = the minimum of its half (no NaN expected: x86 min order otherwise) */
+VL_FN VF vf_min_halves(VF a) {
+    __m256 m = _mm256_min_ps((__m256)a, _mm256_shuffle_ps((__m256)a, (__m256)a, _MM_SHUFFLE(1, 0, 3, 2)));
+    return (VF)_mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+/* VL_W/2 uint16 from a (low half), VL_W/2 from b (high half), widened */
+VL_FN VI vi_load_u16_pair(const uint16_t *a, const uint16_t *b) {
+    return (VI)_mm256_cvtepu16_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a),
+                                                        _mm_loadl_epi64((const __m128i *)b)));
+}
 #else
 VL_FN VF vf_load(const float *p) { return (VF)_mm512_loadu_ps(p); }
 VL_FN void vf_store(float *p, VF v) { _mm512_storeu_ps(p, (__m512)v); }
@@ -189,6 +209,20 @@ VL_FN VF vf_rep4(const float *v, int p) {
 }
 VL_FN VF vf_rep8(const float *v, int p) {
     return (VF)_mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(v[2 * p]), _mm512_set1_ps(v[2 * p + 1]));
+}
+VL_FN VF vf_perm(VF t, VI idx) { return (VF)_mm512_permutexvar_ps((__m512i)idx, (__m512)t); }
+VL_FN VF vf_perm_halves(VF a, VF b, VI idx) {
+    const __m512i hi = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+    return (VF)_mm512_permutex2var_ps((__m512)a, _mm512_add_epi32((__m512i)idx, hi), (__m512)b);
+}
+VL_FN VF vf_min_halves(VF a) {
+    __m512 m = _mm512_min_ps((__m512)a, _mm512_shuffle_f32x4((__m512)a, (__m512)a, _MM_SHUFFLE(2, 3, 0, 1)));
+    m = _mm512_min_ps(m, _mm512_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+    return (VF)_mm512_min_ps(m, _mm512_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+VL_FN VI vi_load_u16_pair(const uint16_t *a, const uint16_t *b) {
+    return (VI)_mm512_cvtepu16_epi32(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)), _mm_loadu_si128((const __m128i *)b), 1));
 }
 #endif
 VL_FCMP(vf_lt, _CMP_LT_OQ)
