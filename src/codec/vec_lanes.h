@@ -3,7 +3,7 @@
  *
  * The including file defines, before each inclusion:
  *   VL_W          lanes: 8 or 16
- *   VL_TGT        the function attribute, e.g. __attribute__((target("avx2,fma")))
+ *   VL_TGT        the function attribute, e.g. __attribute__((target("avx2,fma"))) (fma: vf_rcp_nr)
  *   VL_SFX(name)  the per-instruction-set name, e.g. name##_avx2
  * and includes this header, then its kernel header (which uses only the names below), then
  * #undefs the three macros. No include guard on purpose: each inclusion defines the helpers of
@@ -56,6 +56,7 @@
 #define vf_ord VL_SFX(vl_ford)
 #define vi_eq VL_SFX(vl_ieq)
 #define vi_gt VL_SFX(vl_igt)
+#define vi_gtu VL_SFX(vl_igtu)
 #define vi_neg VL_SFX(vl_ineg)
 #define vm_and VL_SFX(vl_mand)
 #define vm_or VL_SFX(vl_mor)
@@ -69,6 +70,12 @@
 #define vf_perm_halves VL_SFX(vl_fperm_halves)
 #define vf_min_halves VL_SFX(vl_fmin_halves)
 #define vi_load_u16_pair VL_SFX(vl_iload_u16_pair)
+#define vi_load_i8 VL_SFX(vl_iload_i8)
+#define vi_count VL_SFX(vl_icount)
+#define vf_abs VL_SFX(vl_fabs)
+#define vf_rcp_nr VL_SFX(vl_frcp_nr)
+#define vf_bcast4 VL_SFX(vl_fbcast4)
+#define vf_lut32 VL_SFX(vl_flut32)
 #define vf_rep4 VL_SFX(vl_frep4)
 #define vf_rep8 VL_SFX(vl_frep8)
 #endif
@@ -99,6 +106,8 @@ VL_FN VI vi_iota(void) {
 }
 /* int32 -> float (cvtdq2ps) */
 VL_FN VF vf_of_i(VI a) { return __builtin_convertvector(a, VF); }
+/* |a| (sign bit cleared) */
+VL_FN VF vf_abs(VF a) { return (VF)((VI)a & vi_splat(0x7fffffff)); }
 /* 2^23 + 2^22 added, low mantissa bits: ggml's nearest_int (round half to even), |v| < 2^22 */
 VL_FN VI vf_nearest(VF v) {
     const VI b = (VI)(v + vf_splat(12582912.f));
@@ -136,6 +145,8 @@ VL_FN float vf_hmin(VF a) {
     VL_FN VM name(VF a, VF b) { return (VM)_mm256_castps_si256(_mm256_cmp_ps((__m256)a, (__m256)b, pred)); }
 VL_FN VM vi_eq(VI a, VI b) { return a == b; }
 VL_FN VM vi_gt(VI a, VI b) { return a > b; }
+/* unsigned a > b */
+VL_FN VM vi_gtu(VI a, VI b) { return (a ^ vi_splat(INT32_MIN)) > (b ^ vi_splat(INT32_MIN)); }
 /* lanes with the sign bit set */
 VL_FN VM vi_neg(VI a) { return a < vi_splat(0); }
 VL_FN VM vm_and(VM a, VM b) { return a & b; }
@@ -167,6 +178,17 @@ VL_FN VF vf_min_halves(VF a) {
     __m256 m = _mm256_min_ps((__m256)a, _mm256_shuffle_ps((__m256)a, (__m256)a, _MM_SHUFFLE(1, 0, 3, 2)));
     return (VF)_mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
 }
+/* VL_W int8 widened */
+VL_FN VI vi_load_i8(const int8_t *p) { return (VI)_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+/* acc + 1 in the lanes of m */
+VL_FN VI vi_count(VI acc, VM m) { return acc - m; }
+/* lane k = p[k & 3] */
+VL_FN VF vf_bcast4(const float *p) { return (VF)_mm256_broadcast_ps((const __m128 *)p); }
+/* approximately 1/a: rcp (|rel. error| <= 1.5*2^-12) and one Newton step (fnmadd) */
+VL_FN VF vf_rcp_nr(VF a) {
+    const __m256 r = _mm256_rcp_ps((__m256)a);
+    return (VF)_mm256_mul_ps(r, _mm256_fnmadd_ps((__m256)a, r, _mm256_set1_ps(2.f)));
+}
 /* VL_W/2 uint16 from a (low half), VL_W/2 from b (high half), widened */
 VL_FN VI vi_load_u16_pair(const uint16_t *a, const uint16_t *b) {
     return (VI)_mm256_cvtepu16_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a),
@@ -191,6 +213,7 @@ VL_FN float vf_hmin(VF a) { return _mm512_reduce_min_ps((__m512)a); }
     VL_FN VM name(VF a, VF b) { return _mm512_cmp_ps_mask((__m512)a, (__m512)b, pred); }
 VL_FN VM vi_eq(VI a, VI b) { return _mm512_cmpeq_epi32_mask((__m512i)a, (__m512i)b); }
 VL_FN VM vi_gt(VI a, VI b) { return _mm512_cmpgt_epi32_mask((__m512i)a, (__m512i)b); }
+VL_FN VM vi_gtu(VI a, VI b) { return _mm512_cmpgt_epu32_mask((__m512i)a, (__m512i)b); }
 VL_FN VM vi_neg(VI a) { return _mm512_movepi32_mask((__m512i)a); }
 VL_FN VM vm_and(VM a, VM b) { return (VM)(a & b); }
 VL_FN VM vm_or(VM a, VM b) { return (VM)(a | b); }
@@ -219,6 +242,18 @@ VL_FN VF vf_min_halves(VF a) {
     __m512 m = _mm512_min_ps((__m512)a, _mm512_shuffle_f32x4((__m512)a, (__m512)a, _MM_SHUFFLE(2, 3, 0, 1)));
     m = _mm512_min_ps(m, _mm512_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
     return (VF)_mm512_min_ps(m, _mm512_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+VL_FN VI vi_load_i8(const int8_t *p) { return (VI)_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+VL_FN VI vi_count(VI acc, VM m) { return (VI)_mm512_mask_add_epi32((__m512i)acc, m, (__m512i)acc, _mm512_set1_epi32(1)); }
+VL_FN VF vf_bcast4(const float *p) { return (VF)_mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
+/* rcp14 (|rel. error| < 2^-14) and one Newton step */
+VL_FN VF vf_rcp_nr(VF a) {
+    const __m512 r = _mm512_rcp14_ps((__m512)a);
+    return (VF)_mm512_mul_ps(r, _mm512_fnmadd_ps((__m512)a, r, _mm512_set1_ps(2.f)));
+}
+/* lane k = t[idx_k & 31] (t: 32 floats; two-register permute, AVX-512 only) */
+VL_FN VF vf_lut32(const float *t, VI idx) {
+    return (VF)_mm512_permutex2var_ps(_mm512_loadu_ps(t), (__m512i)idx, _mm512_loadu_ps(t + 16));
 }
 VL_FN VI vi_load_u16_pair(const uint16_t *a, const uint16_t *b) {
     return (VI)_mm512_cvtepu16_epi32(_mm256_inserti128_si256(
