@@ -658,6 +658,18 @@ static int group_index(const iq1_kernels *K, int8_t *L, const float *xb, const f
     return gi;
 }
 
+/* The levels of a sub-block from its sorted split (i1, i2): 0 below i1, 1 up to i2, 2 above.
+ * A negative scale is made positive by mirroring the levels (then returns true). */
+static bool split_levels(int8_t *L, const int *order, int i1, int i2, int n, float *scale) {
+    for (int j = 0; j < i1; ++j) L[order[j]] = 0;
+    for (int j = i1; j < i2; ++j) L[order[j]] = 1;
+    for (int j = i2; j < n; ++j) L[order[j]] = 2;
+    if (!(*scale < 0)) return false;
+    for (int j = 0; j < n; ++j) L[j] = (int8_t)(2 - L[j]);
+    *scale = -*scale;
+    return true;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * IQ1_S
  * ------------------------------------------------------------------------------------------- */
@@ -692,12 +704,7 @@ static void iq1_s_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             shifts[ib] = 1;
             continue;
         }
-        for (int j = 0; j < besti1; ++j) L[order[j]] = 0;
-        for (int j = besti1; j < besti2; ++j) L[order[j]] = 1;
-        for (int j = besti2; j < block_size; ++j) L[order[j]] = 2;
-        if (scale < 0) {
-            for (int j = 0; j < block_size; ++j) L[j] = (int8_t)(2 - L[j]);
-            scale = -scale;
+        if (split_levels(L, order, besti1, besti2, block_size, &scale)) {
             best_shift = -best_shift;
         }
         bool all_on_grid = true;
@@ -782,12 +789,7 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             shifts[ib] = 0;
             continue;
         }
-        for (int j = 0; j < besti1; ++j) L[order[j]] = 0;
-        for (int j = besti1; j < besti2; ++j) L[order[j]] = 1;
-        for (int j = besti2; j < block_size; ++j) L[order[j]] = 2;
-        if (scale < 0) {
-            for (int j = 0; j < block_size; ++j) L[j] = (int8_t)(2 - L[j]);
-            scale = -scale;
+        if (split_levels(L, order, besti1, besti2, block_size, &scale)) {
             best_k = 3 - best_k; /* 0 <-> 3, 1 <-> 2 */
         }
         bool all_on_grid = true;

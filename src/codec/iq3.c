@@ -492,7 +492,7 @@ static inline int nb_scan(const iq3_tab *t, int u, const float *A) {
 
 /* The kernels (iq3_lanes.h), once per instruction set. */
 #define VL_W 8
-#define VL_TGT __attribute__((target("avx2")))
+#define VL_TGT __attribute__((target("avx2,fma")))
 #define VL_SFX(name) name##_avx2
 #include "vec_lanes.h"
 #include "iq3_lanes.h"
