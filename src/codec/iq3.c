@@ -318,6 +318,19 @@ static inline void levels_of(const iq3_tab *t, int gi, int8_t *L) {
     for (int i = 0; i < 4; i++) L[i] = (int8_t)((((g >> 8 * i) & 255) - 1) / 2);
 }
 
+/* sumqx = sum w*x*q and sumq2 = sum w*q*q over the sub-block at levels L (q = 2l+1), in order. */
+static void level_sums(const iq3_sub *sb, const int8_t L[32], float *sumqx, float *sumq2) {
+    float a = 0, b = 0;
+    for (int i = 0; i < 32; i++) {
+        float w = sb->w[i];
+        float q = (float)(2 * L[i] + 1);
+        a += w * sb->xval[i] * q;
+        b += w * q * q;
+    }
+    *sumqx = a;
+    *sumq2 = b;
+}
+
 /* The refinement after the search (shared by every search implementation): at the accepted
  * scale, re-choose the off-grid groups (xxs) or all groups (s), then refit the scale. */
 static float refine(const iq3_variant *v, const iq3_sub *sb, float scale, const bool on[8],
@@ -336,13 +349,8 @@ static float refine(const iq3_variant *v, const iq3_sub *sb, float scale, const 
         if (gi < 0) gi = v->neighbour(t, u, sb->xval + 4 * k, sb->waux + 4 * k, scale);
         levels_of(t, gi, L + 4 * k);
     }
-    float sumqx = 0, sumq2 = 0;
-    for (int i = 0; i < 32; i++) {
-        float w = sb->w[i];
-        float q = (float)(2 * L[i] + 1);
-        sumqx += w * sb->xval[i] * q;
-        sumq2 += w * q * q;
-    }
+    float sumqx, sumq2;
+    level_sums(sb, L, &sumqx, &sumq2);
     if (sumq2 > 0) scale = sumqx / sumq2;
     return scale;
 }
@@ -372,13 +380,8 @@ static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
                 levels_of(t, gi, Laux + 4 * k);
             }
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 32; i++) {
-            float w = sb->w[i];
-            float q = (float)(2 * Laux[i] + 1);
-            sumqx += w * sb->xval[i] * q;
-            sumq2 += w * q * q;
-        }
+        float sumqx, sumq2;
+        level_sums(sb, Laux, &sumqx, &sumq2);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             scale = sumqx / sumq2;
             best = scale * sumqx;
