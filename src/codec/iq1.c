@@ -9,9 +9,10 @@
  * split of the sorted values into {-1, 0, +1} is scored with prefix sums, and groups of 8 that land
  * off the grid take the best of their neighbour list (iqgrid.h, nwant 3).
  *
- * SIMD (same bytes at every level):
- *  - sort: ranks by vector compares (ties by position), the inverse permutation in registers
- *    (AVX-512) or scalar placement (AVX2), then the reference's sequential prefix sums;
+ * SIMD (same bytes at every level; the kernels are written once in iq1_lanes.h over vec_lanes.h
+ * and compiled for AVX2 and AVX-512):
+ *  - sort: ranks by vector compares (ties by position), scalar placement, then the reference's
+ *    sequential prefix sums;
  *  - split search: every (i1, i2) pair's sumqx/sumq2 in vector lanes with the reference's exact
  *    per-candidate operation order (AVX-512: pairs in lanes, tables by permutes; AVX2: 8
  *    consecutive i2 per vector); the order-dependent "accept if better" sequence is resolved by
@@ -534,19 +535,10 @@ static int run_select(const iq1_cands *c, condmask_fn cm, float *scale_out, int 
     return a.i1 < 0 || a.i2 < 0 ? -1 : a.k;
 }
 
-/* The sorted products placed by rank, then the reference's sequential prefix sums. */
-static void place_prefix_m(const float *xb, const float *weight, const int32_t *rank, int *order,
-                           float px[2][17], float pw[2][17]) {
-    float ax0[16], ax1[16], aw0[16], aw1[16];
-    for (int i = 0; i < 16; i++) {
-        const int r = rank[i];
-        const float wx = weight[i] * xb[i], wi = weight[i];
-        order[r] = i;
-        ax0[r] = i < 8 ? wx : 0.f; /* +0 for the other half, see sort_prefix_m_scalar */
-        aw0[r] = i < 8 ? wi : 0.f;
-        ax1[r] = i < 8 ? 0.f : wx;
-        aw1[r] = i < 8 ? 0.f : wi;
-    }
+/* The reference's sequential prefix sums over the sorted increments (IQ1_M: per half, the other
+ * half's increment +0; IQ1_S: sorted w*x and w). */
+static void prefix_m(const float *ax0, const float *ax1, const float *aw0, const float *aw1,
+                     float px[2][17], float pw[2][17]) {
     float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0;
     px[0][0] = px[1][0] = 0;
     pw[0][0] = pw[1][0] = 0;
@@ -562,6 +554,33 @@ static void place_prefix_m(const float *xb, const float *weight, const int32_t *
     }
 }
 
+static void prefix_s(const float *ax, const float *aw, float *sumx, float *sumw) {
+    float sx = 0, sw = 0;
+    sumx[0] = sumw[0] = 0;
+    for (int j = 0; j < 32; ++j) {
+        sx = sx + ax[j];
+        sw = sw + aw[j];
+        sumx[j + 1] = sx;
+        sumw[j + 1] = sw;
+    }
+}
+
+/* The sorted products placed by rank (scalar stores), then the prefix sums. */
+static void place_prefix_m(const float *xb, const float *weight, const int32_t *rank, int *order,
+                           float px[2][17], float pw[2][17]) {
+    float ax0[16], ax1[16], aw0[16], aw1[16];
+    for (int i = 0; i < 16; i++) {
+        const int r = rank[i];
+        const float wx = weight[i] * xb[i], wi = weight[i];
+        order[r] = i;
+        ax0[r] = i < 8 ? wx : 0.f; /* +0 for the other half, see sort_prefix_m_scalar */
+        aw0[r] = i < 8 ? wi : 0.f;
+        ax1[r] = i < 8 ? 0.f : wx;
+        aw1[r] = i < 8 ? 0.f : wi;
+    }
+    prefix_m(ax0, ax1, aw0, aw1, px, pw);
+}
+
 static void place_prefix_s(const float *xb, const float *weight, const int32_t *rank, int *order,
                            float *sumx, float *sumw) {
     float ax[32], aw[32];
@@ -571,14 +590,7 @@ static void place_prefix_s(const float *xb, const float *weight, const int32_t *
         ax[r] = weight[i] * xb[i];
         aw[r] = weight[i];
     }
-    float sx = 0, sw = 0;
-    sumx[0] = sumw[0] = 0;
-    for (int j = 0; j < 32; ++j) {
-        sx = sx + ax[j];
-        sw = sw + aw[j];
-        sumx[j + 1] = sx;
-        sumw[j + 1] = sw;
-    }
+    prefix_s(ax, aw, sumx, sumw);
 }
 
 /* ---- the kernels (iq1_lanes.h), once per instruction set ---- */
@@ -607,21 +619,9 @@ static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
     iq1_kernels k = { ctx->simd, best_neighbour_scalar, weights_scalar,
                       sort_prefix_m_scalar, sort_prefix_s_scalar, search_s_scalar, search_m_scalar };
 #ifdef IQ1_X86
-    if (ctx->simd >= IQF_SIMD_AVX512) {
-        k.neighbour = best_neighbour_avx512;
-        k.weights = weights_avx512;
-        k.sort_prefix_m = sort_prefix_m_avx512;
-        k.sort_prefix_s = sort_prefix_s_avx512;
-        k.search_s = search_s_avx512;
-        k.search_m = search_m_avx512;
-    } else if (ctx->simd >= IQF_SIMD_AVX2) {
-        k.neighbour = best_neighbour_avx2;
-        k.weights = weights_avx2;
-        k.sort_prefix_m = sort_prefix_m_avx2;
-        k.sort_prefix_s = sort_prefix_s_avx2;
-        k.search_s = search_s_avx2;
-        k.search_m = search_m_avx2;
-    }
+    if (ctx->simd >= IQF_SIMD_AVX512) k = kernels_avx512;
+    else if (ctx->simd >= IQF_SIMD_AVX2) k = kernels_avx2;
+    k.simd = ctx->simd;
 #endif
     return k;
 }

@@ -108,18 +108,60 @@ VL_FN void VL_SFX(ranks)(const float *xb, int n, int32_t *rank) {
     }
 }
 
+#ifdef IQ1_PACKED
+/* The inverse permutation of n = 16 or 32 ranks in registers: lane r of O[q] is the position
+ * with rank 16q + r. The sorted products then come by permutes (no scalar stores). */
+VL_FN void VL_SFX(inverse16)(const int32_t *rank, int n, VI *O) {
+    for (int q = 0; q < n / 16; q++) O[q] = vi_splat(0);
+    for (int i = 0; i < n; i++) {
+        const VI ri = vi_splat(rank[i]);
+        for (int q = 0; q < n / 16; q++) O[q] = vi_sel(vi_eq(vi_iota() + vi_splat(16 * q), ri), vi_splat(i), O[q]);
+    }
+}
+#endif
+
 VL_TGT static void VL_SFX(sort_prefix_m)(const float *xb, const float *weight, int *order,
                                          float px[2][17], float pw[2][17]) {
     int32_t rank[16];
     VL_SFX(ranks)(xb, 16, rank);
+#ifdef IQ1_PACKED
+    VI O;
+    VL_SFX(inverse16)(rank, 16, &O);
+    vi_store(order, O);
+    const VF W = vf_load(weight), zero = vf_splat(0.0f);
+    const VF sw = vf_perm(W, O), swx = vf_perm(W * vf_load(xb), O);
+    const VM lo = vi_gt(vi_splat(8), O); /* +0 for the other half, see sort_prefix_m_scalar */
+    _Alignas(64) float ax0[16], ax1[16], aw0[16], aw1[16];
+    vf_store(ax0, vf_sel(lo, swx, zero));
+    vf_store(ax1, vf_sel(lo, zero, swx));
+    vf_store(aw0, vf_sel(lo, sw, zero));
+    vf_store(aw1, vf_sel(lo, zero, sw));
+    prefix_m(ax0, ax1, aw0, aw1, px, pw);
+#else
     place_prefix_m(xb, weight, rank, order, px, pw);
+#endif
 }
 
 VL_TGT static void VL_SFX(sort_prefix_s)(const float *xb, const float *weight, int *order,
                                          float *sumx, float *sumw) {
     int32_t rank[32];
     VL_SFX(ranks)(xb, 32, rank);
+#ifdef IQ1_PACKED
+    VI O[2];
+    VL_SFX(inverse16)(rank, 32, O);
+    _Alignas(64) float wx[32], ax[32], aw[32];
+    for (int q = 0; q < 2; q++) {
+        vi_store(order + 16 * q, O[q]);
+        vf_store(wx + 16 * q, vf_load(weight + 16 * q) * vf_load(xb + 16 * q));
+    }
+    for (int q = 0; q < 2; q++) {
+        vf_store(ax + 16 * q, vf_lut32(wx, O[q]));
+        vf_store(aw + 16 * q, vf_lut32(weight, O[q]));
+    }
+    prefix_s(ax, aw, sumx, sumw);
+#else
     place_prefix_s(xb, weight, rank, order, sumx, sumw);
+#endif
 }
 
 /* weights_scalar in SIMD (n = 16 or 32) */
@@ -324,13 +366,24 @@ VL_TGT static int VL_SFX(best_neighbour)(const uint16_t *nb, const uint16_t *nbk
         const VF diff = SQ - vf_splat(xval[i]);
         T[i] = vf_splat(weight[i]) * diff * diff;
     }
+#if VL_W == 16
+    /* 16 lanes: one table for coordinates 0 and 1, lane e = (0 + term0[e & 3]) + term1[e >> 2],
+     * the reference's first two steps of d2 for levels (e & 3, e >> 2). */
+    {
+        const VF diff = vf_splat(scale) * vf_perm(vf_bcast4(xg), vi_iota() >> 2) - vf_splat(xval[1]);
+        T[1] = vf_splat(0.0f) + T[0] + vf_splat(weight[1]) * diff * diff;
+    }
+#define IQ1_NB_FIRST 1 /* T[1] covers coordinates 0 and 1 */
+#else
+#define IQ1_NB_FIRST 0
+#endif
     _Alignas(64) float d2buf[256];
     const VF inf = vf_splat(INFINITY);
     VF vmin = inf;
     for (int j0 = 0; j0 < n; j0 += VL_W) {
         const VI keys = vi_load_u16(nbk + 1 + j0);
-        VF d2 = vf_splat(0.0f);
-        IQ1_UNROLL for (int i = 0; i < 8; i++) d2 = d2 + vf_perm(T[i], keys >> (2 * i));
+        VF d2 = IQ1_NB_FIRST ? vf_perm(T[1], keys) : vf_splat(0.0f);
+        IQ1_UNROLL for (int i = 2 * IQ1_NB_FIRST; i < 8; i++) d2 = d2 + vf_perm(T[i], keys >> (2 * i));
         if (n - j0 < VL_W) d2 = vf_sel(vi_gt(vi_splat(n - j0), vi_iota()), d2, inf);
         vf_store(d2buf + j0, d2);
         vmin = vf_min(d2, vmin);
@@ -343,3 +396,9 @@ VL_TGT static int VL_SFX(best_neighbour)(const uint16_t *nb, const uint16_t *nbk
         if (eq) return grid1->kmap[nbk[1 + j0 + __builtin_ctz(eq)]];
     }
 }
+#undef IQ1_NB_FIRST
+
+/* This instruction set's kernel set (pick_kernels sets .simd). */
+static const iq1_kernels VL_SFX(kernels) = { IQF_SIMD_AUTO, VL_SFX(best_neighbour), VL_SFX(weights),
+                                             VL_SFX(sort_prefix_m), VL_SFX(sort_prefix_s),
+                                             VL_SFX(search_s), VL_SFX(search_m) };

@@ -692,15 +692,8 @@ static void pick_impl(const iqf_qctx *ctx, iq3_variant *v) {
     v->prepare = prepare_sub;
     v->search = search_ref;
 #ifdef IQ3_X86
-    if (ctx->simd == IQF_SIMD_AVX512) {
-        v->neighbour = best_neighbour_avx512;
-        v->prepare = prepare_sub_avx512;
-        v->search = search_avx512;
-    } else if (ctx->simd == IQF_SIMD_AVX2) {
-        v->neighbour = best_neighbour_avx2;
-        v->prepare = prepare_sub_avx2;
-        v->search = search_avx2;
-    }
+    if (ctx->simd == IQF_SIMD_AVX512) pick_avx512(v);
+    else if (ctx->simd == IQF_SIMD_AVX2) pick_avx2(v);
 #else
     (void)ctx;
 #endif

@@ -138,3 +138,10 @@ VL_TGT static float VL_SFX(search)(const iq3_variant *v, const iq3_sub *sb, int8
 #endif
     return finish_search(v, sb, &cd, L);
 }
+
+/* This instruction set's implementation of the variant's steps. */
+static void VL_SFX(pick)(iq3_variant *v) {
+    v->neighbour = VL_SFX(best_neighbour);
+    v->prepare = VL_SFX(prepare_sub);
+    v->search = VL_SFX(search);
+}
