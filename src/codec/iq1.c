@@ -9,9 +9,10 @@
  * split of the sorted values into {-1, 0, +1} is scored with prefix sums, and groups of 8 that land
  * off the grid take the best of their neighbour list (iqgrid.h, nwant 3).
  *
- * SIMD (same bytes at every level):
- *  - sort: ranks by vector compares (ties by position), the inverse permutation in registers
- *    (AVX-512) or scalar placement (AVX2), then the reference's sequential prefix sums;
+ * SIMD (same bytes at every level; the kernels are written once in iq1_lanes.h over vec_lanes.h
+ * and compiled for AVX2 and AVX-512):
+ *  - sort: ranks by vector compares (ties by position), scalar placement, then the reference's
+ *    sequential prefix sums;
  *  - split search: every (i1, i2) pair's sumqx/sumq2 in vector lanes with the reference's exact
  *    per-candidate operation order (AVX-512: pairs in lanes, tables by permutes; AVX2: 8
  *    consecutive i2 per vector); the order-dependent "accept if better" sequence is resolved by
@@ -400,13 +401,12 @@ typedef struct iq1_cands {
     bool nan;
     int8_t i1[IQ1_MAXV], i2[IQ1_MAXV], nl[IQ1_MAXV]; /* i1-major layout: lane l is (i1, i2 + l) */
     const int8_t *li1, *li2; /* or, when not NULL, lane l of vector v is (li1, li2)[v*W + l] */
-    float vmax[IQ1_MAXV];
     _Alignas(64) float sqx[2048]; /* [(v*K + k)*W + lane]; 64-byte aligned: whole-line vectors */
     _Alignas(64) float sq2[2048];
     _Alignas(64) float f[2048];   /* approximately (sqx/sq2)*sqx where sq2 > 0, else -FLT_MAX */
-    _Alignas(64) float vmaxv[IQ1_MAXV * 16]; /* AVX-512: per vector, lane-wise max of f */
-    /* finds the anchor (see select_best): returns its vector (-1: none), sets its lane/variant
-     * and the largest f before it; NULL: generic code from vmax[] */
+    _Alignas(64) float vmaxv[IQ1_MAXV * 16]; /* per vector, lane-wise max of f over the variants */
+    /* finds the anchor (see select_best): returns its vector (-1: no valid candidate, -2: not
+     * found, replay), sets its lane/variant and the largest f before it */
     int (*anchor)(const struct iq1_cands *c, int *gl, int *gk, float *before);
     /* largest approximate f of vector v (see replay_from) */
     float (*vecmax)(const struct iq1_cands *c, int v);
@@ -481,51 +481,18 @@ static void replay_from(const iq1_cands *c, condmask_fn cm, iq1_acc *a, int v0, 
     }
 }
 
-static float vecmax_scalar(const iq1_cands *c, int v) { return c->vmax[v]; }
-
 static void select_best(const iq1_cands *c, condmask_fn cm, iq1_acc *a) {
     const int K = c->K, W = c->W;
     if (c->nan) {
         replay_from(c, cm, a, 0, 0, 0);
         return;
     }
-    float M = -FLT_MAX, before = -FLT_MAX, run = -FLT_MAX;
-    int gv = -1, gl = -1, gk = -1;
+    int gl = -1, gk = -1;
     float U0;
-    if (c->anchor) {
-        gv = c->anchor(c, &gl, &gk, &U0);
-        if (gv < 0) {
-            if (gv == -2) replay_from(c, cm, a, 0, 0, 0);
-            return;
-        }
-    } else {
-        for (int v = 0; v < c->nv; v++) {
-            if (c->vmax[v] > M) {
-                M = c->vmax[v];
-                gv = v;
-                before = run;
-            }
-            run = c->vmax[v] > run ? c->vmax[v] : run;
-        }
-        if (gv < 0) return; /* no candidate with sq2 > 0: nothing is ever accepted */
-        float inner = -FLT_MAX;
-        const float *F = c->f + (size_t)gv * K * W;
-        for (int l = 0; l < c->nl[gv] && gl < 0; l++) {
-            for (int k = 0; k < K; k++) {
-                float f = F[k * W + l];
-                if (f == M) {
-                    gl = l;
-                    gk = k;
-                    break;
-                }
-                inner = f > inner ? f : inner;
-            }
-        }
-        U0 = before > inner ? before : inner;
-        if (gl < 0) {
-            replay_from(c, cm, a, 0, 0, 0);
-            return;
-        }
+    const int gv = c->anchor(c, &gl, &gk, &U0);
+    if (gv < 0) { /* -1: no candidate with sq2 > 0, nothing is ever accepted */
+        if (gv == -2) replay_from(c, cm, a, 0, 0, 0);
+        return;
     }
     const float *X = c->sqx + (size_t)gv * K * W, *Q = c->sq2 + (size_t)gv * K * W;
     /* U >= every exact f before g (approximation error < 2^-20 relative for sq2 in
@@ -545,339 +512,33 @@ static void select_best(const iq1_cands *c, condmask_fn cm, iq1_acc *a) {
     else replay_from(c, cm, a, gv, gl + 1, 0);
 }
 
-/* ---- AVX-512 ---- */
-
-AVX512_TARGET static unsigned condmask_avx512(const float *sqx, const float *sq2, int K, float best) {
-    const __m512 vb = _mm512_set1_ps(best), zero = _mm512_setzero_ps();
-    __mmask16 any = 0;
-    for (int k = 0; k < K; k++) {
-        __m512 x = _mm512_loadu_ps(sqx + 16 * k), q = _mm512_loadu_ps(sq2 + 16 * k);
-        any |= _mm512_cmp_ps_mask(q, zero, _CMP_GT_OQ) &
-               _mm512_cmp_ps_mask(_mm512_mul_ps(x, x), _mm512_mul_ps(vb, q), _CMP_GT_OQ);
-    }
-    return any;
+/* ---- shared by the SIMD kernels (iq1_lanes.h) ---- */
+static void cands_init(iq1_cands *c, int K, int W,
+                       int (*anchor)(const iq1_cands *, int *, int *, float *),
+                       float (*vecmax)(const iq1_cands *, int)) {
+    c->nv = 0;
+    c->K = K;
+    c->W = W;
+    c->nan = false;
+    c->li1 = c->li2 = NULL;
+    c->anchor = anchor;
+    c->vecmax = vecmax;
 }
 
-/* Stores one vector of K variants and its largest valid f. */
-AVX512_TARGET __attribute__((always_inline)) static inline void
-store_vec_avx512(iq1_cands *c, const __m512 *sqx, const __m512 *sq2, int K, __mmask16 valid, int nl) {
-    const int v = c->nv++;
-    const __m512 zero = _mm512_setzero_ps();
-    const __m512i lo = _mm512_set1_epi32(0x21800000 /* 2^-60 */), span = _mm512_set1_epi32(120 << 23);
-    __m512 fmax = _mm512_set1_ps(-FLT_MAX);
-    __mmask16 bad = 0;
-#pragma GCC unroll 4
-    for (int k = 0; k < K; k++) {
-        _mm512_storeu_ps(c->sqx + (size_t)(v * K + k) * 16, sqx[k]);
-        _mm512_storeu_ps(c->sq2 + (size_t)(v * K + k) * 16, sq2[k]);
-        __mmask16 ok = _mm512_mask_cmp_ps_mask(valid, sq2[k], zero, _CMP_GT_OQ);
-        /* approximate f (see select_best): sqx^2 / sq2 with rcp14 and one Newton step (relative
-         * error < 2^-21), trusted for sq2 in [2^-60, 2^60] (checked on the bit pattern). A NaN f
-         * (NaN sqx: never accepted) loses every max below. */
-        __m512 r = _mm512_rcp14_ps(sq2[k]);
-        r = _mm512_mul_ps(r, _mm512_fnmadd_ps(sq2[k], r, _mm512_set1_ps(2.f)));
-        __m512 f = _mm512_mul_ps(_mm512_mul_ps(sqx[k], sqx[k]), r);
-        bad |= _mm512_mask_cmpgt_epu32_mask(ok, _mm512_sub_epi32(_mm512_castps_si512(sq2[k]), lo), span);
-        f = _mm512_mask_mov_ps(_mm512_set1_ps(-FLT_MAX), ok, f);
-        _mm512_storeu_ps(c->f + (size_t)(v * K + k) * 16, f);
-        fmax = _mm512_max_ps(f, fmax);
-    }
-    if (bad) c->nan = true;
-    _mm512_storeu_ps(c->vmaxv + (size_t)v * 16, fmax);
-    c->nl[v] = (int8_t)nl;
-}
-
-AVX512_TARGET static float vecmax_avx512(const iq1_cands *c, int v) {
-    return _mm512_reduce_max_ps(_mm512_load_ps(c->vmaxv + (size_t)v * 16));
-}
-
-/* Anchor: the first candidate (vector gv, lane gl, variant gk) holding the largest f, and the
- * largest f before it. Returns -1 if no candidate is valid, -2 if not found (then replay). */
-AVX512_TARGET static int anchor_avx512(const iq1_cands *c, int *gl, int *gk, float *before) {
-    const int K = c->K;
-    __m512 gm = _mm512_set1_ps(-FLT_MAX);
-    for (int v = 0; v < c->nv; v++) gm = _mm512_max_ps(_mm512_load_ps(c->vmaxv + (size_t)v * 16), gm);
-    const float m = _mm512_reduce_max_ps(gm);
-    if (!(m > -FLT_MAX)) return -1;
-    const __m512 vm = _mm512_set1_ps(m);
-    __m512 bm = _mm512_set1_ps(-FLT_MAX);
-    for (int v = 0; v < c->nv; v++) {
-        __m512 x = _mm512_load_ps(c->vmaxv + (size_t)v * 16);
-        if (!_mm512_cmp_ps_mask(x, vm, _CMP_EQ_OQ)) {
-            bm = _mm512_max_ps(x, bm);
-            continue;
-        }
-        const float *F = c->f + (size_t)v * K * 16;
-        unsigned eq[4] = { 0, 0, 0, 0 }, any = 0;
-        for (int k = 0; k < K; k++) {
-            eq[k] = _mm512_cmp_ps_mask(_mm512_load_ps(F + 16 * k), vm, _CMP_EQ_OQ);
-            any |= eq[k];
-        }
-        const int l = __builtin_ctz(any);
-        int k0 = 0;
-        while (!(eq[k0] >> l & 1)) k0++;
-        for (int k = 0; k < K; k++) {
-            const __mmask16 earlier = (__mmask16)(((1u << l) - 1) | (k < k0 ? 1u << l : 0));
-            bm = _mm512_mask_max_ps(bm, earlier, _mm512_load_ps(F + 16 * k), bm);
-        }
-        *gl = l;
-        *gk = k0;
-        *before = _mm512_reduce_max_ps(bm);
-        return v;
-    }
-    return -2;
-}
-
-/* IQ1_S: lane = one (i1, i2) pair of the reference's order (pairs_s16: 561 pairs, 36 vectors);
- * variants x_p, x_m. Tables are gathered with two-register permutes: i1-indexed ones directly
- * (i1 <= 31 in vectors 0..34), i2-indexed ones shifted by one (i2 in 1..32); pair (0,0) and
- * the last pair (32,32) are patched in with scalar code. */
-AVX512_TARGET static int search_s_avx512(const float *sumx, const float *sumw, float *scale_out,
-                                         int *bi1, int *bi2) {
-    const int bs = 32;
-    /* i1-indexed: Ap, Am, WAp, WAm, X1, W1; i2-indexed (entry i2-1): X2, W2, Cp, Cm, WCp, WCm. */
-    _Alignas(64) float t1[6][32];
-    _Alignas(64) float t2[6][32];
-    {
-        const __m512 p0 = _mm512_set1_ps(x_p[0]), m0 = _mm512_set1_ps(x_m[0]);
-        const __m512 p2 = _mm512_set1_ps(x_p[2]), m2 = _mm512_set1_ps(x_m[2]);
-        const __m512 sx0 = _mm512_set1_ps(sumx[0]), sw0 = _mm512_set1_ps(sumw[0]);
-        const __m512 sxb = _mm512_set1_ps(sumx[bs]), swb = _mm512_set1_ps(sumw[bs]);
-        for (int h = 0; h < 32; h += 16) {
-            const __m512 X = _mm512_loadu_ps(sumx + h), Wv = _mm512_loadu_ps(sumw + h);
-            const __m512 A = _mm512_sub_ps(X, sx0), WA = _mm512_sub_ps(Wv, sw0);
-            _mm512_store_ps(t1[0] + h, _mm512_mul_ps(A, p0));
-            _mm512_store_ps(t1[1] + h, _mm512_mul_ps(A, m0));
-            _mm512_store_ps(t1[2] + h, _mm512_mul_ps(_mm512_mul_ps(WA, p0), p0));
-            _mm512_store_ps(t1[3] + h, _mm512_mul_ps(_mm512_mul_ps(WA, m0), m0));
-            _mm512_store_ps(t1[4] + h, X);
-            _mm512_store_ps(t1[5] + h, Wv);
-            /* i2-indexed, entry i = value at i2 = i + 1 */
-            const __m512 X2 = _mm512_loadu_ps(sumx + h + 1), W2 = _mm512_loadu_ps(sumw + h + 1);
-            const __m512 C = _mm512_sub_ps(sxb, X2), WC = _mm512_sub_ps(swb, W2);
-            _mm512_store_ps(t2[0] + h, X2);
-            _mm512_store_ps(t2[1] + h, W2);
-            _mm512_store_ps(t2[2] + h, _mm512_mul_ps(C, p2));
-            _mm512_store_ps(t2[3] + h, _mm512_mul_ps(C, m2));
-            _mm512_store_ps(t2[4] + h, _mm512_mul_ps(_mm512_mul_ps(WC, p2), p2));
-            _mm512_store_ps(t2[5] + h, _mm512_mul_ps(_mm512_mul_ps(WC, m2), m2));
-        }
-    }
-#define T1(j) _mm512_permutex2var_ps(_mm512_loadu_ps(t1[j]), idx1, _mm512_loadu_ps(t1[j] + 16))
-#define T2(j) _mm512_permutex2var_ps(_mm512_loadu_ps(t2[j]), idx2, _mm512_loadu_ps(t2[j] + 16))
-    iq1_cands c;
-    c.nv = 0;
-    c.K = 2;
-    c.W = 16;
-    c.nan = false;
-    c.li1 = pairs_s16.i1;
-    c.li2 = pairs_s16.i2;
-    c.anchor = anchor_avx512;
-    c.vecmax = vecmax_avx512;
-    const __m512 p1 = _mm512_set1_ps(x_p[1]), m1 = _mm512_set1_ps(x_m[1]);
-    for (int v = 0; v < 35; v++) {
-        const __m512i idx1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_s16.i1 + 16 * v)));
-        const __m512i idx2 = _mm512_sub_epi32(
-            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_s16.i2 + 16 * v))),
-            _mm512_set1_epi32(1));
-        __m512 B = _mm512_sub_ps(T2(0), T1(4));
-        __m512 WB = _mm512_sub_ps(T2(1), T1(5));
-        __m512 sqx[2], sq2[2];
-        sqx[0] = _mm512_add_ps(_mm512_add_ps(T1(0), _mm512_mul_ps(B, p1)), T2(2));
-        sqx[1] = _mm512_add_ps(_mm512_add_ps(T1(1), _mm512_mul_ps(B, m1)), T2(3));
-        sq2[0] = _mm512_add_ps(_mm512_add_ps(T1(2), _mm512_mul_ps(_mm512_mul_ps(WB, p1), p1)), T2(4));
-        sq2[1] = _mm512_add_ps(_mm512_add_ps(T1(3), _mm512_mul_ps(_mm512_mul_ps(WB, m1), m1)), T2(5));
-        if (v == 0) {
-            /* pair (0, 0): i2 = 0 is outside the shifted tables */
-            float px_, mx_, p2_, m2_;
-            scalar_pair_s(sumx, sumw, 0, 0, &px_, &mx_, &p2_, &m2_);
-            sqx[0] = _mm512_mask_mov_ps(sqx[0], 1, _mm512_set1_ps(px_));
-            sqx[1] = _mm512_mask_mov_ps(sqx[1], 1, _mm512_set1_ps(mx_));
-            sq2[0] = _mm512_mask_mov_ps(sq2[0], 1, _mm512_set1_ps(p2_));
-            sq2[1] = _mm512_mask_mov_ps(sq2[1], 1, _mm512_set1_ps(m2_));
-        }
-        store_vec_avx512(&c, sqx, sq2, 2, 0xffff, 16);
-    }
-#undef T1
-#undef T2
-    {
-        float px_, mx_, p2_, m2_;
-        scalar_pair_s(sumx, sumw, bs, bs, &px_, &mx_, &p2_, &m2_);
-        __m512 sqx[2] = { _mm512_set1_ps(px_), _mm512_set1_ps(mx_) };
-        __m512 sq2[2] = { _mm512_set1_ps(p2_), _mm512_set1_ps(m2_) };
-        store_vec_avx512(&c, sqx, sq2, 2, 1, 1);
-    }
+/* select_best from the reference's initial state; returns the accepted variant (-1: none). */
+static int run_select(const iq1_cands *c, condmask_fn cm, float *scale_out, int *bi1, int *bi2) {
     iq1_acc a = { -FLT_MAX, *scale_out, -1, -1, 0 };
-    select_best(&c, condmask_avx512, &a);
-    *scale_out = a.scale;
-    *bi1 = a.i1;
-    *bi2 = a.i2;
-    return a.i1 < 0 || a.i2 < 0 ? 0 : (a.k == 0 ? 1 : -1);
-}
-
-/* IQ1_M: lane = one (i1, i2) pair (pairs_m16: 153 pairs, 10 vectors); variants k = 0..3. */
-AVX512_TARGET static int search_m_avx512(const float px[2][17], const float pw[2][17],
-                                         float *scale_out, int *bi1, int *bi2) {
-    const int bs = 16;
-    const float p2 = x_p[2], m2 = x_m[2];
-    const float cp1 = x_p[0] * x_p[0] - x_p[1] * x_p[1];
-    const float cp2 = x_p[1] * x_p[1] - x_p[2] * x_p[2];
-    const float cm1 = x_m[0] * x_m[0] - x_m[1] * x_m[1];
-    const float cm2 = x_m[1] * x_m[1] - x_m[2] * x_m[2];
-    /* per half: px, pw*cp1, pw*cp2, pw*cm1, pw*cm2 (17 entries, padded to 32) */
-    _Alignas(64) float t[2][5][32];
-    for (int h = 0; h < 2; h++) {
-        /* entries 0..15, then entry 16 repeated (indices above 16 are never used) */
-        const __m512 x0 = _mm512_loadu_ps(px[h]), x1 = _mm512_set1_ps(px[h][bs]);
-        const __m512 w0 = _mm512_loadu_ps(pw[h]), w1 = _mm512_set1_ps(pw[h][bs]);
-        const float cc[4] = { cp1, cp2, cm1, cm2 };
-        _mm512_store_ps(t[h][0], x0);
-        _mm512_store_ps(t[h][0] + 16, x1);
-        for (int j = 0; j < 4; j++) {
-            const __m512 cj = _mm512_set1_ps(cc[j]);
-            _mm512_store_ps(t[h][j + 1], _mm512_mul_ps(w0, cj));
-            _mm512_store_ps(t[h][j + 1] + 16, _mm512_mul_ps(w1, cj));
-        }
-    }
-    iq1_cands c;
-    c.nv = 0;
-    c.K = 4;
-    c.W = 16;
-    c.nan = false;
-    c.li1 = pairs_m16.i1;
-    c.li2 = pairs_m16.i2;
-    c.anchor = anchor_avx512;
-    c.vecmax = vecmax_avx512;
-    __m512 Tp[2], Tm[2], TWp[2], TWm[2];
-    for (int h = 0; h < 2; h++) {
-        Tp[h] = _mm512_set1_ps(px[h][bs] * p2);
-        Tm[h] = _mm512_set1_ps(px[h][bs] * m2);
-        TWp[h] = _mm512_set1_ps(pw[h][bs] * p2 * p2);
-        TWm[h] = _mm512_set1_ps(pw[h][bs] * m2 * m2);
-    }
-#define TB(h, j, idx) _mm512_permutex2var_ps(_mm512_loadu_ps(t[h][j]), idx, _mm512_loadu_ps(t[h][j] + 16))
-    for (int v = 0; v < 10; v++) {
-        const int nl = v < 9 ? 16 : 153 - 16 * 9;
-        const __m512i idx1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_m16.i1 + 16 * v)));
-        const __m512i idx2 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(pairs_m16.i2 + 16 * v)));
-        __m512 sx0 = _mm512_add_ps(TB(0, 0, idx1), TB(0, 0, idx2));
-        __m512 sx1 = _mm512_add_ps(TB(1, 0, idx1), TB(1, 0, idx2));
-        __m512 qxp0 = _mm512_sub_ps(Tp[0], sx0), qxm0 = _mm512_sub_ps(Tm[0], sx0);
-        __m512 qxp1 = _mm512_sub_ps(Tp[1], sx1), qxm1 = _mm512_sub_ps(Tm[1], sx1);
-        __m512 q2p0 = _mm512_add_ps(_mm512_add_ps(TWp[0], TB(0, 1, idx1)), TB(0, 2, idx2));
-        __m512 q2m0 = _mm512_add_ps(_mm512_add_ps(TWm[0], TB(0, 3, idx1)), TB(0, 4, idx2));
-        __m512 q2p1 = _mm512_add_ps(_mm512_add_ps(TWp[1], TB(1, 1, idx1)), TB(1, 2, idx2));
-        __m512 q2m1 = _mm512_add_ps(_mm512_add_ps(TWm[1], TB(1, 3, idx1)), TB(1, 4, idx2));
-        __m512 sqx[4], sq2[4];
-        sqx[0] = _mm512_add_ps(qxp0, qxp1);
-        sqx[1] = _mm512_add_ps(qxp0, qxm1);
-        sqx[2] = _mm512_add_ps(qxm0, qxp1);
-        sqx[3] = _mm512_add_ps(qxm0, qxm1);
-        sq2[0] = _mm512_add_ps(q2p0, q2p1);
-        sq2[1] = _mm512_add_ps(q2p0, q2m1);
-        sq2[2] = _mm512_add_ps(q2m0, q2p1);
-        sq2[3] = _mm512_add_ps(q2m0, q2m1);
-        store_vec_avx512(&c, sqx, sq2, 4, (__mmask16)((1u << nl) - 1), nl);
-    }
-#undef TB
-    iq1_acc a = { -FLT_MAX, *scale_out, -1, -1, 0 };
-    select_best(&c, condmask_avx512, &a);
+    select_best(c, cm, &a);
     *scale_out = a.scale;
     *bi1 = a.i1;
     *bi2 = a.i2;
     return a.i1 < 0 || a.i2 < 0 ? -1 : a.k;
 }
 
-/* Neighbour search, 16 neighbours per vector. term table T_i: lane e holds
- * (w_i*(scale*xg[e&3] - x_i))*(scale*xg[e&3] - x_i), so permutexvar by key >> 2i (low 4 bits)
- * picks the term of coordinate i's level. */
-AVX512_TARGET static int best_neighbour_avx512(const uint16_t *nb, const uint16_t *nbk,
-                                               const float *xval, const float *weight, float scale,
-                                               const float *xg) {
-    const int n = nbk[0];
-    if (n > 240) return best_neighbour_scalar(nb, nbk, xval, weight, scale, xg);
-    /* Lane e of T[i] (i >= 2): term of level e & 3; T01 lane e = (0 + term0[e & 3]) +
-     * term1[e >> 2], the reference's first two steps of d2 for levels (e & 3, e >> 2). */
-    const __m512 vs = _mm512_set1_ps(scale);
-    const __m512 g0 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 1, 2, 0, 0, 1, 2, 0, 0, 1, 2, 0, 0, 1, 2, 0),
-                                            _mm512_castps128_ps512(_mm_loadu_ps(xg)));
-    const __m512 g1 = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 0, 0, 0, 0),
-                                            _mm512_castps128_ps512(_mm_loadu_ps(xg)));
-    const __m512 SQ = _mm512_mul_ps(vs, g0), SQ1 = _mm512_mul_ps(vs, g1);
-    __m512 T[8];
-    for (int i = 0; i < 8; i++) {
-        __m512 diff = _mm512_sub_ps(i == 1 ? SQ1 : SQ, _mm512_set1_ps(xval[i]));
-        T[i] = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(weight[i]), diff), diff);
-    }
-    const __m512 T01 = _mm512_add_ps(_mm512_add_ps(_mm512_setzero_ps(), T[0]), T[1]);
-    /* All distances, then one minimum (NaN never wins, as in `d2 < best`), then its first
-     * occurrence: the reference's strict-< scan. */
-    _Alignas(64) float d2buf[256];
-    __m512 vmin = _mm512_set1_ps(INFINITY);
-    for (int j0 = 0; j0 < n; j0 += 16) {
-        __m512i keys = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(nbk + 1 + j0)));
-        __m512 d2 = _mm512_permutexvar_ps(keys, T01);
-        for (int i = 2; i < 8; i++)
-            d2 = _mm512_add_ps(d2, _mm512_permutexvar_ps(_mm512_srli_epi32(keys, 2 * i), T[i]));
-        if (n - j0 < 16)
-            d2 = _mm512_mask_mov_ps(_mm512_set1_ps(INFINITY), (__mmask16)((1u << (n - j0)) - 1), d2);
-        _mm512_storeu_ps(d2buf + j0, d2);
-        vmin = _mm512_min_ps(d2, vmin);
-    }
-    const float m = _mm512_reduce_min_ps(vmin);
-    if (!(m < FLT_MAX)) return -1;
-    const __m512 vm = _mm512_set1_ps(m);
-    for (int j0 = 0;; j0 += 16) {
-        __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(d2buf + j0), vm, _CMP_EQ_OQ);
-        if (eq) return grid1->kmap[nbk[1 + j0 + __builtin_ctz((unsigned)eq)]];
-    }
-}
-
-AVX512_TARGET static float weights_avx512(const float *xb, const float *qw, float sigma2, int n,
-                                         float *w) {
-    __m512 mx = _mm512_setzero_ps();
-    for (int i = 0; i < n; i += 16) {
-        __m512 x = _mm512_loadu_ps(xb + i), x2 = _mm512_mul_ps(x, x);
-        if (qw)
-            x2 = _mm512_mul_ps(_mm512_loadu_ps(qw + i),
-                               _mm512_sqrt_ps(_mm512_add_ps(_mm512_set1_ps(sigma2), x2)));
-        _mm512_storeu_ps(w + i, x2);
-        mx = _mm512_max_ps(mx, _mm512_abs_ps(x));
-    }
-    return _mm512_reduce_max_ps(mx);
-}
-
-/* IQ1_M sort + prefix sums: ranks rank_i = #{j: x_j < x_i} + #{j < i: x_j == x_i}, then the
- * inverse permutation in a register (order[r] = i with rank_i = r), the sorted products by permutes, and the sequential
- * sums over contiguous data. */
-AVX512_TARGET static void sort_prefix_m_avx512(const float *xb, const float *weight, int *order,
-                                               float px[2][17], float pw[2][17]) {
-    const __m512 X = _mm512_loadu_ps(xb);
-    const __m512i one = _mm512_set1_epi32(1);
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512i R = _mm512_setzero_si512();
-    for (int j = 0; j < 16; j++) {
-        const __m512 xj = _mm512_set1_ps(xb[j]);
-        __mmask16 m = _mm512_cmp_ps_mask(X, xj, _CMP_GT_OQ) |
-                      _mm512_mask_cmp_ps_mask((__mmask16)(0xffffu << (j + 1)), X, xj, _CMP_EQ_OQ);
-        R = _mm512_mask_add_epi32(R, m, R, one);
-    }
-    __m512i O = _mm512_setzero_si512();
-    for (int i = 0; i < 16; i++) {
-        __mmask16 at = _mm512_cmpeq_epi32_mask(iota, _mm512_permutexvar_epi32(_mm512_set1_epi32(i), R));
-        O = _mm512_mask_mov_epi32(O, at, _mm512_set1_epi32(i));
-    }
-    _mm512_storeu_si512(order, O);
-    const __m512 W = _mm512_loadu_ps(weight);
-    const __m512 WX = _mm512_mul_ps(W, X);
-    const __mmask16 lo = _mm512_cmplt_epi32_mask(O, _mm512_set1_epi32(8));
-    const __m512 sw = _mm512_permutexvar_ps(O, W), swx = _mm512_permutexvar_ps(O, WX);
-    /* per sorted position: the increment of each half (+0 for the other half, see the scalar) */
-    _Alignas(64) float ax0[16], ax1[16], aw0[16], aw1[16];
-    _mm512_store_ps(ax0, _mm512_maskz_mov_ps(lo, swx));
-    _mm512_store_ps(ax1, _mm512_maskz_mov_ps((__mmask16)~lo, swx));
-    _mm512_store_ps(aw0, _mm512_maskz_mov_ps(lo, sw));
-    _mm512_store_ps(aw1, _mm512_maskz_mov_ps((__mmask16)~lo, sw));
+/* The reference's sequential prefix sums over the sorted increments (IQ1_M: per half, the other
+ * half's increment +0; IQ1_S: sorted w*x and w). */
+static void prefix_m(const float *ax0, const float *ax1, const float *aw0, const float *aw1,
+                     float px[2][17], float pw[2][17]) {
     float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0;
     px[0][0] = px[1][0] = 0;
     pw[0][0] = pw[1][0] = 0;
@@ -893,40 +554,7 @@ AVX512_TARGET static void sort_prefix_m_avx512(const float *xb, const float *wei
     }
 }
 
-/* IQ1_S sort + prefix sums, as sort_prefix_m_avx512 for 32 values. */
-AVX512_TARGET static void sort_prefix_s_avx512(const float *xb, const float *weight, int *order,
-                                               float *sumx, float *sumw) {
-    const __m512 X0 = _mm512_loadu_ps(xb), X1 = _mm512_loadu_ps(xb + 16);
-    const __m512i one = _mm512_set1_epi32(1);
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i iota16 = _mm512_add_epi32(iota, _mm512_set1_epi32(16));
-    __m512i R0 = _mm512_setzero_si512(), R1 = _mm512_setzero_si512();
-    for (int j = 0; j < 32; j++) {
-        const __m512 xj = _mm512_set1_ps(xb[j]);
-        const __mmask16 after0 = (__mmask16)(j < 16 ? 0xffffu << (j + 1) : 0);
-        const __mmask16 after1 = (__mmask16)(j < 16 ? 0xffffu : 0xffffu << (j - 15));
-        __mmask16 m0 = _mm512_cmp_ps_mask(X0, xj, _CMP_GT_OQ) |
-                       _mm512_mask_cmp_ps_mask(after0, X0, xj, _CMP_EQ_OQ);
-        __mmask16 m1 = _mm512_cmp_ps_mask(X1, xj, _CMP_GT_OQ) |
-                       _mm512_mask_cmp_ps_mask(after1, X1, xj, _CMP_EQ_OQ);
-        R0 = _mm512_mask_add_epi32(R0, m0, R0, one);
-        R1 = _mm512_mask_add_epi32(R1, m1, R1, one);
-    }
-    __m512i O0 = _mm512_setzero_si512(), O1 = _mm512_setzero_si512();
-    for (int i = 0; i < 32; i++) {
-        const __m512i Ri = _mm512_permutexvar_epi32(_mm512_set1_epi32(i & 15), i < 16 ? R0 : R1);
-        O0 = _mm512_mask_mov_epi32(O0, _mm512_cmpeq_epi32_mask(iota, Ri), _mm512_set1_epi32(i));
-        O1 = _mm512_mask_mov_epi32(O1, _mm512_cmpeq_epi32_mask(iota16, Ri), _mm512_set1_epi32(i));
-    }
-    _mm512_storeu_si512(order, O0);
-    _mm512_storeu_si512(order + 16, O1);
-    const __m512 W0 = _mm512_loadu_ps(weight), W1 = _mm512_loadu_ps(weight + 16);
-    const __m512 WX0 = _mm512_mul_ps(W0, X0), WX1 = _mm512_mul_ps(W1, X1);
-    _Alignas(64) float ax[32], aw[32];
-    _mm512_store_ps(ax, _mm512_permutex2var_ps(WX0, O0, WX1));
-    _mm512_store_ps(ax + 16, _mm512_permutex2var_ps(WX0, O1, WX1));
-    _mm512_store_ps(aw, _mm512_permutex2var_ps(W0, O0, W1));
-    _mm512_store_ps(aw + 16, _mm512_permutex2var_ps(W0, O1, W1));
+static void prefix_s(const float *ax, const float *aw, float *sumx, float *sumw) {
     float sx = 0, sw = 0;
     sumx[0] = sumw[0] = 0;
     for (int j = 0; j < 32; ++j) {
@@ -937,76 +565,9 @@ AVX512_TARGET static void sort_prefix_s_avx512(const float *xb, const float *wei
     }
 }
 
-
-/* ---- AVX2 ---- */
-
-AVX2_TARGET static unsigned condmask_avx2(const float *sqx, const float *sq2, int K, float best) {
-    const __m256 vb = _mm256_set1_ps(best), zero = _mm256_setzero_ps();
-    __m256 any = _mm256_setzero_ps();
-    for (int k = 0; k < K; k++) {
-        __m256 x = _mm256_loadu_ps(sqx + 8 * k), q = _mm256_loadu_ps(sq2 + 8 * k);
-        any = _mm256_or_ps(any, _mm256_and_ps(_mm256_cmp_ps(q, zero, _CMP_GT_OQ),
-                                              _mm256_cmp_ps(_mm256_mul_ps(x, x), _mm256_mul_ps(vb, q), _CMP_GT_OQ)));
-    }
-    return (unsigned)_mm256_movemask_ps(any);
-}
-
-AVX2_TARGET __attribute__((always_inline)) static inline void
-store_vec_avx2(iq1_cands *c, const __m256 *sqx, const __m256 *sq2, int K, int nl, int i1, int i2) {
-    const int v = c->nv++;
-    const __m256 lanes = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nl),
-                                                                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-    __m256 fmax = _mm256_set1_ps(-FLT_MAX), nan = _mm256_setzero_ps();
-#pragma GCC unroll 4
-    for (int k = 0; k < K; k++) {
-        _mm256_storeu_ps(c->sqx + (size_t)(v * K + k) * 8, sqx[k]);
-        _mm256_storeu_ps(c->sq2 + (size_t)(v * K + k) * 8, sq2[k]);
-        __m256 ok = _mm256_and_ps(lanes, _mm256_cmp_ps(sq2[k], _mm256_setzero_ps(), _CMP_GT_OQ));
-        __m256 r = _mm256_rcp_ps(sq2[k]);
-        r = _mm256_mul_ps(r, _mm256_fnmadd_ps(sq2[k], r, _mm256_set1_ps(2.f)));
-        __m256 f = _mm256_mul_ps(_mm256_mul_ps(sqx[k], sqx[k]), r);
-        __m256 bad = _mm256_or_ps(_mm256_cmp_ps(f, f, _CMP_UNORD_Q),
-                                  _mm256_or_ps(_mm256_cmp_ps(sq2[k], _mm256_set1_ps(0x1p-60f), _CMP_LT_OQ),
-                                               _mm256_cmp_ps(sq2[k], _mm256_set1_ps(0x1p60f), _CMP_GT_OQ)));
-        nan = _mm256_or_ps(nan, _mm256_and_ps(ok, bad));
-        f = _mm256_blendv_ps(_mm256_set1_ps(-FLT_MAX), f, ok);
-        _mm256_storeu_ps(c->f + (size_t)(v * K + k) * 8, f);
-        fmax = _mm256_max_ps(fmax, f);
-    }
-    if (_mm256_movemask_ps(nan)) c->nan = true;
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(fmax), _mm256_extractf128_ps(fmax, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-    float vmax = _mm_cvtss_f32(h);
-    c->vmax[v] = vmax;
-    c->i1[v] = (int8_t)i1;
-    c->i2[v] = (int8_t)i2;
-    c->nl[v] = (int8_t)nl;
-}
-
-/* Ranks (rank_i = #{j: x_j < x_i} + #{j < i: x_j == x_i}) of n = 16 or 32 values, 8 lanes at a
- * time; then the sorted products are placed with scalar stores (no dependent loads later). */
-AVX2_TARGET static void ranks_avx2(const float *xb, int n, int32_t *rank) {
-    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (int q = 0; q < n; q += 8) {
-        const __m256 X = _mm256_loadu_ps(xb + q);
-        const __m256i lanes = _mm256_add_epi32(iota, _mm256_set1_epi32(q));
-        __m256i R = _mm256_setzero_si256();
-        for (int j = 0; j < n; j++) {
-            const __m256 xj = _mm256_set1_ps(xb[j]);
-            const __m256i after = _mm256_cmpgt_epi32(lanes, _mm256_set1_epi32(j));
-            const __m256i m = _mm256_or_si256(_mm256_castps_si256(_mm256_cmp_ps(X, xj, _CMP_GT_OQ)),
-                                              _mm256_and_si256(after, _mm256_castps_si256(_mm256_cmp_ps(X, xj, _CMP_EQ_OQ))));
-            R = _mm256_sub_epi32(R, m);
-        }
-        _mm256_storeu_si256((__m256i *)(rank + q), R);
-    }
-}
-
-AVX2_TARGET static void sort_prefix_m_avx2(const float *xb, const float *weight, int *order,
-                                           float px[2][17], float pw[2][17]) {
-    int32_t rank[16];
-    ranks_avx2(xb, 16, rank);
+/* The sorted products placed by rank (scalar stores), then the prefix sums. */
+static void place_prefix_m(const float *xb, const float *weight, const int32_t *rank, int *order,
+                           float px[2][17], float pw[2][17]) {
     float ax0[16], ax1[16], aw0[16], aw1[16];
     for (int i = 0; i < 16; i++) {
         const int r = rank[i];
@@ -1017,25 +578,11 @@ AVX2_TARGET static void sort_prefix_m_avx2(const float *xb, const float *weight,
         ax1[r] = i < 8 ? 0.f : wx;
         aw1[r] = i < 8 ? 0.f : wi;
     }
-    float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0;
-    px[0][0] = px[1][0] = 0;
-    pw[0][0] = pw[1][0] = 0;
-    for (int j = 0; j < 16; ++j) {
-        sx0 = sx0 + ax0[j];
-        sw0 = sw0 + aw0[j];
-        sx1 = sx1 + ax1[j];
-        sw1 = sw1 + aw1[j];
-        px[0][j + 1] = sx0;
-        px[1][j + 1] = sx1;
-        pw[0][j + 1] = sw0;
-        pw[1][j + 1] = sw1;
-    }
+    prefix_m(ax0, ax1, aw0, aw1, px, pw);
 }
 
-AVX2_TARGET static void sort_prefix_s_avx2(const float *xb, const float *weight, int *order,
-                                           float *sumx, float *sumw) {
-    int32_t rank[32];
-    ranks_avx2(xb, 32, rank);
+static void place_prefix_s(const float *xb, const float *weight, const int32_t *rank, int *order,
+                           float *sumx, float *sumw) {
     float ax[32], aw[32];
     for (int i = 0; i < 32; i++) {
         const int r = rank[i];
@@ -1043,184 +590,38 @@ AVX2_TARGET static void sort_prefix_s_avx2(const float *xb, const float *weight,
         ax[r] = weight[i] * xb[i];
         aw[r] = weight[i];
     }
-    float sx = 0, sw = 0;
-    sumx[0] = sumw[0] = 0;
-    for (int j = 0; j < 32; ++j) {
-        sx = sx + ax[j];
-        sw = sw + aw[j];
-        sumx[j + 1] = sx;
-        sumw[j + 1] = sw;
-    }
+    prefix_s(ax, aw, sumx, sumw);
 }
 
-AVX2_TARGET static int search_s_avx2(const float *sumx, const float *sumw, float *scale_out,
-                                     int *bi1, int *bi2) {
-    const int bs = 32;
-    float Cp[48], Cm[48], WCp[48], WCm[48], X[48], W[48];
-    for (int i2 = 0; i2 <= bs; i2++) {
-        float C = sumx[bs] - sumx[i2], WC = sumw[bs] - sumw[i2];
-        Cp[i2] = C * x_p[2];
-        Cm[i2] = C * x_m[2];
-        WCp[i2] = WC * x_p[2] * x_p[2];
-        WCm[i2] = WC * x_m[2] * x_m[2];
-        X[i2] = sumx[i2];
-        W[i2] = sumw[i2];
-    }
-    for (int i2 = bs + 1; i2 < 48; i2++) Cp[i2] = Cm[i2] = WCp[i2] = WCm[i2] = X[i2] = W[i2] = 0;
-    iq1_cands c;
-    c.nv = 0;
-    c.K = 2;
-    c.W = 8;
-    c.nan = false;
-    c.li1 = c.li2 = NULL;
-    c.anchor = NULL;
-    c.vecmax = vecmax_scalar;
-    const __m256 p1 = _mm256_set1_ps(x_p[1]), m1 = _mm256_set1_ps(x_m[1]);
-    for (int i1 = 0; i1 <= bs; ++i1) {
-        const float A = sumx[i1] - sumx[0], WA = sumw[i1] - sumw[0];
-        const __m256 Ap = _mm256_set1_ps(A * x_p[0]), Am = _mm256_set1_ps(A * x_m[0]);
-        const __m256 WAp = _mm256_set1_ps(WA * x_p[0] * x_p[0]), WAm = _mm256_set1_ps(WA * x_m[0] * x_m[0]);
-        const __m256 X1 = _mm256_set1_ps(sumx[i1]), W1 = _mm256_set1_ps(sumw[i1]);
-        for (int i2 = i1; i2 <= bs; i2 += 8) {
-            int nl = bs + 1 - i2 < 8 ? bs + 1 - i2 : 8;
-            __m256 B = _mm256_sub_ps(_mm256_loadu_ps(X + i2), X1);
-            __m256 WB = _mm256_sub_ps(_mm256_loadu_ps(W + i2), W1);
-            __m256 sqx[2], sq2[2];
-            sqx[0] = _mm256_add_ps(_mm256_add_ps(Ap, _mm256_mul_ps(B, p1)), _mm256_loadu_ps(Cp + i2));
-            sqx[1] = _mm256_add_ps(_mm256_add_ps(Am, _mm256_mul_ps(B, m1)), _mm256_loadu_ps(Cm + i2));
-            sq2[0] = _mm256_add_ps(_mm256_add_ps(WAp, _mm256_mul_ps(_mm256_mul_ps(WB, p1), p1)),
-                                   _mm256_loadu_ps(WCp + i2));
-            sq2[1] = _mm256_add_ps(_mm256_add_ps(WAm, _mm256_mul_ps(_mm256_mul_ps(WB, m1), m1)),
-                                   _mm256_loadu_ps(WCm + i2));
-            store_vec_avx2(&c, sqx, sq2, 2, nl, i1, i2);
-        }
-    }
-    iq1_acc a = { -FLT_MAX, *scale_out, -1, -1, 0 };
-    select_best(&c, condmask_avx2, &a);
-    *scale_out = a.scale;
-    *bi1 = a.i1;
-    *bi2 = a.i2;
-    return a.i1 < 0 || a.i2 < 0 ? 0 : (a.k == 0 ? 1 : -1);
-}
+/* ---- the kernels (iq1_lanes.h), once per instruction set ---- */
+#define VL_W 8
+#define VL_TGT AVX2_TARGET
+#define VL_SFX(name) name##_avx2
+#include "vec_lanes.h"
+#include "iq1_lanes.h"
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
 
-AVX2_TARGET static int search_m_avx2(const float px[2][17], const float pw[2][17],
-                                     float *scale_out, int *bi1, int *bi2) {
-    const int bs = 16;
-    const float p2 = x_p[2], m2 = x_m[2];
-    const float cp1 = x_p[0] * x_p[0] - x_p[1] * x_p[1];
-    const float cp2 = x_p[1] * x_p[1] - x_p[2] * x_p[2];
-    const float cm1 = x_m[0] * x_m[0] - x_m[1] * x_m[1];
-    const float cm2 = x_m[1] * x_m[1] - x_m[2] * x_m[2];
-    _Alignas(32) float PX[2][24], PWp[2][24], PWm[2][24];
-    for (int h = 0; h < 2; h++) {
-        const __m256 vcp2 = _mm256_set1_ps(cp2), vcm2 = _mm256_set1_ps(cm2);
-        const __m256 tail = _mm256_setr_ps(1, 0, 0, 0, 0, 0, 0, 0); /* entry 16 only */
-        for (int q = 0; q < 24; q += 8) {
-            __m256 x = q < 16 ? _mm256_loadu_ps(px[h] + q) : _mm256_mul_ps(_mm256_set1_ps(px[h][bs]), tail);
-            __m256 w = q < 16 ? _mm256_loadu_ps(pw[h] + q) : _mm256_mul_ps(_mm256_set1_ps(pw[h][bs]), tail);
-            _mm256_store_ps(PX[h] + q, x);
-            _mm256_store_ps(PWp[h] + q, _mm256_mul_ps(w, vcp2));
-            _mm256_store_ps(PWm[h] + q, _mm256_mul_ps(w, vcm2));
-        }
-    }
-    iq1_cands c;
-    c.nv = 0;
-    c.K = 4;
-    c.W = 8;
-    c.nan = false;
-    c.li1 = c.li2 = NULL;
-    c.anchor = NULL;
-    c.vecmax = vecmax_scalar;
-    for (int i1 = 0; i1 <= bs; ++i1) {
-        __m256 Tp[2], Tm[2], Sp[2], Sm[2], P1[2];
-        for (int h = 0; h < 2; h++) {
-            Tp[h] = _mm256_set1_ps(px[h][bs] * p2);
-            Tm[h] = _mm256_set1_ps(px[h][bs] * m2);
-            Sp[h] = _mm256_set1_ps(pw[h][bs] * p2 * p2 + pw[h][i1] * cp1);
-            Sm[h] = _mm256_set1_ps(pw[h][bs] * m2 * m2 + pw[h][i1] * cm1);
-            P1[h] = _mm256_set1_ps(px[h][i1]);
-        }
-        for (int i2 = i1; i2 <= bs; i2 += 8) {
-            int nl = bs + 1 - i2 < 8 ? bs + 1 - i2 : 8;
-            __m256 qxp[2], qxm[2], q2p[2], q2m[2];
-            for (int h = 0; h < 2; h++) {
-                __m256 sx = _mm256_add_ps(P1[h], _mm256_loadu_ps(PX[h] + i2));
-                qxp[h] = _mm256_sub_ps(Tp[h], sx);
-                qxm[h] = _mm256_sub_ps(Tm[h], sx);
-                q2p[h] = _mm256_add_ps(Sp[h], _mm256_loadu_ps(PWp[h] + i2));
-                q2m[h] = _mm256_add_ps(Sm[h], _mm256_loadu_ps(PWm[h] + i2));
-            }
-            __m256 sqx[4], sq2[4];
-            sqx[0] = _mm256_add_ps(qxp[0], qxp[1]);
-            sqx[1] = _mm256_add_ps(qxp[0], qxm[1]);
-            sqx[2] = _mm256_add_ps(qxm[0], qxp[1]);
-            sqx[3] = _mm256_add_ps(qxm[0], qxm[1]);
-            sq2[0] = _mm256_add_ps(q2p[0], q2p[1]);
-            sq2[1] = _mm256_add_ps(q2p[0], q2m[1]);
-            sq2[2] = _mm256_add_ps(q2m[0], q2p[1]);
-            sq2[3] = _mm256_add_ps(q2m[0], q2m[1]);
-            store_vec_avx2(&c, sqx, sq2, 4, nl, i1, i2);
-        }
-    }
-    iq1_acc a = { -FLT_MAX, *scale_out, -1, -1, 0 };
-    select_best(&c, condmask_avx2, &a);
-    *scale_out = a.scale;
-    *bi1 = a.i1;
-    *bi2 = a.i2;
-    return a.i1 < 0 || a.i2 < 0 ? -1 : a.k;
-}
-
-AVX2_TARGET static int best_neighbour_avx2(const uint16_t *nb, const uint16_t *nbk,
-                                           const float *xval, const float *weight, float scale,
-                                           const float *xg) {
-    (void)nb;
-    const int n = nbk[0];
-    const float sq0 = scale * xg[0], sq1 = scale * xg[1], sq2 = scale * xg[2];
-    const __m256 SQ = _mm256_setr_ps(sq0, sq1, sq2, sq0, sq0, sq1, sq2, sq0);
-    __m256 T[8];
-    for (int i = 0; i < 8; i++) {
-        __m256 diff = _mm256_sub_ps(SQ, _mm256_set1_ps(xval[i]));
-        T[i] = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(weight[i]), diff), diff);
-    }
-    float best_score = FLT_MAX;
-    int best_j = -1;
-    for (int j0 = 0; j0 < n; j0 += 8) {
-        int nl = n - j0 < 8 ? n - j0 : 8;
-        __m256i k = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(nbk + 1 + j0)));
-        __m256 d2 = _mm256_setzero_ps();
-        for (int i = 0; i < 8; i++)
-            d2 = _mm256_add_ps(d2, _mm256_permutevar8x32_ps(T[i], _mm256_srli_epi32(k, 2 * i)));
-        float dd[8];
-        _mm256_storeu_ps(dd, d2);
-        for (int l = 0; l < nl; l++) {
-            if (dd[l] < best_score) {
-                best_score = dd[l];
-                best_j = j0 + l;
-            }
-        }
-    }
-    return best_j < 0 ? -1 : grid1->kmap[nbk[1 + best_j]];
-}
+#define VL_W 16
+#define VL_TGT AVX512_TARGET
+#define VL_SFX(name) name##_avx512
+#define IQ1_PACKED 1
+#include "vec_lanes.h"
+#include "iq1_lanes.h"
+#undef IQ1_PACKED
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
 #endif
 
 static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
     iq1_kernels k = { ctx->simd, best_neighbour_scalar, weights_scalar,
                       sort_prefix_m_scalar, sort_prefix_s_scalar, search_s_scalar, search_m_scalar };
 #ifdef IQ1_X86
-    if (ctx->simd >= IQF_SIMD_AVX512) {
-        k.neighbour = best_neighbour_avx512;
-        k.weights = weights_avx512;
-        k.sort_prefix_m = sort_prefix_m_avx512;
-        k.sort_prefix_s = sort_prefix_s_avx512;
-        k.search_s = search_s_avx512;
-        k.search_m = search_m_avx512;
-    } else if (ctx->simd >= IQF_SIMD_AVX2) {
-        k.neighbour = best_neighbour_avx2;
-        k.sort_prefix_m = sort_prefix_m_avx2;
-        k.sort_prefix_s = sort_prefix_s_avx2;
-        k.search_s = search_s_avx2;
-        k.search_m = search_m_avx2;
-    }
+    if (ctx->simd >= IQF_SIMD_AVX512) k = kernels_avx512;
+    else if (ctx->simd >= IQF_SIMD_AVX2) k = kernels_avx2;
+    k.simd = ctx->simd;
 #endif
     return k;
 }
@@ -1257,6 +658,18 @@ static int group_index(const iq1_kernels *K, int8_t *L, const float *xb, const f
     return gi;
 }
 
+/* The levels of a sub-block from its sorted split (i1, i2): 0 below i1, 1 up to i2, 2 above.
+ * A negative scale is made positive by mirroring the levels (then returns true). */
+static bool split_levels(int8_t *L, const int *order, int i1, int i2, int n, float *scale) {
+    for (int j = 0; j < i1; ++j) L[order[j]] = 0;
+    for (int j = i1; j < i2; ++j) L[order[j]] = 1;
+    for (int j = i2; j < n; ++j) L[order[j]] = 2;
+    if (!(*scale < 0)) return false;
+    for (int j = 0; j < n; ++j) L[j] = (int8_t)(2 - L[j]);
+    *scale = -*scale;
+    return true;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * IQ1_S
  * ------------------------------------------------------------------------------------------- */
@@ -1291,12 +704,7 @@ static void iq1_s_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             shifts[ib] = 1;
             continue;
         }
-        for (int j = 0; j < besti1; ++j) L[order[j]] = 0;
-        for (int j = besti1; j < besti2; ++j) L[order[j]] = 1;
-        for (int j = besti2; j < block_size; ++j) L[order[j]] = 2;
-        if (scale < 0) {
-            for (int j = 0; j < block_size; ++j) L[j] = (int8_t)(2 - L[j]);
-            scale = -scale;
+        if (split_levels(L, order, besti1, besti2, block_size, &scale)) {
             best_shift = -best_shift;
         }
         bool all_on_grid = true;
@@ -1381,12 +789,7 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             shifts[ib] = 0;
             continue;
         }
-        for (int j = 0; j < besti1; ++j) L[order[j]] = 0;
-        for (int j = besti1; j < besti2; ++j) L[order[j]] = 1;
-        for (int j = besti2; j < block_size; ++j) L[order[j]] = 2;
-        if (scale < 0) {
-            for (int j = 0; j < block_size; ++j) L[j] = (int8_t)(2 - L[j]);
-            scale = -scale;
+        if (split_levels(L, order, besti1, besti2, block_size, &scale)) {
             best_k = 3 - best_k; /* 0 <-> 3, 1 <-> 2 */
         }
         bool all_on_grid = true;

@@ -318,6 +318,19 @@ static inline void levels_of(const iq3_tab *t, int gi, int8_t *L) {
     for (int i = 0; i < 4; i++) L[i] = (int8_t)((((g >> 8 * i) & 255) - 1) / 2);
 }
 
+/* sumqx = sum w*x*q and sumq2 = sum w*q*q over the sub-block at levels L (q = 2l+1), in order. */
+static void level_sums(const iq3_sub *sb, const int8_t L[32], float *sumqx, float *sumq2) {
+    float a = 0, b = 0;
+    for (int i = 0; i < 32; i++) {
+        float w = sb->w[i];
+        float q = (float)(2 * L[i] + 1);
+        a += w * sb->xval[i] * q;
+        b += w * q * q;
+    }
+    *sumqx = a;
+    *sumq2 = b;
+}
+
 /* The refinement after the search (shared by every search implementation): at the accepted
  * scale, re-choose the off-grid groups (xxs) or all groups (s), then refit the scale. */
 static float refine(const iq3_variant *v, const iq3_sub *sb, float scale, const bool on[8],
@@ -336,13 +349,8 @@ static float refine(const iq3_variant *v, const iq3_sub *sb, float scale, const 
         if (gi < 0) gi = v->neighbour(t, u, sb->xval + 4 * k, sb->waux + 4 * k, scale);
         levels_of(t, gi, L + 4 * k);
     }
-    float sumqx = 0, sumq2 = 0;
-    for (int i = 0; i < 32; i++) {
-        float w = sb->w[i];
-        float q = (float)(2 * L[i] + 1);
-        sumqx += w * sb->xval[i] * q;
-        sumq2 += w * q * q;
-    }
+    float sumqx, sumq2;
+    level_sums(sb, L, &sumqx, &sumq2);
     if (sumq2 > 0) scale = sumqx / sumq2;
     return scale;
 }
@@ -372,13 +380,8 @@ static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
                 levels_of(t, gi, Laux + 4 * k);
             }
         }
-        float sumqx = 0, sumq2 = 0;
-        for (int i = 0; i < 32; i++) {
-            float w = sb->w[i];
-            float q = (float)(2 * Laux[i] + 1);
-            sumqx += w * sb->xval[i] * q;
-            sumq2 += w * q * q;
-        }
+        float sumqx, sumq2;
+        level_sums(sb, Laux, &sumqx, &sumq2);
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             scale = sumqx / sumq2;
             best = scale * sumqx;
@@ -396,6 +399,20 @@ static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
  * key), masked to the lanes that have that key. The sequential acceptance over the candidates
  * and the refinement are the scalar code (finish_search).
  * ------------------------------------------------------------------------------------------- */
+/* The parity fix's victim in a group of 8: the first index of the smallest w*x*x. */
+static int least_important(const float *x, const float *w) {
+    int imin = 0;
+    float min = w[0] * x[0] * x[0];
+    for (int i = 1; i < 8; i++) {
+        float ax = w[i] * x[i] * x[i];
+        if (ax < min) {
+            min = ax;
+            imin = i;
+        }
+    }
+    return imin;
+}
+
 #ifdef IQ3_X86
 typedef struct iq3_cands {
     float sumqx[32], sumq2[32];
@@ -443,207 +460,59 @@ static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_ca
     return refine(v, sb, scale, on, L);
 }
 
-/*
- * The neighbour search of one key for 8 (AVX2) / 16 (AVX-512) candidate scales at once. A holds,
- * per coordinate i and level l, the term waux_i*(s*q_l - x_i)^2 for every lane (the same float
- * operations as best_neighbour, computed once per group instead of once per neighbour), so a
- * neighbour costs 3 adds in best_neighbour's order. Returns per lane the key of the first
- * neighbour with the smallest distance (the first one if none is below FLT_MAX).
- * Out of line: inside the search loop the compiler runs out of vector registers.
- */
-__attribute__((target("avx2"), noinline)) static __m256i nb_keys8(const uint16_t *nbk,
-                                                                 const uint8_t (*nbo)[4],
-                                                                 const __m256 *A) {
+static const float iq3_qlev[16] = { 1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15 }; /* 2l+1 */
+
+/* The parity fix of prepare_sub (scalar) for the SIMD prepare. */
+static void parity_fix(const float *xb, iq3_sub *sb, uint8_t signs[4]) {
+    for (int k = 0; k < 4; k++) {
+        uint8_t s = signs[k];
+        if (!(__builtin_popcount(s) & 1)) continue;
+        const int imin = least_important(xb + 8 * k, sb->w + 8 * k);
+        sb->xval[8 * k + imin] = -sb->xval[8 * k + imin];
+        signs[k] = (uint8_t)(s ^ (1 << imin));
+    }
+}
+
+/* best_neighbour's scan over the neighbour list, given the 32 terms A[8*i + l] =
+ * waux_i*(scale*q_l - x_i)^2 (coordinate i, level l): per neighbour 3 adds in its order; strict <
+ * keeps the first minimum. */
+static inline int nb_scan(const iq3_tab *t, int u, const float *A) {
+    const uint16_t *nbk = t->nbk - t->kmap[u] - 1;
     const int cnt = nbk[0];
-    __m256 best = _mm256_set1_ps(FLT_MAX);
-    __m256i bk = _mm256_set1_epi32(nbk[1]);
+    float best = FLT_MAX;
+    int bk = nbk[1]; /* kept if nothing beats FLT_MAX */
     for (int j = 1; j <= cnt; j++) {
         const int key = nbk[j];
-        const uint8_t *o = nbo[j];
-        __m256 d2 = _mm256_add_ps(A[o[0]], A[o[1]]);
-        d2 = _mm256_add_ps(d2, A[o[2]]);
-        d2 = _mm256_add_ps(d2, A[o[3]]);
-        const __m256 lt = _mm256_cmp_ps(d2, best, _CMP_LT_OQ);
-        bk = _mm256_blendv_epi8(bk, _mm256_set1_epi32(key), _mm256_castps_si256(lt));
-        best = _mm256_min_ps(d2, best); /* d2 < best ? d2 : best, a short dependency chain */
+        float d2 = A[key & 7] + A[8 + ((key >> 3) & 7)];
+        d2 += A[16 + ((key >> 6) & 7)];
+        d2 += A[24 + (key >> 9)];
+        const bool lt = d2 < best; /* branch-free: the outcome is unpredictable */
+        bk = lt ? key : bk;
+        best = lt ? d2 : best;
     }
-    return bk;
+    return t->kmap[bk];
 }
 
-/* Evaluates the 8 candidate scales in lanes c0..c0+7 (ids, scl indexed by lane) into cd. */
-__attribute__((target("avx2"))) static void cands8(const iq3_variant *v, const iq3_sub *sb,
-                                                  const float *wx, const float *ids,
-                                                  const float *scl, int c0, iq3_cands *cd) {
-    const iq3_tab *t = v->t;
-    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
-    const __m256 magic = _mm256_set1_ps(12582912.f);
-    const __m256 qtab = _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15);
-    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
-    const __m256i zero = _mm256_setzero_si256(), seven = _mm256_set1_epi32(7);
-    __m256 sq[8], A[32];
-    const __m256 vid = _mm256_loadu_ps(ids + c0), vs = _mm256_loadu_ps(scl + c0);
-    for (int l = 0; l < 8; l++) sq[l] = _mm256_mul_ps(vs, _mm256_set1_ps((float)(2 * l + 1)));
-    __m256 sqx = _mm256_setzero_ps(), sq2 = _mm256_setzero_ps();
-    /* Keys and key-map lookups of all 8 groups first: the gathers overlap. */
-    __m256i uk[8], gk[8];
-    for (int k = 0; k < 8; k++) {
-        const float *xk = sb->xval + 4 * k;
-        __m256i u = zero;
-        for (int i = 0; i < 4; i++) {
-            __m256 tt = _mm256_mul_ps(vid, _mm256_set1_ps(xk[i]));
-            tt = _mm256_mul_ps(half, _mm256_sub_ps(tt, one));
-            tt = _mm256_add_ps(tt, magic);
-            __m256i l = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(tt), mant), bias);
-            l = _mm256_min_epi32(_mm256_max_epi32(l, zero), seven);
-            u = _mm256_or_si256(u, _mm256_slli_epi32(l, 3 * i));
-        }
-        uk[k] = u;
-        gk[k] = _mm256_i32gather_epi32(t->kmap, u, 4);
-    }
-    for (int k = 0; k < 8; k++) {
-        const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
-        const __m256i u = uk[k];
-        int offm = _mm256_movemask_ps(_mm256_castsi256_ps(gk[k]));
-        __m256i key = u;
-        cd->off[k] |= (uint32_t)offm << c0;
-        if (offm) {
-            for (int i = 0; i < 4; i++) {
-                const __m256 xi = _mm256_set1_ps(xk[i]), wi = _mm256_set1_ps(wk[i]);
-                for (int l = 0; l < 8; l++) {
-                    const __m256 d = _mm256_sub_ps(sq[l], xi);
-                    A[8 * i + l] = _mm256_mul_ps(_mm256_mul_ps(wi, d), d);
-                }
-            }
-            int32_t ua[8];
-            _mm256_storeu_si256((__m256i *)ua, u);
-            while (offm) {
-                const int u0 = ua[__builtin_ctz((unsigned)offm)];
-                const __m256i mm = _mm256_cmpeq_epi32(u, _mm256_set1_epi32(u0));
-                offm &= ~_mm256_movemask_ps(_mm256_castsi256_ps(mm));
-                const __m256i bk = nb_keys8(t->nbk - t->kmap[u0] - 1, t->nbo - t->kmap[u0] - 1, A);
-                key = _mm256_blendv_epi8(key, bk, mm);
-            }
-        }
-        _mm256_storeu_si256((__m256i *)(cd->gkey[k] + c0), key);
-        for (int i = 0; i < 4; i++) {
-            const __m256i l = _mm256_and_si256(_mm256_srli_epi32(key, 3 * i), seven);
-            const __m256 q = _mm256_permutevar8x32_ps(qtab, l);
-            sqx = _mm256_add_ps(sqx, _mm256_mul_ps(_mm256_set1_ps(wx[4 * k + i]), q));
-            sq2 = _mm256_add_ps(sq2, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(sb->w[4 * k + i]), q), q));
-        }
-    }
-    _mm256_storeu_ps(cd->sumqx + c0, sqx);
-    _mm256_storeu_ps(cd->sumq2 + c0, sq2);
-}
+/* The kernels (iq3_lanes.h), once per instruction set. */
+#define VL_W 8
+#define VL_TGT __attribute__((target("avx2,fma")))
+#define VL_SFX(name) name##_avx2
+#include "vec_lanes.h"
+#include "iq3_lanes.h"
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
 
-__attribute__((target("avx2"))) static float search_avx2(const iq3_variant *v, const iq3_sub *sb,
-                                                        int8_t L[32]) {
-    float ids[32], scl[32], wx[32];
-    const int nlanes = candidate_scales(v, sb, 8, ids, scl);
-    for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
-    iq3_cands cd;
-    memset(cd.off, 0, sizeof cd.off);
-    for (int c0 = 0; c0 < nlanes; c0 += 8) cands8(v, sb, wx, ids, scl, c0, &cd);
-    return finish_search(v, sb, &cd, L);
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"), noinline)) static __m512i
-nb_keys16(const uint16_t *nbk, const uint8_t (*nbo)[4], const __m512 *A) {
-    const int cnt = nbk[0];
-    __m512 best = _mm512_set1_ps(FLT_MAX);
-    __m512i bk = _mm512_set1_epi32(nbk[1]);
-    for (int j = 1; j <= cnt; j++) {
-        const int key = nbk[j];
-        const uint8_t *o = nbo[j];
-        __m512 d2 = _mm512_add_ps(A[o[0]], A[o[1]]);
-        d2 = _mm512_add_ps(d2, A[o[2]]);
-        d2 = _mm512_add_ps(d2, A[o[3]]);
-        const __mmask16 lt = _mm512_cmp_ps_mask(d2, best, _CMP_LT_OQ);
-        bk = _mm512_mask_mov_epi32(bk, lt, _mm512_set1_epi32(key));
-        best = _mm512_min_ps(d2, best); /* d2 < best ? d2 : best, a short dependency chain */
-    }
-    return bk;
-}
-
-/* Evaluates the 16 candidate scales in lanes c0..c0+15 into cd (as cands8). */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-cands16(const iq3_variant *v, const iq3_sub *sb, const float *wx, const float *ids,
-        const float *scl, int c0, iq3_cands *cd) {
-    const iq3_tab *t = v->t;
-    const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f);
-    const __m512 magic = _mm512_set1_ps(12582912.f);
-    const __m512 qtab = _mm512_setr_ps(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15);
-    const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000);
-    const __m512i zero = _mm512_setzero_si512(), seven = _mm512_set1_epi32(7);
-    __m512 sq[8], A[32];
-    const __m512 vid = _mm512_loadu_ps(ids + c0), vs = _mm512_loadu_ps(scl + c0);
-    for (int l = 0; l < 8; l++) sq[l] = _mm512_mul_ps(vs, _mm512_set1_ps((float)(2 * l + 1)));
-    __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
-    __m512i uk[8], gk[8];
-    for (int k = 0; k < 8; k++) {
-        const float *xk = sb->xval + 4 * k;
-        __m512i u = zero;
-        for (int i = 0; i < 4; i++) {
-            __m512 tt = _mm512_mul_ps(vid, _mm512_set1_ps(xk[i]));
-            tt = _mm512_mul_ps(half, _mm512_sub_ps(tt, one));
-            tt = _mm512_add_ps(tt, magic);
-            __m512i l = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(tt), mant), bias);
-            l = _mm512_min_epi32(_mm512_max_epi32(l, zero), seven);
-            u = _mm512_or_si512(u, _mm512_slli_epi32(l, 3 * i));
-        }
-        uk[k] = u;
-        gk[k] = _mm512_i32gather_epi32(u, t->kmap, 4);
-    }
-    for (int k = 0; k < 8; k++) {
-        const float *xk = sb->xval + 4 * k, *wk = sb->waux + 4 * k;
-        const __m512i u = uk[k];
-        __mmask16 offm = _mm512_movepi32_mask(gk[k]);
-        __m512i key = u;
-        cd->off[k] |= (uint32_t)offm << c0;
-        if (offm) {
-            for (int i = 0; i < 4; i++) {
-                const __m512 xi = _mm512_set1_ps(xk[i]), wi = _mm512_set1_ps(wk[i]);
-                for (int l = 0; l < 8; l++) {
-                    const __m512 d = _mm512_sub_ps(sq[l], xi);
-                    A[8 * i + l] = _mm512_mul_ps(_mm512_mul_ps(wi, d), d);
-                }
-            }
-            int32_t ua[16];
-            _mm512_storeu_si512(ua, u);
-            while (offm) {
-                const int u0 = ua[__builtin_ctz((unsigned)offm)];
-                const __mmask16 mm = _mm512_cmpeq_epi32_mask(u, _mm512_set1_epi32(u0));
-                offm &= (__mmask16)~mm;
-                const __m512i bk = nb_keys16(t->nbk - t->kmap[u0] - 1, t->nbo - t->kmap[u0] - 1, A);
-                key = _mm512_mask_mov_epi32(key, mm, bk);
-            }
-        }
-        _mm512_storeu_si512(cd->gkey[k] + c0, key);
-        for (int i = 0; i < 4; i++) {
-            const __m512i l = _mm512_and_si512(_mm512_srli_epi32(key, 3 * i), seven);
-            const __m512 q = _mm512_permutexvar_ps(l, qtab);
-            sqx = _mm512_add_ps(sqx, _mm512_mul_ps(_mm512_set1_ps(wx[4 * k + i]), q));
-            sq2 = _mm512_add_ps(sq2, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(sb->w[4 * k + i]), q), q));
-        }
-    }
-    _mm512_storeu_ps(cd->sumqx + c0, sqx);
-    _mm512_storeu_ps(cd->sumq2 + c0, sq2);
-}
-
-/* 16 lanes at a time; a remainder of at most 8 candidates (iq3_s: 19 = 16 + 3) takes the
- * 8-lane code, which costs half as much. */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static float
-search_avx512(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
-    float ids[32], scl[32], wx[32];
-    const int nlanes = candidate_scales(v, sb, 8, ids, scl);
-    for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
-    iq3_cands cd;
-    memset(cd.off, 0, sizeof cd.off);
-    int c0 = 0;
-    for (; c0 + 16 <= nlanes; c0 += 16) cands16(v, sb, wx, ids, scl, c0, &cd);
-    if (c0 < nlanes) cands8(v, sb, wx, ids, scl, c0, &cd);
-    return finish_search(v, sb, &cd, L);
-}
+#define VL_W 16
+#define VL_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define VL_SFX(name) name##_avx512
+#define IQ3_CANDS_TAIL cands_avx2
+#include "vec_lanes.h"
+#include "iq3_lanes.h"
+#undef IQ3_CANDS_TAIL
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
 #endif
 
 /* Weights, |x| and sign bits of sub-block xb (32 values). parity: ggml's IQ3_XXS even-parity fix
@@ -670,15 +539,7 @@ static void prepare_sub(const float *xb, const float *qw, float sigma2, bool par
             }
         }
         if (parity && (nflip & 1)) {
-            int imin = 0;
-            float min = sb->w[8 * k] * xb[8 * k] * xb[8 * k];
-            for (int i = 1; i < 8; i++) {
-                float ax = sb->w[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-                if (ax < min) {
-                    min = ax;
-                    imin = i;
-                }
-            }
+            const int imin = least_important(xb + 8 * k, sb->w + 8 * k);
             sb->xval[8 * k + imin] = -sb->xval[8 * k + imin];
             s ^= (uint8_t)(1 << imin);
         }
@@ -689,120 +550,19 @@ static void prepare_sub(const float *xb, const float *qw, float sigma2, bool par
     sb->max = max;
 }
 
-#ifdef IQ3_X86
-/* prepare_sub with the element-wise part in SIMD (the same IEEE operations per value: products,
- * sqrt, sign tests); the parity fix is prepare_sub's scalar code. */
-static void parity_fix(const float *xb, iq3_sub *sb, uint8_t signs[4]) {
-    for (int k = 0; k < 4; k++) {
-        uint8_t s = signs[k];
-        if (!(__builtin_popcount(s) & 1)) continue;
-        int imin = 0;
-        float min = sb->w[8 * k] * xb[8 * k] * xb[8 * k];
-        for (int i = 1; i < 8; i++) {
-            float ax = sb->w[8 * k + i] * xb[8 * k + i] * xb[8 * k + i];
-            if (ax < min) {
-                min = ax;
-                imin = i;
-            }
-        }
-        sb->xval[8 * k + imin] = -sb->xval[8 * k + imin];
-        signs[k] = (uint8_t)(s ^ (1 << imin));
-    }
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
-prepare_sub_avx512(const float *xb, const float *qw, float sigma2, bool parity, iq3_sub *sb,
-                   uint8_t signs[4]) {
-    const __m512 zero = _mm512_setzero_ps(), s2 = _mm512_set1_ps(sigma2);
-    uint32_t neg = 0;
-    for (int h = 0; h < 2; h++) {
-        const __m512 x = _mm512_loadu_ps(xb + 16 * h);
-        const __m512 xx = _mm512_mul_ps(x, x);
-        const __m512 w = qw ? _mm512_mul_ps(_mm512_loadu_ps(qw + 16 * h), _mm512_sqrt_ps(_mm512_add_ps(s2, xx))) : xx;
-        _mm512_storeu_ps(sb->w + 16 * h, w);
-        _mm512_storeu_ps(sb->waux + 16 * h, _mm512_sqrt_ps(w));
-        const __mmask16 ge = _mm512_cmp_ps_mask(x, zero, _CMP_GE_OQ);
-        _mm512_storeu_ps(sb->xval + 16 * h, _mm512_mask_blend_ps(ge, _mm512_sub_ps(zero, x), x));
-        neg |= (uint32_t)(uint16_t)~ge << 16 * h;
-    }
-    for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(neg >> 8 * k);
-    if (parity) parity_fix(xb, sb, signs);
-    const __m512 m = _mm512_max_ps(_mm512_loadu_ps(sb->xval), _mm512_loadu_ps(sb->xval + 16));
-    sb->max = _mm512_reduce_max_ps(m);
-}
-
-__attribute__((target("avx2"))) static void prepare_sub_avx2(const float *xb, const float *qw,
-                                                             float sigma2, bool parity,
-                                                             iq3_sub *sb, uint8_t signs[4]) {
-    const __m256 zero = _mm256_setzero_ps(), s2 = _mm256_set1_ps(sigma2);
-    __m256 m = _mm256_set1_ps(-FLT_MAX);
-    for (int h = 0; h < 4; h++) {
-        const __m256 x = _mm256_loadu_ps(xb + 8 * h);
-        const __m256 xx = _mm256_mul_ps(x, x);
-        const __m256 w = qw ? _mm256_mul_ps(_mm256_loadu_ps(qw + 8 * h), _mm256_sqrt_ps(_mm256_add_ps(s2, xx))) : xx;
-        _mm256_storeu_ps(sb->w + 8 * h, w);
-        _mm256_storeu_ps(sb->waux + 8 * h, _mm256_sqrt_ps(w));
-        const __m256 ge = _mm256_cmp_ps(x, zero, _CMP_GE_OQ);
-        _mm256_storeu_ps(sb->xval + 8 * h, _mm256_blendv_ps(_mm256_sub_ps(zero, x), x, ge));
-        signs[h] = (uint8_t)(~_mm256_movemask_ps(ge) & 255);
-    }
-    if (parity) parity_fix(xb, sb, signs);
-    for (int h = 0; h < 4; h++) m = _mm256_max_ps(m, _mm256_loadu_ps(sb->xval + 8 * h));
-    __m128 r = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    r = _mm_max_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_max_ss(r, _mm_shuffle_ps(r, r, 1));
-    sb->max = _mm_cvtss_f32(r);
-}
-
-/* best_neighbour for one scale: the 32 terms waux_i*(scale*q_l - x_i)^2 (coordinate i, level l)
- * in SIMD with best_neighbour's operations, then per neighbour 3 adds in its order; strict <
- * keeps the first minimum. */
-static inline int nb_scan(const iq3_tab *t, int u, const float *A) {
-    const uint16_t *nbk = t->nbk - t->kmap[u] - 1;
-    const int cnt = nbk[0];
-    float best = FLT_MAX;
-    int bk = nbk[1]; /* kept if nothing beats FLT_MAX */
-    for (int j = 1; j <= cnt; j++) {
-        const int key = nbk[j];
-        float d2 = A[key & 7] + A[8 + ((key >> 3) & 7)];
-        d2 += A[16 + ((key >> 6) & 7)];
-        d2 += A[24 + (key >> 9)];
-        const bool lt = d2 < best; /* branch-free: the outcome is unpredictable */
-        bk = lt ? key : bk;
-        best = lt ? d2 : best;
-    }
-    return t->kmap[bk];
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static int
-best_neighbour_avx512(const iq3_tab *t, int u, const float *xval, const float *waux, float scale) {
-    float A[32];
-    const __m512 sq = _mm512_mul_ps(_mm512_set1_ps(scale), _mm512_setr_ps(1, 3, 5, 7, 9, 11, 13, 15, 1, 3, 5, 7, 9, 11, 13, 15));
-    for (int h = 0; h < 2; h++) {
-        const __m512 x = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(xval[2 * h]), _mm512_set1_ps(xval[2 * h + 1]));
-        const __m512 w = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(waux[2 * h]), _mm512_set1_ps(waux[2 * h + 1]));
-        const __m512 d = _mm512_sub_ps(sq, x);
-        _mm512_storeu_ps(A + 16 * h, _mm512_mul_ps(_mm512_mul_ps(w, d), d));
-    }
-    return nb_scan(t, u, A);
-}
-
-__attribute__((target("avx2"))) static int best_neighbour_avx2(const iq3_tab *t, int u,
-                                                              const float *xval,
-                                                              const float *waux, float scale) {
-    float A[32];
-    const __m256 sq = _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_setr_ps(1, 3, 5, 7, 9, 11, 13, 15));
-    for (int i = 0; i < 4; i++) {
-        const __m256 d = _mm256_sub_ps(sq, _mm256_set1_ps(xval[i]));
-        _mm256_storeu_ps(A + 8 * i, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(waux[i]), d), d));
-    }
-    return nb_scan(t, u, A);
-}
-#endif
 
 static inline int scale_nibble(float id, float scale) {
     int l = iqf_nearest_int(0.5f * (id * scale - 1));
     return l < 0 ? 0 : l > 15 ? 15 : l;
+}
+
+/* 2*sum(x^2)/QK_K over the super-block; only the importance weights use it (a 256-add
+ * dependency chain, skipped without them). */
+static float block_sigma2(const float *xbl, const float *qwbl) {
+    float sumx2 = 0;
+    if (qwbl)
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+    return 2 * sumx2 / QK_K;
 }
 
 static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
@@ -813,10 +573,7 @@ static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
     float scales[QK_K / 32];
     memset(q3, 0, sizeof q3);
     memset(sas, 0, sizeof sas);
-    float sumx2 = 0; /* only the importance weights use it (a 256-add dependency chain) */
-    if (qwbl)
-        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
-    const float sigma2 = 2 * sumx2 / QK_K;
+    const float sigma2 = block_sigma2(xbl, qwbl);
     float max_scale = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
         iq3_sub sb;
@@ -877,10 +634,7 @@ static void quantize_block_iq3_s(const iq3_variant *v, const float *xbl,
     const iq3_tab *t = v->t;
     float scales[QK_K / 32];
     memset(y, 0, sizeof *y);
-    float sumx2 = 0; /* only the importance weights use it (a 256-add dependency chain) */
-    if (qwbl)
-        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
-    const float sigma2 = 2 * sumx2 / QK_K;
+    const float sigma2 = block_sigma2(xbl, qwbl);
     float max_scale = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
         iq3_sub sb;
@@ -938,15 +692,8 @@ static void pick_impl(const iqf_qctx *ctx, iq3_variant *v) {
     v->prepare = prepare_sub;
     v->search = search_ref;
 #ifdef IQ3_X86
-    if (ctx->simd == IQF_SIMD_AVX512) {
-        v->neighbour = best_neighbour_avx512;
-        v->prepare = prepare_sub_avx512;
-        v->search = search_avx512;
-    } else if (ctx->simd == IQF_SIMD_AVX2) {
-        v->neighbour = best_neighbour_avx2;
-        v->prepare = prepare_sub_avx2;
-        v->search = search_avx2;
-    }
+    if (ctx->simd == IQF_SIMD_AVX512) pick_avx512(v);
+    else if (ctx->simd == IQF_SIMD_AVX2) pick_avx2(v);
 #else
     (void)ctx;
 #endif

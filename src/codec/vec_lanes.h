@@ -1,0 +1,269 @@
+/* vec_lanes.h - a small vector abstraction over the lane count, for kernels written once and
+ * compiled per instruction set (AVX2: 8 float lanes, AVX-512: 16).
+ *
+ * The including file defines, before each inclusion:
+ *   VL_W          lanes: 8 or 16
+ *   VL_TGT        the function attribute, e.g. __attribute__((target("avx2,fma"))) (fma: vf_rcp_nr)
+ *   VL_SFX(name)  the per-instruction-set name, e.g. name##_avx2
+ * and includes this header, then its kernel header (which uses only the names below), then
+ * #undefs the three macros. No include guard on purpose: each inclusion defines the helpers of
+ * one width (their real names carry VL_SFX's suffix); the short names below are macros that
+ * resolve to the current width wherever they are used.
+ *
+ * Types: VF (VL_W floats), VI (VL_W int32), VM (a lane mask: a VI of 0/-1 under AVX2, a
+ * __mmask16 under AVX-512). Arithmetic on VF/VI is GCC/clang vector-extension operators (+ - * /
+ * & | ^ << >>), which compile to the same single IEEE instructions as the intrinsics (the tree
+ * builds with -ffp-contract=off: no FMA is formed). The helpers are the operations whose x86
+ * semantics must be kept bit for bit (min/max operand order, ggml's nearest_int, masks). */
+#include <immintrin.h>
+#include <stdint.h>
+
+#if !defined(VL_W) || !defined(VL_TGT) || !defined(VL_SFX)
+#error "vec_lanes.h: define VL_W, VL_TGT and VL_SFX first"
+#endif
+#if VL_W != 8 && VL_W != 16
+#error "vec_lanes.h: VL_W must be 8 or 16"
+#endif
+
+#ifndef VEC_LANES_NAMES
+#define VEC_LANES_NAMES
+#define VF VL_SFX(vl_vf)
+#define VI VL_SFX(vl_vi)
+#define VM VL_SFX(vl_vm)
+#define VL_FN static inline __attribute__((always_inline)) VL_TGT
+#define vf_splat VL_SFX(vl_fsplat)
+#define vi_splat VL_SFX(vl_isplat)
+#define vf_load VL_SFX(vl_fload)
+#define vf_store VL_SFX(vl_fstore)
+#define vi_load VL_SFX(vl_iload)
+#define vi_store VL_SFX(vl_istore)
+#define vi_load_u16 VL_SFX(vl_iload_u16)
+#define vi_iota VL_SFX(vl_iota)
+#define vf_of_i VL_SFX(vl_f_of_i)
+#define vf_min VL_SFX(vl_fmin)
+#define vf_max VL_SFX(vl_fmax)
+#define vi_min VL_SFX(vl_imin)
+#define vi_max VL_SFX(vl_imax)
+#define vf_sqrt VL_SFX(vl_fsqrt)
+#define vf_hmax VL_SFX(vl_fhmax)
+#define vf_hmin VL_SFX(vl_fhmin)
+#define vf_nearest VL_SFX(vl_fnearest)
+#define vf_lt VL_SFX(vl_flt)
+#define vf_le VL_SFX(vl_fle)
+#define vf_gt VL_SFX(vl_fgt)
+#define vf_ge VL_SFX(vl_fge)
+#define vf_eq VL_SFX(vl_feq)
+#define vf_ord VL_SFX(vl_ford)
+#define vi_eq VL_SFX(vl_ieq)
+#define vi_gt VL_SFX(vl_igt)
+#define vi_gtu VL_SFX(vl_igtu)
+#define vi_neg VL_SFX(vl_ineg)
+#define vm_and VL_SFX(vl_mand)
+#define vm_or VL_SFX(vl_mor)
+#define vm_bits VL_SFX(vl_mbits)
+#define vm_of_bits VL_SFX(vl_m_of_bits)
+#define vf_sel VL_SFX(vl_fsel)
+#define vi_sel VL_SFX(vl_isel)
+#define vi_gather VL_SFX(vl_igather)
+#define vf_lut8 VL_SFX(vl_flut8)
+#define vf_perm VL_SFX(vl_fperm)
+#define vf_perm_halves VL_SFX(vl_fperm_halves)
+#define vf_min_halves VL_SFX(vl_fmin_halves)
+#define vi_load_u16_pair VL_SFX(vl_iload_u16_pair)
+#define vi_load_i8 VL_SFX(vl_iload_i8)
+#define vi_count VL_SFX(vl_icount)
+#define vf_abs VL_SFX(vl_fabs)
+#define vf_rcp_nr VL_SFX(vl_frcp_nr)
+#define vf_bcast4 VL_SFX(vl_fbcast4)
+#define vf_lut32 VL_SFX(vl_flut32)
+#define vf_rep4 VL_SFX(vl_frep4)
+#define vf_rep8 VL_SFX(vl_frep8)
+#endif
+
+typedef float VF __attribute__((vector_size(VL_W * 4)));
+typedef int32_t VI __attribute__((vector_size(VL_W * 4)));
+#if VL_W == 8
+typedef VI VM;
+#else
+typedef __mmask16 VM;
+#endif
+
+VL_FN VF vf_splat(float s) {
+    VF v;
+    for (int k = 0; k < VL_W; k++) v[k] = s;
+    return v;
+}
+VL_FN VI vi_splat(int32_t s) {
+    VI v;
+    for (int k = 0; k < VL_W; k++) v[k] = s;
+    return v;
+}
+/* lane k = k */
+VL_FN VI vi_iota(void) {
+    VI v;
+    for (int k = 0; k < VL_W; k++) v[k] = k;
+    return v;
+}
+/* int32 -> float (cvtdq2ps) */
+VL_FN VF vf_of_i(VI a) { return __builtin_convertvector(a, VF); }
+/* |a| (sign bit cleared) */
+VL_FN VF vf_abs(VF a) { return (VF)((VI)a & vi_splat(0x7fffffff)); }
+/* 2^23 + 2^22 added, low mantissa bits: ggml's nearest_int (round half to even), |v| < 2^22 */
+VL_FN VI vf_nearest(VF v) {
+    const VI b = (VI)(v + vf_splat(12582912.f));
+    return (b & vi_splat(0x7fffff)) - vi_splat(0x400000);
+}
+
+#if VL_W == 8
+VL_FN VF vf_load(const float *p) { return (VF)_mm256_loadu_ps(p); }
+VL_FN void vf_store(float *p, VF v) { _mm256_storeu_ps(p, (__m256)v); }
+VL_FN VI vi_load(const int32_t *p) { return (VI)_mm256_loadu_si256((const __m256i *)p); }
+VL_FN void vi_store(int32_t *p, VI v) { _mm256_storeu_si256((__m256i *)p, (__m256i)v); }
+/* VL_W uint16 widened */
+VL_FN VI vi_load_u16(const uint16_t *p) {
+    return (VI)_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+}
+/* x86 min/max: a < b ? a : b, a > b ? a : b (the second operand on NaN and on equal zeros) */
+VL_FN VF vf_min(VF a, VF b) { return (VF)_mm256_min_ps((__m256)a, (__m256)b); }
+VL_FN VF vf_max(VF a, VF b) { return (VF)_mm256_max_ps((__m256)a, (__m256)b); }
+VL_FN VI vi_min(VI a, VI b) { return (VI)_mm256_min_epi32((__m256i)a, (__m256i)b); }
+VL_FN VI vi_max(VI a, VI b) { return (VI)_mm256_max_epi32((__m256i)a, (__m256i)b); }
+VL_FN VF vf_sqrt(VF a) { return (VF)_mm256_sqrt_ps((__m256)a); }
+VL_FN float vf_hmax(VF a) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128((__m256)a), _mm256_extractf128_ps((__m256)a, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+VL_FN float vf_hmin(VF a) {
+    __m128 m = _mm_min_ps(_mm256_castps256_ps128((__m256)a), _mm256_extractf128_ps((__m256)a, 1));
+    m = _mm_min_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_min_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+#define VL_FCMP(name, pred)                                                                       \
+    VL_FN VM name(VF a, VF b) { return (VM)_mm256_castps_si256(_mm256_cmp_ps((__m256)a, (__m256)b, pred)); }
+VL_FN VM vi_eq(VI a, VI b) { return a == b; }
+VL_FN VM vi_gt(VI a, VI b) { return a > b; }
+/* unsigned a > b */
+VL_FN VM vi_gtu(VI a, VI b) { return (a ^ vi_splat(INT32_MIN)) > (b ^ vi_splat(INT32_MIN)); }
+/* lanes with the sign bit set */
+VL_FN VM vi_neg(VI a) { return a < vi_splat(0); }
+VL_FN VM vm_and(VM a, VM b) { return a & b; }
+VL_FN VM vm_or(VM a, VM b) { return a | b; }
+VL_FN uint32_t vm_bits(VM m) { return (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps((__m256i)m)); }
+VL_FN VM vm_of_bits(uint32_t b) { return ((vi_splat((int32_t)b) >> vi_iota()) & vi_splat(1)) == vi_splat(1); }
+/* m ? t : f per lane */
+VL_FN VF vf_sel(VM m, VF t, VF f) { return (VF)_mm256_blendv_ps((__m256)f, (__m256)t, _mm256_castsi256_ps((__m256i)m)); }
+VL_FN VI vi_sel(VM m, VI t, VI f) { return (VI)_mm256_blendv_epi8((__m256i)f, (__m256i)t, (__m256i)m); }
+VL_FN VI vi_gather(const int32_t *base, VI idx) { return (VI)_mm256_i32gather_epi32(base, (__m256i)idx, 4); }
+/* lane k = t[idx_k], idx 0..7 */
+VL_FN VF vf_lut8(const float *t, VI idx) { return (VF)_mm256_permutevar8x32_ps(_mm256_loadu_ps(t), (__m256i)idx); }
+/* lane k = v[VL_W/4 * p + k/4] (v: 8 floats, p < 4 / (VL_W / 8)) */
+VL_FN VF vf_rep4(const float *v, int p) {
+    const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(2 * p), _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+    return (VF)_mm256_permutevar8x32_ps(_mm256_loadu_ps(v), idx);
+}
+/* lane k = v[VL_W/8 * p + k/8] (v: 4 floats) */
+VL_FN VF vf_rep8(const float *v, int p) { return vf_splat(v[p]); }
+/* lane k = t[idx_k], idx 0..VL_W-1 */
+VL_FN VF vf_perm(VF t, VI idx) { return (VF)_mm256_permutevar8x32_ps((__m256)t, (__m256i)idx); }
+/* lanes of the low half = a[idx_k], of the high half = b[idx_k], idx 0..VL_W-1 */
+VL_FN VF vf_perm_halves(VF a, VF b, VI idx) {
+    return (VF)_mm256_blend_ps(_mm256_permutevar8x32_ps((__m256)a, (__m256i)idx),
+                               _mm256_permutevar8x32_ps((__m256)b, (__m256i)idx), 0xF0);
+}
+/* every lane = the minimum of its half (no NaN expected: x86 min order otherwise) */
+VL_FN VF vf_min_halves(VF a) {
+    __m256 m = _mm256_min_ps((__m256)a, _mm256_shuffle_ps((__m256)a, (__m256)a, _MM_SHUFFLE(1, 0, 3, 2)));
+    return (VF)_mm256_min_ps(m, _mm256_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+/* VL_W int8 widened */
+VL_FN VI vi_load_i8(const int8_t *p) { return (VI)_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+/* acc + 1 in the lanes of m */
+VL_FN VI vi_count(VI acc, VM m) { return acc - m; }
+/* lane k = p[k & 3] */
+VL_FN VF vf_bcast4(const float *p) { return (VF)_mm256_broadcast_ps((const __m128 *)p); }
+/* approximately 1/a: rcp (|rel. error| <= 1.5*2^-12) and one Newton step (fnmadd) */
+VL_FN VF vf_rcp_nr(VF a) {
+    const __m256 r = _mm256_rcp_ps((__m256)a);
+    return (VF)_mm256_mul_ps(r, _mm256_fnmadd_ps((__m256)a, r, _mm256_set1_ps(2.f)));
+}
+/* VL_W/2 uint16 from a (low half), VL_W/2 from b (high half), widened */
+VL_FN VI vi_load_u16_pair(const uint16_t *a, const uint16_t *b) {
+    return (VI)_mm256_cvtepu16_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a),
+                                                        _mm_loadl_epi64((const __m128i *)b)));
+}
+#else
+VL_FN VF vf_load(const float *p) { return (VF)_mm512_loadu_ps(p); }
+VL_FN void vf_store(float *p, VF v) { _mm512_storeu_ps(p, (__m512)v); }
+VL_FN VI vi_load(const int32_t *p) { return (VI)_mm512_loadu_si512(p); }
+VL_FN void vi_store(int32_t *p, VI v) { _mm512_storeu_si512(p, (__m512i)v); }
+VL_FN VI vi_load_u16(const uint16_t *p) {
+    return (VI)_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+}
+VL_FN VF vf_min(VF a, VF b) { return (VF)_mm512_min_ps((__m512)a, (__m512)b); }
+VL_FN VF vf_max(VF a, VF b) { return (VF)_mm512_max_ps((__m512)a, (__m512)b); }
+VL_FN VI vi_min(VI a, VI b) { return (VI)_mm512_min_epi32((__m512i)a, (__m512i)b); }
+VL_FN VI vi_max(VI a, VI b) { return (VI)_mm512_max_epi32((__m512i)a, (__m512i)b); }
+VL_FN VF vf_sqrt(VF a) { return (VF)_mm512_sqrt_ps((__m512)a); }
+VL_FN float vf_hmax(VF a) { return _mm512_reduce_max_ps((__m512)a); }
+VL_FN float vf_hmin(VF a) { return _mm512_reduce_min_ps((__m512)a); }
+#define VL_FCMP(name, pred)                                                                       \
+    VL_FN VM name(VF a, VF b) { return _mm512_cmp_ps_mask((__m512)a, (__m512)b, pred); }
+VL_FN VM vi_eq(VI a, VI b) { return _mm512_cmpeq_epi32_mask((__m512i)a, (__m512i)b); }
+VL_FN VM vi_gt(VI a, VI b) { return _mm512_cmpgt_epi32_mask((__m512i)a, (__m512i)b); }
+VL_FN VM vi_gtu(VI a, VI b) { return _mm512_cmpgt_epu32_mask((__m512i)a, (__m512i)b); }
+VL_FN VM vi_neg(VI a) { return _mm512_movepi32_mask((__m512i)a); }
+VL_FN VM vm_and(VM a, VM b) { return (VM)(a & b); }
+VL_FN VM vm_or(VM a, VM b) { return (VM)(a | b); }
+VL_FN uint32_t vm_bits(VM m) { return (uint32_t)m; }
+VL_FN VM vm_of_bits(uint32_t b) { return (VM)b; }
+VL_FN VF vf_sel(VM m, VF t, VF f) { return (VF)_mm512_mask_blend_ps(m, (__m512)f, (__m512)t); }
+VL_FN VI vi_sel(VM m, VI t, VI f) { return (VI)_mm512_mask_mov_epi32((__m512i)f, m, (__m512i)t); }
+VL_FN VI vi_gather(const int32_t *base, VI idx) { return (VI)_mm512_i32gather_epi32((__m512i)idx, base, 4); }
+VL_FN VF vf_lut8(const float *t, VI idx) {
+    return (VF)_mm512_permutexvar_ps((__m512i)idx, _mm512_castps256_ps512(_mm256_loadu_ps(t)));
+}
+VL_FN VF vf_rep4(const float *v, int p) {
+    const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(4 * p),
+                                         _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3));
+    return (VF)_mm512_permutexvar_ps(idx, _mm512_castps256_ps512(_mm256_loadu_ps(v)));
+}
+VL_FN VF vf_rep8(const float *v, int p) {
+    return (VF)_mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(v[2 * p]), _mm512_set1_ps(v[2 * p + 1]));
+}
+VL_FN VF vf_perm(VF t, VI idx) { return (VF)_mm512_permutexvar_ps((__m512i)idx, (__m512)t); }
+VL_FN VF vf_perm_halves(VF a, VF b, VI idx) {
+    const __m512i hi = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 16, 16, 16, 16, 16, 16, 16, 16);
+    return (VF)_mm512_permutex2var_ps((__m512)a, _mm512_add_epi32((__m512i)idx, hi), (__m512)b);
+}
+VL_FN VF vf_min_halves(VF a) {
+    __m512 m = _mm512_min_ps((__m512)a, _mm512_shuffle_f32x4((__m512)a, (__m512)a, _MM_SHUFFLE(2, 3, 0, 1)));
+    m = _mm512_min_ps(m, _mm512_shuffle_ps(m, m, _MM_SHUFFLE(1, 0, 3, 2)));
+    return (VF)_mm512_min_ps(m, _mm512_shuffle_ps(m, m, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+VL_FN VI vi_load_i8(const int8_t *p) { return (VI)_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)); }
+VL_FN VI vi_count(VI acc, VM m) { return (VI)_mm512_mask_add_epi32((__m512i)acc, m, (__m512i)acc, _mm512_set1_epi32(1)); }
+VL_FN VF vf_bcast4(const float *p) { return (VF)_mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
+/* rcp14 (|rel. error| < 2^-14) and one Newton step */
+VL_FN VF vf_rcp_nr(VF a) {
+    const __m512 r = _mm512_rcp14_ps((__m512)a);
+    return (VF)_mm512_mul_ps(r, _mm512_fnmadd_ps((__m512)a, r, _mm512_set1_ps(2.f)));
+}
+/* lane k = t[idx_k & 31] (t: 32 floats; two-register permute, AVX-512 only) */
+VL_FN VF vf_lut32(const float *t, VI idx) {
+    return (VF)_mm512_permutex2var_ps(_mm512_loadu_ps(t), (__m512i)idx, _mm512_loadu_ps(t + 16));
+}
+VL_FN VI vi_load_u16_pair(const uint16_t *a, const uint16_t *b) {
+    return (VI)_mm512_cvtepu16_epi32(_mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)), _mm_loadu_si128((const __m128i *)b), 1));
+}
+#endif
+VL_FCMP(vf_lt, _CMP_LT_OQ)
+VL_FCMP(vf_le, _CMP_LE_OQ)
+VL_FCMP(vf_gt, _CMP_GT_OQ)
+VL_FCMP(vf_ge, _CMP_GE_OQ)
+VL_FCMP(vf_eq, _CMP_EQ_OQ)
+VL_FCMP(vf_ord, _CMP_ORD_Q)
+#undef VL_FCMP
