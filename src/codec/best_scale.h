@@ -42,6 +42,13 @@ iqf_half iqf_best_sym_block(iqf_simd simd, const float *x, const float *w, int q
 void iqf_best_asym_block(iqf_simd simd, const float *x, const float *w, int nmax, uint8_t *L, iqf_half *d,
                          iqf_half *m);
 
+/* A whole row (n a multiple of 32) of a legacy type in best mode, the same bytes as calling
+ * iqf_best_weights and iqf_best_sym_block / iqf_best_asym_block per block (as legacy.c's best_row
+ * does) but 16 blocks at a time where the fast search applies and with no per-block dispatch.
+ * kind: 0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0 (q8_0 as ggml writes it, -127..127). qw: the
+ * row's importance (n values) or NULL. */
+void iqf_best_legacy_row(iqf_simd simd, int kind, const float *x, void *vy, int64_t n, const float *qw);
+
 /* Best mode's per-value weights for a block of 32 values of a row whose mean square is sigma2:
  * with an importance matrix qw, w = qw * sqrt(sigma2 + x^2) (ggml's *_impl weights); without,
  * w = 1 (plain squared error: measured better for KLD than x^2-based weights, see docs/QUALITY.md).

@@ -49,6 +49,389 @@ static BS_TGT void BS_SFX(weights)(const float *x, const float *qw, float sigma2
     }
 }
 
+/* ---- the fast search (no imatrix, q8_0): 16 blocks at a time, logical lane b = block b ----
+ * (see best_scale.h). Per lane the same IEEE operations in the same order at every level; the
+ * batch composition never changes a lane's result (lanes only stop early when a further round
+ * could not change them). */
+#define VU BS_SFX(vu)
+typedef uint32_t VU __attribute__((vector_size(BS_W * 4), aligned(4)));
+/* the transposed arrays are the kernel's own, aligned to 64: whole aligned vector accesses (an
+ * unaligned 256-bit access would be split in two by GCC's generic tuning and stall the loads
+ * that follow on store forwarding) */
+#define VFA BS_SFX(vfa)
+typedef float VFA __attribute__((vector_size(BS_W * 4)));
+#define LDA(p) ((VF)*(const VFA *)(const void *)(p))
+#define STA(p, v) (*(VFA *)(void *)(p) = (VFA)(v))
+#define VUA BS_SFX(vua)
+typedef uint32_t VUA __attribute__((vector_size(BS_W * 4)));
+#define LDU(p) ((VU)*(const VUA *)(const void *)(p))
+#define STU(p, v) (*(VUA *)(void *)(p) = (VUA)(v))
+#define FORH _Pragma("GCC unroll 4") for (int h = 0; h < NH; h++)
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(sel)(VI m, VF a, VF b) {
+    return (VF)((m & (VI)a) | (~m & (VI)b));
+}
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(selu)(VI m, VU a, VU b) {
+    return ((VU)m & a) | (~(VU)m & b);
+}
+#define SEL BS_SFX(sel)
+#define SELU BS_SFX(selu)
+/* iqf_fp32_to_fp16 lane-wise (the same bit algorithm, copied from float16.c), after saturating
+ * to the largest finite fp16 as fp16_sat does; non-finite lanes must not reach it. */
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(f2h)(VF f) {
+    const VF lim = SPLAT(65504.f), nlim = SPLAT(-65504.f);
+    f = SEL(f > lim, lim, f);
+    f = SEL(f < nlim, nlim, f);
+    const VU w = (VU)f;
+    VF base = ((VF)(w & 0x7fffffffu) * SPLAT(0x1.0p+112f)) * SPLAT(0x1.0p-110f);
+    const VU shl1 = w + w, sign = w & 0x80000000u;
+    VU bias = shl1 & 0xFF000000u;
+    bias = SELU(bias < 0x71000000u, bias - bias + 0x71000000u, bias);
+    base = (VF)((bias >> 1) + 0x07800000u) + base;
+    const VU bits = (VU)base;
+    const VU nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+    return (sign >> 16) | SELU(shl1 > 0xFF000000u, nonsign - nonsign + 0x7E00u, nonsign);
+}
+/* iqf_fp16_to_fp32 lane-wise (same bit algorithm) */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(h2f)(VU hb) {
+    const VU w = hb << 16, sign = w & 0x80000000u, two_w = w + w;
+    const VF nv = (VF)((two_w >> 4) + (0xE0u << 23)) * SPLAT(0x1.0p-112f);
+    const VF dv = (VF)((two_w >> 17) | (126u << 23)) - SPLAT(0.5f);
+    return (VF)(sign | SELU(two_w < (1u << 27), (VU)dv, (VU)nv));
+}
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(vabs)(VF v) {
+    return (VF)((VU)v & 0x7fffffffu);
+}
+static inline __attribute__((always_inline)) BS_TGT bool BS_SFX(any)(const VI *m) {
+    int32_t a[16];
+    memcpy(a, m, sizeof a);
+    int32_t o = 0;
+    for (int u = 0; u < 16; u++) o |= a[u];
+    return o != 0;
+}
+#define H2F BS_SFX(h2f)
+#define F2H BS_SFX(f2h)
+#define VABS BS_SFX(vabs)
+#define ANY BS_SFX(any)
+
+/* Transpose nb (1..16) blocks of 32 (lanes past nb repeat the last block) into t[j*16 + b]
+ * (data movement only). Plain stores: a batch is transposed one batch ahead of its use (the row
+ * loop), so the vector loads find the stores retired. */
+static inline __attribute__((always_inline)) BS_TGT void BS_SFX(transpose)(int nb, const float *x, float *t) {
+    for (int b = 0; b < 16; b++) {
+        const float *xb = x + (b < nb ? b : nb - 1) * QK;
+        for (int j = 0; j < QK; j++) t[j * 16 + b] = xb[j];
+    }
+}
+
+/* The integers of the 16 lanes, transposed: ct[j*16 + b] (q - qmin as an integer). */
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(toint)(VF q) {
+    return (VU)(q + SPLAT(MAGIC)) & 0xFFFFu; /* q integer-valued in [0, 255] */
+}
+
+/* Symmetric evaluation of nc (1 or 2) candidate scales per lane (normalized units): the integers
+ * re-rounded at each, e = sum w r^2, A = sum w q x, B = sum w q^2 (j = 0..31 in order). */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fsym_eval)(const float *xt, const float *wt, int nc, VF dq[2][NH], VF lo, VF hi, VF e[2][NH],
+                  VF A[2][NH], VF B[2][NH]) {
+    VF id[2][NH];
+    for (int c = 0; c < nc; c++)
+        FORH {
+            const VI nz = dq[c][h] != SPLAT(0);
+            id[c][h] = SEL(nz, SPLAT(1) / SEL(nz, dq[c][h], SPLAT(1)), SPLAT(0));
+            e[c][h] = A[c][h] = B[c][h] = SPLAT(0);
+        }
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            const VF wv = wt ? LDA(wt + j * 16 + h * W) : SPLAT(1);
+            _Pragma("GCC unroll 2") for (int c = 0; c < nc; c++) {
+                const VF q = CR(xv * id[c][h], lo, hi), r = xv - q * dq[c][h];
+                const VF wq = wt ? wv * q : q;
+                e[c][h] += wt ? (wv * r) * r : r * r;
+                A[c][h] += wq * xv;
+                B[c][h] += wq * q;
+            }
+        }
+}
+
+/* Fast symmetric search of nb blocks (see best_scale.h); wn: normalized weights (nb*32) or NULL
+ * (uniform). Writes q - qmin to L[nb*32] and the fp16 scales to d[nb]. */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fast_sym_impl)(float *xt, const float *wp, int qmin, int qmax, uint32_t *ct, uint32_t *dout) {
+    VF amax[NH], mx[NH], ia[NH];
+    VI tiny[NH];
+    FORH amax[h] = mx[h] = SPLAT(0);
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF v = LDA(xt + j * 16 + h * W), a = VABS(v);
+            const VI g = a > amax[h];
+            amax[h] = SEL(g, a, amax[h]);
+            mx[h] = SEL(g, v, mx[h]);
+        }
+    FORH {
+        tiny[h] = amax[h] < SPLAT(BS_TINY);
+        ia[h] = SEL(tiny[h], SPLAT(0), SPLAT(1) / SEL(tiny[h], SPLAT(1), amax[h]));
+    }
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF v = LDA(xt + j * 16 + h * W) * ia[h];
+            STA(xt + j * 16 + h * W, v);
+        }
+    const VF lo = SPLAT((float)qmin), hi = SPLAT((float)qmax);
+    /* starts: ggml's scale (the max at qmin) and the max at the other end (q8_0, whose grid is
+     * symmetric: the max a quarter step inside the end) */
+    const float alt = qmax == -qmin ? (float)qmax + 0.25f : (float)qmax;
+    VF dq[2][NH], e[2][NH], A[2][NH], B[2][NH], be[NH], bA[NH], bB[NH];
+    VU hc[2][NH], bh[NH], cur[NH];
+    FORH {
+        hc[0][h] = F2H(mx[h] / lo);
+        hc[1][h] = F2H(mx[h] / SPLAT(alt));
+        dq[0][h] = H2F(hc[0][h]) * ia[h];
+        dq[1][h] = H2F(hc[1][h]) * ia[h];
+    }
+    BS_SFX(fsym_eval)(xt, wp, 2, dq, lo, hi, e, A, B);
+    VI live[NH];
+    FORH {
+        const VI g = e[1][h] < e[0][h];
+        be[h] = SEL(g, e[1][h], e[0][h]);
+        bA[h] = SEL(g, A[1][h], A[0][h]);
+        bB[h] = SEL(g, B[1][h], B[0][h]);
+        bh[h] = SELU(g, hc[1][h], hc[0][h]);
+        cur[h] = bh[h];
+        live[h] = ~tiny[h];
+    }
+    /* least-squares rescale of the rounded values, at fp16, while the error falls */
+    for (int it = 0; it < FAST_ITERS; it++) {
+        VI act[NH];
+        FORH {
+            const VI ok = live[h] & (bB[h] > SPLAT(0));
+            const VF dn = (bA[h] / SEL(ok, bB[h], SPLAT(1))) * amax[h];
+            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f));
+            hc[0][h] = SELU(fin, F2H(SEL(fin, dn, SPLAT(0))), cur[h]);
+            act[h] = fin & (VI)(hc[0][h] != cur[h]);
+            dq[0][h] = H2F(hc[0][h]) * ia[h];
+        }
+        if (!ANY(act)) break;
+        BS_SFX(fsym_eval)(xt, wp, 1, dq, lo, hi, e, A, B);
+        FORH {
+            const VI imp = act[h] & (e[0][h] < be[h]);
+            be[h] = SEL(imp, e[0][h], be[h]);
+            bh[h] = SELU(imp, hc[0][h], bh[h]);
+            bA[h] = SEL(imp, A[0][h], bA[h]);
+            bB[h] = SEL(imp, B[0][h], bB[h]);
+            cur[h] = SELU(imp, hc[0][h], cur[h]);
+            live[h] = imp;
+        }
+    }
+    /* neighbouring fp16 scales (one ulp in magnitude, -1 then +1) */
+    for (int st = 0; st < FAST_WALK; st++) {
+        VI moved[NH];
+        FORH {
+            const VU mag = bh[h] & 0x7fffu, sg = bh[h] & 0x8000u;
+            hc[0][h] = SELU(mag > 0u, sg | (mag - 1u), bh[h]);
+            hc[1][h] = SELU(mag < (VU)(mag - mag + FP16_MAX_BITS), sg | (mag + 1u), bh[h]);
+            dq[0][h] = H2F(hc[0][h]) * ia[h];
+            dq[1][h] = H2F(hc[1][h]) * ia[h];
+        }
+        BS_SFX(fsym_eval)(xt, wp, 2, dq, lo, hi, e, A, B);
+        FORH {
+            moved[h] = (VI)SPLAT(0);
+            for (int c = 0; c < 2; c++) {
+                const VI imp = ~tiny[h] & (e[c][h] < be[h]);
+                be[h] = SEL(imp, e[c][h], be[h]);
+                bh[h] = SELU(imp, hc[c][h], bh[h]);
+                moved[h] |= imp;
+            }
+        }
+        if (!ANY(moved)) break;
+    }
+    /* the integers at the chosen scale */
+    FORH {
+        bh[h] = SELU(tiny[h], bh[h] - bh[h], bh[h]);
+        const VF d = H2F(bh[h]) * ia[h];
+        const VI nz = d != SPLAT(0);
+        dq[0][h] = SEL(nz, SPLAT(1) / SEL(nz, d, SPLAT(1)), SPLAT(0));
+        STU(dout + h * W, bh[h]);
+    }
+    for (int j = 0; j < QK; j++)
+        FORH STU(ct + j * 16 + h * W, BS_SFX(toint)(CR(LDA(xt + j * 16 + h * W) * dq[0][h], lo, hi) - lo));
+}
+static BS_TGT void BS_SFX(fast_sym_w)(float *xt, const float *wt, int qmin, int qmax, uint32_t *ct,
+                                      uint32_t *d) {
+    BS_SFX(fast_sym_impl)(xt, wt, qmin, qmax, ct, d);
+}
+static BS_TGT void BS_SFX(fast_sym_u)(float *xt, int qmin, int qmax, uint32_t *ct, uint32_t *d) {
+    BS_SFX(fast_sym_impl)(xt, NULL, qmin, qmax, ct, d);
+}
+
+/* Asymmetric evaluation (x ~ d q + m, q in [0, hi]) of one candidate per lane: e, and the sums
+ * sq = sum w q, sqq = sum w q^2, sqx = sum w q x. */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fasym_eval)(const float *xt, const float *wt, const VF *dq, const VF *mq, VF hi, VF *e,
+                   VF *sq, VF *sqq, VF *sqx) {
+    VF id[NH];
+    FORH {
+        const VI nz = dq[h] != SPLAT(0);
+        id[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
+        e[h] = sq[h] = sqq[h] = sqx[h] = SPLAT(0);
+    }
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            const VF wv = wt ? LDA(wt + j * 16 + h * W) : SPLAT(1);
+            const VF q = CR((xv - mq[h]) * id[h], SPLAT(0), hi), r = xv - (q * dq[h] + mq[h]);
+            const VF wq = wt ? wv * q : q;
+            e[h] += wt ? (wv * r) * r : r * r;
+            sq[h] += wq;
+            sqq[h] += wq * q;
+            sqx[h] += wq * xv;
+        }
+}
+
+/* Fast asymmetric search of nb blocks: start at ggml's (d, m) = (range / nmax, min), then the
+ * joint least-squares (d, m) of the rounded values, at fp16, while the error falls. */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fast_asym_impl)(float *xt, const float *wp, int nmax, uint32_t *ct, uint32_t *dout,
+                       uint32_t *mout) {
+    VF mn[NH], mx[NH], amax[NH], ia[NH];
+    VI tiny[NH], flat[NH];
+    FORH mn[h] = mx[h] = LDA(xt + h * W);
+    for (int j = 1; j < QK; j++)
+        FORH {
+            const VF v = LDA(xt + j * 16 + h * W);
+            mn[h] = SEL(v < mn[h], v, mn[h]);
+            mx[h] = SEL(v > mx[h], v, mx[h]);
+        }
+    FORH {
+        const VF a0 = VABS(mn[h]), a1 = VABS(mx[h]);
+        amax[h] = SEL(a1 > a0, a1, a0);
+        tiny[h] = amax[h] < SPLAT(BS_TINY);
+        flat[h] = ~tiny[h] & (mn[h] == mx[h]);
+        ia[h] = SEL(tiny[h], SPLAT(0), SPLAT(1) / SEL(tiny[h], SPLAT(1), amax[h]));
+    }
+    VF sw[NH], swx[NH];
+    FORH sw[h] = swx[h] = SPLAT(0);
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF v = LDA(xt + j * 16 + h * W) * ia[h];
+            STA(xt + j * 16 + h * W, v);
+            const VF wv = wp ? LDA(wp + j * 16 + h * W) : SPLAT(1);
+            sw[h] += wv;
+            swx[h] += wp ? wv * v : v;
+        }
+    const VF hi = SPLAT((float)nmax);
+    VU hd[NH], hm[NH], bd[NH], bm[NH];
+    VF dq[NH], mq[NH], e[NH], sq[NH], sqq[NH], sqx[NH], be[NH];
+    VI live[NH];
+    FORH {
+        hd[h] = F2H((mx[h] - mn[h]) / hi);
+        hm[h] = F2H(mn[h]);
+        dq[h] = H2F(hd[h]) * ia[h];
+        mq[h] = H2F(hm[h]) * ia[h];
+    }
+    BS_SFX(fasym_eval)(xt, wp, dq, mq, hi, e, sq, sqq, sqx);
+    FORH {
+        be[h] = e[h];
+        bd[h] = hd[h];
+        bm[h] = hm[h];
+        live[h] = ~tiny[h] & ~flat[h];
+    }
+    for (int it = 0; it < FAST_ITERS; it++) {
+        VI act[NH];
+        FORH {
+            const VF D = sw[h] * sqq[h] - sq[h] * sq[h];
+            const VI ok = live[h] & (D > SPLAT(1e-6f) * (sw[h] * sqq[h]));
+            const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
+            const VF dn = ((sw[h] * sqx[h] - swx[h] * sq[h]) * iD) * amax[h];
+            const VF mnn = ((sqq[h] * swx[h] - sq[h] * sqx[h]) * iD) * amax[h];
+            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
+            const VU nd = SELU(fin, F2H(SEL(fin, dn, SPLAT(0))), hd[h]);
+            const VU nm = SELU(fin, F2H(SEL(fin, mnn, SPLAT(0))), hm[h]);
+            act[h] = fin & ((VI)(nd != hd[h]) | (VI)(nm != hm[h]));
+            hd[h] = nd;
+            hm[h] = nm;
+            dq[h] = H2F(hd[h]) * ia[h];
+            mq[h] = H2F(hm[h]) * ia[h];
+        }
+        if (!ANY(act)) break;
+        BS_SFX(fasym_eval)(xt, wp, dq, mq, hi, e, sq, sqq, sqx);
+        FORH {
+            const VI imp = act[h] & (e[h] < be[h]);
+            be[h] = SEL(imp, e[h], be[h]);
+            bd[h] = SELU(imp, hd[h], bd[h]);
+            bm[h] = SELU(imp, hm[h], bm[h]);
+            live[h] = imp;
+        }
+    }
+    FORH {
+        const VI z = tiny[h] | flat[h];
+        bd[h] = SELU(z, bd[h] - bd[h], bd[h]);
+        bm[h] = SELU(tiny[h], bm[h] - bm[h], bm[h]);
+        dq[h] = H2F(bd[h]) * ia[h];
+        mq[h] = H2F(bm[h]) * ia[h];
+        const VI nz = dq[h] != SPLAT(0);
+        sq[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
+        STU(dout + h * W, bd[h]);
+        STU(mout + h * W, bm[h]);
+    }
+    for (int j = 0; j < QK; j++)
+        FORH STU(ct + j * 16 + h * W, BS_SFX(toint)(CR((LDA(xt + j * 16 + h * W) - mq[h]) * sq[h], SPLAT(0), hi)));
+}
+static BS_TGT void BS_SFX(fast_asym_u)(float *xt, int nmax, uint32_t *ct, uint32_t *d, uint32_t *m) {
+    BS_SFX(fast_asym_impl)(xt, NULL, nmax, ct, d, m);
+}
+
+/* Packs the 16 lanes' integers ct (transposed) into blocks i0 .. i0+nb-1 of a legacy row (kind as
+ * iqf_best_legacy_row): the packed words are built lane-wise, then stored per block. */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(pack_batch)(int kind, const uint32_t *ct, const uint32_t *d, const uint32_t *m, int nb,
+                   void *vy, int64_t i0) {
+    _Alignas(64) uint32_t wq[9 * 16];
+    const int nw = kind == 4 ? 8 : 4;
+    for (int k = 0; k < nw; k++)
+        FORH {
+            VU v = LDU(ct + h * W) - LDU(ct + h * W); /* 0 */
+            for (int t = 0; t < 4; t++) {
+                VU byte;
+                if (kind == 4) byte = (LDU(ct + (4 * k + t) * 16 + h * W) - 127u) & 0xFFu;
+                else byte = (LDU(ct + (4 * k + t) * 16 + h * W) & 0xFu) | ((LDU(ct + (4 * k + t + 16) * 16 + h * W) & 0xFu) << 4);
+                v |= byte << (8 * t);
+            }
+            STU(wq + k * 16 + h * W, v);
+        }
+    if (kind == 2 || kind == 3)
+        FORH {
+            VU v = LDU(ct + h * W) - LDU(ct + h * W);
+            for (int j = 0; j < QK; j++) v |= ((LDU(ct + j * 16 + h * W) >> 4) & 1u) << j;
+            STU(wq + 8 * 16 + h * W, v);
+        }
+    for (int b = 0; b < nb; b++) {
+        uint32_t words[8];
+        for (int k = 0; k < nw; k++) words[k] = wq[k * 16 + b];
+        const iqf_half hd = (iqf_half)d[b], hm = (iqf_half)m[b];
+        switch (kind) {
+        case 0: { block_q4_0 *y = (block_q4_0 *)vy + i0 + b; y->d = hd; memcpy(y->qs, words, 16); break; }
+        case 1: { block_q4_1 *y = (block_q4_1 *)vy + i0 + b; y->d = hd; y->m = hm; memcpy(y->qs, words, 16); break; }
+        case 2: { block_q5_0 *y = (block_q5_0 *)vy + i0 + b; y->d = hd; memcpy(y->qh, &wq[8 * 16 + b], 4); memcpy(y->qs, words, 16); break; }
+        case 3: { block_q5_1 *y = (block_q5_1 *)vy + i0 + b; y->d = hd; y->m = hm; memcpy(y->qh, &wq[8 * 16 + b], 4); memcpy(y->qs, words, 16); break; }
+        default: { block_q8_0 *y = (block_q8_0 *)vy + i0 + b; y->d = hd; memcpy(y->qs, words, 32); break; }
+        }
+    }
+}
+#undef FORH
+#undef SEL
+#undef SELU
+#undef H2F
+#undef F2H
+#undef VABS
+#undef ANY
+#undef LDA
+#undef STA
+#undef VFA
+#undef LDU
+#undef STU
+#undef VUA
+
 /* ---- symmetric: xa = x / amax in [-1, 1]; the scale in the same units ---- */
 
 /* Weighted error of the block at normalized scale da (integers re-rounded at it); writes the
@@ -137,6 +520,24 @@ static BS_TGT int BS_SFX(best_score)(int nc, const float *sxq, const float *sq2)
 
 static BS_TGT iqf_half BS_SFX(sym_block)(const float *x, const float *w, int qmin, int qmax,
                                          uint8_t *L) {
+    {
+        /* the fast search: uniform weights (no imatrix) and q8_0 (see best_scale.h) */
+        float wn0[QK];
+        const bool uni = uniform_weights(w, wn0);
+        if (uni || qmax == -qmin) {
+            _Alignas(64) float xt[QK * 16], wt[QK * 16];
+            _Alignas(64) uint32_t ct[QK * 16], d[16];
+            BS_SFX(transpose)(1, x, xt);
+            if (uni) {
+                BS_SFX(fast_sym_u)(xt, qmin, qmax, ct, d);
+            } else {
+                BS_SFX(transpose)(1, wn0, wt);
+                BS_SFX(fast_sym_w)(xt, wt, qmin, qmax, ct, d);
+            }
+            for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
+            return (iqf_half)d[0];
+        }
+    }
     float amax = 0, max = 0;
     for (int j = 0; j < QK; j++)
         if (fabsf(x[j]) > amax) {
@@ -244,6 +645,19 @@ static BS_TGT float BS_SFX(asym_eval)(const float *xa, const float *wn, float da
 
 static BS_TGT void BS_SFX(asym_block)(const float *x, const float *w, int nmax, uint8_t *L,
                                       iqf_half *d, iqf_half *m) {
+    {
+        float wn0[QK];
+        if (uniform_weights(w, wn0)) { /* the fast search (no imatrix) */
+            _Alignas(64) float xt[QK * 16];
+            _Alignas(64) uint32_t ct[QK * 16], dd[16], mm[16];
+            BS_SFX(transpose)(1, x, xt);
+            BS_SFX(fast_asym_u)(xt, nmax, ct, dd, mm);
+            for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
+            *d = (iqf_half)dd[0];
+            *m = (iqf_half)mm[0];
+            return;
+        }
+    }
     float mn = x[0], mx = x[0];
     for (int j = 1; j < QK; j++) {
         mn = x[j] < mn ? x[j] : mn;
@@ -428,10 +842,55 @@ static BS_TGT float BS_SFX(grid_eval)(const iqf_best_grid16 *g, const float *x, 
     return HSUM(e);
 }
 
+/* ---- a whole row of a legacy type (best_scale.h: iqf_best_legacy_row) ---- */
+static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_t n, const float *qw) {
+    const int64_t nb = n / QK;
+    static const int qmins[5] = { -8, 0, -16, 0, -127 }, qmaxs[5] = { 7, 15, 15, 31, 127 };
+    const int qmin = qmins[kind], qmax = qmaxs[kind];
+    const bool asym = kind == 1 || kind == 3;
+    if (qw && kind != 4) { /* the dense search, block by block */
+        const float sigma2 = row_sigma2(x, n);
+        float w[QK];
+        uint8_t L[QK];
+        for (int64_t i = 0; i < nb; i++) {
+            iqf_half d, m = 0;
+            BS_SFX(weights)(x + i * QK, qw + i * QK, sigma2, w);
+            if (asym) BS_SFX(asym_block)(x + i * QK, w, qmax, L, &d, &m);
+            else d = BS_SFX(sym_block)(x + i * QK, w, qmin, qmax, L);
+            pack_block(kind, L, d, m, vy, i);
+        }
+        return;
+    }
+    /* the fast search, 16 blocks at a time, the next batch prepared one ahead */
+    const float sigma2 = qw ? row_sigma2(x, n) : 0.f;
+    _Alignas(64) float xt[2][QK * 16], wt[2][QK * 16];
+    _Alignas(64) uint32_t ct[QK * 16], d[16], m[16];
+    float w[QK], wn[QK];
+    for (int64_t i0 = 0, k = 0; i0 < nb; i0 += 16, k ^= 1) {
+        for (int64_t p = i0 == 0 ? 0 : i0 + 16; p <= i0 + 16 && p < nb; p += 16) {
+            const int np = nb - p < 16 ? (int)(nb - p) : 16, kp = p == i0 ? (int)k : (int)k ^ 1;
+            BS_SFX(transpose)(np, x + p * QK, xt[kp]);
+            if (qw)
+                for (int b = 0; b < 16; b++) {
+                    const int64_t bi = p + (b < np ? b : np - 1);
+                    BS_SFX(weights)(x + bi * QK, qw + bi * QK, sigma2, w);
+                    norm_weights(w, wn);
+                    for (int j = 0; j < QK; j++) wt[kp][j * 16 + b] = wn[j];
+                }
+        }
+        const int nbb = nb - i0 < 16 ? (int)(nb - i0) : 16;
+        if (qw) BS_SFX(fast_sym_w)(xt[k], wt[k], qmin, qmax, ct, d);
+        else if (asym) BS_SFX(fast_asym_u)(xt[k], qmax, ct, d, m);
+        else BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
+        BS_SFX(pack_batch)(kind, ct, d, m, nbb, vy, i0);
+    }
+}
+
 #undef W
 #undef NH
 #undef VF
 #undef VI
+#undef VU
 #undef SPLAT
 #undef LD
 #undef CR
