@@ -26,6 +26,9 @@
 
 #include <math.h>
 #include <stdbool.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 #include <string.h>
 
 #define QK IQF_BEST_QK
@@ -44,6 +47,9 @@
 #define WALK_STEPS 4   /* fp16 neighbour steps */
 #define FAST_ITERS 2   /* fast search: least-squares rescales */
 #define FAST_WALK 1    /* fast search: fp16 neighbour steps */
+#define FASTS_ITERS 2  /* fast search on sums, symmetric: rounds */
+#define FASTS_WALK 1   /* fast search on sums, symmetric: fp16 neighbour steps */
+#define FASTA_ITERS 1  /* fast search on sums, asymmetric: rounds */
 
 /* Normalized weights: max 1. NaN counts as 0; if the largest weight is infinite, the infinite
  * ones count 1 and the rest 0; if every weight is 0, all count 1. */

@@ -77,10 +77,7 @@ static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(selu)(VI m, VU a, 
 #define SELU BS_SFX(selu)
 /* iqf_fp32_to_fp16 lane-wise (the same bit algorithm, copied from float16.c), after saturating
  * to the largest finite fp16 as fp16_sat does; non-finite lanes must not reach it. */
-static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(f2h)(VF f) {
-    const VF lim = SPLAT(65504.f), nlim = SPLAT(-65504.f);
-    f = SEL(f > lim, lim, f);
-    f = SEL(f < nlim, nlim, f);
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(f2h_full)(VF f) {
     const VU w = (VU)f;
     VF base = ((VF)(w & 0x7fffffffu) * SPLAT(0x1.0p+112f)) * SPLAT(0x1.0p-110f);
     const VU shl1 = w + w, sign = w & 0x80000000u;
@@ -92,7 +89,7 @@ static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(f2h)(VF f) {
     return (sign >> 16) | SELU(shl1 > 0xFF000000u, nonsign - nonsign + 0x7E00u, nonsign);
 }
 /* iqf_fp16_to_fp32 lane-wise (same bit algorithm) */
-static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(h2f)(VU hb) {
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(h2f_full)(VU hb) {
     const VU w = hb << 16, sign = w & 0x80000000u, two_w = w + w;
     const VF nv = (VF)((two_w >> 4) + (0xE0u << 23)) * SPLAT(0x1.0p-112f);
     const VF dv = (VF)((two_w >> 17) | (126u << 23)) - SPLAT(0.5f);
@@ -101,26 +98,109 @@ static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(h2f)(VU hb) {
 static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(vabs)(VF v) {
     return (VF)((VU)v & 0x7fffffffu);
 }
-static inline __attribute__((always_inline)) BS_TGT bool BS_SFX(any)(const VI *m) {
-    int32_t a[16];
-    memcpy(a, m, sizeof a);
+/* any lane of one vector set (mask lanes are 0 or -1) */
+static inline __attribute__((always_inline)) BS_TGT bool BS_SFX(any1)(VI m) {
+#if BS_PASS == 2
+    return _mm512_movepi32_mask((__m512i)m) != 0;
+#elif BS_PASS == 1
+    return _mm256_movemask_ps((__m256)m) != 0;
+#elif defined(__SSE2__)
+    return _mm_movemask_ps((__m128)m) != 0;
+#else
     int32_t o = 0;
-    for (int u = 0; u < 16; u++) o |= a[u];
+    for (int u = 0; u < W; u++) o |= m[u];
     return o != 0;
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT bool BS_SFX(any)(const VI *m) {
+    VI o = m[0];
+    for (int h = 1; h < NH; h++) o |= m[h];
+    return BS_SFX(any1)(o);
 }
 #define H2F BS_SFX(h2f)
 #define F2H BS_SFX(f2h)
 #define VABS BS_SFX(vabs)
 #define ANY BS_SFX(any)
+/* The same conversions with a short path when every lane is a normal fp16 (the usual case):
+ * round to nearest even on the bits, which is what the full algorithm computes there. */
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(f2h)(VF f) {
+    const VF lim = SPLAT(65504.f), nlim = SPLAT(-65504.f);
+    f = SEL(f > lim, lim, f);
+    f = SEL(f < nlim, nlim, f);
+    const VU w = (VU)f, a = w & 0x7fffffffu;
+    if (BS_SFX(any1)((VI)(a < 0x38800000u))) return BS_SFX(f2h_full)(f);
+    return ((w >> 16) & 0x8000u) | ((a - 0x38000000u + 0xFFFu + ((a >> 13) & 1u)) >> 13);
+}
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(h2f)(VU hb) {
+    const VU e = hb & 0x7C00u;
+    if (BS_SFX(any1)((VI)(e == 0u) | (VI)(e == 0x7C00u))) return BS_SFX(h2f_full)(hb);
+    return (VF)(((hb & 0x8000u) << 16) | (((hb & 0x7fffu) << 13) + 0x38000000u));
+}
 
-/* Transpose nb (1..16) blocks of 32 (lanes past nb repeat the last block) into t[j*16 + b]
- * (data movement only). Plain stores: a batch is transposed one batch ahead of its use (the row
- * loop), so the vector loads find the stores retired. */
+/* Transpose nb (1..16) blocks of 32 (lanes past nb repeat the last block) into t[j*16 + b]:
+ * data movement only, so each level may do it its own way (in-register tile transposes). A batch
+ * is transposed one batch ahead of its use (the row loop), so the loads find the stores retired. */
 static inline __attribute__((always_inline)) BS_TGT void BS_SFX(transpose)(int nb, const float *x, float *t) {
-    for (int b = 0; b < 16; b++) {
-        const float *xb = x + (b < nb ? b : nb - 1) * QK;
-        for (int j = 0; j < QK; j++) t[j * 16 + b] = xb[j];
+    const float *xb[16];
+    for (int b = 0; b < 16; b++) xb[b] = x + (b < nb ? b : nb - 1) * QK;
+#if BS_PASS == 2
+    for (int half = 0; half < 2; half++) {
+        __m512 r[16], u[16], v[16];
+        for (int b = 0; b < 16; b++) r[b] = _mm512_loadu_ps(xb[b] + 16 * half);
+        for (int b = 0; b < 16; b += 2) {
+            u[b] = _mm512_unpacklo_ps(r[b], r[b + 1]);
+            u[b + 1] = _mm512_unpackhi_ps(r[b], r[b + 1]);
+        }
+        for (int b = 0; b < 16; b += 4) {
+            v[b] = _mm512_shuffle_ps(u[b], u[b + 2], 0x44);
+            v[b + 1] = _mm512_shuffle_ps(u[b], u[b + 2], 0xEE);
+            v[b + 2] = _mm512_shuffle_ps(u[b + 1], u[b + 3], 0x44);
+            v[b + 3] = _mm512_shuffle_ps(u[b + 1], u[b + 3], 0xEE);
+        }
+        /* v[4g + c] holds, per 128-bit lane L (values 4L..4L+3 of the half), the value 4L + c of
+         * blocks 4g..4g+3 */
+        for (int c = 0; c < 4; c++) {
+            const __m512 a0 = _mm512_shuffle_f32x4(v[c], v[4 + c], 0x88);      /* L0,L2 of g0 | g1 */
+            const __m512 a1 = _mm512_shuffle_f32x4(v[c], v[4 + c], 0xDD);      /* L1,L3 */
+            const __m512 b0 = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0x88);
+            const __m512 b1 = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0xDD);
+            /* a0 = [g0L0 g0L2 g1L0 g1L2], b0 = [g2L0 g2L2 g3L0 g3L2] */
+            const __m512 l0 = _mm512_shuffle_f32x4(a0, b0, 0x88); /* g0L0 g1L0 g2L0 g3L0 */
+            const __m512 l2 = _mm512_shuffle_f32x4(a0, b0, 0xDD); /* L2 */
+            const __m512 l1 = _mm512_shuffle_f32x4(a1, b1, 0x88); /* L1 */
+            const __m512 l3 = _mm512_shuffle_f32x4(a1, b1, 0xDD); /* L3 */
+            float *o = t + (16 * half + c) * 16;
+            _mm512_store_ps(o + 0 * 64, l0);
+            _mm512_store_ps(o + 1 * 64, l1);
+            _mm512_store_ps(o + 2 * 64, l2);
+            _mm512_store_ps(o + 3 * 64, l3);
+        }
     }
+#elif BS_PASS == 1
+    for (int g = 0; g < 2; g++)
+        for (int j0 = 0; j0 < QK; j0 += 8) {
+            __m256 r[8], u[8], v[8];
+            for (int b = 0; b < 8; b++) r[b] = _mm256_loadu_ps(xb[8 * g + b] + j0);
+            for (int b = 0; b < 8; b += 2) {
+                u[b] = _mm256_unpacklo_ps(r[b], r[b + 1]);
+                u[b + 1] = _mm256_unpackhi_ps(r[b], r[b + 1]);
+            }
+            for (int b = 0; b < 8; b += 4) {
+                v[b] = _mm256_shuffle_ps(u[b], u[b + 2], 0x44);
+                v[b + 1] = _mm256_shuffle_ps(u[b], u[b + 2], 0xEE);
+                v[b + 2] = _mm256_shuffle_ps(u[b + 1], u[b + 3], 0x44);
+                v[b + 3] = _mm256_shuffle_ps(u[b + 1], u[b + 3], 0xEE);
+            }
+            /* v[4q + c]: per 128-bit lane L, value j0 + 4L + c of blocks 4q..4q+3 */
+            for (int c = 0; c < 4; c++) {
+                _mm256_store_ps(t + (j0 + c) * 16 + 8 * g, _mm256_permute2f128_ps(v[c], v[4 + c], 0x20));
+                _mm256_store_ps(t + (j0 + 4 + c) * 16 + 8 * g, _mm256_permute2f128_ps(v[c], v[4 + c], 0x31));
+            }
+        }
+#else
+    for (int b = 0; b < 16; b++)
+        for (int j = 0; j < QK; j++) t[j * 16 + b] = xb[b][j];
+#endif
 }
 
 /* The integers of the 16 lanes, transposed: ct[j*16 + b] (q - qmin as an integer). */
@@ -264,121 +344,312 @@ static BS_TGT void BS_SFX(fast_sym_u)(float *xt, int qmin, int qmax, uint32_t *c
     BS_SFX(fast_sym_impl)(xt, NULL, qmin, qmax, ct, d);
 }
 
-/* Asymmetric evaluation (x ~ d q + m, q in [0, hi]) of one candidate per lane: e, and the sums
- * sq = sum w q, sqq = sum w q^2, sqx = sum w q x. */
+/* CR for the fast kernels: the level's own min/max and rounding instructions. For finite v the
+ * same value as CR (max/min select exactly as CR's compares do; a -0 that CR keeps and max turns
+ * into +0 rounds to +0 either way; round-to-nearest-even as the magic-number trick). */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(crf)(VF v, VF lo, VF hi) {
+#if BS_PASS == 2
+    const __m512 c = _mm512_min_ps(_mm512_max_ps((__m512)v, (__m512)lo), (__m512)hi);
+    return (VF)_mm512_roundscale_ps(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#elif BS_PASS == 1
+    const __m256 c = _mm256_min_ps(_mm256_max_ps((__m256)v, (__m256)lo), (__m256)hi);
+    return (VF)_mm256_round_ps(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+    return CR(v, lo, hi);
+#endif
+}
+#define CRF BS_SFX(crf)
+/* v < m ? v : m and v > m ? v : m (finite input: the level's min/max instructions select alike) */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(vmin)(VF v, VF m) {
+#if BS_PASS == 2
+    return (VF)_mm512_min_ps((__m512)v, (__m512)m);
+#elif BS_PASS == 1
+    return (VF)_mm256_min_ps((__m256)v, (__m256)m);
+#elif defined(__SSE2__)
+    return (VF)_mm_min_ps((__m128)v, (__m128)m);
+#else
+    return SEL(v < m, v, m);
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(vmax)(VF v, VF m) {
+#if BS_PASS == 2
+    return (VF)_mm512_max_ps((__m512)v, (__m512)m);
+#elif BS_PASS == 1
+    return (VF)_mm256_max_ps((__m256)v, (__m256)m);
+#elif defined(__SSE2__)
+    return (VF)_mm_max_ps((__m128)v, (__m128)m);
+#else
+    return SEL(v > m, v, m);
+#endif
+}
+/* toint(CR(v, lo, hi) - lo): the integer minus lo, by the level's conversion where it has one
+ * (round to nearest even, the default mode, as CR) */
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(cri)(VF v, VF lo, VF hi) {
+#if BS_PASS == 2
+    const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps((__m512)v, (__m512)lo), (__m512)hi));
+    return (VU)q - (VU)_mm512_cvtps_epi32((__m512)lo);
+#elif BS_PASS == 1
+    const __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps((__m256)v, (__m256)lo), (__m256)hi));
+    return (VU)q - (VU)_mm256_cvtps_epi32((__m256)lo);
+#else
+    return BS_SFX(toint)(CR(v, lo, hi) - lo);
+#endif
+}
+#define CRI BS_SFX(cri)
+#define VMIN BS_SFX(vmin)
+#define VMAX BS_SFX(vmax)
+
+/* ---- the fast search on sums (q4_0, q5_0, q4_1, q5_1 without an imatrix) ----
+ * One pass per candidate computes only the least-squares sums of its re-rounded integers; the
+ * error of those integers at any scale follows from the sums (E = S2 - 2 d A + d^2 B), so the
+ * least-squares rescale of a candidate is scored without another pass (an upper bound of the
+ * error after re-rounding at it). */
+
+/* sums of nc (1 or 2) candidates: A = sum q x, B = sum q^2 (j = 0..31 in order) */
 static inline __attribute__((always_inline)) BS_TGT void
-BS_SFX(fasym_eval)(const float *xt, const float *wt, const VF *dq, const VF *mq, VF hi, VF *e,
-                   VF *sq, VF *sqq, VF *sqx) {
+BS_SFX(fsym_sums)(const float *xt, int nc, VF dq[2][NH], VF lo, VF hi, VF A[2][NH], VF B[2][NH]) {
+    VF id[2][NH];
+    for (int c = 0; c < nc; c++)
+        FORH {
+            const VI nz = dq[c][h] != SPLAT(0);
+            id[c][h] = SEL(nz, SPLAT(1) / SEL(nz, dq[c][h], SPLAT(1)), SPLAT(0));
+            A[c][h] = B[c][h] = SPLAT(0);
+        }
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            _Pragma("GCC unroll 2") for (int c = 0; c < nc; c++) {
+                const VF q = CRF(xv * id[c][h], lo, hi);
+                A[c][h] += q * xv;
+                B[c][h] += q * q;
+            }
+        }
+}
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(sym_err)(VF S2, VF d, VF A, VF B) {
+    return (S2 - (d + d) * A) + (d * d) * B;
+}
+
+static BS_TGT void BS_SFX(fast_sym_s)(float *xt, int qmin, int qmax, uint32_t *ct, uint32_t *dout) {
+    VF amax[NH], mx[NH], ia[NH], S2[NH];
+    VI tiny[NH], scl[NH];
+    FORH amax[h] = mx[h] = S2[h] = SPLAT(0);
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF v = LDA(xt + j * 16 + h * W), a = VABS(v);
+            const VI g = a > amax[h];
+            amax[h] = SEL(g, a, amax[h]);
+            mx[h] = SEL(g, v, mx[h]);
+            S2[h] += v * v;
+        }
+    /* units as in fast_asym_s: x itself within 2^-40..2^40, else x / max|x| */
+    FORH {
+        const VF am = amax[h];
+        tiny[h] = am < SPLAT(BS_TINY);
+        scl[h] = ~tiny[h] & ((am > SPLAT(0x1.0p40f)) | (am < SPLAT(0x1.0p-40f)));
+        amax[h] = SEL(scl[h], am, SPLAT(1));
+        ia[h] = SEL(scl[h], SPLAT(1) / SEL(scl[h], am, SPLAT(1)), SPLAT(1));
+    }
+    if (ANY(scl)) {
+        FORH S2[h] = SPLAT(0);
+        for (int j = 0; j < QK; j++)
+            FORH {
+                const VF v = LDA(xt + j * 16 + h * W) * ia[h];
+                STA(xt + j * 16 + h * W, v);
+                S2[h] += v * v;
+            }
+    }
+    const VF lo = SPLAT((float)qmin), hi = SPLAT((float)qmax);
+    VF dq[2][NH], A[2][NH], B[2][NH], be[NH];
+    VU hc[2][NH], bh[NH];
+    VI act[NH];
+    FORH {
+        hc[0][h] = F2H(mx[h] / lo); /* ggml's scale: the max at qmin */
+        hc[1][h] = F2H(mx[h] / hi); /* the max at qmax */
+        dq[0][h] = H2F(hc[0][h]) * ia[h];
+        dq[1][h] = H2F(hc[1][h]) * ia[h];
+    }
+    BS_SFX(fsym_sums)(xt, 2, dq, lo, hi, A, B);
+    /* candidates in order: the two starts (exact errors), their least-squares rescales (bounds) */
+    FORH {
+        be[h] = BS_SFX(sym_err)(S2[h], dq[0][h], A[0][h], B[0][h]);
+        bh[h] = hc[0][h];
+        const VF e1 = BS_SFX(sym_err)(S2[h], dq[1][h], A[1][h], B[1][h]);
+        VI g = e1 < be[h];
+        be[h] = SEL(g, e1, be[h]);
+        bh[h] = SELU(g, hc[1][h], bh[h]);
+        act[h] = (VI)SPLAT(0);
+        for (int c = 0; c < 2; c++) {
+            const VI ok = ~tiny[h] & (B[c][h] > SPLAT(0));
+            const VF dn = (A[c][h] / SEL(ok, B[c][h], SPLAT(1))) * amax[h];
+            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f));
+            const VU hn = F2H(SEL(fin, dn, SPLAT(0)));
+            const VF dl = H2F(hn) * ia[h];
+            const VF el = BS_SFX(sym_err)(S2[h], dl, A[c][h], B[c][h]);
+            g = fin & (el < be[h]);
+            be[h] = SEL(g, el, be[h]);
+            bh[h] = SELU(g, hn, bh[h]);
+            act[h] |= g;
+        }
+    }
+    /* more rounds: the sums of the chosen rescale, its own rescale */
+    for (int it = 1; it < FASTS_ITERS; it++) {
+        if (!ANY(act)) break;
+        FORH dq[0][h] = H2F(bh[h]) * ia[h];
+        BS_SFX(fsym_sums)(xt, 1, dq, lo, hi, A, B);
+        FORH {
+            be[h] = SEL(act[h], BS_SFX(sym_err)(S2[h], dq[0][h], A[0][h], B[0][h]), be[h]);
+            const VI ok = act[h] & (B[0][h] > SPLAT(0));
+            const VF dn = (A[0][h] / SEL(ok, B[0][h], SPLAT(1))) * amax[h];
+            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f));
+            const VU hn = F2H(SEL(fin, dn, SPLAT(0)));
+            const VF el = BS_SFX(sym_err)(S2[h], H2F(hn) * ia[h], A[0][h], B[0][h]);
+            const VI g = fin & (el < be[h]);
+            be[h] = SEL(g, el, be[h]);
+            bh[h] = SELU(g, hn, bh[h]);
+            act[h] = g;
+        }
+    }
+    /* neighbouring fp16 scales (one ulp in magnitude), exact errors */
+    for (int st = 0; st < FASTS_WALK; st++) {
+        FORH {
+            const VU mag = bh[h] & 0x7fffu, sg = bh[h] & 0x8000u;
+            hc[0][h] = SELU(mag > 0u, sg | (mag - 1u), bh[h]);
+            hc[1][h] = SELU(mag < (VU)(mag - mag + FP16_MAX_BITS), sg | (mag + 1u), bh[h]);
+            dq[0][h] = H2F(hc[0][h]) * ia[h];
+            dq[1][h] = H2F(hc[1][h]) * ia[h];
+        }
+        BS_SFX(fsym_sums)(xt, 2, dq, lo, hi, A, B);
+        FORH {
+            act[h] = (VI)SPLAT(0);
+            for (int c = 0; c < 2; c++) {
+                const VF e = BS_SFX(sym_err)(S2[h], dq[c][h], A[c][h], B[c][h]);
+                const VI g = ~tiny[h] & (e < be[h]);
+                be[h] = SEL(g, e, be[h]);
+                bh[h] = SELU(g, hc[c][h], bh[h]);
+                act[h] |= g;
+            }
+        }
+        if (!ANY(act)) break;
+    }
+    FORH {
+        bh[h] = SELU(tiny[h], bh[h] - bh[h], bh[h]);
+        const VF d = H2F(bh[h]) * ia[h];
+        const VI nz = d != SPLAT(0);
+        dq[0][h] = SEL(nz, SPLAT(1) / SEL(nz, d, SPLAT(1)), SPLAT(0));
+        STU(dout + h * W, bh[h]);
+    }
+    for (int j = 0; j < QK; j++)
+        FORH STU(ct + j * 16 + h * W, CRI(LDA(xt + j * 16 + h * W) * dq[0][h], lo, hi));
+}
+
+/* asymmetric sums of one candidate (d, m): sq = sum q, sqq = sum q^2, sqx = sum q x */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fasym_sums)(const float *xt, const VF *dq, const VF *mq, VF hi, VF *sq, VF *sqq, VF *sqx) {
     VF id[NH];
     FORH {
         const VI nz = dq[h] != SPLAT(0);
         id[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
-        e[h] = sq[h] = sqq[h] = sqx[h] = SPLAT(0);
+        sq[h] = sqq[h] = sqx[h] = SPLAT(0);
     }
     for (int j = 0; j < QK; j++)
         FORH {
             const VF xv = LDA(xt + j * 16 + h * W);
-            const VF wv = wt ? LDA(wt + j * 16 + h * W) : SPLAT(1);
-            const VF q = CR((xv - mq[h]) * id[h], SPLAT(0), hi), r = xv - (q * dq[h] + mq[h]);
-            const VF wq = wt ? wv * q : q;
-            e[h] += wt ? (wv * r) * r : r * r;
-            sq[h] += wq;
-            sqq[h] += wq * q;
-            sqx[h] += wq * xv;
+            const VF q = CRF((xv - mq[h]) * id[h], SPLAT(0), hi);
+            sq[h] += q;
+            sqq[h] += q * q;
+            sqx[h] += q * xv;
         }
 }
+/* sum (x - d q - m)^2 from the sums (n = 32 values) */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(asym_err)(VF sxx, VF sx, VF d, VF m, VF sq,
+                                                                       VF sqq, VF sqx) {
+    const VF d2 = d + d;
+    return ((sxx - d2 * sqx) - (m + m) * sx) + ((d * d) * sqq + (d2 * m) * sq) + (m * m) * SPLAT((float)QK);
+}
 
-/* Fast asymmetric search of nb blocks: start at ggml's (d, m) = (range / nmax, min), then the
- * joint least-squares (d, m) of the rounded values, at fp16, while the error falls. */
-static inline __attribute__((always_inline)) BS_TGT void
-BS_SFX(fast_asym_impl)(float *xt, const float *wp, int nmax, uint32_t *ct, uint32_t *dout,
-                       uint32_t *mout) {
-    VF mn[NH], mx[NH], amax[NH], ia[NH];
-    VI tiny[NH], flat[NH];
-    FORH mn[h] = mx[h] = LDA(xt + h * W);
-    for (int j = 1; j < QK; j++)
-        FORH {
-            const VF v = LDA(xt + j * 16 + h * W);
-            mn[h] = SEL(v < mn[h], v, mn[h]);
-            mx[h] = SEL(v > mx[h], v, mx[h]);
-        }
+static BS_TGT void BS_SFX(fast_asym_s)(float *xt, int nmax, uint32_t *ct, uint32_t *dout, uint32_t *mout) {
+    VF mn[NH], mx[NH], amax[NH], ia[NH], sx[NH], sxx[NH];
+    VI tiny[NH], flat[NH], scl[NH];
     FORH {
-        const VF a0 = VABS(mn[h]), a1 = VABS(mx[h]);
-        amax[h] = SEL(a1 > a0, a1, a0);
-        tiny[h] = amax[h] < SPLAT(BS_TINY);
-        flat[h] = ~tiny[h] & (mn[h] == mx[h]);
-        ia[h] = SEL(tiny[h], SPLAT(0), SPLAT(1) / SEL(tiny[h], SPLAT(1), amax[h]));
+        mn[h] = mx[h] = LDA(xt + h * W);
+        sx[h] = sxx[h] = SPLAT(0);
     }
-    VF sw[NH], swx[NH];
-    FORH sw[h] = swx[h] = SPLAT(0);
     for (int j = 0; j < QK; j++)
         FORH {
-            const VF v = LDA(xt + j * 16 + h * W) * ia[h];
-            STA(xt + j * 16 + h * W, v);
-            const VF wv = wp ? LDA(wp + j * 16 + h * W) : SPLAT(1);
-            sw[h] += wv;
-            swx[h] += wp ? wv * v : v;
+            const VF v = LDA(xt + j * 16 + h * W);
+            mn[h] = VMIN(v, mn[h]);
+            mx[h] = VMAX(v, mx[h]);
+            sx[h] += v;
+            sxx[h] += v * v;
         }
-    const VF hi = SPLAT((float)nmax);
-    VU hd[NH], hm[NH], bd[NH], bm[NH];
-    VF dq[NH], mq[NH], e[NH], sq[NH], sqq[NH], sqx[NH], be[NH];
-    VI live[NH];
+    /* units: a lane whose max |x| is within 2^-40..2^40 works on x itself (ia = amax = 1 below:
+     * nothing can overflow), others on x / max|x| */
     FORH {
-        hd[h] = F2H((mx[h] - mn[h]) / hi);
+        const VF a0 = VABS(mn[h]), a1 = VABS(mx[h]);
+        const VF am = SEL(a1 > a0, a1, a0);
+        tiny[h] = am < SPLAT(BS_TINY);
+        flat[h] = ~tiny[h] & (mn[h] == mx[h]);
+        scl[h] = ~tiny[h] & ((am > SPLAT(0x1.0p40f)) | (am < SPLAT(0x1.0p-40f)));
+        amax[h] = SEL(scl[h], am, SPLAT(1));
+        ia[h] = SEL(scl[h], SPLAT(1) / SEL(scl[h], am, SPLAT(1)), SPLAT(1));
+    }
+    if (ANY(scl)) {
+        FORH sx[h] = sxx[h] = SPLAT(0);
+        for (int j = 0; j < QK; j++)
+            FORH {
+                const VF v = LDA(xt + j * 16 + h * W) * ia[h]; /* exact (x 1) in the other lanes */
+                STA(xt + j * 16 + h * W, v);
+                sx[h] += v;
+                sxx[h] += v * v;
+            }
+    }
+    const VF hi = SPLAT((float)nmax), n = SPLAT((float)QK);
+    VU hd[NH], hm[NH];
+    VF dq[NH], mq[NH], sq[NH], sqq[NH], sqx[NH], be[NH];
+    VI act[NH];
+    FORH {
+        hd[h] = F2H((mx[h] - mn[h]) / hi); /* ggml's start */
         hm[h] = F2H(mn[h]);
-        dq[h] = H2F(hd[h]) * ia[h];
-        mq[h] = H2F(hm[h]) * ia[h];
+        act[h] = ~tiny[h] & ~flat[h];
     }
-    BS_SFX(fasym_eval)(xt, wp, dq, mq, hi, e, sq, sqq, sqx);
-    FORH {
-        be[h] = e[h];
-        bd[h] = hd[h];
-        bm[h] = hm[h];
-        live[h] = ~tiny[h] & ~flat[h];
-    }
-    for (int it = 0; it < FAST_ITERS; it++) {
-        VI act[NH];
+    for (int it = 0; it < FASTA_ITERS; it++) {
+        if (!ANY(act)) break;
         FORH {
-            const VF D = sw[h] * sqq[h] - sq[h] * sq[h];
-            const VI ok = live[h] & (D > SPLAT(1e-6f) * (sw[h] * sqq[h]));
-            const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
-            const VF dn = ((sw[h] * sqx[h] - swx[h] * sq[h]) * iD) * amax[h];
-            const VF mnn = ((sqq[h] * swx[h] - sq[h] * sqx[h]) * iD) * amax[h];
-            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
-            const VU nd = SELU(fin, F2H(SEL(fin, dn, SPLAT(0))), hd[h]);
-            const VU nm = SELU(fin, F2H(SEL(fin, mnn, SPLAT(0))), hm[h]);
-            act[h] = fin & ((VI)(nd != hd[h]) | (VI)(nm != hm[h]));
-            hd[h] = nd;
-            hm[h] = nm;
             dq[h] = H2F(hd[h]) * ia[h];
             mq[h] = H2F(hm[h]) * ia[h];
         }
-        if (!ANY(act)) break;
-        BS_SFX(fasym_eval)(xt, wp, dq, mq, hi, e, sq, sqq, sqx);
+        BS_SFX(fasym_sums)(xt, dq, mq, hi, sq, sqq, sqx);
         FORH {
-            const VI imp = act[h] & (e[h] < be[h]);
-            be[h] = SEL(imp, e[h], be[h]);
-            bd[h] = SELU(imp, hd[h], bd[h]);
-            bm[h] = SELU(imp, hm[h], bm[h]);
-            live[h] = imp;
+            const VF e0 = BS_SFX(asym_err)(sxx[h], sx[h], dq[h], mq[h], sq[h], sqq[h], sqx[h]);
+            be[h] = it == 0 ? e0 : SEL(act[h], e0, be[h]);
+            const VF D = n * sqq[h] - sq[h] * sq[h];
+            const VI ok = act[h] & (D > SPLAT(1e-6f) * (n * sqq[h]));
+            const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
+            const VF dn = ((n * sqx[h] - sx[h] * sq[h]) * iD) * amax[h];
+            const VF mnn = ((sqq[h] * sx[h] - sq[h] * sqx[h]) * iD) * amax[h];
+            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
+            const VU nd = F2H(SEL(fin, dn, SPLAT(0))), nm = F2H(SEL(fin, mnn, SPLAT(0)));
+            const VF el = BS_SFX(asym_err)(sxx[h], sx[h], H2F(nd) * ia[h], H2F(nm) * ia[h], sq[h], sqq[h], sqx[h]);
+            const VI g = fin & (el < be[h]) & ((VI)(nd != hd[h]) | (VI)(nm != hm[h]));
+            be[h] = SEL(g, el, be[h]);
+            hd[h] = SELU(g, nd, hd[h]);
+            hm[h] = SELU(g, nm, hm[h]);
+            act[h] = g;
         }
     }
     FORH {
         const VI z = tiny[h] | flat[h];
-        bd[h] = SELU(z, bd[h] - bd[h], bd[h]);
-        bm[h] = SELU(tiny[h], bm[h] - bm[h], bm[h]);
-        dq[h] = H2F(bd[h]) * ia[h];
-        mq[h] = H2F(bm[h]) * ia[h];
+        hd[h] = SELU(z, hd[h] - hd[h], hd[h]);
+        hm[h] = SELU(tiny[h], hm[h] - hm[h], hm[h]);
+        dq[h] = H2F(hd[h]) * ia[h];
+        mq[h] = H2F(hm[h]) * ia[h];
         const VI nz = dq[h] != SPLAT(0);
         sq[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
-        STU(dout + h * W, bd[h]);
-        STU(mout + h * W, bm[h]);
+        STU(dout + h * W, hd[h]);
+        STU(mout + h * W, hm[h]);
     }
     for (int j = 0; j < QK; j++)
-        FORH STU(ct + j * 16 + h * W, BS_SFX(toint)(CR((LDA(xt + j * 16 + h * W) - mq[h]) * sq[h], SPLAT(0), hi)));
-}
-static BS_TGT void BS_SFX(fast_asym_u)(float *xt, int nmax, uint32_t *ct, uint32_t *d, uint32_t *m) {
-    BS_SFX(fast_asym_impl)(xt, NULL, nmax, ct, d, m);
+        FORH STU(ct + j * 16 + h * W, CRI((LDA(xt + j * 16 + h * W) - mq[h]) * sq[h], SPLAT(0), hi));
 }
 
 /* Packs the 16 lanes' integers ct (transposed) into blocks i0 .. i0+nb-1 of a legacy row (kind as
@@ -406,31 +677,20 @@ BS_SFX(pack_batch)(int kind, const uint32_t *ct, const uint32_t *d, const uint32
             STU(wq + 8 * 16 + h * W, v);
         }
     for (int b = 0; b < nb; b++) {
-        uint32_t words[8];
-        for (int k = 0; k < nw; k++) words[k] = wq[k * 16 + b];
+        /* word by word: a 16-byte copy of words stored one by one would stall on forwarding */
+        uint8_t *qs, *qh = NULL;
         const iqf_half hd = (iqf_half)d[b], hm = (iqf_half)m[b];
         switch (kind) {
-        case 0: { block_q4_0 *y = (block_q4_0 *)vy + i0 + b; y->d = hd; memcpy(y->qs, words, 16); break; }
-        case 1: { block_q4_1 *y = (block_q4_1 *)vy + i0 + b; y->d = hd; y->m = hm; memcpy(y->qs, words, 16); break; }
-        case 2: { block_q5_0 *y = (block_q5_0 *)vy + i0 + b; y->d = hd; memcpy(y->qh, &wq[8 * 16 + b], 4); memcpy(y->qs, words, 16); break; }
-        case 3: { block_q5_1 *y = (block_q5_1 *)vy + i0 + b; y->d = hd; y->m = hm; memcpy(y->qh, &wq[8 * 16 + b], 4); memcpy(y->qs, words, 16); break; }
-        default: { block_q8_0 *y = (block_q8_0 *)vy + i0 + b; y->d = hd; memcpy(y->qs, words, 32); break; }
+        case 0: { block_q4_0 *y = (block_q4_0 *)vy + i0 + b; y->d = hd; qs = y->qs; break; }
+        case 1: { block_q4_1 *y = (block_q4_1 *)vy + i0 + b; y->d = hd; y->m = hm; qs = y->qs; break; }
+        case 2: { block_q5_0 *y = (block_q5_0 *)vy + i0 + b; y->d = hd; qs = y->qs; qh = y->qh; break; }
+        case 3: { block_q5_1 *y = (block_q5_1 *)vy + i0 + b; y->d = hd; y->m = hm; qs = y->qs; qh = y->qh; break; }
+        default: { block_q8_0 *y = (block_q8_0 *)vy + i0 + b; y->d = hd; qs = (uint8_t *)y->qs; break; }
         }
+        for (int k = 0; k < nw; k++) memcpy(qs + 4 * k, &wq[k * 16 + b], 4);
+        if (qh) memcpy(qh, &wq[8 * 16 + b], 4);
     }
 }
-#undef FORH
-#undef SEL
-#undef SELU
-#undef H2F
-#undef F2H
-#undef VABS
-#undef ANY
-#undef LDA
-#undef STA
-#undef VFA
-#undef LDU
-#undef STU
-#undef VUA
 
 /* ---- symmetric: xa = x / amax in [-1, 1]; the scale in the same units ---- */
 
@@ -528,7 +788,9 @@ static BS_TGT iqf_half BS_SFX(sym_block)(const float *x, const float *w, int qmi
             _Alignas(64) float xt[QK * 16], wt[QK * 16];
             _Alignas(64) uint32_t ct[QK * 16], d[16];
             BS_SFX(transpose)(1, x, xt);
-            if (uni) {
+            if (uni && qmax != -qmin) {
+                BS_SFX(fast_sym_s)(xt, qmin, qmax, ct, d);
+            } else if (uni) {
                 BS_SFX(fast_sym_u)(xt, qmin, qmax, ct, d);
             } else {
                 BS_SFX(transpose)(1, wn0, wt);
@@ -651,7 +913,7 @@ static BS_TGT void BS_SFX(asym_block)(const float *x, const float *w, int nmax, 
             _Alignas(64) float xt[QK * 16];
             _Alignas(64) uint32_t ct[QK * 16], dd[16], mm[16];
             BS_SFX(transpose)(1, x, xt);
-            BS_SFX(fast_asym_u)(xt, nmax, ct, dd, mm);
+            BS_SFX(fast_asym_s)(xt, nmax, ct, dd, mm);
             for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
             *d = (iqf_half)dd[0];
             *m = (iqf_half)mm[0];
@@ -880,8 +1142,9 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
         }
         const int nbb = nb - i0 < 16 ? (int)(nb - i0) : 16;
         if (qw) BS_SFX(fast_sym_w)(xt[k], wt[k], qmin, qmax, ct, d);
-        else if (asym) BS_SFX(fast_asym_u)(xt[k], qmax, ct, d, m);
-        else BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
+        else if (asym) BS_SFX(fast_asym_s)(xt[k], qmax, ct, d, m);
+        else if (kind == 4) BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
+        else BS_SFX(fast_sym_s)(xt[k], qmin, qmax, ct, d);
         BS_SFX(pack_batch)(kind, ct, d, m, nbb, vy, i0);
     }
 }

@@ -78,6 +78,25 @@ static KQB_TGT void KQB_SFX(errs)(int n, const float *x, const float *w, int nc,
         const kqb_v8i szero = vs == zero;
         const kqb_v8i noinv = (vis == inf) | (vis == -inf);
         const kqb_v8f sdiv = (kqb_v8f)((szero & (kqb_v8i)one) | (~szero & (kqb_v8i)vs));
+        const kqb_v8i vmz = vm == zero;
+        if (!need_div && (vmz[0] & vmz[1] & vmz[2] & vmz[3] & vmz[4] & vmz[5] & vmz[6] & vmz[7])) {
+            /* every offset 0 (the symmetric types): the same operations without the offset
+             * terms (the same bits: a -0 from x + 0 = +0 rounds to the same code, s*r - 0 = s*r);
+             * res is not needed without mins (left 0) */
+            for (int i = 0; i < n; i++) {
+                const float xi = x[i], wi = w[i];
+                const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
+                kqb_v8f v = xv * vis;
+                kqb_v8i m = v < vlo;
+                v = (kqb_v8f)((m & (kqb_v8i)vlo) | (~m & (kqb_v8i)v));
+                m = v > vhi;
+                v = (kqb_v8f)((m & (kqb_v8i)vhi) | (~m & (kqb_v8i)v));
+                kqb_v8f r = (v + M) - M;
+                r = (kqb_v8f)((szero & (kqb_v8i)vz) | (~szero & (kqb_v8i)r));
+                const kqb_v8f df = xv - vs * r;
+                va = va + wv * df * df;
+            }
+        } else
         for (int i = 0; i < n; i++) {
             const float xi = x[i], wi = w[i];
             const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
