@@ -17,9 +17,26 @@ static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(splat)(float f) {
     return f - z; /* broadcast; exact for every f, -0 included */
 }
 static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(ld)(const float *p) {
+#if BS_PASS == 2
+    return (VF)_mm512_loadu_ps(p);
+#elif BS_PASS == 1
+    /* not memcpy: GCC's generic tuning splits an unaligned 256-bit copy through a stack temporary
+     * in two 128-bit halves, and the reload stalls on store forwarding */
+    return (VF)_mm256_loadu_ps(p);
+#else
     VF v;
     memcpy(&v, p, sizeof v);
     return v;
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT void BS_SFX(st)(float *p, VF v) {
+#if BS_PASS == 2
+    _mm512_storeu_ps(p, (__m512)v);
+#elif BS_PASS == 1
+    _mm256_storeu_ps(p, (__m256)v);
+#else
+    memcpy(p, &v, sizeof v);
+#endif
 }
 /* clamp to [lo, hi] then round half to even (|v| < 2^22) */
 static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(clampround)(VF v, VF lo, VF hi) {
@@ -33,7 +50,7 @@ static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(clampround)(VF v, 
 /* the 16 logical lanes held in NH vectors, summed in sum16's fixed tree */
 static inline __attribute__((always_inline)) BS_TGT float BS_SFX(hsum)(const VF *v) {
     float a[16];
-    memcpy(a, v, sizeof a);
+    for (int h = 0; h < NH; h++) BS_SFX(st)(a + h * W, v[h]);
     return sum16(a);
 }
 #define SPLAT BS_SFX(splat)
@@ -336,10 +353,6 @@ BS_SFX(fast_sym_impl)(float *xt, const float *wp, int qmin, int qmax, uint32_t *
     for (int j = 0; j < QK; j++)
         FORH STU(ct + j * 16 + h * W, BS_SFX(toint)(CR(LDA(xt + j * 16 + h * W) * dq[0][h], lo, hi) - lo));
 }
-static BS_TGT void BS_SFX(fast_sym_w)(float *xt, const float *wt, int qmin, int qmax, uint32_t *ct,
-                                      uint32_t *d) {
-    BS_SFX(fast_sym_impl)(xt, wt, qmin, qmax, ct, d);
-}
 static BS_TGT void BS_SFX(fast_sym_u)(float *xt, int qmin, int qmax, uint32_t *ct, uint32_t *d) {
     BS_SFX(fast_sym_impl)(xt, NULL, qmin, qmax, ct, d);
 }
@@ -415,8 +428,8 @@ BS_SFX(fsym_sums)(const float *xt, int nc, VF dq[2][NH], VF lo, VF hi, VF A[2][N
             id[c][h] = SEL(nz, SPLAT(1) / SEL(nz, dq[c][h], SPLAT(1)), SPLAT(0));
             A[c][h] = B[c][h] = SPLAT(0);
         }
-    for (int j = 0; j < QK; j++)
-        FORH {
+    FORH
+        for (int j = 0; j < QK; j++) {
             const VF xv = LDA(xt + j * 16 + h * W);
             _Pragma("GCC unroll 2") for (int c = 0; c < nc; c++) {
                 const VF q = CRF(xv * id[c][h], lo, hi);
@@ -463,33 +476,39 @@ static BS_TGT void BS_SFX(fast_sym_s)(float *xt, int qmin, int qmax, uint32_t *c
     VU hc[2][NH], bh[NH];
     VI act[NH];
     FORH {
-        hc[0][h] = F2H(mx[h] / lo); /* ggml's scale: the max at qmin */
-        hc[1][h] = F2H(mx[h] / hi); /* the max at qmax */
-        dq[0][h] = H2F(hc[0][h]) * ia[h];
-        dq[1][h] = H2F(hc[1][h]) * ia[h];
-    }
-    BS_SFX(fsym_sums)(xt, 2, dq, lo, hi, A, B);
-    /* candidates in order: the two starts (exact errors), their least-squares rescales (bounds) */
-    FORH {
-        be[h] = BS_SFX(sym_err)(S2[h], dq[0][h], A[0][h], B[0][h]);
-        bh[h] = hc[0][h];
-        const VF e1 = BS_SFX(sym_err)(S2[h], dq[1][h], A[1][h], B[1][h]);
-        VI g = e1 < be[h];
-        be[h] = SEL(g, e1, be[h]);
-        bh[h] = SELU(g, hc[1][h], bh[h]);
+        be[h] = SPLAT(INFINITY);
+        bh[h] = F2H(mx[h] / lo);
         act[h] = (VI)SPLAT(0);
-        for (int c = 0; c < 2; c++) {
-            const VI ok = ~tiny[h] & (B[c][h] > SPLAT(0));
-            const VF dn = (A[c][h] / SEL(ok, B[c][h], SPLAT(1))) * amax[h];
-            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f));
-            const VU hn = F2H(SEL(fin, dn, SPLAT(0)));
-            const VF dl = H2F(hn) * ia[h];
-            const VF el = BS_SFX(sym_err)(S2[h], dl, A[c][h], B[c][h]);
-            g = fin & (el < be[h]);
-            be[h] = SEL(g, el, be[h]);
-            bh[h] = SELU(g, hn, bh[h]);
-            act[h] |= g;
+    }
+    /* start pairs: the max at qmin (ggml's scale) and at qmax; then (SYM_PAIRS 2) the max
+     * SYM_T2 beyond each end (finer grids, the max clipped). Candidates in order: each start
+     * (exact error), its least-squares rescale (a bound). */
+    for (int pr = 0; pr < SYM_PAIRS; pr++) {
+        const VF l0 = pr ? lo - SPLAT(SYM_T2) : lo, l1 = pr ? hi + SPLAT(SYM_T2) : hi;
+        FORH {
+            hc[0][h] = F2H(mx[h] / l0);
+            hc[1][h] = F2H(mx[h] / l1);
+            dq[0][h] = H2F(hc[0][h]) * ia[h];
+            dq[1][h] = H2F(hc[1][h]) * ia[h];
         }
+        BS_SFX(fsym_sums)(xt, 2, dq, lo, hi, A, B);
+        FORH
+            for (int c = 0; c < 2; c++) {
+                const VF e = BS_SFX(sym_err)(S2[h], dq[c][h], A[c][h], B[c][h]);
+                VI g = e < be[h];
+                be[h] = SEL(g, e, be[h]);
+                bh[h] = SELU(g, hc[c][h], bh[h]);
+                act[h] &= ~g;
+                const VI ok = ~tiny[h] & (B[c][h] > SPLAT(0));
+                const VF dn = (A[c][h] / SEL(ok, B[c][h], SPLAT(1))) * amax[h];
+                const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f));
+                const VU hn = F2H(SEL(fin, dn, SPLAT(0)));
+                const VF el = BS_SFX(sym_err)(S2[h], H2F(hn) * ia[h], A[c][h], B[c][h]);
+                g = fin & (el < be[h]);
+                be[h] = SEL(g, el, be[h]);
+                bh[h] = SELU(g, hn, bh[h]);
+                act[h] |= g;
+            }
     }
     /* more rounds: the sums of the chosen rescale, its own rescale */
     for (int it = 1; it < FASTS_ITERS; it++) {
@@ -551,13 +570,35 @@ BS_SFX(fasym_sums)(const float *xt, const VF *dq, const VF *mq, VF hi, VF *sq, V
         id[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
         sq[h] = sqq[h] = sqx[h] = SPLAT(0);
     }
-    for (int j = 0; j < QK; j++)
-        FORH {
+    FORH
+        for (int j = 0; j < QK; j++) {
             const VF xv = LDA(xt + j * 16 + h * W);
             const VF q = CRF((xv - mq[h]) * id[h], SPLAT(0), hi);
             sq[h] += q;
             sqq[h] += q * q;
             sqx[h] += q * xv;
+        }
+}
+/* the same for nc (1 or 2) candidates per lane */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fasym_sums2)(const float *xt, int nc, VF dq[2][NH], VF mq[2][NH], VF hi, VF sq[2][NH],
+                    VF sqq[2][NH], VF sqx[2][NH]) {
+    VF id[2][NH];
+    for (int c = 0; c < nc; c++)
+        FORH {
+            const VI nz = dq[c][h] != SPLAT(0);
+            id[c][h] = SEL(nz, SPLAT(1) / SEL(nz, dq[c][h], SPLAT(1)), SPLAT(0));
+            sq[c][h] = sqq[c][h] = sqx[c][h] = SPLAT(0);
+        }
+    FORH
+        for (int j = 0; j < QK; j++) {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            _Pragma("GCC unroll 2") for (int c = 0; c < nc; c++) {
+                const VF q = CRF((xv - mq[c][h]) * id[c][h], SPLAT(0), hi);
+                sq[c][h] += q;
+                sqq[c][h] += q * q;
+                sqx[c][h] += q * xv;
+            }
         }
 }
 /* sum (x - d q - m)^2 from the sums (n = 32 values) */
@@ -604,15 +645,56 @@ static BS_TGT void BS_SFX(fast_asym_s)(float *xt, int nmax, uint32_t *ct, uint32
             }
     }
     const VF hi = SPLAT((float)nmax), n = SPLAT((float)QK);
-    VU hd[NH], hm[NH];
+    VU hd[NH], hm[NH], sd[2][NH], sm[2][NH];
     VF dq[NH], mq[NH], sq[NH], sqq[NH], sqx[NH], be[NH];
-    VI act[NH];
+    VF d2[2][NH], m2[2][NH], q1[2][NH], q2[2][NH], qx[2][NH];
+    VI act[NH], live[NH];
+    /* one or two starts: ggml's (the range on the grid's ends, t = 0) or a grid t steps finer,
+     * centred on the range (its ends clipped): t = ASYM_T0, then ASYM_T2 */
     FORH {
-        hd[h] = F2H((mx[h] - mn[h]) / hi); /* ggml's start */
-        hm[h] = F2H(mn[h]);
-        act[h] = ~tiny[h] & ~flat[h];
+        const VF rng = mx[h] - mn[h];
+        for (int c = 0; c < 2; c++) {
+            const float t = c ? ASYM_T2 : ASYM_T0;
+            const VF d0 = rng / (hi + SPLAT(t));
+            sd[c][h] = F2H(d0);
+            sm[c][h] = t != 0 ? F2H(mn[h] + (rng - d0 * hi) * SPLAT(0.5f)) : F2H(mn[h]);
+            d2[c][h] = H2F(sd[c][h]) * ia[h];
+            m2[c][h] = H2F(sm[c][h]) * ia[h];
+        }
+        live[h] = ~tiny[h] & ~flat[h];
     }
-    for (int it = 0; it < FASTA_ITERS; it++) {
+    BS_SFX(fasym_sums2)(xt, FASTA_STARTS, d2, m2, hi, q1, q2, qx);
+    FORH {
+        be[h] = BS_SFX(asym_err)(sxx[h], sx[h], d2[0][h], m2[0][h], q1[0][h], q2[0][h], qx[0][h]);
+        hd[h] = sd[0][h];
+        hm[h] = sm[0][h];
+        if (FASTA_STARTS > 1) {
+            const VF e1 = BS_SFX(asym_err)(sxx[h], sx[h], d2[1][h], m2[1][h], q1[1][h], q2[1][h], qx[1][h]);
+            const VI g = e1 < be[h];
+            be[h] = SEL(g, e1, be[h]);
+            hd[h] = SELU(g, sd[1][h], hd[h]);
+            hm[h] = SELU(g, sm[1][h], hm[h]);
+        }
+        act[h] = (VI)SPLAT(0);
+        for (int c = 0; c < FASTA_STARTS; c++) {
+            /* the least-squares (d, m) of start c's integers, scored by its sums */
+            const VF D = n * q2[c][h] - q1[c][h] * q1[c][h];
+            const VI ok = live[h] & (D > SPLAT(1e-6f) * (n * q2[c][h]));
+            const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
+            const VF dn = ((n * qx[c][h] - sx[h] * q1[c][h]) * iD) * amax[h];
+            const VF mnn = ((q2[c][h] * sx[h] - q1[c][h] * qx[c][h]) * iD) * amax[h];
+            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
+            const VU nd = F2H(SEL(fin, dn, SPLAT(0))), nm = F2H(SEL(fin, mnn, SPLAT(0)));
+            const VF el = BS_SFX(asym_err)(sxx[h], sx[h], H2F(nd) * ia[h], H2F(nm) * ia[h], q1[c][h], q2[c][h], qx[c][h]);
+            const VI g = fin & (el < be[h]);
+            be[h] = SEL(g, el, be[h]);
+            hd[h] = SELU(g, nd, hd[h]);
+            hm[h] = SELU(g, nm, hm[h]);
+            act[h] |= g;
+        }
+    }
+    /* more rounds: the sums of the chosen rescale, its own rescale */
+    for (int it = 1; it < FASTA_ITERS; it++) {
         if (!ANY(act)) break;
         FORH {
             dq[h] = H2F(hd[h]) * ia[h];
@@ -621,7 +703,7 @@ static BS_TGT void BS_SFX(fast_asym_s)(float *xt, int nmax, uint32_t *ct, uint32
         BS_SFX(fasym_sums)(xt, dq, mq, hi, sq, sqq, sqx);
         FORH {
             const VF e0 = BS_SFX(asym_err)(sxx[h], sx[h], dq[h], mq[h], sq[h], sqq[h], sqx[h]);
-            be[h] = it == 0 ? e0 : SEL(act[h], e0, be[h]);
+            be[h] = SEL(act[h], e0, be[h]);
             const VF D = n * sqq[h] - sq[h] * sq[h];
             const VI ok = act[h] & (D > SPLAT(1e-6f) * (n * sqq[h]));
             const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
@@ -706,7 +788,7 @@ static BS_TGT float BS_SFX(sym_eval)(const float *xa, const float *wn, float da,
             const int j = j0 + h * W;
             const VF x = LD(xa + j), w = LD(wn + j);
             const VF q = CR(x * id, vlo, vhi);
-            memcpy(l + j, &q, sizeof q);
+            BS_SFX(st)(l + j, q);
             const VF r = x - q * vd, wq = w * q;
             e[h] += w * r * r;
             a[h] += wq * x;
@@ -747,9 +829,9 @@ static BS_TGT void BS_SFX(cand_sums)(int nc, float *ids, float off, const float 
         a += a1;
         b += b1;
         e += e1;
-        memcpy(sxq + c, &a, sizeof a);
-        memcpy(sq2 + c, &b, sizeof b);
-        if (sq) memcpy(sq + c, &e, sizeof e);
+        BS_SFX(st)(sxq + c, a);
+        BS_SFX(st)(sq2 + c, b);
+        if (sq) BS_SFX(st)(sq + c, e);
     }
 }
 
@@ -781,20 +863,20 @@ static BS_TGT int BS_SFX(best_score)(int nc, const float *sxq, const float *sq2)
 static BS_TGT iqf_half BS_SFX(sym_block)(const float *x, const float *w, int qmin, int qmax,
                                          uint8_t *L) {
     {
-        /* the fast search: uniform weights (no imatrix) and q8_0 (see best_scale.h) */
+        /* the fast search: uniform weights (no imatrix), and q8_0 */
         float wn0[QK];
         const bool uni = uniform_weights(w, wn0);
         if (uni || qmax == -qmin) {
             _Alignas(64) float xt[QK * 16], wt[QK * 16];
             _Alignas(64) uint32_t ct[QK * 16], d[16];
             BS_SFX(transpose)(1, x, xt);
-            if (uni && qmax != -qmin) {
-                BS_SFX(fast_sym_s)(xt, qmin, qmax, ct, d);
-            } else if (uni) {
-                BS_SFX(fast_sym_u)(xt, qmin, qmax, ct, d);
-            } else {
+            if (!uni) {
                 BS_SFX(transpose)(1, wn0, wt);
-                BS_SFX(fast_sym_w)(xt, wt, qmin, qmax, ct, d);
+                BS_SFX(fast_sym_impl)(xt, wt, qmin, qmax, ct, d);
+            } else if (qmax != -qmin) {
+                BS_SFX(fast_sym_s)(xt, qmin, qmax, ct, d);
+            } else {
+                BS_SFX(fast_sym_u)(xt, qmin, qmax, ct, d);
             }
             for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
             return (iqf_half)d[0];
@@ -891,7 +973,7 @@ static BS_TGT float BS_SFX(asym_eval)(const float *xa, const float *wn, float da
             const int j = j0 + h * W;
             const VF x = LD(xa + j), w = LD(wn + j);
             const VF q = CR((x - vm) * id, vlo, vhi);
-            memcpy(l + j, &q, sizeof q);
+            BS_SFX(st)(l + j, q);
             const VF r = x - (q * vd + vm), wq = w * q;
             e[h] += w * r * r;
             a[h] += wq;
@@ -1066,8 +1148,8 @@ static BS_TGT void BS_SFX(grid_cands)(const iqf_best_grid16 *g, const float *x, 
             a += wq * xj;
             b += wq * q;
         }
-        memcpy(sxq + c, &a, sizeof a);
-        memcpy(sq2 + c, &b, sizeof b);
+        BS_SFX(st)(sxq + c, a);
+        BS_SFX(st)(sq2 + c, b);
     }
 }
 
@@ -1104,6 +1186,57 @@ static BS_TGT float BS_SFX(grid_eval)(const iqf_best_grid16 *g, const float *x, 
     return HSUM(e);
 }
 
+/* A row's mean square in 16 partial sums (value i to sum i % 16, in order) added as sum16: the
+ * same bits at every level (legacy.c's row_sigma2 sums serially: 3-4 cycles a value). */
+static inline __attribute__((always_inline)) BS_TGT float BS_SFX(row_sigma2_16)(const float *x, int64_t n) {
+    VF a[NH];
+    FORH a[h] = SPLAT(0);
+    for (int64_t j = 0; j < n; j += 16)
+        FORH {
+            const VF v = LD(x + j + h * W);
+            a[h] += v * v;
+        }
+    return HSUM(a) / (float)n;
+}
+
+/* The normalized weights of 16 transposed blocks: w = qw * sqrt(sigma2 + x^2) (weights()), then
+ * norm_weights()'s rules lane-wise (the same IEEE operations, so the same bits). */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(vsqrt)(VF v) {
+#if BS_PASS == 2
+    return (VF)_mm512_sqrt_ps((__m512)v);
+#elif BS_PASS == 1
+    return (VF)_mm256_sqrt_ps((__m256)v);
+#elif defined(__SSE2__)
+    return (VF)_mm_sqrt_ps((__m128)v);
+#else
+    for (int u = 0; u < W; u++) v[u] = sqrtf(v[u]);
+    return v;
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT void BS_SFX(batch_weights)(const float *xt, const float *qt,
+                                                                              float sigma2, float *wt) {
+    const VF s2 = SPLAT(sigma2), one = SPLAT(1), zero = SPLAT(0), inf = SPLAT(INFINITY);
+    VF mw[NH];
+    FORH mw[h] = zero;
+    FORH
+        for (int j = 0; j < QK; j++) {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            const VF w = LDA(qt + j * 16 + h * W) * BS_SFX(vsqrt)(s2 + xv * xv);
+            STA(wt + j * 16 + h * W, w);
+            mw[h] = BS_SFX(sel)(w > mw[h], w, mw[h]);
+        }
+    FORH {
+        const VI z = mw[h] == zero, isi = mw[h] == inf;
+        const VF dv = BS_SFX(sel)(z | isi, one, mw[h]);
+        for (int j = 0; j < QK; j++) {
+            const VF w = LDA(wt + j * 16 + h * W);
+            const VF nrm = BS_SFX(sel)(w >= zero, w / dv, zero);
+            const VF fin = BS_SFX(sel)(VABS(w) == inf, one, zero);
+            STA(wt + j * 16 + h * W, BS_SFX(sel)(z, one, BS_SFX(sel)(isi, fin, nrm)));
+        }
+    }
+}
+
 /* ---- a whole row of a legacy type (best_scale.h: iqf_best_legacy_row) ---- */
 static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_t n, const float *qw) {
     const int64_t nb = n / QK;
@@ -1123,26 +1256,22 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
         }
         return;
     }
-    /* the fast search, 16 blocks at a time, the next batch prepared one ahead */
-    const float sigma2 = qw ? row_sigma2(x, n) : 0.f;
-    _Alignas(64) float xt[2][QK * 16], wt[2][QK * 16];
+    /* the fast search, 16 blocks at a time, the next batch prepared one ahead (q8_0 with an
+     * imatrix: its weights computed lane-wise as weights() and norm_weights() do per block) */
+    const float sigma2 = qw ? BS_SFX(row_sigma2_16)(x, n) : 0.f;
+    _Alignas(64) float xt[2][QK * 16], qt[2][QK * 16], wt[QK * 16];
     _Alignas(64) uint32_t ct[QK * 16], d[16], m[16];
-    float w[QK], wn[QK];
     for (int64_t i0 = 0, k = 0; i0 < nb; i0 += 16, k ^= 1) {
         for (int64_t p = i0 == 0 ? 0 : i0 + 16; p <= i0 + 16 && p < nb; p += 16) {
             const int np = nb - p < 16 ? (int)(nb - p) : 16, kp = p == i0 ? (int)k : (int)k ^ 1;
             BS_SFX(transpose)(np, x + p * QK, xt[kp]);
-            if (qw)
-                for (int b = 0; b < 16; b++) {
-                    const int64_t bi = p + (b < np ? b : np - 1);
-                    BS_SFX(weights)(x + bi * QK, qw + bi * QK, sigma2, w);
-                    norm_weights(w, wn);
-                    for (int j = 0; j < QK; j++) wt[kp][j * 16 + b] = wn[j];
-                }
+            if (qw) BS_SFX(transpose)(np, qw + p * QK, qt[kp]);
         }
         const int nbb = nb - i0 < 16 ? (int)(nb - i0) : 16;
-        if (qw) BS_SFX(fast_sym_w)(xt[k], wt[k], qmin, qmax, ct, d);
-        else if (asym) BS_SFX(fast_asym_s)(xt[k], qmax, ct, d, m);
+        if (qw) {
+            BS_SFX(batch_weights)(xt[k], qt[k], sigma2, wt);
+            BS_SFX(fast_sym_impl)(xt[k], wt, qmin, qmax, ct, d);
+        } else if (asym) BS_SFX(fast_asym_s)(xt[k], qmax, ct, d, m);
         else if (kind == 4) BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
         else BS_SFX(fast_sym_s)(xt[k], qmin, qmax, ct, d);
         BS_SFX(pack_batch)(kind, ct, d, m, nbb, vy, i0);
@@ -1158,3 +1287,20 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
 #undef LD
 #undef CR
 #undef HSUM
+#undef ANY
+#undef CRF
+#undef CRI
+#undef F2H
+#undef FORH
+#undef H2F
+#undef LDA
+#undef LDU
+#undef SEL
+#undef SELU
+#undef STA
+#undef STU
+#undef VABS
+#undef VFA
+#undef VMAX
+#undef VMIN
+#undef VUA
