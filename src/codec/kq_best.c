@@ -25,6 +25,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 #define KQB_FP16_MAX 65504.f
 #ifndef KQB_Q3_WIN

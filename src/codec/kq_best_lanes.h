@@ -59,18 +59,23 @@ static KQB_TGT void KQB_SFX(errs)(int n, const float *x, const float *w, int nc,
     int ncp = nc;
     while (ncp % 8) { s[ncp] = s[nc - 1]; mo[ncp] = mo[nc - 1]; ncp++; }
     for (int c0 = 0; c0 < ncp; c0 += 8) {
-        float is[8], a1[8] = { 0 }, a2[8] = { 0 };
+        float a1[8] = { 0 }, a2[8] = { 0 };
         bool need_div = false;
-        for (int l = 0; l < 8; l++) {
-            is[l] = s[c0 + l] == 0 ? 1.f : 1.f / s[c0 + l];
-            if (!isfinite(is[l])) need_div = true;
-        }
 #if KQB_VEC
         kqb_v8f vs, vm, vis, va = { 0 }, vr = { 0 };
-        memcpy(&vs, s + c0, sizeof vs);
-        memcpy(&vm, mo + c0, sizeof vm);
-        memcpy(&vis, is, sizeof vis);
+        /* intrinsics, not memcpy: GCC's generic tuning would split a 256-bit copy through a
+         * stack temporary, whose reload stalls on store forwarding */
+        vs = (kqb_v8f)_mm256_loadu_ps(s + c0);
+        vm = (kqb_v8f)_mm256_loadu_ps(mo + c0);
         const kqb_v8f zero = { 0 }, one = { 1, 1, 1, 1, 1, 1, 1, 1 };
+        {
+            /* is[l] = s == 0 ? 1 : 1 / s, lane-wise */
+            const kqb_v8i sz = vs == zero;
+            vis = one / (kqb_v8f)((sz & (kqb_v8i)one) | (~sz & (kqb_v8i)vs));
+            const kqb_v8f ainf = { INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY };
+            const kqb_v8i nf = (vis == ainf) | (vis == -ainf) | (vis != vis);
+            for (int l = 0; l < 8; l++) need_div |= nf[l] != 0;
+        }
         const kqb_v8f vz = { z, z, z, z, z, z, z, z };
         const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
         const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
@@ -116,10 +121,12 @@ static KQB_TGT void KQB_SFX(errs)(int n, const float *x, const float *w, int nc,
             va = va + wv * df * df;
             vr = vr + wv * (y - xv);
         }
-        memcpy(a1, &va, sizeof a1);
-        memcpy(a2, &vr, sizeof a2);
+        _mm256_storeu_ps(a1, (__m256)va);
+        _mm256_storeu_ps(a2, (__m256)vr);
 #else
         (void)need_div;
+        float is[8];
+        for (int l = 0; l < 8; l++) is[l] = s[c0 + l] == 0 ? 1.f : 1.f / s[c0 + l];
         for (int i = 0; i < n; i++)
             for (int l = 0; l < 8; l++) {
                 const float sl = s[c0 + l], ml = mo[c0 + l];
@@ -175,7 +182,7 @@ static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int
         float a1[8] = { 0 }, a2[8] = { 0 };
 #if KQB_VEC
         kqb_v8f vis, v1 = { 0 }, v2 = { 0 };
-        memcpy(&vis, isv + c0, sizeof vis);
+        vis = (kqb_v8f)_mm256_loadu_ps(isv + c0);
         const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
         const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
         for (int i = 0; i < n; i++) {
@@ -191,8 +198,8 @@ static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int
             v1 = v1 + wxv * r;
             v2 = v2 + wv * r * r;
         }
-        memcpy(a1, &v1, sizeof a1);
-        memcpy(a2, &v2, sizeof a2);
+        _mm256_storeu_ps(a1, (__m256)v1);
+        _mm256_storeu_ps(a2, (__m256)v2);
 #else
         for (int i = 0; i < n; i++)
             for (int l = 0; l < 8; l++) {
@@ -333,7 +340,7 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
      * alternations start there, else here. */
     const float d0 = h2f(r->hd), dm0 = sym ? 0.f : h2f(r->hdm);
     double ebest = 0;
-    bool best_is_start = true;
+    bool best_is_start = true, start_codes = false;
     kqb_rep best = *r;
     if (!(f->nstart & 1)) {
         for (int j = 0; j < f->nsub; j++) {
@@ -393,7 +400,15 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
                                          mr, &cur.k[j], &cur.m[j], cur.q + j * f->sublen, &e0);
                 es += e0;
             }
-            if (st == 0 && it == 0 && (f->nstart & 1)) ebest = es;
+            if (st == 0 && it == 0 && (f->nstart & 1)) {
+                ebest = es;
+                /* no sub-block moved (ties keep the start): cur holds the start's re-rounded
+                 * codes, the same ones the recomputation below would write */
+                if (!(e < ebest)) {
+                    best = cur;
+                    start_codes = true;
+                }
+            }
             if (e < ebest) {
                 ebest = e;
                 best = cur;
@@ -409,7 +424,7 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
             cur.hdm = hdm;
         }
     }
-    if (best_is_start)
+    if (best_is_start && !start_codes)
         for (int j = 0; j < f->nsub; j++)
             KQB_SFX(codes)(f->sublen, x + j * f->sublen, d0 * (float)best.k[j],
                            sym ? 0.f : dm0 * (float)best.m[j], (float)f->qlo, (float)f->qhi,
