@@ -57,7 +57,7 @@
 #ifndef SYM_T2
 #define SYM_T2 0.5f                           /* q4_0 / q5_0: the second pair's finer grid */
 #endif
-#define ASYM_T0 (nmax == 15 ? 0.5f : 0.f)     /* q4_1 / q5_1: the first start's finer grid */
+#define ASYM_T0 (nmax == 15 ? 0.3f : 0.f)     /* q4_1 / q5_1: the first start's finer grid */
 #define ASYM_T2 0.5f                          /* q4_1 / q5_1: the second start's */
 #define FASTA_STARTS (nmax == 15 ? 1 : 2)     /* q4_1 / q5_1: starts */
 #define FASTA_ITERS (nmax == 15 ? 1 : 2)      /* q4_1 / q5_1: rounds */

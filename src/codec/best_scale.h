@@ -23,7 +23,7 @@
  * no search): 16 blocks at a time, lane b of a vector = block b, so every operation is a full
  * vector. q4_0/q5_0: two pairs of starts (the max at qmin, which is ggml's scale, and at qmax;
  * then the max 0.5 beyond each end), each start's integers scored with their least-squares
- * rescale, 2 rounds, one fp16 neighbour step. q4_1: one start (a grid 0.5 step finer than
+ * rescale, 2 rounds, one fp16 neighbour step. q4_1: one start (a grid 0.3 step finer than
  * ggml's, centred on the block's range), its joint least-squares (d, m); q5_1: two starts (ggml's
  * and that one), 2 rounds. One pass over the values per candidate computes only the sums
  * sum q x, sum q^2 (sum q) of its re-rounded integers; the error of those integers at any (d, m)
