@@ -106,6 +106,7 @@ void kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *q
         f3 = *f0;
         f3.win = KQB_Q3_WIN;
         f3.nit = KQB_Q3_NIT;
+        f3.scan = -1;
         f = &f3;
     }
 #ifdef KQB_HAVE_X86

@@ -237,7 +237,7 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
     const float flo = (float)f->qlo, fhi = (float)f->qhi;
     int ks[KQB_MAXK], nk = 0;
     ks[nk++] = *kio;
-    for (int r = 0; r < KQB_NREF; r++) {
+    for (int r = 0; r < (!asym && f->scan < 0 ? 0 : KQB_NREF); r++) {
         const int kc = int_near(sref[r], d, f->klo, f->khi);
         for (int k = kc - W; k <= kc + W; k++) {
             if (k < f->klo || k > f->khi) continue;
@@ -263,10 +263,29 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
             nc++;                                                                              \
         }                                                                                      \
     } while (0)
-    KQB_ADD(*kio, *mio);
-    for (int t = 0; t < nk; t++)
-        for (int m = mc - WM; m <= mc + WM; m++)
-            if (!asym || (m >= f->mlo && m <= f->mhi)) KQB_ADD(ks[t], asym ? m : *mio);
+    if (!asym && f->scan < 0) {
+        /* one window, no mins: the candidates are [current k, the window without it], the same
+         * list (and order) as the general loop below, built without its duplicate scans */
+        const int kc = int_near(sref[0], d, f->klo, f->khi);
+        ck[0] = *kio;
+        cm[0] = *mio;
+        cs[0] = d * (float)*kio;
+        cmo[0] = 0.f;
+        nc = 1;
+        for (int k = kc - W; k <= kc + W; k++) {
+            if (k < f->klo || k > f->khi || k == *kio || nc >= KQB_MAXC) continue;
+            ck[nc] = k;
+            cm[nc] = *mio;
+            cs[nc] = d * (float)k;
+            cmo[nc] = 0.f;
+            nc++;
+        }
+    } else {
+        KQB_ADD(*kio, *mio);
+        for (int t = 0; t < nk; t++)
+            for (int m = mc - WM; m <= mc + WM; m++)
+                if (!asym || (m >= f->mlo && m <= f->mhi)) KQB_ADD(ks[t], asym ? m : *mio);
+    }
     KQB_SFX(errs)(n, x, w, nc, cs, cmo, flo, fhi, e, res);
     if (use_m && sw > 0) {
         /* y = s q - mo: the least-squares mo for a candidate's codes is mo + sum w (y - x) / sum w. */
@@ -284,8 +303,7 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
 #undef KQB_ADD
     *e0 = e[0];
     int bc = 0;
-    for (int c = 1; c < nc; c++)
-        if (e[c] < e[bc]) bc = c;
+    for (int c = 1; c < nc; c++) bc = e[c] < e[bc] ? c : bc;
     *kio = (int16_t)ck[bc];
     *mio = (int16_t)cm[bc];
     KQB_SFX(codes)(n, x, cs[bc], cmo[bc], flo, fhi, qio);
@@ -393,7 +411,7 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
             const float d = h2f(cur.hd), dm = sym ? 0.f : h2f(cur.hdm);
             double e = 0, es = 0;
             for (int j = 0; j < f->nsub; j++) {
-                const float sr[KQB_NREF] = { sref[j], dprev * (float)cur.k[j] };
+                const float sr[KQB_NREF] = { sref[j], f->scan < 0 ? sref[j] : dprev * (float)cur.k[j] };
                 const float mr[KQB_NREF] = { it == 0 ? mref[j] : dmprev * (float)cur.m[j], 0.f };
                 float e0;
                 e += KQB_SFX(sub_search)(f, x + j * f->sublen, w + j * f->sublen, sw[j], d, dm, sr,
