@@ -991,7 +991,10 @@ static BS_TGT void BS_SFX(asym_block)(const float *x, const float *w, int nmax, 
                                       iqf_half *d, iqf_half *m) {
     {
         float wn0[QK];
-        if (uniform_weights(w, wn0)) { /* the fast search (no imatrix) */
+        /* the fast search without an imatrix, q4_1 only: q5_1's fast search lost test_best_files'
+         * margin (libllama KLD best/compat 1.003 on its 6 chunks, from token_embd), so q5_1 keeps
+         * the dense search */
+        if (nmax == 15 && uniform_weights(w, wn0)) {
             _Alignas(64) float xt[QK * 16];
             _Alignas(64) uint32_t ct[QK * 16], dd[16], mm[16];
             BS_SFX(transpose)(1, x, xt);
@@ -1243,13 +1246,13 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
     static const int qmins[5] = { -8, 0, -16, 0, -127 }, qmaxs[5] = { 7, 15, 15, 31, 127 };
     const int qmin = qmins[kind], qmax = qmaxs[kind];
     const bool asym = kind == 1 || kind == 3;
-    if (qw && kind != 4) { /* the dense search, block by block */
-        const float sigma2 = row_sigma2(x, n);
+    if ((qw && kind != 4) || kind == 3) { /* the dense search, block by block (q5_1 always) */
+        const float sigma2 = qw ? row_sigma2(x, n) : 0.f;
         float w[QK];
         uint8_t L[QK];
         for (int64_t i = 0; i < nb; i++) {
             iqf_half d, m = 0;
-            BS_SFX(weights)(x + i * QK, qw + i * QK, sigma2, w);
+            BS_SFX(weights)(x + i * QK, qw ? qw + i * QK : NULL, sigma2, w);
             if (asym) BS_SFX(asym_block)(x + i * QK, w, qmax, L, &d, &m);
             else d = BS_SFX(sym_block)(x + i * QK, w, qmin, qmax, L);
             pack_block(kind, L, d, m, vy, i);
