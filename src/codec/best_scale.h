@@ -25,7 +25,8 @@
  * then the max 0.5 beyond each end), each start's integers scored with their least-squares
  * rescale, 2 rounds, one fp16 neighbour step. q4_1: one start (a grid 0.3 step finer than
  * ggml's, centred on the block's range), its joint least-squares (d, m); q5_1: two starts (ggml's
- * and that one), 2 rounds. One pass over the values per candidate computes only the sums
+ * and that one), 2 rounds (written but not used: q5_1 keeps the dense search, see best_scale_lanes.h).
+ * One pass over the values per candidate computes only the sums
  * sum q x, sum q^2 (sum q) of its re-rounded integers; the error of those integers at any (d, m)
  * follows from them (E = S2 - 2 d A + d^2 B), which scores the rescale without another pass.
  * q8_0: the same rounds with exact errors (E from sums is too coarse at 8 bits), 2 starts (the
