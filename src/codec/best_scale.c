@@ -17,6 +17,7 @@
  * max of 1, so nothing overflows whatever the magnitude of the input.
  */
 #include "best_scale.h"
+#include "blocks.h"
 
 /* Vectors wider than the plain pass's ABI between always-inlined helpers: no ABI crosses. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -25,6 +26,9 @@
 
 #include <math.h>
 #include <stdbool.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 #include <string.h>
 
 #define QK IQF_BEST_QK
@@ -41,6 +45,22 @@
 #define MAXC 96 /* candidate capacity (multiple of 16) */
 #define REFINE_ITERS 4 /* fp16 round / re-round / re-solve rounds */
 #define WALK_STEPS 4   /* fp16 neighbour steps */
+/* The fast search's rounds and fp16 neighbour steps per type (by the top of its grid: q4_0 7,
+ * q5_0 15, q4_1 15 (asymmetric), q5_1 31, q8_0 127). */
+#define FAST_ITERS 2                          /* q8_0: least-squares rescales */
+#define FAST_WALK 1                           /* q8_0: fp16 neighbour steps */
+#define FASTS_ITERS (qmax == 7 ? 2 : 2)       /* q4_0 / q5_0: rounds */
+#define FASTS_WALK (qmax == 7 ? 1 : 1)        /* q4_0 / q5_0: fp16 neighbour steps */
+#ifndef SYM_PAIRS
+#define SYM_PAIRS 2                           /* q4_0 / q5_0: start pairs */
+#endif
+#ifndef SYM_T2
+#define SYM_T2 0.5f                           /* q4_0 / q5_0: the second pair's finer grid */
+#endif
+#define ASYM_T0 (nmax == 15 ? 0.3f : 0.f)     /* q4_1 / q5_1: the first start's finer grid */
+#define ASYM_T2 0.5f                          /* q4_1 / q5_1: the second start's */
+#define FASTA_STARTS (nmax == 15 ? 1 : 2)     /* q4_1 / q5_1: starts */
+#define FASTA_ITERS (nmax == 15 ? 1 : 2)      /* q4_1 / q5_1: rounds */
 
 /* Normalized weights: max 1. NaN counts as 0; if the largest weight is infinite, the infinite
  * ones count 1 and the rest 0; if every weight is 0, all count 1. */
@@ -70,6 +90,50 @@ static bool fp16_step(iqf_half h, int steps, iqf_half *out) {
     if (nm < 0 || nm > (int)FP16_MAX_BITS) return false;
     *out = (iqf_half)((h & 0x8000) | nm);
     return true;
+}
+
+/* True if the normalized weights (written to wn) are all 1: the fast search's plain squared error. */
+static bool uniform_weights(const float *w, float *wn) {
+    norm_weights(w, wn);
+    bool u = true;
+    for (int j = 0; j < QK; j++) u &= wn[j] == 1.f;
+    return u;
+}
+
+/* A row's mean square, summed in order as legacy.c's row_sigma2 (copied: the same weights as
+ * legacy.c's best_row computes, so iqf_best_legacy_row writes the same bytes). */
+static float row_sigma2(const float *x, int64_t n) {
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+    return sum_x2 / n;
+}
+
+/* Packing of one block's integers (as legacy.c's pack_q4 / pack_q5 and best_row). kind: 0 q4_0,
+ * 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0. */
+static void pack_block(int kind, const uint8_t *l, iqf_half d, iqf_half m, void *vy, int64_t i) {
+    uint8_t *qs;
+    switch (kind) {
+    case 0: ((block_q4_0 *)vy)[i].d = d; qs = ((block_q4_0 *)vy)[i].qs; break;
+    case 1: ((block_q4_1 *)vy)[i].d = d; ((block_q4_1 *)vy)[i].m = m; qs = ((block_q4_1 *)vy)[i].qs; break;
+    case 2: ((block_q5_0 *)vy)[i].d = d; qs = ((block_q5_0 *)vy)[i].qs; break;
+    case 3: ((block_q5_1 *)vy)[i].d = d; ((block_q5_1 *)vy)[i].m = m; qs = ((block_q5_1 *)vy)[i].qs; break;
+    default: {
+        block_q8_0 *b = (block_q8_0 *)vy + i;
+        b->d = d;
+        for (int j = 0; j < QK; j++) b->qs[j] = (int8_t)(l[j] - 127);
+        return;
+    }
+    }
+    for (int j = 0; j < 16; ++j) qs[j] = (uint8_t)((l[j] & 0xF) | ((l[j + 16] & 0xF) << 4));
+    if (kind >= 2) {
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; ++j) {
+            qh |= (uint32_t)((l[j] & 0x10) >> 4) << j;
+            qh |= (uint32_t)((l[j + 16] & 0x10) >> 4) << (j + 16);
+        }
+        uint8_t *qhb = kind == 2 ? ((block_q5_0 *)vy)[i].qh : ((block_q5_1 *)vy)[i].qh;
+        memcpy(qhb, &qh, 4);
+    }
 }
 
 static inline float sum16(const float *a) {
@@ -140,6 +204,11 @@ float iqf_best_grid_eval(iqf_simd simd, const iqf_best_grid16 *g, const float *x
     return pick_geval(simd)(g, x, w, s, L, sxq, sq2);
 }
 static sym_fn pick_sym(iqf_simd simd) { BS_DISPATCH(sym_block); }
+typedef void (*row_fn)(int, const float *, void *, int64_t, const float *);
+static row_fn pick_row(iqf_simd simd) { BS_DISPATCH(legacy_row); }
+void iqf_best_legacy_row(iqf_simd simd, int kind, const float *x, void *vy, int64_t n, const float *qw) {
+    pick_row(simd)(kind, x, vy, n, qw);
+}
 static asym_fn pick_asym(iqf_simd simd) { BS_DISPATCH(asym_block); }
 
 void iqf_best_weights(iqf_simd simd, const float *x, const float *qw, float sigma2, float *w) {

@@ -19,6 +19,19 @@
  *    with its min as the offset (ggml's search shifts its min the same way); the min is free
  *    (ggml clamps it to <= 0).
  *
+ * The fast search (uniform weights, i.e. no imatrix, for all five; q8_0 always, where ggml runs
+ * no search): 16 blocks at a time, lane b of a vector = block b, so every operation is a full
+ * vector. q4_0/q5_0: two pairs of starts (the max at qmin, which is ggml's scale, and at qmax;
+ * then the max 0.5 beyond each end), each start's integers scored with their least-squares
+ * rescale, 2 rounds, one fp16 neighbour step. q4_1: one start (a grid 0.3 step finer than
+ * ggml's, centred on the block's range), its joint least-squares (d, m); q5_1: two starts (ggml's
+ * and that one), 2 rounds (written but not used: q5_1 keeps the dense search, see best_scale_lanes.h).
+ * One pass over the values per candidate computes only the sums
+ * sum q x, sum q^2 (sum q) of its re-rounded integers; the error of those integers at any (d, m)
+ * follows from them (E = S2 - 2 d A + d^2 B), which scores the rescale without another pass.
+ * q8_0: the same rounds with exact errors (E from sums is too coarse at 8 bits), 2 starts (the
+ * max at 127 and 127.25), 2 rescales, one neighbour step, weighted by the imatrix when given.
+ *
  * Robustness: weights are normalized per block (max 1; non-finite weights count as 1 when every
  * weight is zero or unusable, see best_scale.c), values by the block's max |x|, so no sum
  * overflows; the exact error is summed in double. The stored fp16 values are always finite.
@@ -33,14 +46,25 @@
 #define IQF_BEST_QK 32
 
 /* Symmetric uniform grid: x ~ d*q with q in [qmin, qmax] (q4_0 -8..7, q5_0 -16..15,
- * q8_0 -128..127). w: 32 weights >= 0 (NaN/inf tolerated). Writes q - qmin to L[32] and returns
- * the fp16 bits of d. */
+ * q8_0 -127..127). w: 32 weights >= 0 (NaN/inf tolerated). Writes q - qmin to L[32] and returns
+ * the fp16 bits of d. Uniform weights (no imatrix) and q8_0 take the fast search (below). */
 iqf_half iqf_best_sym_block(iqf_simd simd, const float *x, const float *w, int qmin, int qmax, uint8_t *L);
 
 /* Asymmetric uniform grid: x ~ d*q + m with q in [0, nmax] (q4_1 15, q5_1 31). Writes q to L[32]
  * and the fp16 bits of d and m. */
 void iqf_best_asym_block(iqf_simd simd, const float *x, const float *w, int nmax, uint8_t *L, iqf_half *d,
                          iqf_half *m);
+
+/* A whole row (n a multiple of 32) of a legacy type in best mode: the same bytes as calling
+ * iqf_best_weights and iqf_best_sym_block / iqf_best_asym_block per block (as legacy.c's best_row
+ * does), but 16 blocks at a time where the fast search applies and with no per-block dispatch;
+ * one exception: q8_0 with an imatrix sums the row's sigma2 in 16 partial sums (legacy.c's
+ * row_sigma2 sums serially, 3-4 cycles a value: a third of ggml's time for q8_0), so its weights,
+ * and rarely its bytes, differ in the last bits from the per-block path. legacy.c's best_row
+ * should call this (one line; docs/PERFORMANCE.md): the fast search's speed needs it.
+ * kind: 0 q4_0, 1 q4_1, 2 q5_0, 3 q5_1, 4 q8_0 (q8_0 as ggml writes it, -127..127). qw: the
+ * row's importance (n values) or NULL. */
+void iqf_best_legacy_row(iqf_simd simd, int kind, const float *x, void *vy, int64_t n, const float *qw);
 
 /* Best mode's per-value weights for a block of 32 values of a row whose mean square is sigma2:
  * with an importance matrix qw, w = qw * sqrt(sigma2 + x^2) (ggml's *_impl weights); without,

@@ -17,9 +17,26 @@ static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(splat)(float f) {
     return f - z; /* broadcast; exact for every f, -0 included */
 }
 static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(ld)(const float *p) {
+#if BS_PASS == 2
+    return (VF)_mm512_loadu_ps(p);
+#elif BS_PASS == 1
+    /* not memcpy: GCC's generic tuning splits an unaligned 256-bit copy through a stack temporary
+     * in two 128-bit halves, and the reload stalls on store forwarding */
+    return (VF)_mm256_loadu_ps(p);
+#else
     VF v;
     memcpy(&v, p, sizeof v);
     return v;
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT void BS_SFX(st)(float *p, VF v) {
+#if BS_PASS == 2
+    _mm512_storeu_ps(p, (__m512)v);
+#elif BS_PASS == 1
+    _mm256_storeu_ps(p, (__m256)v);
+#else
+    memcpy(p, &v, sizeof v);
+#endif
 }
 /* clamp to [lo, hi] then round half to even (|v| < 2^22) */
 static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(clampround)(VF v, VF lo, VF hi) {
@@ -33,7 +50,7 @@ static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(clampround)(VF v, 
 /* the 16 logical lanes held in NH vectors, summed in sum16's fixed tree */
 static inline __attribute__((always_inline)) BS_TGT float BS_SFX(hsum)(const VF *v) {
     float a[16];
-    memcpy(a, v, sizeof a);
+    for (int h = 0; h < NH; h++) BS_SFX(st)(a + h * W, v[h]);
     return sum16(a);
 }
 #define SPLAT BS_SFX(splat)
@@ -46,6 +63,714 @@ static BS_TGT void BS_SFX(weights)(const float *x, const float *qw, float sigma2
         for (int j = 0; j < QK; j++) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
     } else {
         for (int j = 0; j < QK; j++) w[j] = 1;
+    }
+}
+
+/* ---- the fast search (no imatrix, q8_0): 16 blocks at a time, logical lane b = block b ----
+ * (see best_scale.h). Per lane the same IEEE operations in the same order at every level; the
+ * batch composition never changes a lane's result (lanes only stop early when a further round
+ * could not change them). */
+#define VU BS_SFX(vu)
+typedef uint32_t VU __attribute__((vector_size(BS_W * 4), aligned(4)));
+/* the transposed arrays are the kernel's own, aligned to 64: whole aligned vector accesses (an
+ * unaligned 256-bit access would be split in two by GCC's generic tuning and stall the loads
+ * that follow on store forwarding) */
+#define VFA BS_SFX(vfa)
+typedef float VFA __attribute__((vector_size(BS_W * 4)));
+#define LDA(p) ((VF)*(const VFA *)(const void *)(p))
+#define STA(p, v) (*(VFA *)(void *)(p) = (VFA)(v))
+#define VUA BS_SFX(vua)
+typedef uint32_t VUA __attribute__((vector_size(BS_W * 4)));
+#define LDU(p) ((VU)*(const VUA *)(const void *)(p))
+#define STU(p, v) (*(VUA *)(void *)(p) = (VUA)(v))
+#define FORH _Pragma("GCC unroll 4") for (int h = 0; h < NH; h++)
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(sel)(VI m, VF a, VF b) {
+    return (VF)((m & (VI)a) | (~m & (VI)b));
+}
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(selu)(VI m, VU a, VU b) {
+    return ((VU)m & a) | (~(VU)m & b);
+}
+#define SEL BS_SFX(sel)
+#define SELU BS_SFX(selu)
+/* iqf_fp32_to_fp16 lane-wise (the same bit algorithm, copied from float16.c), after saturating
+ * to the largest finite fp16 as fp16_sat does; non-finite lanes must not reach it. */
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(f2h_full)(VF f) {
+    const VU w = (VU)f;
+    VF base = ((VF)(w & 0x7fffffffu) * SPLAT(0x1.0p+112f)) * SPLAT(0x1.0p-110f);
+    const VU shl1 = w + w, sign = w & 0x80000000u;
+    VU bias = shl1 & 0xFF000000u;
+    bias = SELU(bias < 0x71000000u, bias - bias + 0x71000000u, bias);
+    base = (VF)((bias >> 1) + 0x07800000u) + base;
+    const VU bits = (VU)base;
+    const VU nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+    return (sign >> 16) | SELU(shl1 > 0xFF000000u, nonsign - nonsign + 0x7E00u, nonsign);
+}
+/* iqf_fp16_to_fp32 lane-wise (same bit algorithm) */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(h2f_full)(VU hb) {
+    const VU w = hb << 16, sign = w & 0x80000000u, two_w = w + w;
+    const VF nv = (VF)((two_w >> 4) + (0xE0u << 23)) * SPLAT(0x1.0p-112f);
+    const VF dv = (VF)((two_w >> 17) | (126u << 23)) - SPLAT(0.5f);
+    return (VF)(sign | SELU(two_w < (1u << 27), (VU)dv, (VU)nv));
+}
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(vabs)(VF v) {
+    return (VF)((VU)v & 0x7fffffffu);
+}
+/* any lane of one vector set (mask lanes are 0 or -1) */
+static inline __attribute__((always_inline)) BS_TGT bool BS_SFX(any1)(VI m) {
+#if BS_PASS == 2
+    return _mm512_movepi32_mask((__m512i)m) != 0;
+#elif BS_PASS == 1
+    return _mm256_movemask_ps((__m256)m) != 0;
+#elif defined(__SSE2__)
+    return _mm_movemask_ps((__m128)m) != 0;
+#else
+    int32_t o = 0;
+    for (int u = 0; u < W; u++) o |= m[u];
+    return o != 0;
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT bool BS_SFX(any)(const VI *m) {
+    VI o = m[0];
+    for (int h = 1; h < NH; h++) o |= m[h];
+    return BS_SFX(any1)(o);
+}
+#define H2F BS_SFX(h2f)
+#define F2H BS_SFX(f2h)
+#define VABS BS_SFX(vabs)
+#define ANY BS_SFX(any)
+/* The same conversions with a short path when every lane is a normal fp16 (the usual case):
+ * round to nearest even on the bits, which is what the full algorithm computes there. */
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(f2h)(VF f) {
+    const VF lim = SPLAT(65504.f), nlim = SPLAT(-65504.f);
+    f = SEL(f > lim, lim, f);
+    f = SEL(f < nlim, nlim, f);
+    const VU w = (VU)f, a = w & 0x7fffffffu;
+    if (BS_SFX(any1)((VI)(a < 0x38800000u))) return BS_SFX(f2h_full)(f);
+    return ((w >> 16) & 0x8000u) | ((a - 0x38000000u + 0xFFFu + ((a >> 13) & 1u)) >> 13);
+}
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(h2f)(VU hb) {
+    const VU e = hb & 0x7C00u;
+    if (BS_SFX(any1)((VI)(e == 0u) | (VI)(e == 0x7C00u))) return BS_SFX(h2f_full)(hb);
+    return (VF)(((hb & 0x8000u) << 16) | (((hb & 0x7fffu) << 13) + 0x38000000u));
+}
+
+/* Transpose nb (1..16) blocks of 32 (lanes past nb repeat the last block) into t[j*16 + b]:
+ * data movement only, so each level may do it its own way (in-register tile transposes). A batch
+ * is transposed one batch ahead of its use (the row loop), so the loads find the stores retired. */
+static inline __attribute__((always_inline)) BS_TGT void BS_SFX(transpose)(int nb, const float *x, float *t) {
+    const float *xb[16];
+    for (int b = 0; b < 16; b++) xb[b] = x + (b < nb ? b : nb - 1) * QK;
+#if BS_PASS == 2
+    for (int half = 0; half < 2; half++) {
+        __m512 r[16], u[16], v[16];
+        for (int b = 0; b < 16; b++) r[b] = _mm512_loadu_ps(xb[b] + 16 * half);
+        for (int b = 0; b < 16; b += 2) {
+            u[b] = _mm512_unpacklo_ps(r[b], r[b + 1]);
+            u[b + 1] = _mm512_unpackhi_ps(r[b], r[b + 1]);
+        }
+        for (int b = 0; b < 16; b += 4) {
+            v[b] = _mm512_shuffle_ps(u[b], u[b + 2], 0x44);
+            v[b + 1] = _mm512_shuffle_ps(u[b], u[b + 2], 0xEE);
+            v[b + 2] = _mm512_shuffle_ps(u[b + 1], u[b + 3], 0x44);
+            v[b + 3] = _mm512_shuffle_ps(u[b + 1], u[b + 3], 0xEE);
+        }
+        /* v[4g + c] holds, per 128-bit lane L (values 4L..4L+3 of the half), the value 4L + c of
+         * blocks 4g..4g+3 */
+        for (int c = 0; c < 4; c++) {
+            const __m512 a0 = _mm512_shuffle_f32x4(v[c], v[4 + c], 0x88);      /* L0,L2 of g0 | g1 */
+            const __m512 a1 = _mm512_shuffle_f32x4(v[c], v[4 + c], 0xDD);      /* L1,L3 */
+            const __m512 b0 = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0x88);
+            const __m512 b1 = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0xDD);
+            /* a0 = [g0L0 g0L2 g1L0 g1L2], b0 = [g2L0 g2L2 g3L0 g3L2] */
+            const __m512 l0 = _mm512_shuffle_f32x4(a0, b0, 0x88); /* g0L0 g1L0 g2L0 g3L0 */
+            const __m512 l2 = _mm512_shuffle_f32x4(a0, b0, 0xDD); /* L2 */
+            const __m512 l1 = _mm512_shuffle_f32x4(a1, b1, 0x88); /* L1 */
+            const __m512 l3 = _mm512_shuffle_f32x4(a1, b1, 0xDD); /* L3 */
+            float *o = t + (16 * half + c) * 16;
+            _mm512_store_ps(o + 0 * 64, l0);
+            _mm512_store_ps(o + 1 * 64, l1);
+            _mm512_store_ps(o + 2 * 64, l2);
+            _mm512_store_ps(o + 3 * 64, l3);
+        }
+    }
+#elif BS_PASS == 1
+    for (int g = 0; g < 2; g++)
+        for (int j0 = 0; j0 < QK; j0 += 8) {
+            __m256 r[8], u[8], v[8];
+            for (int b = 0; b < 8; b++) r[b] = _mm256_loadu_ps(xb[8 * g + b] + j0);
+            for (int b = 0; b < 8; b += 2) {
+                u[b] = _mm256_unpacklo_ps(r[b], r[b + 1]);
+                u[b + 1] = _mm256_unpackhi_ps(r[b], r[b + 1]);
+            }
+            for (int b = 0; b < 8; b += 4) {
+                v[b] = _mm256_shuffle_ps(u[b], u[b + 2], 0x44);
+                v[b + 1] = _mm256_shuffle_ps(u[b], u[b + 2], 0xEE);
+                v[b + 2] = _mm256_shuffle_ps(u[b + 1], u[b + 3], 0x44);
+                v[b + 3] = _mm256_shuffle_ps(u[b + 1], u[b + 3], 0xEE);
+            }
+            /* v[4q + c]: per 128-bit lane L, value j0 + 4L + c of blocks 4q..4q+3 */
+            for (int c = 0; c < 4; c++) {
+                _mm256_store_ps(t + (j0 + c) * 16 + 8 * g, _mm256_permute2f128_ps(v[c], v[4 + c], 0x20));
+                _mm256_store_ps(t + (j0 + 4 + c) * 16 + 8 * g, _mm256_permute2f128_ps(v[c], v[4 + c], 0x31));
+            }
+        }
+#else
+    for (int b = 0; b < 16; b++)
+        for (int j = 0; j < QK; j++) t[j * 16 + b] = xb[b][j];
+#endif
+}
+
+/* The integers of the 16 lanes, transposed: ct[j*16 + b] (q - qmin as an integer). */
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(toint)(VF q) {
+    return (VU)(q + SPLAT(MAGIC)) & 0xFFFFu; /* q integer-valued in [0, 255] */
+}
+
+/* Symmetric evaluation of nc (1 or 2) candidate scales per lane (normalized units): the integers
+ * re-rounded at each, e = sum w r^2, A = sum w q x, B = sum w q^2 (j = 0..31 in order). */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fsym_eval)(const float *xt, const float *wt, int nc, VF dq[2][NH], VF lo, VF hi, VF e[2][NH],
+                  VF A[2][NH], VF B[2][NH]) {
+    VF id[2][NH];
+    for (int c = 0; c < nc; c++)
+        FORH {
+            const VI nz = dq[c][h] != SPLAT(0);
+            id[c][h] = SEL(nz, SPLAT(1) / SEL(nz, dq[c][h], SPLAT(1)), SPLAT(0));
+            e[c][h] = A[c][h] = B[c][h] = SPLAT(0);
+        }
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            const VF wv = wt ? LDA(wt + j * 16 + h * W) : SPLAT(1);
+            _Pragma("GCC unroll 2") for (int c = 0; c < nc; c++) {
+                const VF q = CR(xv * id[c][h], lo, hi), r = xv - q * dq[c][h];
+                const VF wq = wt ? wv * q : q;
+                e[c][h] += wt ? (wv * r) * r : r * r;
+                A[c][h] += wq * xv;
+                B[c][h] += wq * q;
+            }
+        }
+}
+
+/* Fast symmetric search of nb blocks (see best_scale.h); wn: normalized weights (nb*32) or NULL
+ * (uniform). Writes q - qmin to L[nb*32] and the fp16 scales to d[nb]. */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fast_sym_impl)(float *xt, const float *wp, int qmin, int qmax, uint32_t *ct, uint32_t *dout) {
+    VF amax[NH], mx[NH], ia[NH];
+    VI tiny[NH];
+    FORH amax[h] = mx[h] = SPLAT(0);
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF v = LDA(xt + j * 16 + h * W), a = VABS(v);
+            const VI g = a > amax[h];
+            amax[h] = SEL(g, a, amax[h]);
+            mx[h] = SEL(g, v, mx[h]);
+        }
+    FORH {
+        tiny[h] = amax[h] < SPLAT(BS_TINY);
+        ia[h] = SEL(tiny[h], SPLAT(0), SPLAT(1) / SEL(tiny[h], SPLAT(1), amax[h]));
+    }
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF v = LDA(xt + j * 16 + h * W) * ia[h];
+            STA(xt + j * 16 + h * W, v);
+        }
+    const VF lo = SPLAT((float)qmin), hi = SPLAT((float)qmax);
+    /* starts: ggml's scale (the max at qmin) and the max at the other end (q8_0, whose grid is
+     * symmetric: the max a quarter step inside the end) */
+    const float alt = qmax == -qmin ? (float)qmax + 0.25f : (float)qmax;
+    VF dq[2][NH], e[2][NH], A[2][NH], B[2][NH], be[NH], bA[NH], bB[NH];
+    VU hc[2][NH], bh[NH], cur[NH];
+    FORH {
+        hc[0][h] = F2H(mx[h] / lo);
+        hc[1][h] = F2H(mx[h] / SPLAT(alt));
+        dq[0][h] = H2F(hc[0][h]) * ia[h];
+        dq[1][h] = H2F(hc[1][h]) * ia[h];
+    }
+    BS_SFX(fsym_eval)(xt, wp, 2, dq, lo, hi, e, A, B);
+    VI live[NH];
+    FORH {
+        const VI g = e[1][h] < e[0][h];
+        be[h] = SEL(g, e[1][h], e[0][h]);
+        bA[h] = SEL(g, A[1][h], A[0][h]);
+        bB[h] = SEL(g, B[1][h], B[0][h]);
+        bh[h] = SELU(g, hc[1][h], hc[0][h]);
+        cur[h] = bh[h];
+        live[h] = ~tiny[h];
+    }
+    /* least-squares rescale of the rounded values, at fp16, while the error falls */
+    for (int it = 0; it < FAST_ITERS; it++) {
+        VI act[NH];
+        FORH {
+            const VI ok = live[h] & (bB[h] > SPLAT(0));
+            const VF dn = (bA[h] / SEL(ok, bB[h], SPLAT(1))) * amax[h];
+            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f));
+            hc[0][h] = SELU(fin, F2H(SEL(fin, dn, SPLAT(0))), cur[h]);
+            act[h] = fin & (VI)(hc[0][h] != cur[h]);
+            dq[0][h] = H2F(hc[0][h]) * ia[h];
+        }
+        if (!ANY(act)) break;
+        BS_SFX(fsym_eval)(xt, wp, 1, dq, lo, hi, e, A, B);
+        FORH {
+            const VI imp = act[h] & (e[0][h] < be[h]);
+            be[h] = SEL(imp, e[0][h], be[h]);
+            bh[h] = SELU(imp, hc[0][h], bh[h]);
+            bA[h] = SEL(imp, A[0][h], bA[h]);
+            bB[h] = SEL(imp, B[0][h], bB[h]);
+            cur[h] = SELU(imp, hc[0][h], cur[h]);
+            live[h] = imp;
+        }
+    }
+    /* neighbouring fp16 scales (one ulp in magnitude, -1 then +1) */
+    for (int st = 0; st < FAST_WALK; st++) {
+        VI moved[NH];
+        FORH {
+            const VU mag = bh[h] & 0x7fffu, sg = bh[h] & 0x8000u;
+            hc[0][h] = SELU(mag > 0u, sg | (mag - 1u), bh[h]);
+            hc[1][h] = SELU(mag < (VU)(mag - mag + FP16_MAX_BITS), sg | (mag + 1u), bh[h]);
+            dq[0][h] = H2F(hc[0][h]) * ia[h];
+            dq[1][h] = H2F(hc[1][h]) * ia[h];
+        }
+        BS_SFX(fsym_eval)(xt, wp, 2, dq, lo, hi, e, A, B);
+        FORH {
+            moved[h] = (VI)SPLAT(0);
+            for (int c = 0; c < 2; c++) {
+                const VI imp = ~tiny[h] & (e[c][h] < be[h]);
+                be[h] = SEL(imp, e[c][h], be[h]);
+                bh[h] = SELU(imp, hc[c][h], bh[h]);
+                moved[h] |= imp;
+            }
+        }
+        if (!ANY(moved)) break;
+    }
+    /* the integers at the chosen scale */
+    FORH {
+        bh[h] = SELU(tiny[h], bh[h] - bh[h], bh[h]);
+        const VF d = H2F(bh[h]) * ia[h];
+        const VI nz = d != SPLAT(0);
+        dq[0][h] = SEL(nz, SPLAT(1) / SEL(nz, d, SPLAT(1)), SPLAT(0));
+        STU(dout + h * W, bh[h]);
+    }
+    for (int j = 0; j < QK; j++)
+        FORH STU(ct + j * 16 + h * W, BS_SFX(toint)(CR(LDA(xt + j * 16 + h * W) * dq[0][h], lo, hi) - lo));
+}
+static BS_TGT void BS_SFX(fast_sym_u)(float *xt, int qmin, int qmax, uint32_t *ct, uint32_t *d) {
+    BS_SFX(fast_sym_impl)(xt, NULL, qmin, qmax, ct, d);
+}
+
+/* CR for the fast kernels: the level's own min/max and rounding instructions. For finite v the
+ * same value as CR (max/min select exactly as CR's compares do; a -0 that CR keeps and max turns
+ * into +0 rounds to +0 either way; round-to-nearest-even as the magic-number trick). */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(crf)(VF v, VF lo, VF hi) {
+#if BS_PASS == 2
+    const __m512 c = _mm512_min_ps(_mm512_max_ps((__m512)v, (__m512)lo), (__m512)hi);
+    return (VF)_mm512_roundscale_ps(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#elif BS_PASS == 1
+    const __m256 c = _mm256_min_ps(_mm256_max_ps((__m256)v, (__m256)lo), (__m256)hi);
+    return (VF)_mm256_round_ps(c, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+#else
+    return CR(v, lo, hi);
+#endif
+}
+#define CRF BS_SFX(crf)
+/* v < m ? v : m and v > m ? v : m (finite input: the level's min/max instructions select alike) */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(vmin)(VF v, VF m) {
+#if BS_PASS == 2
+    return (VF)_mm512_min_ps((__m512)v, (__m512)m);
+#elif BS_PASS == 1
+    return (VF)_mm256_min_ps((__m256)v, (__m256)m);
+#elif defined(__SSE2__)
+    return (VF)_mm_min_ps((__m128)v, (__m128)m);
+#else
+    return SEL(v < m, v, m);
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(vmax)(VF v, VF m) {
+#if BS_PASS == 2
+    return (VF)_mm512_max_ps((__m512)v, (__m512)m);
+#elif BS_PASS == 1
+    return (VF)_mm256_max_ps((__m256)v, (__m256)m);
+#elif defined(__SSE2__)
+    return (VF)_mm_max_ps((__m128)v, (__m128)m);
+#else
+    return SEL(v > m, v, m);
+#endif
+}
+/* toint(CR(v, lo, hi) - lo): the integer minus lo, by the level's conversion where it has one
+ * (round to nearest even, the default mode, as CR) */
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(cri)(VF v, VF lo, VF hi) {
+#if BS_PASS == 2
+    const __m512i q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps((__m512)v, (__m512)lo), (__m512)hi));
+    return (VU)q - (VU)_mm512_cvtps_epi32((__m512)lo);
+#elif BS_PASS == 1
+    const __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps((__m256)v, (__m256)lo), (__m256)hi));
+    return (VU)q - (VU)_mm256_cvtps_epi32((__m256)lo);
+#else
+    return BS_SFX(toint)(CR(v, lo, hi) - lo);
+#endif
+}
+#define CRI BS_SFX(cri)
+#define VMIN BS_SFX(vmin)
+#define VMAX BS_SFX(vmax)
+
+/* ---- the fast search on sums (q4_0, q5_0, q4_1, q5_1 without an imatrix) ----
+ * One pass per candidate computes only the least-squares sums of its re-rounded integers; the
+ * error of those integers at any scale follows from the sums (E = S2 - 2 d A + d^2 B), so the
+ * least-squares rescale of a candidate is scored without another pass (an upper bound of the
+ * error after re-rounding at it). */
+
+/* sums of nc (1 or 2) candidates: A = sum q x, B = sum q^2 (j = 0..31 in order) */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fsym_sums)(const float *xt, int nc, VF dq[2][NH], VF lo, VF hi, VF A[2][NH], VF B[2][NH]) {
+    VF id[2][NH];
+    for (int c = 0; c < nc; c++)
+        FORH {
+            const VI nz = dq[c][h] != SPLAT(0);
+            id[c][h] = SEL(nz, SPLAT(1) / SEL(nz, dq[c][h], SPLAT(1)), SPLAT(0));
+            A[c][h] = B[c][h] = SPLAT(0);
+        }
+    FORH
+        for (int j = 0; j < QK; j++) {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            _Pragma("GCC unroll 2") for (int c = 0; c < nc; c++) {
+                const VF q = CRF(xv * id[c][h], lo, hi);
+                A[c][h] += q * xv;
+                B[c][h] += q * q;
+            }
+        }
+}
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(sym_err)(VF S2, VF d, VF A, VF B) {
+    return (S2 - (d + d) * A) + (d * d) * B;
+}
+
+static BS_TGT void BS_SFX(fast_sym_s)(float *xt, int qmin, int qmax, uint32_t *ct, uint32_t *dout) {
+    VF amax[NH], mx[NH], ia[NH], S2[NH];
+    VI tiny[NH], scl[NH];
+    FORH amax[h] = mx[h] = S2[h] = SPLAT(0);
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF v = LDA(xt + j * 16 + h * W), a = VABS(v);
+            const VI g = a > amax[h];
+            amax[h] = SEL(g, a, amax[h]);
+            mx[h] = SEL(g, v, mx[h]);
+            S2[h] += v * v;
+        }
+    /* units as in fast_asym_s: x itself within 2^-40..2^40, else x / max|x| */
+    FORH {
+        const VF am = amax[h];
+        tiny[h] = am < SPLAT(BS_TINY);
+        scl[h] = ~tiny[h] & ((am > SPLAT(0x1.0p40f)) | (am < SPLAT(0x1.0p-40f)));
+        amax[h] = SEL(scl[h], am, SPLAT(1));
+        ia[h] = SEL(scl[h], SPLAT(1) / SEL(scl[h], am, SPLAT(1)), SPLAT(1));
+    }
+    if (ANY(scl)) {
+        FORH S2[h] = SPLAT(0);
+        for (int j = 0; j < QK; j++)
+            FORH {
+                const VF v = LDA(xt + j * 16 + h * W) * ia[h];
+                STA(xt + j * 16 + h * W, v);
+                S2[h] += v * v;
+            }
+    }
+    const VF lo = SPLAT((float)qmin), hi = SPLAT((float)qmax);
+    VF dq[2][NH], A[2][NH], B[2][NH], be[NH];
+    VU hc[2][NH], bh[NH];
+    VI act[NH];
+    FORH {
+        be[h] = SPLAT(INFINITY);
+        bh[h] = F2H(mx[h] / lo);
+        act[h] = (VI)SPLAT(0);
+    }
+    /* start pairs: the max at qmin (ggml's scale) and at qmax; then (SYM_PAIRS 2) the max
+     * SYM_T2 beyond each end (finer grids, the max clipped). Candidates in order: each start
+     * (exact error), its least-squares rescale (a bound). */
+    for (int pr = 0; pr < SYM_PAIRS; pr++) {
+        const VF l0 = pr ? lo - SPLAT(SYM_T2) : lo, l1 = pr ? hi + SPLAT(SYM_T2) : hi;
+        FORH {
+            hc[0][h] = F2H(mx[h] / l0);
+            hc[1][h] = F2H(mx[h] / l1);
+            dq[0][h] = H2F(hc[0][h]) * ia[h];
+            dq[1][h] = H2F(hc[1][h]) * ia[h];
+        }
+        BS_SFX(fsym_sums)(xt, 2, dq, lo, hi, A, B);
+        FORH
+            for (int c = 0; c < 2; c++) {
+                const VF e = BS_SFX(sym_err)(S2[h], dq[c][h], A[c][h], B[c][h]);
+                VI g = e < be[h];
+                be[h] = SEL(g, e, be[h]);
+                bh[h] = SELU(g, hc[c][h], bh[h]);
+                act[h] &= ~g;
+                const VI ok = ~tiny[h] & (B[c][h] > SPLAT(0));
+                const VF dn = (A[c][h] / SEL(ok, B[c][h], SPLAT(1))) * amax[h];
+                const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f));
+                const VU hn = F2H(SEL(fin, dn, SPLAT(0)));
+                const VF el = BS_SFX(sym_err)(S2[h], H2F(hn) * ia[h], A[c][h], B[c][h]);
+                g = fin & (el < be[h]);
+                be[h] = SEL(g, el, be[h]);
+                bh[h] = SELU(g, hn, bh[h]);
+                act[h] |= g;
+            }
+    }
+    /* more rounds: the sums of the chosen rescale, its own rescale */
+    for (int it = 1; it < FASTS_ITERS; it++) {
+        if (!ANY(act)) break;
+        FORH dq[0][h] = H2F(bh[h]) * ia[h];
+        BS_SFX(fsym_sums)(xt, 1, dq, lo, hi, A, B);
+        FORH {
+            be[h] = SEL(act[h], BS_SFX(sym_err)(S2[h], dq[0][h], A[0][h], B[0][h]), be[h]);
+            const VI ok = act[h] & (B[0][h] > SPLAT(0));
+            const VF dn = (A[0][h] / SEL(ok, B[0][h], SPLAT(1))) * amax[h];
+            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f));
+            const VU hn = F2H(SEL(fin, dn, SPLAT(0)));
+            const VF el = BS_SFX(sym_err)(S2[h], H2F(hn) * ia[h], A[0][h], B[0][h]);
+            const VI g = fin & (el < be[h]);
+            be[h] = SEL(g, el, be[h]);
+            bh[h] = SELU(g, hn, bh[h]);
+            act[h] = g;
+        }
+    }
+    /* neighbouring fp16 scales (one ulp in magnitude), exact errors */
+    for (int st = 0; st < FASTS_WALK; st++) {
+        FORH {
+            const VU mag = bh[h] & 0x7fffu, sg = bh[h] & 0x8000u;
+            hc[0][h] = SELU(mag > 0u, sg | (mag - 1u), bh[h]);
+            hc[1][h] = SELU(mag < (VU)(mag - mag + FP16_MAX_BITS), sg | (mag + 1u), bh[h]);
+            dq[0][h] = H2F(hc[0][h]) * ia[h];
+            dq[1][h] = H2F(hc[1][h]) * ia[h];
+        }
+        BS_SFX(fsym_sums)(xt, 2, dq, lo, hi, A, B);
+        FORH {
+            act[h] = (VI)SPLAT(0);
+            for (int c = 0; c < 2; c++) {
+                const VF e = BS_SFX(sym_err)(S2[h], dq[c][h], A[c][h], B[c][h]);
+                const VI g = ~tiny[h] & (e < be[h]);
+                be[h] = SEL(g, e, be[h]);
+                bh[h] = SELU(g, hc[c][h], bh[h]);
+                act[h] |= g;
+            }
+        }
+        if (!ANY(act)) break;
+    }
+    FORH {
+        bh[h] = SELU(tiny[h], bh[h] - bh[h], bh[h]);
+        const VF d = H2F(bh[h]) * ia[h];
+        const VI nz = d != SPLAT(0);
+        dq[0][h] = SEL(nz, SPLAT(1) / SEL(nz, d, SPLAT(1)), SPLAT(0));
+        STU(dout + h * W, bh[h]);
+    }
+    for (int j = 0; j < QK; j++)
+        FORH STU(ct + j * 16 + h * W, CRI(LDA(xt + j * 16 + h * W) * dq[0][h], lo, hi));
+}
+
+/* asymmetric sums of one candidate (d, m): sq = sum q, sqq = sum q^2, sqx = sum q x */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fasym_sums)(const float *xt, const VF *dq, const VF *mq, VF hi, VF *sq, VF *sqq, VF *sqx) {
+    VF id[NH];
+    FORH {
+        const VI nz = dq[h] != SPLAT(0);
+        id[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
+        sq[h] = sqq[h] = sqx[h] = SPLAT(0);
+    }
+    FORH
+        for (int j = 0; j < QK; j++) {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            const VF q = CRF((xv - mq[h]) * id[h], SPLAT(0), hi);
+            sq[h] += q;
+            sqq[h] += q * q;
+            sqx[h] += q * xv;
+        }
+}
+/* the same for nc (1 or 2) candidates per lane */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(fasym_sums2)(const float *xt, int nc, VF dq[2][NH], VF mq[2][NH], VF hi, VF sq[2][NH],
+                    VF sqq[2][NH], VF sqx[2][NH]) {
+    VF id[2][NH];
+    for (int c = 0; c < nc; c++)
+        FORH {
+            const VI nz = dq[c][h] != SPLAT(0);
+            id[c][h] = SEL(nz, SPLAT(1) / SEL(nz, dq[c][h], SPLAT(1)), SPLAT(0));
+            sq[c][h] = sqq[c][h] = sqx[c][h] = SPLAT(0);
+        }
+    FORH
+        for (int j = 0; j < QK; j++) {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            _Pragma("GCC unroll 2") for (int c = 0; c < nc; c++) {
+                const VF q = CRF((xv - mq[c][h]) * id[c][h], SPLAT(0), hi);
+                sq[c][h] += q;
+                sqq[c][h] += q * q;
+                sqx[c][h] += q * xv;
+            }
+        }
+}
+/* sum (x - d q - m)^2 from the sums (n = 32 values) */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(asym_err)(VF sxx, VF sx, VF d, VF m, VF sq,
+                                                                       VF sqq, VF sqx) {
+    const VF d2 = d + d;
+    return ((sxx - d2 * sqx) - (m + m) * sx) + ((d * d) * sqq + (d2 * m) * sq) + (m * m) * SPLAT((float)QK);
+}
+
+static BS_TGT void BS_SFX(fast_asym_s)(float *xt, int nmax, uint32_t *ct, uint32_t *dout, uint32_t *mout) {
+    VF mn[NH], mx[NH], amax[NH], ia[NH], sx[NH], sxx[NH];
+    VI tiny[NH], flat[NH], scl[NH];
+    FORH {
+        mn[h] = mx[h] = LDA(xt + h * W);
+        sx[h] = sxx[h] = SPLAT(0);
+    }
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF v = LDA(xt + j * 16 + h * W);
+            mn[h] = VMIN(v, mn[h]);
+            mx[h] = VMAX(v, mx[h]);
+            sx[h] += v;
+            sxx[h] += v * v;
+        }
+    /* units: a lane whose max |x| is within 2^-40..2^40 works on x itself (ia = amax = 1 below:
+     * nothing can overflow), others on x / max|x| */
+    FORH {
+        const VF a0 = VABS(mn[h]), a1 = VABS(mx[h]);
+        const VF am = SEL(a1 > a0, a1, a0);
+        tiny[h] = am < SPLAT(BS_TINY);
+        flat[h] = ~tiny[h] & (mn[h] == mx[h]);
+        scl[h] = ~tiny[h] & ((am > SPLAT(0x1.0p40f)) | (am < SPLAT(0x1.0p-40f)));
+        amax[h] = SEL(scl[h], am, SPLAT(1));
+        ia[h] = SEL(scl[h], SPLAT(1) / SEL(scl[h], am, SPLAT(1)), SPLAT(1));
+    }
+    if (ANY(scl)) {
+        FORH sx[h] = sxx[h] = SPLAT(0);
+        for (int j = 0; j < QK; j++)
+            FORH {
+                const VF v = LDA(xt + j * 16 + h * W) * ia[h]; /* exact (x 1) in the other lanes */
+                STA(xt + j * 16 + h * W, v);
+                sx[h] += v;
+                sxx[h] += v * v;
+            }
+    }
+    const VF hi = SPLAT((float)nmax), n = SPLAT((float)QK);
+    VU hd[NH], hm[NH], sd[2][NH], sm[2][NH];
+    VF dq[NH], mq[NH], sq[NH], sqq[NH], sqx[NH], be[NH];
+    VF d2[2][NH], m2[2][NH], q1[2][NH], q2[2][NH], qx[2][NH];
+    VI act[NH], live[NH];
+    /* one or two starts: ggml's (the range on the grid's ends, t = 0) or a grid t steps finer,
+     * centred on the range (its ends clipped): t = ASYM_T0, then ASYM_T2 */
+    FORH {
+        const VF rng = mx[h] - mn[h];
+        for (int c = 0; c < 2; c++) {
+            const float t = c ? ASYM_T2 : ASYM_T0;
+            const VF d0 = rng / (hi + SPLAT(t));
+            sd[c][h] = F2H(d0);
+            sm[c][h] = t != 0 ? F2H(mn[h] + (rng - d0 * hi) * SPLAT(0.5f)) : F2H(mn[h]);
+            d2[c][h] = H2F(sd[c][h]) * ia[h];
+            m2[c][h] = H2F(sm[c][h]) * ia[h];
+        }
+        live[h] = ~tiny[h] & ~flat[h];
+    }
+    BS_SFX(fasym_sums2)(xt, FASTA_STARTS, d2, m2, hi, q1, q2, qx);
+    FORH {
+        be[h] = BS_SFX(asym_err)(sxx[h], sx[h], d2[0][h], m2[0][h], q1[0][h], q2[0][h], qx[0][h]);
+        hd[h] = sd[0][h];
+        hm[h] = sm[0][h];
+        if (FASTA_STARTS > 1) {
+            const VF e1 = BS_SFX(asym_err)(sxx[h], sx[h], d2[1][h], m2[1][h], q1[1][h], q2[1][h], qx[1][h]);
+            const VI g = e1 < be[h];
+            be[h] = SEL(g, e1, be[h]);
+            hd[h] = SELU(g, sd[1][h], hd[h]);
+            hm[h] = SELU(g, sm[1][h], hm[h]);
+        }
+        act[h] = (VI)SPLAT(0);
+        for (int c = 0; c < FASTA_STARTS; c++) {
+            /* the least-squares (d, m) of start c's integers, scored by its sums */
+            const VF D = n * q2[c][h] - q1[c][h] * q1[c][h];
+            const VI ok = live[h] & (D > SPLAT(1e-6f) * (n * q2[c][h]));
+            const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
+            const VF dn = ((n * qx[c][h] - sx[h] * q1[c][h]) * iD) * amax[h];
+            const VF mnn = ((q2[c][h] * sx[h] - q1[c][h] * qx[c][h]) * iD) * amax[h];
+            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
+            const VU nd = F2H(SEL(fin, dn, SPLAT(0))), nm = F2H(SEL(fin, mnn, SPLAT(0)));
+            const VF el = BS_SFX(asym_err)(sxx[h], sx[h], H2F(nd) * ia[h], H2F(nm) * ia[h], q1[c][h], q2[c][h], qx[c][h]);
+            const VI g = fin & (el < be[h]);
+            be[h] = SEL(g, el, be[h]);
+            hd[h] = SELU(g, nd, hd[h]);
+            hm[h] = SELU(g, nm, hm[h]);
+            act[h] |= g;
+        }
+    }
+    /* more rounds: the sums of the chosen rescale, its own rescale */
+    for (int it = 1; it < FASTA_ITERS; it++) {
+        if (!ANY(act)) break;
+        FORH {
+            dq[h] = H2F(hd[h]) * ia[h];
+            mq[h] = H2F(hm[h]) * ia[h];
+        }
+        BS_SFX(fasym_sums)(xt, dq, mq, hi, sq, sqq, sqx);
+        FORH {
+            const VF e0 = BS_SFX(asym_err)(sxx[h], sx[h], dq[h], mq[h], sq[h], sqq[h], sqx[h]);
+            be[h] = SEL(act[h], e0, be[h]);
+            const VF D = n * sqq[h] - sq[h] * sq[h];
+            const VI ok = act[h] & (D > SPLAT(1e-6f) * (n * sqq[h]));
+            const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
+            const VF dn = ((n * sqx[h] - sx[h] * sq[h]) * iD) * amax[h];
+            const VF mnn = ((sqq[h] * sx[h] - sq[h] * sqx[h]) * iD) * amax[h];
+            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
+            const VU nd = F2H(SEL(fin, dn, SPLAT(0))), nm = F2H(SEL(fin, mnn, SPLAT(0)));
+            const VF el = BS_SFX(asym_err)(sxx[h], sx[h], H2F(nd) * ia[h], H2F(nm) * ia[h], sq[h], sqq[h], sqx[h]);
+            const VI g = fin & (el < be[h]) & ((VI)(nd != hd[h]) | (VI)(nm != hm[h]));
+            be[h] = SEL(g, el, be[h]);
+            hd[h] = SELU(g, nd, hd[h]);
+            hm[h] = SELU(g, nm, hm[h]);
+            act[h] = g;
+        }
+    }
+    FORH {
+        const VI z = tiny[h] | flat[h];
+        hd[h] = SELU(z, hd[h] - hd[h], hd[h]);
+        hm[h] = SELU(tiny[h], hm[h] - hm[h], hm[h]);
+        dq[h] = H2F(hd[h]) * ia[h];
+        mq[h] = H2F(hm[h]) * ia[h];
+        const VI nz = dq[h] != SPLAT(0);
+        sq[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
+        STU(dout + h * W, hd[h]);
+        STU(mout + h * W, hm[h]);
+    }
+    for (int j = 0; j < QK; j++)
+        FORH STU(ct + j * 16 + h * W, CRI((LDA(xt + j * 16 + h * W) - mq[h]) * sq[h], SPLAT(0), hi));
+}
+
+/* Packs the 16 lanes' integers ct (transposed) into blocks i0 .. i0+nb-1 of a legacy row (kind as
+ * iqf_best_legacy_row): the packed words are built lane-wise, then stored per block. */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(pack_batch)(int kind, const uint32_t *ct, const uint32_t *d, const uint32_t *m, int nb,
+                   void *vy, int64_t i0) {
+    _Alignas(64) uint32_t wq[9 * 16];
+    const int nw = kind == 4 ? 8 : 4;
+    for (int k = 0; k < nw; k++)
+        FORH {
+            VU v = LDU(ct + h * W) - LDU(ct + h * W); /* 0 */
+            for (int t = 0; t < 4; t++) {
+                VU byte;
+                if (kind == 4) byte = (LDU(ct + (4 * k + t) * 16 + h * W) - 127u) & 0xFFu;
+                else byte = (LDU(ct + (4 * k + t) * 16 + h * W) & 0xFu) | ((LDU(ct + (4 * k + t + 16) * 16 + h * W) & 0xFu) << 4);
+                v |= byte << (8 * t);
+            }
+            STU(wq + k * 16 + h * W, v);
+        }
+    if (kind == 2 || kind == 3)
+        FORH {
+            VU v = LDU(ct + h * W) - LDU(ct + h * W);
+            for (int j = 0; j < QK; j++) v |= ((LDU(ct + j * 16 + h * W) >> 4) & 1u) << j;
+            STU(wq + 8 * 16 + h * W, v);
+        }
+    for (int b = 0; b < nb; b++) {
+        /* word by word: a 16-byte copy of words stored one by one would stall on forwarding */
+        uint8_t *qs, *qh = NULL;
+        const iqf_half hd = (iqf_half)d[b], hm = (iqf_half)m[b];
+        switch (kind) {
+        case 0: { block_q4_0 *y = (block_q4_0 *)vy + i0 + b; y->d = hd; qs = y->qs; break; }
+        case 1: { block_q4_1 *y = (block_q4_1 *)vy + i0 + b; y->d = hd; y->m = hm; qs = y->qs; break; }
+        case 2: { block_q5_0 *y = (block_q5_0 *)vy + i0 + b; y->d = hd; qs = y->qs; qh = y->qh; break; }
+        case 3: { block_q5_1 *y = (block_q5_1 *)vy + i0 + b; y->d = hd; y->m = hm; qs = y->qs; qh = y->qh; break; }
+        default: { block_q8_0 *y = (block_q8_0 *)vy + i0 + b; y->d = hd; qs = (uint8_t *)y->qs; break; }
+        }
+        for (int k = 0; k < nw; k++) memcpy(qs + 4 * k, &wq[k * 16 + b], 4);
+        if (qh) memcpy(qh, &wq[8 * 16 + b], 4);
     }
 }
 
@@ -63,7 +788,7 @@ static BS_TGT float BS_SFX(sym_eval)(const float *xa, const float *wn, float da,
             const int j = j0 + h * W;
             const VF x = LD(xa + j), w = LD(wn + j);
             const VF q = CR(x * id, vlo, vhi);
-            memcpy(l + j, &q, sizeof q);
+            BS_SFX(st)(l + j, q);
             const VF r = x - q * vd, wq = w * q;
             e[h] += w * r * r;
             a[h] += wq * x;
@@ -104,9 +829,9 @@ static BS_TGT void BS_SFX(cand_sums)(int nc, float *ids, float off, const float 
         a += a1;
         b += b1;
         e += e1;
-        memcpy(sxq + c, &a, sizeof a);
-        memcpy(sq2 + c, &b, sizeof b);
-        if (sq) memcpy(sq + c, &e, sizeof e);
+        BS_SFX(st)(sxq + c, a);
+        BS_SFX(st)(sq2 + c, b);
+        if (sq) BS_SFX(st)(sq + c, e);
     }
 }
 
@@ -137,6 +862,26 @@ static BS_TGT int BS_SFX(best_score)(int nc, const float *sxq, const float *sq2)
 
 static BS_TGT iqf_half BS_SFX(sym_block)(const float *x, const float *w, int qmin, int qmax,
                                          uint8_t *L) {
+    {
+        /* the fast search: uniform weights (no imatrix), and q8_0 */
+        float wn0[QK];
+        const bool uni = uniform_weights(w, wn0);
+        if (uni || qmax == -qmin) {
+            _Alignas(64) float xt[QK * 16], wt[QK * 16];
+            _Alignas(64) uint32_t ct[QK * 16], d[16];
+            BS_SFX(transpose)(1, x, xt);
+            if (!uni) {
+                BS_SFX(transpose)(1, wn0, wt);
+                BS_SFX(fast_sym_impl)(xt, wt, qmin, qmax, ct, d);
+            } else if (qmax != -qmin) {
+                BS_SFX(fast_sym_s)(xt, qmin, qmax, ct, d);
+            } else {
+                BS_SFX(fast_sym_u)(xt, qmin, qmax, ct, d);
+            }
+            for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
+            return (iqf_half)d[0];
+        }
+    }
     float amax = 0, max = 0;
     for (int j = 0; j < QK; j++)
         if (fabsf(x[j]) > amax) {
@@ -228,7 +973,7 @@ static BS_TGT float BS_SFX(asym_eval)(const float *xa, const float *wn, float da
             const int j = j0 + h * W;
             const VF x = LD(xa + j), w = LD(wn + j);
             const VF q = CR((x - vm) * id, vlo, vhi);
-            memcpy(l + j, &q, sizeof q);
+            BS_SFX(st)(l + j, q);
             const VF r = x - (q * vd + vm), wq = w * q;
             e[h] += w * r * r;
             a[h] += wq;
@@ -244,6 +989,22 @@ static BS_TGT float BS_SFX(asym_eval)(const float *xa, const float *wn, float da
 
 static BS_TGT void BS_SFX(asym_block)(const float *x, const float *w, int nmax, uint8_t *L,
                                       iqf_half *d, iqf_half *m) {
+    {
+        float wn0[QK];
+        /* the fast search without an imatrix, q4_1 only: q5_1's fast search lost test_best_files'
+         * margin (libllama KLD best/compat 1.003 on its 6 chunks, from token_embd), so q5_1 keeps
+         * the dense search */
+        if (nmax == 15 && uniform_weights(w, wn0)) {
+            _Alignas(64) float xt[QK * 16];
+            _Alignas(64) uint32_t ct[QK * 16], dd[16], mm[16];
+            BS_SFX(transpose)(1, x, xt);
+            BS_SFX(fast_asym_s)(xt, nmax, ct, dd, mm);
+            for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
+            *d = (iqf_half)dd[0];
+            *m = (iqf_half)mm[0];
+            return;
+        }
+    }
     float mn = x[0], mx = x[0];
     for (int j = 1; j < QK; j++) {
         mn = x[j] < mn ? x[j] : mn;
@@ -390,8 +1151,8 @@ static BS_TGT void BS_SFX(grid_cands)(const iqf_best_grid16 *g, const float *x, 
             a += wq * xj;
             b += wq * q;
         }
-        memcpy(sxq + c, &a, sizeof a);
-        memcpy(sq2 + c, &b, sizeof b);
+        BS_SFX(st)(sxq + c, a);
+        BS_SFX(st)(sq2 + c, b);
     }
 }
 
@@ -428,11 +1189,121 @@ static BS_TGT float BS_SFX(grid_eval)(const iqf_best_grid16 *g, const float *x, 
     return HSUM(e);
 }
 
+/* A row's mean square in 16 partial sums (value i to sum i % 16, in order) added as sum16: the
+ * same bits at every level (legacy.c's row_sigma2 sums serially: 3-4 cycles a value). */
+static inline __attribute__((always_inline)) BS_TGT float BS_SFX(row_sigma2_16)(const float *x, int64_t n) {
+    VF a[NH];
+    FORH a[h] = SPLAT(0);
+    for (int64_t j = 0; j < n; j += 16)
+        FORH {
+            const VF v = LD(x + j + h * W);
+            a[h] += v * v;
+        }
+    return HSUM(a) / (float)n;
+}
+
+/* The normalized weights of 16 transposed blocks: w = qw * sqrt(sigma2 + x^2) (weights()), then
+ * norm_weights()'s rules lane-wise (the same IEEE operations, so the same bits). */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(vsqrt)(VF v) {
+#if BS_PASS == 2
+    return (VF)_mm512_sqrt_ps((__m512)v);
+#elif BS_PASS == 1
+    return (VF)_mm256_sqrt_ps((__m256)v);
+#elif defined(__SSE2__)
+    return (VF)_mm_sqrt_ps((__m128)v);
+#else
+    for (int u = 0; u < W; u++) v[u] = sqrtf(v[u]);
+    return v;
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT void BS_SFX(batch_weights)(const float *xt, const float *qt,
+                                                                              float sigma2, float *wt) {
+    const VF s2 = SPLAT(sigma2), one = SPLAT(1), zero = SPLAT(0), inf = SPLAT(INFINITY);
+    VF mw[NH];
+    FORH mw[h] = zero;
+    FORH
+        for (int j = 0; j < QK; j++) {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            const VF w = LDA(qt + j * 16 + h * W) * BS_SFX(vsqrt)(s2 + xv * xv);
+            STA(wt + j * 16 + h * W, w);
+            mw[h] = BS_SFX(sel)(w > mw[h], w, mw[h]);
+        }
+    FORH {
+        const VI z = mw[h] == zero, isi = mw[h] == inf;
+        const VF dv = BS_SFX(sel)(z | isi, one, mw[h]);
+        for (int j = 0; j < QK; j++) {
+            const VF w = LDA(wt + j * 16 + h * W);
+            const VF nrm = BS_SFX(sel)(w >= zero, w / dv, zero);
+            const VF fin = BS_SFX(sel)(VABS(w) == inf, one, zero);
+            STA(wt + j * 16 + h * W, BS_SFX(sel)(z, one, BS_SFX(sel)(isi, fin, nrm)));
+        }
+    }
+}
+
+/* ---- a whole row of a legacy type (best_scale.h: iqf_best_legacy_row) ---- */
+static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_t n, const float *qw) {
+    const int64_t nb = n / QK;
+    static const int qmins[5] = { -8, 0, -16, 0, -127 }, qmaxs[5] = { 7, 15, 15, 31, 127 };
+    const int qmin = qmins[kind], qmax = qmaxs[kind];
+    const bool asym = kind == 1 || kind == 3;
+    if ((qw && kind != 4) || kind == 3) { /* the dense search, block by block (q5_1 always) */
+        const float sigma2 = qw ? row_sigma2(x, n) : 0.f;
+        float w[QK];
+        uint8_t L[QK];
+        for (int64_t i = 0; i < nb; i++) {
+            iqf_half d, m = 0;
+            BS_SFX(weights)(x + i * QK, qw ? qw + i * QK : NULL, sigma2, w);
+            if (asym) BS_SFX(asym_block)(x + i * QK, w, qmax, L, &d, &m);
+            else d = BS_SFX(sym_block)(x + i * QK, w, qmin, qmax, L);
+            pack_block(kind, L, d, m, vy, i);
+        }
+        return;
+    }
+    /* the fast search, 16 blocks at a time, the next batch prepared one ahead (q8_0 with an
+     * imatrix: its weights computed lane-wise as weights() and norm_weights() do per block) */
+    const float sigma2 = qw ? BS_SFX(row_sigma2_16)(x, n) : 0.f;
+    _Alignas(64) float xt[2][QK * 16], qt[2][QK * 16], wt[QK * 16];
+    _Alignas(64) uint32_t ct[QK * 16], d[16], m[16];
+    for (int64_t i0 = 0, k = 0; i0 < nb; i0 += 16, k ^= 1) {
+        for (int64_t p = i0 == 0 ? 0 : i0 + 16; p <= i0 + 16 && p < nb; p += 16) {
+            const int np = nb - p < 16 ? (int)(nb - p) : 16, kp = p == i0 ? (int)k : (int)k ^ 1;
+            BS_SFX(transpose)(np, x + p * QK, xt[kp]);
+            if (qw) BS_SFX(transpose)(np, qw + p * QK, qt[kp]);
+        }
+        const int nbb = nb - i0 < 16 ? (int)(nb - i0) : 16;
+        if (qw) {
+            BS_SFX(batch_weights)(xt[k], qt[k], sigma2, wt);
+            BS_SFX(fast_sym_impl)(xt[k], wt, qmin, qmax, ct, d);
+        } else if (asym) BS_SFX(fast_asym_s)(xt[k], qmax, ct, d, m);
+        else if (kind == 4) BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
+        else BS_SFX(fast_sym_s)(xt[k], qmin, qmax, ct, d);
+        BS_SFX(pack_batch)(kind, ct, d, m, nbb, vy, i0);
+    }
+}
+
 #undef W
 #undef NH
 #undef VF
 #undef VI
+#undef VU
 #undef SPLAT
 #undef LD
 #undef CR
 #undef HSUM
+#undef ANY
+#undef CRF
+#undef CRI
+#undef F2H
+#undef FORH
+#undef H2F
+#undef LDA
+#undef LDU
+#undef SEL
+#undef SELU
+#undef STA
+#undef STU
+#undef VABS
+#undef VFA
+#undef VMAX
+#undef VMIN
+#undef VUA

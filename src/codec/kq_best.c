@@ -25,8 +25,17 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 #define KQB_FP16_MAX 65504.f
+#ifndef KQB_Q3_WIN
+#define KQB_Q3_WIN 1
+#endif
+#ifndef KQB_Q3_NIT
+#define KQB_Q3_NIT 1
+#endif
 #define KQB_MAGIC 12582912.f /* 1.5 * 2^23: (v + M) - M rounds |v| < 2^22 half to even */
 
 static inline float h2f(uint16_t h) { return IQF_FP16_TO_FP32(h); }
@@ -89,6 +98,17 @@ typedef int32_t kqb_v8i __attribute__((vector_size(32)));
 void kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *qw,
                 const float *sref0, const float *mref0, kqb_rep *r) {
     const kqb_fmt *f = f0;
+    /* q3_K without an imatrix: a cheaper schedule, to keep ggml's speed (its reference encoder
+     * is a one-pass search there; docs/PERFORMANCE.md). The table in kquants.c still says 3
+     * alternations, window +-2. */
+    kqb_fmt f3;
+    if (!qw && f0->qlo == -4 && f0->qhi == 3 && f0->mhi == 0) {
+        f3 = *f0;
+        f3.win = KQB_Q3_WIN;
+        f3.nit = KQB_Q3_NIT;
+        f3.scan = -1;
+        f = &f3;
+    }
 #ifdef KQB_HAVE_X86
     if (simd == IQF_SIMD_AVX512) { search_avx512(f, x, qw, sref0, mref0, r); return; }
     if (simd == IQF_SIMD_AVX2) { search_avx2(f, x, qw, sref0, mref0, r); return; }

@@ -24,7 +24,9 @@ typedef struct kqb_fmt {
     /* search parameters */
     int win;          /* integer scales tried: +-win around each reference */
     int winm;         /* integer mins tried for each scale: +-winm around the reference */
-    int scan;         /* symmetric types: > 0 scans +-scan steps for the references (else compat's) */
+    int scan;         /* symmetric types: > 0 scans +-scan steps for the references (else compat's);
+                       * -1: compat's reference only, not also the previous choice (one window:
+                       * at most 2 win + 2 candidates, one batch of 8 lanes for win 3) */
     float scan_step;  /* step of that scan */
     int nit;          /* alternations (sub-block integers, then d/dmin) per start */
     int nstart;       /* bit 0: start from the given block; bit 1: from d/dmin of the largest references */

@@ -59,18 +59,23 @@ static KQB_TGT void KQB_SFX(errs)(int n, const float *x, const float *w, int nc,
     int ncp = nc;
     while (ncp % 8) { s[ncp] = s[nc - 1]; mo[ncp] = mo[nc - 1]; ncp++; }
     for (int c0 = 0; c0 < ncp; c0 += 8) {
-        float is[8], a1[8] = { 0 }, a2[8] = { 0 };
+        float a1[8] = { 0 }, a2[8] = { 0 };
         bool need_div = false;
-        for (int l = 0; l < 8; l++) {
-            is[l] = s[c0 + l] == 0 ? 1.f : 1.f / s[c0 + l];
-            if (!isfinite(is[l])) need_div = true;
-        }
 #if KQB_VEC
         kqb_v8f vs, vm, vis, va = { 0 }, vr = { 0 };
-        memcpy(&vs, s + c0, sizeof vs);
-        memcpy(&vm, mo + c0, sizeof vm);
-        memcpy(&vis, is, sizeof vis);
+        /* intrinsics, not memcpy: GCC's generic tuning would split a 256-bit copy through a
+         * stack temporary, whose reload stalls on store forwarding */
+        vs = (kqb_v8f)_mm256_loadu_ps(s + c0);
+        vm = (kqb_v8f)_mm256_loadu_ps(mo + c0);
         const kqb_v8f zero = { 0 }, one = { 1, 1, 1, 1, 1, 1, 1, 1 };
+        {
+            /* is[l] = s == 0 ? 1 : 1 / s, lane-wise */
+            const kqb_v8i sz = vs == zero;
+            vis = one / (kqb_v8f)((sz & (kqb_v8i)one) | (~sz & (kqb_v8i)vs));
+            const kqb_v8f ainf = { INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY };
+            const kqb_v8i nf = (vis == ainf) | (vis == -ainf) | (vis != vis);
+            for (int l = 0; l < 8; l++) need_div |= nf[l] != 0;
+        }
         const kqb_v8f vz = { z, z, z, z, z, z, z, z };
         const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
         const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
@@ -78,6 +83,25 @@ static KQB_TGT void KQB_SFX(errs)(int n, const float *x, const float *w, int nc,
         const kqb_v8i szero = vs == zero;
         const kqb_v8i noinv = (vis == inf) | (vis == -inf);
         const kqb_v8f sdiv = (kqb_v8f)((szero & (kqb_v8i)one) | (~szero & (kqb_v8i)vs));
+        const kqb_v8i vmz = vm == zero;
+        if (!need_div && (vmz[0] & vmz[1] & vmz[2] & vmz[3] & vmz[4] & vmz[5] & vmz[6] & vmz[7])) {
+            /* every offset 0 (the symmetric types): the same operations without the offset
+             * terms (the same bits: a -0 from x + 0 = +0 rounds to the same code, s*r - 0 = s*r);
+             * res is not needed without mins (left 0) */
+            for (int i = 0; i < n; i++) {
+                const float xi = x[i], wi = w[i];
+                const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
+                kqb_v8f v = xv * vis;
+                kqb_v8i m = v < vlo;
+                v = (kqb_v8f)((m & (kqb_v8i)vlo) | (~m & (kqb_v8i)v));
+                m = v > vhi;
+                v = (kqb_v8f)((m & (kqb_v8i)vhi) | (~m & (kqb_v8i)v));
+                kqb_v8f r = (v + M) - M;
+                r = (kqb_v8f)((szero & (kqb_v8i)vz) | (~szero & (kqb_v8i)r));
+                const kqb_v8f df = xv - vs * r;
+                va = va + wv * df * df;
+            }
+        } else
         for (int i = 0; i < n; i++) {
             const float xi = x[i], wi = w[i];
             const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
@@ -97,10 +121,12 @@ static KQB_TGT void KQB_SFX(errs)(int n, const float *x, const float *w, int nc,
             va = va + wv * df * df;
             vr = vr + wv * (y - xv);
         }
-        memcpy(a1, &va, sizeof a1);
-        memcpy(a2, &vr, sizeof a2);
+        _mm256_storeu_ps(a1, (__m256)va);
+        _mm256_storeu_ps(a2, (__m256)vr);
 #else
         (void)need_div;
+        float is[8];
+        for (int l = 0; l < 8; l++) is[l] = s[c0 + l] == 0 ? 1.f : 1.f / s[c0 + l];
         for (int i = 0; i < n; i++)
             for (int l = 0; l < 8; l++) {
                 const float sl = s[c0 + l], ml = mo[c0 + l];
@@ -156,7 +182,7 @@ static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int
         float a1[8] = { 0 }, a2[8] = { 0 };
 #if KQB_VEC
         kqb_v8f vis, v1 = { 0 }, v2 = { 0 };
-        memcpy(&vis, isv + c0, sizeof vis);
+        vis = (kqb_v8f)_mm256_loadu_ps(isv + c0);
         const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
         const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
         for (int i = 0; i < n; i++) {
@@ -172,8 +198,8 @@ static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int
             v1 = v1 + wxv * r;
             v2 = v2 + wv * r * r;
         }
-        memcpy(a1, &v1, sizeof a1);
-        memcpy(a2, &v2, sizeof a2);
+        _mm256_storeu_ps(a1, (__m256)v1);
+        _mm256_storeu_ps(a2, (__m256)v2);
 #else
         for (int i = 0; i < n; i++)
             for (int l = 0; l < 8; l++) {
@@ -211,7 +237,7 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
     const float flo = (float)f->qlo, fhi = (float)f->qhi;
     int ks[KQB_MAXK], nk = 0;
     ks[nk++] = *kio;
-    for (int r = 0; r < KQB_NREF; r++) {
+    for (int r = 0; r < (!asym && f->scan < 0 ? 0 : KQB_NREF); r++) {
         const int kc = int_near(sref[r], d, f->klo, f->khi);
         for (int k = kc - W; k <= kc + W; k++) {
             if (k < f->klo || k > f->khi) continue;
@@ -237,10 +263,29 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
             nc++;                                                                              \
         }                                                                                      \
     } while (0)
-    KQB_ADD(*kio, *mio);
-    for (int t = 0; t < nk; t++)
-        for (int m = mc - WM; m <= mc + WM; m++)
-            if (!asym || (m >= f->mlo && m <= f->mhi)) KQB_ADD(ks[t], asym ? m : *mio);
+    if (!asym && f->scan < 0) {
+        /* one window, no mins: the candidates are [current k, the window without it], the same
+         * list (and order) as the general loop below, built without its duplicate scans */
+        const int kc = int_near(sref[0], d, f->klo, f->khi);
+        ck[0] = *kio;
+        cm[0] = *mio;
+        cs[0] = d * (float)*kio;
+        cmo[0] = 0.f;
+        nc = 1;
+        for (int k = kc - W; k <= kc + W; k++) {
+            if (k < f->klo || k > f->khi || k == *kio || nc >= KQB_MAXC) continue;
+            ck[nc] = k;
+            cm[nc] = *mio;
+            cs[nc] = d * (float)k;
+            cmo[nc] = 0.f;
+            nc++;
+        }
+    } else {
+        KQB_ADD(*kio, *mio);
+        for (int t = 0; t < nk; t++)
+            for (int m = mc - WM; m <= mc + WM; m++)
+                if (!asym || (m >= f->mlo && m <= f->mhi)) KQB_ADD(ks[t], asym ? m : *mio);
+    }
     KQB_SFX(errs)(n, x, w, nc, cs, cmo, flo, fhi, e, res);
     if (use_m && sw > 0) {
         /* y = s q - mo: the least-squares mo for a candidate's codes is mo + sum w (y - x) / sum w. */
@@ -258,8 +303,7 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
 #undef KQB_ADD
     *e0 = e[0];
     int bc = 0;
-    for (int c = 1; c < nc; c++)
-        if (e[c] < e[bc]) bc = c;
+    for (int c = 1; c < nc; c++) bc = e[c] < e[bc] ? c : bc;
     *kio = (int16_t)ck[bc];
     *mio = (int16_t)cm[bc];
     KQB_SFX(codes)(n, x, cs[bc], cmo[bc], flo, fhi, qio);
@@ -314,7 +358,7 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
      * alternations start there, else here. */
     const float d0 = h2f(r->hd), dm0 = sym ? 0.f : h2f(r->hdm);
     double ebest = 0;
-    bool best_is_start = true;
+    bool best_is_start = true, start_codes = false;
     kqb_rep best = *r;
     if (!(f->nstart & 1)) {
         for (int j = 0; j < f->nsub; j++) {
@@ -367,14 +411,22 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
             const float d = h2f(cur.hd), dm = sym ? 0.f : h2f(cur.hdm);
             double e = 0, es = 0;
             for (int j = 0; j < f->nsub; j++) {
-                const float sr[KQB_NREF] = { sref[j], dprev * (float)cur.k[j] };
+                const float sr[KQB_NREF] = { sref[j], f->scan < 0 ? sref[j] : dprev * (float)cur.k[j] };
                 const float mr[KQB_NREF] = { it == 0 ? mref[j] : dmprev * (float)cur.m[j], 0.f };
                 float e0;
                 e += KQB_SFX(sub_search)(f, x + j * f->sublen, w + j * f->sublen, sw[j], d, dm, sr,
                                          mr, &cur.k[j], &cur.m[j], cur.q + j * f->sublen, &e0);
                 es += e0;
             }
-            if (st == 0 && it == 0 && (f->nstart & 1)) ebest = es;
+            if (st == 0 && it == 0 && (f->nstart & 1)) {
+                ebest = es;
+                /* no sub-block moved (ties keep the start): cur holds the start's re-rounded
+                 * codes, the same ones the recomputation below would write */
+                if (!(e < ebest)) {
+                    best = cur;
+                    start_codes = true;
+                }
+            }
             if (e < ebest) {
                 ebest = e;
                 best = cur;
@@ -390,7 +442,7 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
             cur.hdm = hdm;
         }
     }
-    if (best_is_start)
+    if (best_is_start && !start_codes)
         for (int j = 0; j < f->nsub; j++)
             KQB_SFX(codes)(f->sublen, x + j * f->sublen, d0 * (float)best.k[j],
                            sym ? 0.f : dm0 * (float)best.m[j], (float)f->qlo, (float)f->qhi,
