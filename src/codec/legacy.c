@@ -176,26 +176,9 @@ static float row_sigma2(const float *x, int64_t n) {
     return sum_x2 / n;
 }
 
-/* best mode (best_scale.c): one plain-C search, the same bytes at every SIMD level. */
+/* best mode (best_scale.c): one search per row, the same bytes at every SIMD level. */
 static void best_row(iqf_simd simd, int kind, const float *x, void *vy, int64_t n, const float *qw) {
-    const struct leg_fmt f = leg_fmts[kind];
-    const float sigma2 = row_sigma2(x, n);
-    float w[QK];
-    uint8_t l[QK];
-    for (int64_t i = 0; i < n / QK; i++) {
-        const float *xb = x + i * QK;
-        const leg_blk b = leg_block(kind, vy, i);
-        iqf_best_weights(simd, xb, qw ? qw + i * QK : NULL, sigma2, w);
-        if (kind == K_Q8_0) {
-            /* -127..127 as ggml writes: SIMD dot products negate weights with sign_epi8 */
-            *b.d = iqf_best_sym_block(simd, xb, w, -127, 127, l);
-            for (int j = 0; j < QK; j++) b.qs[j] = (uint8_t)(l[j] - 127);
-            continue;
-        }
-        if (f.asym) iqf_best_asym_block(simd, xb, w, f.nmax, l, b.d, b.m);
-        else *b.d = iqf_best_sym_block(simd, xb, w, -f.nmax, f.nmax - 1, l);
-        pack_codes(l, b);
-    }
+    iqf_best_legacy_row(simd, kind, x, vy, n, qw);
 }
 
 /* compat: ggml_quantize_chunk's choice. Without an importance matrix the *_ref encoder; with one
