@@ -152,8 +152,12 @@ int main(int argc, char **argv) {
         for (int k = 0; k < reps; k++) {
             warm(model);
             result a = run_child(false, model, got, img, ftype, threads);
+            fprintf(stderr, "%s iqforge: %.2f s wall, %.2f s CPU, %.0f MiB peak RSS, status %d\n", t, a.wall, a.cpu,
+                    a.rss_mb, a.status);
             warm(model);
             result b = run_child(true, model, ref, img, ftype, threads);
+            fprintf(stderr, "%s oracle: %.2f s wall, %.2f s CPU, %.0f MiB peak RSS, status %d\n", t, b.wall, b.cpu,
+                    b.rss_mb, b.status);
             if (a.status || b.status) {
                 fprintf(stderr, "bench_quantize: %s failed (iqforge %d, oracle %d)\n", t, a.status, b.status);
                 rc = 1;
