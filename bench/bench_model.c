@@ -16,12 +16,22 @@
  * that they computed the same thing.
  *
  *   bench_model [--threads N] [--chunks N] [--mistral-chunks N] [--tmp DIR] [--skip-mistral]
+ *               [--fleet] [--fleet-only] [--fleet-archs qwen2,qwen3,mixtral,qwen3moe]
+ *               [--fleet-scale S] [--fleet-layers N] [--fleet-chunks N] [--fleet-types f16,q4_k_m]
+ *
+ * --fleet adds the architectures of issue 9: iqf-genmodel's random-weight qwen2, qwen3,
+ * Mixtral-style llama MoE and qwen3moe models (Mistral widths / S, default 4: n_embd 1024, n_ff
+ * 3584, 32 heads / 8 KV heads; qwen3 head_dim 64; MoE 8 experts, 2 used, qwen3moe experts 1024
+ * wide; 2 layers; the GPT-2 BPE vocabulary for qwen*, llama SPM for Mixtral) in F16, and the same
+ * quantized to Q4_K_M by `iqforge quantize` with genmodel's imatrix (byte-identical to
+ * llama-quantize's file: test_model_arch_quant). Written once to DIR and reused.
  *
  * libllama's structs are handled without copying llama.h: default params are fetched into a
  * large buffer and only the leading fields (n_ctx, n_batch, n_ubatch; n_threads located by its
  * default value) are changed.
  */
 #include "iqforge.h"
+#include "genmodel.h"
 #include "model/tokenizer.h"
 #include "oracle.h"
 #include "testutil.h"
@@ -79,6 +89,8 @@ static struct {
     void (*free_ctx)(void *);
     void (*model_free)(void *);
     void (*log_set)(void (*)(int, const char *, void *), void *);
+    int32_t (*vocab_bos)(const void *);
+    bool (*vocab_get_add_bos)(const void *);
 } L;
 
 static void quiet_log(int level, const char *text, void *ud) { (void)level; (void)text; (void)ud; }
@@ -112,6 +124,8 @@ static bool llama_open(void) {
     SYM(free_ctx, "llama_free")
     SYM(model_free, "llama_model_free")
     SYM(log_set, "llama_log_set")
+    SYM(vocab_bos, "llama_vocab_bos")
+    SYM(vocab_get_add_bos, "llama_vocab_get_add_bos")
 #undef SYM
     if (!getenv("IQF_BENCH_VERBOSE")) L.log_set(quiet_log, NULL);
     void (*ggml_log_set)(void (*)(int, const char *, void *), void *) =
@@ -161,6 +175,8 @@ static bool run_llama(const char *model_path, const char *text, size_t len, int 
     (void)dummy;
     lbatch b = L.batch_init(n_ctx, 0, 1);
     const int first = n_ctx / 2;
+    const bool add_bos = L.vocab_get_add_bos(vocab); /* as llama-perplexity: the chunk's first token */
+    const int32_t bos = L.vocab_bos(vocab);
     double nll = 0;
     int count = 0;
     double t0 = 0, c0 = 0;
@@ -175,7 +191,7 @@ static bool run_llama(const char *model_path, const char *text, size_t len, int 
         L.memory_clear(L.get_memory(ctx), true);
         b.n_tokens = n_ctx;
         for (int k = 0; k < n_ctx; k++) {
-            b.token[k] = k == 0 ? 1 : toks[c * n_ctx + k];
+            b.token[k] = k == 0 && add_bos ? bos : toks[c * n_ctx + k];
             b.pos[k] = k;
             b.n_seq_id[k] = 1;
             b.seq_id[k][0] = 0;
@@ -332,6 +348,54 @@ static bool write_mistral(const char *path, int mtype, int threads) {
     return true;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The fleet (issue 9): genmodel's qwen2, qwen3, Mixtral and qwen3moe models                    */
+
+static bool exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* F16 model (and imatrix) of `arch`, then the Q4_K_M file if qtype names one; paths returned. */
+static bool fleet_model(const char *tmp, const char *arch, int scale, int layers, int ftype, int threads,
+                        char *path, size_t plen) {
+    char f16[4096], img[4096], err[1024];
+    snprintf(f16, sizeof f16, "%s/iqf_bench_fleet_%s_s%d_l%d_f16.gguf", tmp, arch, scale, layers);
+    snprintf(img, sizeof img, "%s/iqf_bench_fleet_%s_s%d_l%d.imatrix.gguf", tmp, arch, scale, layers);
+    if (!exists(f16) || !exists(img)) {
+        iqf_genmodel_opts o = iqf_genmodel_default_opts();
+        o.arch = arch;
+        o.scale = scale;
+        o.n_layer = layers;
+        o.type = IQF_TYPE_F16;
+        o.n_expert = 8;
+        o.n_expert_used = 2;
+        o.vocab = src_path(strcmp(arch, "mixtral") ? "tests/data/vocab/ggml-vocab-gpt-2.gguf"
+                                                   : "tests/data/vocab/ggml-vocab-llama-spm.gguf");
+        if (iqf_genmodel_write(&o, f16, img, NULL, err, sizeof err) != IQF_OK) {
+            fprintf(stderr, "bench_model: genmodel %s: %s\n", arch, err);
+            return false;
+        }
+    }
+    if (ftype < 0) {
+        snprintf(path, plen, "%s", f16);
+        return true;
+    }
+    snprintf(path, plen, "%s/iqf_bench_fleet_%s_s%d_l%d_ftype%d.gguf", tmp, arch, scale, layers, ftype);
+    if (exists(path)) return true;
+    iqf_model_quantize_params p = iqf_model_quantize_default_params();
+    p.ftype = ftype;
+    p.n_threads = threads;
+    p.imatrix_path = img;
+    p.quiet = true;
+    if (iqf_model_quantize(f16, path, &p, NULL, NULL, err, sizeof err) != IQF_OK) {
+        fprintf(stderr, "bench_model: quantize %s: %s\n", arch, err);
+        return false;
+    }
+    return true;
+}
+
 static void row(const char *name, const char *model, const char *text, size_t len, int n_ctx,
                 int chunks, int threads) {
     result a = { 0 }, b = { 0 };
@@ -346,14 +410,28 @@ static void row(const char *name, const char *model, const char *text, size_t le
 int main(int argc, char **argv) {
     int threads = 2, chunks = 60, mchunks = 4;
     const char *tmp = "/tmp";
-    bool skip_mistral = false;
+    bool skip_mistral = false, fleet = false, fleet_only = false;
+    const char *fleet_archs = "qwen2,qwen3,mixtral,qwen3moe", *fleet_types = "f16,q4_k_m";
+    int fscale = 4, flayers = 2, fchunks = 4;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--chunks") && i + 1 < argc) chunks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mistral-chunks") && i + 1 < argc) mchunks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tmp") && i + 1 < argc) tmp = argv[++i];
         else if (!strcmp(argv[i], "--skip-mistral")) skip_mistral = true;
-        else { fprintf(stderr, "usage: bench_model [--threads N] [--chunks N] [--mistral-chunks N] [--tmp DIR] [--skip-mistral]\n"); return 2; }
+        else if (!strcmp(argv[i], "--fleet")) fleet = true;
+        else if (!strcmp(argv[i], "--fleet-only")) fleet = fleet_only = true;
+        else if (!strcmp(argv[i], "--fleet-archs") && i + 1 < argc) fleet_archs = argv[++i];
+        else if (!strcmp(argv[i], "--fleet-types") && i + 1 < argc) fleet_types = argv[++i];
+        else if (!strcmp(argv[i], "--fleet-scale") && i + 1 < argc) fscale = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--fleet-layers") && i + 1 < argc) flayers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--fleet-chunks") && i + 1 < argc) fchunks = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_model [--threads N] [--chunks N] [--mistral-chunks N] [--tmp DIR] [--skip-mistral]\n"
+                            "                   [--fleet] [--fleet-only] [--fleet-archs LIST] [--fleet-types f16,q4_k_m]\n"
+                            "                   [--fleet-scale S] [--fleet-layers N] [--fleet-chunks N]\n");
+            return 2;
+        }
     }
     if (!llama_open()) {
         fprintf(stderr, "bench_model: oracle (libllama) not available\n");
@@ -366,8 +444,9 @@ int main(int argc, char **argv) {
            iqf_simd_name(iqf_simd_detect()));
     printf("| model | chunks | threads | iqforge tok/s | libllama tok/s | ratio | iqforge tok/CPU-s | libllama tok/CPU-s | ratio | PPL iqforge / libllama |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
-    row("stories260K F32", src_path("tests/data/stories260K/stories260K-f32.gguf"), text, len, 256, chunks, threads);
-    if (!skip_mistral) {
+    if (!fleet_only)
+        row("stories260K F32", src_path("tests/data/stories260K/stories260K-f32.gguf"), text, len, 256, chunks, threads);
+    if (!skip_mistral && !fleet_only) {
         /* The generated models are kept in DIR (made once: IQ3_XXS takes the oracle a minute). */
         char f16[4096], iq3[4096];
         snprintf(f16, sizeof f16, "%s/iqf_bench_mistral_f16.gguf", tmp);
@@ -382,6 +461,24 @@ int main(int argc, char **argv) {
             printf("| mistral-shaped IQ3_XXS | this build cannot decode iq3_xxs | | | | | |\n");
         else if (e || write_mistral(iq3, IQF_TYPE_IQ3_XXS, threads))
             row("mistral-shaped IQ3_XXS (every matrix)", iq3, text, len, 256, mchunks, threads);
+    }
+    if (fleet) {
+        char archs[256], types[256];
+        snprintf(archs, sizeof archs, "%s", fleet_archs);
+        for (char *sa = NULL, *a = strtok_r(archs, ",", &sa); a; a = strtok_r(NULL, ",", &sa)) {
+            snprintf(types, sizeof types, "%s", fleet_types);
+            for (char *st = NULL, *t = strtok_r(types, ",", &st); t; t = strtok_r(NULL, ",", &st)) {
+                const int ft = strcmp(t, "f16") && strcmp(t, "F16") ? iqf_ftype_from_name(t) : -1;
+                if (ft < 0 && strcmp(t, "f16") && strcmp(t, "F16")) {
+                    fprintf(stderr, "bench_model: unknown file type %s\n", t);
+                    continue;
+                }
+                char path[4096], name[128];
+                if (!fleet_model(tmp, a, fscale, flayers, ft, threads, path, sizeof path)) continue;
+                snprintf(name, sizeof name, "%s 1/%d %dL %s", a, fscale, flayers, t);
+                row(name, path, text, len, 256, fchunks, threads);
+            }
+        }
     }
     free(text);
     return 0;

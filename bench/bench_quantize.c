@@ -7,7 +7,9 @@
  * ratio is the steadier figure; the goal (3x) is stated for wall time.
  *
  * usage: bench_quantize [--threads N] [--layers N] [--scale S] [--types IQ3_XXS,IQ2_XS,Q4_K_M]
- *                       [--dir DIR] [--reps N]
+ *                       [--dir DIR] [--reps N] [--arch ARCH [--experts N]]
+ * --arch mixtral|qwen2|qwen3|qwen3moe: genmodel's model of that architecture instead (issue 9;
+ * e.g. --arch mixtral --experts 8: 3-D expert tensors of several GB at scale 1).
  * The model is generated once into DIR (default /tmp/iqf-bench-quantize) and reused.
  * Unknown arguments (BENCH_ARGS shared with other benchmarks) are ignored.
  */
@@ -87,6 +89,8 @@ int main(int argc, char **argv) {
     int threads = 2, layers = 2, scale = 1, reps = 1;
     const char *types = "IQ3_XXS,IQ2_XS,Q4_K_M";
     const char *dir = "/tmp/iqf-bench-quantize";
+    const char *arch = NULL;
+    int experts = 0;
     for (int i = 1; i < argc; i++) {
         bool v = i + 1 < argc;
         if (!strcmp(argv[i], "--threads") && v) threads = atoi(argv[++i]);
@@ -95,6 +99,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--types") && v) types = argv[++i];
         else if (!strcmp(argv[i], "--dir") && v) dir = argv[++i];
         else if (!strcmp(argv[i], "--reps") && v) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--arch") && v) arch = argv[++i];
+        else if (!strcmp(argv[i], "--experts") && v) experts = atoi(argv[++i]);
     }
     if (!oracle_load()) {
         fprintf(stderr, "bench_quantize: oracle not installed\n");
@@ -102,8 +108,13 @@ int main(int argc, char **argv) {
     }
     mkdir(dir, 0755);
     char model[1024], img[1024], ref[1024], got[1024];
-    snprintf(model, sizeof model, "%s/mistral-s%d-l%d-f16.gguf", dir, scale, layers);
-    snprintf(img, sizeof img, "%s/mistral-s%d-l%d.imatrix.gguf", dir, scale, layers);
+    if (arch) {
+        snprintf(model, sizeof model, "%s/%s-e%d-s%d-l%d-f16.gguf", dir, arch, experts, scale, layers);
+        snprintf(img, sizeof img, "%s/%s-e%d-s%d-l%d.imatrix.gguf", dir, arch, experts, scale, layers);
+    } else {
+        snprintf(model, sizeof model, "%s/mistral-s%d-l%d-f16.gguf", dir, scale, layers);
+        snprintf(img, sizeof img, "%s/mistral-s%d-l%d.imatrix.gguf", dir, scale, layers);
+    }
     snprintf(ref, sizeof ref, "%s/out-oracle.gguf", dir);
     snprintf(got, sizeof got, "%s/out-iqforge.gguf", dir);
     struct stat st;
@@ -111,6 +122,8 @@ int main(int argc, char **argv) {
         iqf_genmodel_opts o = iqf_genmodel_default_opts();
         o.scale = scale;
         o.n_layer = layers;
+        if (arch) o.arch = arch;
+        if (experts > 0) o.n_expert = experts;
         char err[512];
         double t0 = iqf_now();
         if (iqf_genmodel_write(&o, model, img, NULL, err, sizeof err) != IQF_OK) {
@@ -120,8 +133,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "generated %s in %.1f s\n", model, iqf_now() - t0);
     }
     stat(model, &st);
-    printf("model: %s (%.0f MiB, F16, Mistral-7B shapes / %d, %d layers), imatrix %s; %d threads each\n\n", model,
-           (double)st.st_size / 1048576.0, scale, layers, img, threads);
+    printf("model: %s (%.0f MiB, F16, %s, Mistral-7B widths / %d, %d layers, %d experts), imatrix %s; %d threads each\n\n",
+           model, (double)st.st_size / 1048576.0, arch ? arch : "llama", scale, layers, experts, img, threads);
     printf("| type | iqforge wall s | oracle wall s | wall speedup | iqforge CPU s | oracle CPU s | CPU ratio | "
            "iqforge peak RSS MiB | oracle peak RSS MiB | identical |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -139,8 +152,12 @@ int main(int argc, char **argv) {
         for (int k = 0; k < reps; k++) {
             warm(model);
             result a = run_child(false, model, got, img, ftype, threads);
+            fprintf(stderr, "%s iqforge: %.2f s wall, %.2f s CPU, %.0f MiB peak RSS, status %d\n", t, a.wall, a.cpu,
+                    a.rss_mb, a.status);
             warm(model);
             result b = run_child(true, model, ref, img, ftype, threads);
+            fprintf(stderr, "%s oracle: %.2f s wall, %.2f s CPU, %.0f MiB peak RSS, status %d\n", t, b.wall, b.cpu,
+                    b.rss_mb, b.status);
             if (a.status || b.status) {
                 fprintf(stderr, "bench_quantize: %s failed (iqforge %d, oracle %d)\n", t, a.status, b.status);
                 rc = 1;

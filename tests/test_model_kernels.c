@@ -1,6 +1,6 @@
 /*
  * test_model_kernels.c - the inference engine's integer matrix-product path (mm_int8.c):
- * Q8_K activation quantization against ggml's definition, and the IQ3_XXS / IQ3_S / Q4_K tile kernels
+ * Q8_K activation quantization against ggml's definition, and the IQ3_XXS / IQ3_S / Q4_K / Q6_K tile kernels
  * (every SIMD level the CPU has) against a double-precision product of the weights decoded by the
  * codec registry and the dequantized Q8_K activations; then a small random llama model in each
  * type through the whole engine, integer path vs float path (both use Q8_K-rounded activations, so
@@ -107,8 +107,8 @@ int main(void) {
             CHECK(err <= fabs(xd[t * (K / 256) + b]) * 0.5001, "rounding %g", err);
         }
 
-    const int types[3] = { IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S, IQF_TYPE_Q4_K };
-    for (int ti = 0; ti < 3; ti++) {
+    const int types[4] = { IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S, IQF_TYPE_Q4_K, IQF_TYPE_Q6_K };
+    for (int ti = 0; ti < 4; ti++) {
     const int type = types[ti];
     CHECK(iqf_mm_int8_supported(type, iqf_simd_detect()), "%s supported", iqf_type_get(type)->name);
     size_t rb = iqf_row_size(type, K);
@@ -152,5 +152,6 @@ int main(void) {
     end_to_end(IQF_TYPE_IQ3_XXS);
     end_to_end(IQF_TYPE_IQ3_S);
     end_to_end(IQF_TYPE_Q4_K);
+    end_to_end(IQF_TYPE_Q6_K);
     return test_finish("test_model_kernels");
 }

@@ -1,7 +1,8 @@
 /*
  * mm_int8.c - integer matrix products for weight types whose blocks decode exactly to small
  * integers times a per-32 integer scale times a per-256 float scale (IQ3_XXS, IQ3_S; Q4_K also
- * with a per-32 integer min times a per-256 float scale, subtracted using the activations' sums), as ggml computes them: activations quantized to
+ * with a per-32 integer min times a per-256 float scale, subtracted using the activations' sums;
+ * Q6_K with a per-16 integer scale), as ggml computes them: activations quantized to
  * Q8_K (int8 per 256 values with one float scale, ggml's quantize_row_q8_K_ref), int8 dot
  * products with the integer sub-block scales, one float multiply per 256-block.
  *
@@ -20,7 +21,8 @@
 #include <string.h>
 
 bool iqf_mm_int8_supported(int type, iqf_simd s) {
-    return s >= IQF_SIMD_AVX2 && (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S || type == IQF_TYPE_Q4_K);
+    return s >= IQF_SIMD_AVX2 && (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S || type == IQF_TYPE_Q4_K ||
+                                  type == IQF_TYPE_Q6_K);
 }
 
 /* ggml's quantize_row_q8_K_ref, per 256 values (K a multiple of 256); stored as q + 128. */
@@ -60,15 +62,23 @@ void iqf_mm_quantize_act(const float *x, int64_t ldx, int T, int64_t K, uint8_t 
     }
 }
 
-/* Tile layout per row: K signed weights (int8, = +/-grid), K/32 int16 sub-block scales, K/256
- * float block scales, K/256 int32 sums (sum over sub-blocks of scale * sum of weights: the
- * correction for activations stored as unsigned q+128). */
-size_t iqf_mm_int8_row_bytes(int64_t K) { return (size_t)(K + K / 32 * 2 + K / QK_K * 8 + K / 32 * 2 + K / QK_K * 4); }
+/* Tile layout per row: K signed weights (int8, = +/-grid), K/16 int16 scales (one per 16
+ * weights: Q6_K's sub-blocks; the types with per-32 scales store each twice), K/256 float block
+ * scales, K/256 int32 sums (sum over sub-blocks of scale * sum of weights: the correction for
+ * activations stored as unsigned q+128). */
+#define SC_BYTES(K) ((K) / 16 * 2)
+size_t iqf_mm_int8_row_bytes(int64_t K) { return (size_t)(K + SC_BYTES(K) + K / QK_K * 8 + K / 32 * 2 + K / QK_K * 4); }
 
 /* The min section of a decoded row (after the wsums): K/32 int16 mins, K/256 float dmins; all
  * zero for types without mins. */
-static int16_t *row_mins(uint8_t *row, int64_t K) { return (int16_t *)(row + K + K / 32 * 2 + K / QK_K * 8); }
-static float *row_dmin(uint8_t *row, int64_t K) { return (float *)(row + K + K / 32 * 4 + K / QK_K * 8); }
+static int16_t *row_mins(uint8_t *row, int64_t K) { return (int16_t *)(row + K + SC_BYTES(K) + K / QK_K * 8); }
+static float *row_dmin(uint8_t *row, int64_t K) { return (float *)(row + K + SC_BYTES(K) + K / 32 * 2 + K / QK_K * 8); }
+
+/* Stores a per-32 scale for 32-weight sub-block j (both of its 16-weight halves). */
+static inline void put_sc32(uint8_t *scp, int64_t j, int16_t sc) {
+    memcpy(scp + j * 4, &sc, 2);
+    memcpy(scp + j * 4 + 2, &sc, 2);
+}
 
 /* 8 sign bits -> 8 bytes 0xFF (bit set) / 0x00. */
 static inline uint64_t sign_bytes(uint8_t s) {
@@ -80,7 +90,7 @@ static inline uint64_t sign_bytes(uint8_t s) {
 static void decode_iq3_xxs(const uint8_t *src, int64_t K, uint8_t *row) {
     const int64_t nb = K / QK_K;
     int8_t *wq = (int8_t *)row;
-    uint8_t *scp = row + K, *dp = scp + K / 32 * 2, *sp = dp + nb * 4;
+    uint8_t *scp = row + K, *dp = scp + SC_BYTES(K), *sp = dp + nb * 4;
     for (int64_t b = 0; b < nb; b++) {
         block_iq3_xxs blk;
         memcpy(&blk, src + b * sizeof(block_iq3_xxs), sizeof blk);
@@ -92,7 +102,7 @@ static void decode_iq3_xxs(const uint8_t *src, int64_t K, uint8_t *row) {
             uint32_t aux;
             memcpy(&aux, sas + 4 * ib, 4);
             const int16_t sc = (int16_t)(2 * (aux >> 28) + 1);
-            memcpy(scp + (b * (QK_K / 32) + ib) * 2, &sc, 2);
+            put_sc32(scp, b * (QK_K / 32) + ib, sc);
             int32_t sub = 0;
             for (int l = 0; l < 4; l++) {
                 const uint64_t m = sign_bytes(iqf_iq3_ksigns[(aux >> 7 * l) & 127]);
@@ -114,7 +124,7 @@ static void decode_iq3_xxs(const uint8_t *src, int64_t K, uint8_t *row) {
 static void decode_iq3_s(const uint8_t *src, int64_t K, uint8_t *row) {
     const int64_t nb = K / QK_K;
     int8_t *wq = (int8_t *)row;
-    uint8_t *scp = row + K, *dp = scp + K / 32 * 2, *sp = dp + nb * 4;
+    uint8_t *scp = row + K, *dp = scp + SC_BYTES(K), *sp = dp + nb * 4;
     for (int64_t b = 0; b < nb; b++) {
         block_iq3_s blk;
         memcpy(&blk, src + b * sizeof(block_iq3_s), sizeof blk);
@@ -123,7 +133,7 @@ static void decode_iq3_s(const uint8_t *src, int64_t K, uint8_t *row) {
         int32_t wsum = 0;
         for (int ib = 0; ib < QK_K / 32; ib++) {
             const int16_t sc = (int16_t)(1 + 2 * ((blk.scales[ib / 2] >> 4 * (ib & 1)) & 15));
-            memcpy(scp + (b * (QK_K / 32) + ib) * 2, &sc, 2);
+            put_sc32(scp, b * (QK_K / 32) + ib, sc);
             int32_t sub = 0;
             for (int m = 0; m < 4; m++) {
                 const int k0 = 2 * m;
@@ -147,7 +157,7 @@ static void decode_iq3_s(const uint8_t *src, int64_t K, uint8_t *row) {
 static void decode_q4_K(const uint8_t *src, int64_t K, uint8_t *row) {
     const int64_t nb = K / QK_K;
     int8_t *wq = (int8_t *)row;
-    uint8_t *scp = row + K, *dp = scp + K / 32 * 2, *sp = dp + nb * 4;
+    uint8_t *scp = row + K, *dp = scp + SC_BYTES(K), *sp = dp + nb * 4;
     int16_t *mins = row_mins(row, K);
     float *dmin = row_dmin(row, K);
     for (int64_t b = 0; b < nb; b++) {
@@ -160,8 +170,7 @@ static void decode_q4_K(const uint8_t *src, int64_t K, uint8_t *row) {
         for (int j = 0; j < QK_K / 32; j++) {
             uint8_t sc, m;
             kq_get_scale_min_k4(j, blk.scales, &sc, &m);
-            const int16_t s16 = sc;
-            memcpy(scp + (b * (QK_K / 32) + j) * 2, &s16, 2);
+            put_sc32(scp, b * (QK_K / 32) + j, (int16_t)sc);
             mins[b * (QK_K / 32) + j] = m;
             const uint8_t *q = blk.qs + (j / 2) * 32;
             int8_t *o = wq + b * QK_K + j * 32;
@@ -176,13 +185,48 @@ static void decode_q4_K(const uint8_t *src, int64_t K, uint8_t *row) {
     }
 }
 
+/* Q6_K: weight = d * sc * (q - 32), q 0..63, int8 sc per 16 (ggml's dequantize_row_q6_K order:
+ * per 128 weights, ql low nibbles / qh bits 0-1 for 0..31, ...; 16-weight group j uses scales[j]). */
+static void decode_q6_K(const uint8_t *src, int64_t K, uint8_t *row) {
+    const int64_t nb = K / QK_K;
+    int8_t *wq = (int8_t *)row;
+    uint8_t *scp = row + K, *dp = scp + SC_BYTES(K), *sp = dp + nb * 4;
+    for (int64_t b = 0; b < nb; b++) {
+        block_q6_K blk;
+        memcpy(&blk, src + b * sizeof(block_q6_K), sizeof blk);
+        const float d = IQF_FP16_TO_FP32(blk.d);
+        memcpy(dp + b * 4, &d, 4);
+        int8_t *o = wq + b * QK_K;
+        for (int n = 0; n < QK_K / 128; n++) {
+            const uint8_t *ql = blk.ql + 64 * n, *qh = blk.qh + 32 * n;
+            int8_t *y = o + 128 * n;
+            for (int l = 0; l < 32; l++) {
+                y[l] = (int8_t)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                y[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                y[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                y[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+            }
+        }
+        int32_t wsum = 0;
+        for (int j = 0; j < QK_K / 16; j++) {
+            const int16_t sc = blk.scales[j];
+            memcpy(scp + (b * (QK_K / 16) + j) * 2, &sc, 2);
+            int32_t sub = 0;
+            for (int l = 0; l < 16; l++) sub += o[16 * j + l];
+            wsum += sc * sub;
+        }
+        memcpy(sp + b * 4, &wsum, 4);
+    }
+}
+
 static void decode_row(int type, const uint8_t *src, int64_t K, uint8_t *row) {
     if (type == IQF_TYPE_Q4_K) {
         decode_q4_K(src, K, row);
         return;
     }
     memset(row_mins(row, K), 0, (size_t)(K / 32 * 2 + K / QK_K * 4));
-    if (type == IQF_TYPE_IQ3_S) decode_iq3_s(src, K, row);
+    if (type == IQF_TYPE_Q6_K) decode_q6_K(src, K, row);
+    else if (type == IQF_TYPE_IQ3_S) decode_iq3_s(src, K, row);
     else decode_iq3_xxs(src, K, row);
 }
 
@@ -212,8 +256,8 @@ void iqf_mm_int8_decode(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf) {
             for (int n = 0; n < nr; n++) {                                                           \
                 const uint8_t *row = tile + (size_t)n * rb;                                          \
                 const int16_t *sc = (const int16_t *)(row + K);                                      \
-                const float *dw = (const float *)(row + K + K / 32 * 2);                             \
-                const int32_t *ws = (const int32_t *)(row + K + K / 32 * 2 + nb * 4);                \
+                const float *dw = (const float *)(row + K + SC_BYTES(K));                            \
+                const int32_t *ws = (const int32_t *)(row + K + SC_BYTES(K) + nb * 4);               \
                 __m128 f = _mm_setzero_ps();                                                         \
                 for (int64_t b = 0; b < nb; b++) {                                                   \
                     const __m256i c0 = _mm256_set_epi32(0, 0, 0, 0, 0, 0, 0, -128 * ws[b]);          \
@@ -221,7 +265,9 @@ void iqf_mm_int8_decode(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf) {
                     for (int sb = 0; sb < QK_K / 32; sb++) {                                         \
                         const int64_t k = b * QK_K + sb * 32;                                        \
                         const __m256i w = _mm256_loadu_si256((const __m256i *)(row + k));            \
-                        const __m256i scl = _mm256_set1_epi16(sc[b * (QK_K / 32) + sb]);            \
+                        const int64_t si = 2 * (b * (QK_K / 32) + sb); /* lanes 0-7: weights 0-15 */ \
+                        const __m256i scl = _mm256_set_m128i(_mm_set1_epi16(sc[si + 1]),             \
+                                                             _mm_set1_epi16(sc[si]));                \
                         __m256i p;                                                                   \
                         p = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i *)(x0 + k)), w);  \
                         s0 = SCALE_ADD(s0, p, scl);                                                  \
@@ -259,10 +305,15 @@ IQF_INT8_KERNEL(kernel_avx2, "avx2,fma", MADD_ADD)
  * 4 activation bytes broadcast computes 32 products for 8 rows at once (ggml's IQ gemm does the
  * same). Per 32-weight sub-block the 8 rows' integer scales are applied with one vpmulld; per
  * 256-block the float scales; the outputs of 8 rows come out in one vector (no horizontal sums).
- * Panel layout: K/4 steps x 32 bytes; then K/32 x 8 int32 scales; K/256 x 8 float scales;
- * K/256 x 8 int32 corrections (-128 * sum of scale * weights).
+ * Panel layout: K/4 steps x 32 bytes; then K/SPAN x 8 int32 scales (SPAN 32, or 16 for Q6_K;
+ * room for K/16); K/256 x 8 float scales; K/256 x 8 int32 corrections (-128 * sum of scale *
+ * weights).
  * ------------------------------------------------------------------------------------------- */
-static size_t panel_bytes(int64_t K) { return (size_t)(8 * K + K / 32 * 32 + K / QK_K * 64); }
+#define PSC_BYTES(K) ((K) / 16 * 32)
+static size_t panel_bytes(int64_t K) { return (size_t)(8 * K + PSC_BYTES(K) + K / QK_K * 64); }
+
+/* Weights per integer scale: 16 for Q6_K, else 32. */
+static int scale_span(int type) { return type == IQF_TYPE_Q6_K ? 16 : 32; }
 
 size_t iqf_mm_int8_tile_bytes(int64_t K) {
     const size_t a = 2 * panel_bytes(K) + iqf_mm_int8_row_bytes(K), b = 16 * iqf_mm_int8_row_bytes(K);
@@ -281,8 +332,9 @@ static void decode_panels(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf)
     for (int p = 0; p < 2; p++) {
         uint8_t *pw = buf + (size_t)p * panel_bytes(K);
         int32_t *psc = (int32_t *)(pw + 8 * K);
-        float *pd = (float *)(pw + 8 * K + K / 32 * 32);
-        int32_t *pc = (int32_t *)(pw + 8 * K + K / 32 * 32 + nb * 32);
+        float *pd = (float *)(pw + 8 * K + PSC_BYTES(K));
+        int32_t *pc = (int32_t *)(pw + 8 * K + PSC_BYTES(K) + nb * 32);
+        const int span = scale_span(w->type);
         for (int j = 0; j < 8; j++) {
             const int r = p * 8 + j;
             if (r < nr) {
@@ -291,12 +343,12 @@ static void decode_panels(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf)
                 memset(tmp, 0, iqf_mm_int8_row_bytes(K));
             }
             const int16_t *sc = (const int16_t *)(tmp + K);
-            const float *dw = (const float *)(tmp + K + K / 32 * 2);
-            const int32_t *ws = (const int32_t *)(tmp + K + K / 32 * 2 + nb * 4);
+            const float *dw = (const float *)(tmp + K + SC_BYTES(K));
+            const int32_t *ws = (const int32_t *)(tmp + K + SC_BYTES(K) + nb * 4);
             for (int64_t k = 0; k < K; k += 4) memcpy(pw + k * 8 + 4 * j, tmp + k, 4);
             memcpy(tile_mins(buf, K) + (size_t)r * (size_t)(K / 32 * 2 + nb * 4), row_mins(tmp, K),
                    (size_t)(K / 32 * 2 + nb * 4));
-            for (int64_t s = 0; s < K / 32; s++) psc[s * 8 + j] = sc[s];
+            for (int64_t s = 0; s < K / span; s++) psc[s * 8 + j] = sc[s * (span / 16)];
             for (int64_t b = 0; b < nb; b++) {
                 pd[b * 8 + j] = dw[b];
                 pc[b * 8 + j] = -128 * ws[b];
@@ -313,16 +365,16 @@ dpbusd(__m256i acc, __m256i a, __m256i b) {
     return acc;
 }
 
-__attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni"))) static void
-kernel_panels(const uint8_t *buf, int nr, int64_t K, const uint8_t *xq, const float *xd, int T,
-              float *Y, int64_t ldy) {
+__attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni"), always_inline)) static inline void
+kernel_panels_span(const uint8_t *buf, int nr, int64_t K, const uint8_t *xq, const float *xd, int T,
+                   float *Y, int64_t ldy, const int span) {
     const int64_t nb = K / QK_K;
     const size_t pb = panel_bytes(K);
     const uint8_t *w0 = buf, *w1 = buf + pb;
     const int32_t *sc0 = (const int32_t *)(w0 + 8 * K), *sc1 = (const int32_t *)(w1 + 8 * K);
-    const float *dw0 = (const float *)(w0 + 8 * K + K / 32 * 32), *dw1 = (const float *)(w1 + 8 * K + K / 32 * 32);
-    const int32_t *cr0 = (const int32_t *)(w0 + 8 * K + K / 32 * 32 + nb * 32);
-    const int32_t *cr1 = (const int32_t *)(w1 + 8 * K + K / 32 * 32 + nb * 32);
+    const float *dw0 = (const float *)(w0 + 8 * K + PSC_BYTES(K)), *dw1 = (const float *)(w1 + 8 * K + PSC_BYTES(K));
+    const int32_t *cr0 = (const int32_t *)(w0 + 8 * K + PSC_BYTES(K) + nb * 32);
+    const int32_t *cr1 = (const int32_t *)(w1 + 8 * K + PSC_BYTES(K) + nb * 32);
     const bool two = nr > 8;
     for (int t = 0; t < T; t += 4) {
         const int nt = T - t < 4 ? T - t : 4;
@@ -338,14 +390,14 @@ kernel_panels(const uint8_t *buf, int nr, int64_t K, const uint8_t *xq, const fl
         for (int64_t b = 0; b < nb; b++) {
             __m256i a00 = _mm256_loadu_si256((const __m256i *)(cr0 + b * 8)), a01 = a00, a02 = a00, a03 = a00;
             __m256i a10 = _mm256_loadu_si256((const __m256i *)(cr1 + b * 8)), a11 = a10, a12 = a10, a13 = a10;
-            for (int sb = 0; sb < QK_K / 32; sb++) {
-                const int64_t k0 = b * QK_K + sb * 32;
+            for (int sb = 0; sb < QK_K / span; sb++) {
+                const int64_t k0 = b * QK_K + sb * span;
                 __m256i s00 = _mm256_setzero_si256(), s01 = s00, s02 = s00, s03 = s00;
                 __m256i s10 = s00, s11 = s00, s12 = s00, s13 = s00;
                 /* two interleaved accumulator sets (k and k+4): 16 independent dpbusd chains */
                 __m256i t00 = _mm256_setzero_si256(), t01 = t00, t02 = t00, t03 = t00;
                 __m256i t10 = t00, t11 = t00, t12 = t00, t13 = t00;
-                for (int64_t k = k0; k < k0 + 32; k += 8) {
+                for (int64_t k = k0; k < k0 + span; k += 8) {
                     const __m256i p0 = _mm256_loadu_si256((const __m256i *)(w0 + k * 8));
                     const __m256i p1 = _mm256_loadu_si256((const __m256i *)(w1 + k * 8));
                     const __m256i r0 = _mm256_loadu_si256((const __m256i *)(w0 + k * 8 + 32));
@@ -375,8 +427,8 @@ kernel_panels(const uint8_t *buf, int nr, int64_t K, const uint8_t *xq, const fl
                 s11 = _mm256_add_epi32(s11, t11);
                 s12 = _mm256_add_epi32(s12, t12);
                 s13 = _mm256_add_epi32(s13, t13);
-                const __m256i q0 = _mm256_loadu_si256((const __m256i *)(sc0 + (b * 8 + sb) * 8));
-                const __m256i q1 = _mm256_loadu_si256((const __m256i *)(sc1 + (b * 8 + sb) * 8));
+                const __m256i q0 = _mm256_loadu_si256((const __m256i *)(sc0 + (b * (QK_K / span) + sb) * 8));
+                const __m256i q1 = _mm256_loadu_si256((const __m256i *)(sc1 + (b * (QK_K / span) + sb) * 8));
                 a00 = _mm256_add_epi32(a00, _mm256_mullo_epi32(s00, q0));
                 a01 = _mm256_add_epi32(a01, _mm256_mullo_epi32(s01, q0));
                 a02 = _mm256_add_epi32(a02, _mm256_mullo_epi32(s02, q0));
@@ -409,6 +461,13 @@ kernel_panels(const uint8_t *buf, int nr, int64_t K, const uint8_t *xq, const fl
             for (int n = 0; n < nr; n++) Y[(int64_t)(t + i) * ldy + n] = o[n / 8][i][n % 8];
         (void)two;
     }
+}
+
+__attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni"))) static void
+kernel_panels(const uint8_t *buf, int nr, int64_t K, const uint8_t *xq, const float *xd, int T,
+              float *Y, int64_t ldy, int span) {
+    if (span == 16) kernel_panels_span(buf, nr, K, xq, xd, T, Y, ldy, 16);
+    else kernel_panels_span(buf, nr, K, xq, xd, T, Y, ldy, 32);
 }
 
 static bool have_vnni(void) {
@@ -448,7 +507,7 @@ void iqf_mm_int8_tile(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf, con
     /* Panels pay a repacking step per tile: worth it when many token rows share the tile. */
     if (T >= 8 && s >= IQF_SIMD_AVX512 && have_vnni()) {
         decode_panels(w, r0, nr, buf);
-        kernel_panels(buf, nr, K, xq, xd, T, Y, ldy);
+        kernel_panels(buf, nr, K, xq, xd, T, Y, ldy, scale_span(w->type));
     } else {
         iqf_mm_int8_decode(w, r0, nr, buf);
         kernel_avx2(buf, nr, K, xq, xd, T, Y, ldy);
