@@ -5,8 +5,13 @@
 
 #define VF KQ_SFX(vf)
 #define VI KQ_SFX(vi)
-typedef float VF __attribute__((vector_size(KQ_W * 4)));
-typedef int32_t VI __attribute__((vector_size(KQ_W * 4)));
+#define P_W KQ_W
+#define P_TGT KQ_TGT
+#define P_SFX KQ_SFX
+#include "lanes_prelude.h"
+#undef P_W
+#undef P_TGT
+#undef P_SFX
 /* KQ_X(op): the intrinsic of this width (_mm256_op / _mm512_op); PS, PD: its vector types. */
 #if KQ_W == 8
 #define KQ_X(op) _mm256_##op
@@ -18,21 +23,10 @@ typedef int32_t VI __attribute__((vector_size(KQ_W * 4)));
 #define PD __m512d
 #endif
 
-static inline KQ_TGT VF KQ_SFX(splatf)(float s) {
-    VF v;
-    for (int k = 0; k < KQ_W; k++) v[k] = s;
-    return v;
-}
-static inline KQ_TGT VI KQ_SFX(splati)(int32_t s) {
-    VI v;
-    for (int k = 0; k < KQ_W; k++) v[k] = s;
-    return v;
-}
 static inline KQ_TGT VF KQ_SFX(ldf)(const float *p) { return (VF)KQ_X(loadu_ps)(p); }
 static inline KQ_TGT VF KQ_SFX(self)(VI m, VF a, VF b) { return (VF)((m & (VI)a) | (~m & (VI)b)); }
 static inline KQ_TGT VI KQ_SFX(seli)(VI m, VI a, VI b) { return (m & a) | (~m & b); }
 static inline KQ_TGT VF KQ_SFX(tof)(VI a) { return __builtin_convertvector(a, VF); }
-static inline KQ_TGT VF KQ_SFX(vabs)(VF a) { return (VF)((VI)a & KQ_SFX(splati)(0x7fffffff)); }
 /* iqf_nearest_int per lane: identical bits for every input. */
 static inline KQ_TGT VI KQ_SFX(nearest)(VF f) {
     VF v = f + KQ_SFX(splatf)(12582912.f);

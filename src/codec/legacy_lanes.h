@@ -9,9 +9,14 @@
 #define NV (QK / LW)
 #define VF LSFX(vf)
 #define VI LSFX(vi)
+#define P_W LW
+#define P_TGT LTGT
+#define P_SFX LSFX
+#include "lanes_prelude.h"
+#undef P_W
+#undef P_TGT
+#undef P_SFX
 #define VB LSFX(vb)
-typedef float VF __attribute__((vector_size(LW * 4)));
-typedef int32_t VI __attribute__((vector_size(LW * 4)));
 typedef uint8_t VB __attribute__((vector_size(LW)));
 
 /* LX(op): the intrinsic of this width (_mm256_op / _mm512_op); PS, SI: its vector types. */
@@ -25,17 +30,6 @@ typedef uint8_t VB __attribute__((vector_size(LW)));
 #define SI __m512i
 #endif
 
-static inline LTGT VF LSFX(splatf)(float s) {
-    VF v;
-    for (int k = 0; k < LW; k++) v[k] = s;
-    return v;
-}
-static inline LTGT VI LSFX(splati)(int32_t s) {
-    VI v;
-    for (int k = 0; k < LW; k++) v[k] = s;
-    return v;
-}
-static inline LTGT VF LSFX(vabs)(VF a) { return (VF)((VI)a & LSFX(splati)(0x7fffffff)); }
 static inline LTGT VF LSFX(vmax)(VF a, VF b) { VI m = a > b; return (VF)((m & (VI)a) | (~m & (VI)b)); }
 static inline LTGT VF LSFX(vmin)(VF a, VF b) { VI m = a < b; return (VF)((m & (VI)a) | (~m & (VI)b)); }
 static inline LTGT VI LSFX(vmini)(VI a, VI b) { return (VI)LX(min_epi32)((SI)a, (SI)b); }
