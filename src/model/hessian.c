@@ -27,6 +27,19 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     }
     const iqf_weight *owners[5];
+    /* automatic choice: full matrices if all of them fit in IQF_HESSIAN_AUTO_FULL_BYTES of
+     * double accumulators, else blocks of IQF_HESSIAN_AUTO_BLOCK */
+    bool auto_full = true;
+    if (max_block == 0) {
+        double bytes = 0;
+        for (int l = 0; l < m->info.n_layer; l++) {
+            const iqf_layer *ly = &m->layers[l];
+            const iqf_weight *ws[4] = { &ly->wk, &ly->wo, &ly->wgate, &ly->wdown };
+            for (int k = 0; k < 4; k++) bytes += (double)ws[k]->ncols * (double)ws[k]->ncols * sizeof(double);
+        }
+        bytes += (double)m->output.ncols * (double)m->output.ncols * sizeof(double);
+        auto_full = bytes <= (double)IQF_HESSIAN_AUTO_FULL_BYTES;
+    }
     for (int l = 0; l <= m->info.n_layer; l++) {
         int no = 0;
         if (l < m->info.n_layer) {
@@ -42,7 +55,9 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
             iqf_hess_slot *s = &a->slots[a->n_slots];
             s->owner = owners[k];
             s->n = owners[k]->ncols;
-            s->bs = max_block > 0 && s->n > max_block ? max_block : s->n;
+            if (max_block > 0) s->bs = s->n > max_block ? max_block : s->n;
+            else if (max_block < 0 || auto_full) s->bs = s->n;
+            else s->bs = iqf_hessian_auto_block(s->n);
             if (s->n % s->bs) {
                 const long long bs = s->bs, n = s->n;
                 iqf_hessian_acc_free(a);
@@ -67,6 +82,13 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
     c->hess = a;
     *out = a;
     return IQF_OK;
+}
+
+int64_t iqf_hessian_auto_block(int64_t n) {
+    if (n <= IQF_HESSIAN_AUTO_BLOCK) return n;
+    for (int64_t b = IQF_HESSIAN_AUTO_BLOCK; b >= 32; b -= 32)
+        if (n % b == 0) return b;
+    return n;
 }
 
 void iqf_hessian_detach(iqf_context *c) {
