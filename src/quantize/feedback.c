@@ -205,7 +205,7 @@ static bool row_context(int type, const float *imatrix, iqf_mode mode) {
 }
 
 typedef struct fbscratch {
-    float *w, *q, *q2, *t, *t2, *rw, *e, *e2;
+    float *w, *q, *q2, *t, *t2, *rw, *e, *e2, *v;
     uint8_t *row, *blk2;
     int64_t bad_row;
     iqf_status st;
@@ -362,9 +362,10 @@ typedef struct rr_state {
  * is updated in place. Column i's value is q[i - u0], or (rr) the value rr's rounding chooses
  * for x at the start of i's group (the encoder's q where no error arrived: x == w0 bit for bit);
  * e_i = (x_i - value_i) / U_ii, and the columns c in (i, min(end of i's block of H, lim)) get
- * x_c -= e_i * U_ic. Returns sum e_i^2; eout (if not NULL) receives the B errors. */
+ * x_c -= e_i * U_ic. Returns sum e_i^2; eout and vout (if not NULL) receive the B errors and
+ * values. */
 static double sweep(iqf_simd simd, const float *U, int64_t bs, float *x, int64_t u0, int64_t B, int64_t lim,
-                    const float *q, rr_state *rr, float *eout) {
+                    const float *q, rr_state *rr, float *eout, float *vout) {
     const int P = (bs % FB_PANEL == 0 && B % FB_PANEL == 0 && lim % FB_PANEL == 0) ? FB_PANEL : 1;
     double loss = 0;
     float e[FB_PANEL], v[8] = { 0 };
@@ -392,6 +393,7 @@ static double sweep(iqf_simd simd, const float *U, int64_t bs, float *x, int64_t
             e[k] = ei;
             loss += (double)ei * ei;
             if (eout) eout[i - u0] = ei;
+            if (vout) vout[i - u0] = vi;
             if (P == FB_PANEL && simd >= IQF_SIMD_AVX2)
                 panel_update(simd, x + (p0 - u0), ur + p0, k, ei);
             else
@@ -408,7 +410,7 @@ static double sweep(iqf_simd simd, const float *U, int64_t bs, float *x, int64_t
 static double unit_loss(iqf_simd simd, const float *U, int64_t bs, int64_t u0, int64_t B, const float *w,
                         const float *q, float *t, float *e) {
     memcpy(t, w + u0, (size_t)B * sizeof(float));
-    return sweep(simd, U, bs, t, u0, B, u0 + B, q, NULL, e);
+    return sweep(simd, U, bs, t, u0, B, u0 + B, q, NULL, e, NULL);
 }
 
 /* Encodes the unit at u0 from the values v (B of them; the row context, if any, is w with the unit
@@ -433,20 +435,29 @@ static iqf_status encode_unit(const fbjob *j, fbscratch *s, const float *w, cons
 /* GPTQ inside the unit under the scales the encoder chose: the weights are rounded one by one
  * (one grid group at a time) to the nearest code, each one's error fed forward to the later
  * weights of the unit. A weight that received no error (t == w bit for bit) keeps the encoder's
- * code, so a diagonal H leaves the encoder's bytes untouched. Then the block is decoded into q. */
-static iqf_status reround_unit(const fbjob *j, fbscratch *s, const float *w, int64_t u0, uint8_t *blk, float *q) {
+ * code, so a diagonal H leaves the encoder's bytes untouched. Then the block is decoded into q.
+ * When the decoded values are the ones the rounding steered by (bit for bit, the usual case),
+ * the sweep was unit_loss's recursion for q: *loss, t and e are then its results and *have is
+ * set; otherwise the caller runs unit_loss. */
+static iqf_status reround_unit(const fbjob *j, fbscratch *s, const float *w, int64_t u0, uint8_t *blk, float *q,
+                               float *t, float *e, double *loss, bool *have) {
     const int64_t B = j->blck;
     rr_state rr;
+    *have = false;
     if (!fb_block_parse(j->type, blk, &rr.fbk)) return IQF_OK;
     rr.type = j->type;
     rr.G = fb_block_group(j->type);
     rr.blk = blk;
     rr.w0 = w + u0;
     rr.im = j->im + u0;
-    float *t = s->t2;
     memcpy(t, w + u0, (size_t)B * sizeof(float));
-    sweep(j->simd, j->f->U, j->f->bs, t, u0, B, u0 + B, q, &rr, NULL);
-    return iqf_dequantize(j->type, blk, q, 1, B, 1, s->msg, sizeof s->msg);
+    const double l = sweep(j->simd, j->f->U, j->f->bs, t, u0, B, u0 + B, q, &rr, e, s->v);
+    const iqf_status st = iqf_dequantize(j->type, blk, q, 1, B, 1, s->msg, sizeof s->msg);
+    if (!st && same_bits(q, s->v, (int)B)) {
+        *loss = l;
+        *have = true;
+    }
+    return st;
 }
 
 /* The unit's errors e (from unit_loss) applied to the columns after the unit (u0 + B .. the
@@ -474,18 +485,21 @@ static void fb_range(void *arg, int64_t b, int64_t e, int tid) {
         uint8_t *out = j->dst + (size_t)r * j->row_bytes;
         for (int64_t u0 = 0; u0 < n; u0 += B) {
             uint8_t *blk = out + (size_t)(u0 / B) * j->tsz;
+            double best = 0, l2 = 0;
+            bool have = false;
             iqf_status st = encode_unit(j, s, w, w + u0, u0, blk, q);
-            if (!st && j->reround) st = reround_unit(j, s, w, u0, blk, q);
+            if (!st && j->reround) st = reround_unit(j, s, w, u0, blk, q, t, ev, &best, &have);
             /* Within the unit: re-encode from the targets the recursion gives the columns (the
              * errors of the earlier columns fed forward), keep the codes while the loss drops. */
             if (!st && j->iters > 0) {
-                double best = unit_loss(j->simd, U, bs, u0, B, w, q, t, ev);
+                if (!have) best = unit_loss(j->simd, U, bs, u0, B, w, q, t, ev);
                 for (int it = 0; it < j->iters && !st; it++) {
-                    st = encode_unit(j, s, w, t, u0, s->blk2, q2);
-                    if (!st && j->reround) st = reround_unit(j, s, w, u0, s->blk2, q2);
-                    if (st) break;
                     float *t2 = s->t2;
-                    const double l2 = unit_loss(j->simd, U, bs, u0, B, w, q2, t2, s->e2);
+                    have = false;
+                    st = encode_unit(j, s, w, t, u0, s->blk2, q2);
+                    if (!st && j->reround) st = reround_unit(j, s, w, u0, s->blk2, q2, t2, s->e2, &l2, &have);
+                    if (st) break;
+                    if (!have) l2 = unit_loss(j->simd, U, bs, u0, B, w, q2, t2, s->e2);
                     if (!(l2 < best)) break;
                     best = l2;
                     memcpy(blk, s->blk2, j->tsz);
@@ -506,7 +520,7 @@ static void fb_range(void *arg, int64_t b, int64_t e, int tid) {
                 memcpy(w + u0, t, (size_t)B * sizeof(float));
                 feed_beyond(j->simd, U, bs, w, u0, B, n, ev);
             } else {
-                sweep(j->simd, U, bs, w + u0, u0, B, n, q, NULL, NULL);
+                sweep(j->simd, U, bs, w + u0, u0, B, n, q, NULL, NULL, NULL);
             }
         }
     }
@@ -551,7 +565,8 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
         j.s[t].blk2 = malloc(ti->type_size);
         j.s[t].e = malloc((size_t)ncols * sizeof(float));
         j.s[t].e2 = malloc((size_t)ncols * sizeof(float));
-        if (!j.s[t].e || !j.s[t].e2) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        j.s[t].v = malloc((size_t)ncols * sizeof(float));
+        if (!j.s[t].e || !j.s[t].e2 || !j.s[t].v) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
         if (!j.s[t].w || !j.s[t].q || !j.s[t].row || !j.s[t].q2 || !j.s[t].t || !j.s[t].t2 || !j.s[t].rw || !j.s[t].blk2) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     }
     if (!st && iqf_parallel_for(nt, nrows, 1, fb_range, &j))
@@ -573,6 +588,7 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
         free(j.s[t].blk2);
         free(j.s[t].e);
         free(j.s[t].e2);
+        free(j.s[t].v);
     }
     free(j.s);
     return st;
