@@ -445,6 +445,7 @@ static iqf_status reround_unit(const fbjob *j, fbscratch *s, const float *w, int
     rr_state rr;
     *have = false;
     if (!fb_block_parse(j->type, blk, &rr.fbk)) return IQF_OK;
+    rr.fbk.simd = j->simd;
     rr.type = j->type;
     rr.G = fb_block_group(j->type);
     rr.blk = blk;
