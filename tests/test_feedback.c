@@ -5,7 +5,8 @@
  *  - the in-block code access (fb_blocks.c) agrees with the decoder: re-rounding every weight of an
  *    encoder's block to its own decoded value leaves the decoded block unchanged;
  *  - with a correlated H the H-weighted output error trace((W-Q) H (W-Q)^T) is lower with feedback
- *    than without, for every type; bytes identical at 1 and 2 threads;
+ *    than without, for every type; bytes identical at 1 and 2 threads and at every SIMD level
+ *    (full H, and 8-blocks: not a multiple of the 16-column panel);
  *  - a real H (captured here on stories260K; CI-only also on ../shared kjv-3m with its calibration
  *    text): the H-weighted error is lower on every tensor;
  *  - iqf_model_quantize's errors: a Hessian from another model, an entry of the wrong width, a NaN,
@@ -182,6 +183,28 @@ static void correlated(void) {
         p.n_threads = 2;
         CHECK(iqf_quantize_feedback(t, W, a, rows, n, H, 0, 0.01f, d, &p, err, sizeof err) == IQF_OK, "%s", err);
         CHECK(!memcmp(a, b, sz), "%s: 1 and 2 threads differ", iqf_type_get(t)->name);
+        /* every SIMD level of the feedback loops gives the same bytes: full H (panels, lazy
+         * updates across units) and 8-blocks (not a multiple of the 16-column panel: the
+         * column-by-column path) */
+        uint8_t *c = malloc(sz);
+        float *H8 = malloc(sizeof(float) * (size_t)(n * 8));
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < 8; j++) H8[i * 8 + j] = H[i * n + (i / 8) * 8 + j];
+        for (int lv = IQF_SIMD_SCALAR; lv <= IQF_SIMD_AVX512; lv++) {
+            iqf_quantize_params ps = p;
+            ps.simd = (iqf_simd)lv;
+            CHECK(iqf_quantize_feedback(t, W, c, rows, n, H, 0, 0.01f, d, &ps, err, sizeof err) == IQF_OK && !memcmp(c, b, sz),
+                  "%s: simd %s differs (full H)", iqf_type_get(t)->name, iqf_simd_name((iqf_simd)lv));
+            if (lv == IQF_SIMD_AVX2) continue;
+            iqf_quantize_params pa = p;
+            uint8_t *r = malloc(sz);
+            CHECK(iqf_quantize_feedback(t, W, r, rows, n, H8, 8, 0.01f, d, &pa, err, sizeof err) == IQF_OK &&
+                      iqf_quantize_feedback(t, W, c, rows, n, H8, 8, 0.01f, d, &ps, err, sizeof err) == IQF_OK && !memcmp(c, r, sz),
+                  "%s: simd %s differs (8-blocks)", iqf_type_get(t)->name, iqf_simd_name((iqf_simd)lv));
+            free(r);
+        }
+        free(H8);
+        free(c);
     }
     /* errors */
     CHECK(iqf_quantize_feedback(IQF_TYPE_Q4_0, W, a, rows, n, H, 100, 0.01f, d, NULL, err, sizeof err) == IQF_E_INVALID_ARG, "block 100");

@@ -23,7 +23,8 @@ static void usage(FILE *f) {
             "--hessian OUT2 also accumulates, in the same pass, H = E[x x^T] of every linear layer's\n"
             "input (q/k/v share one, gate/up share one; attn_output, ffn_down, output) and writes them\n"
             "to OUT2 (a GGUF read by `iqforge quantize --hessian`). --hessian-block N keeps only the\n"
-            "diagonal N x N blocks of inputs wider than N (default: full matrices); --hessian-f16\n"
+            "diagonal N x N blocks of inputs wider than N (default: full matrices if their double\n"
+            "accumulators take at most 1 GiB, else 256-blocks: 0.9 GiB for a 7B model); --hessian-f16\n"
             "stores F16 instead of F32.\n"
             "--kv-type f16 (default): llama.cpp's default F16 K/V cache and flash-attention roundings;\n"
             "f32: the plain float graph.\n");

@@ -30,8 +30,21 @@ struct iqf_hess_acc {
 };
 typedef struct iqf_hess_acc iqf_hess_acc;
 
-/* Creates the accumulator and sets c->hess. max_block <= 0: full matrices. Errors:
- * IQF_E_INVALID_ARG (max_block does not divide a width), IQF_E_NOMEM. */
+/* The automatic representation (max_block == 0): full matrices when the double accumulators of
+ * all of them take at most IQF_HESSIAN_AUTO_FULL_BYTES (kjv-3m: 25 MB), otherwise diagonal blocks
+ * of IQF_HESSIAN_AUTO_BLOCK (the K/IQ super-block) for every input wider than that. A
+ * Mistral-7B shape then costs (3 x 4096 + 14336) x 256 values per layer: 27.3 MiB in F32 (0.86
+ * GiB for 32 layers), 13.6 MiB in F16, 54.5 MiB of accumulators; full matrices would be 30 GiB
+ * in F32 (doc/QUALITY.md, error feedback). */
+#define IQF_HESSIAN_AUTO_FULL_BYTES (INT64_C(1) << 30)
+#define IQF_HESSIAN_AUTO_BLOCK 256
+/* The automatic block for an input n wide: n if n <= 256, else the largest multiple of 32 that
+ * is <= 256 and divides n, else n (full). */
+int64_t iqf_hessian_auto_block(int64_t n);
+
+/* Creates the accumulator and sets c->hess. max_block > 0: diagonal blocks of max_block for the
+ * inputs wider than that (max_block must divide them); 0: automatic (above); < 0: full
+ * matrices. Errors: IQF_E_INVALID_ARG (max_block does not divide a width), IQF_E_NOMEM. */
 iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **out, char *err,
                               size_t errlen);
 /* Clears c->hess (the accumulator stays valid). */

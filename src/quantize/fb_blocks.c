@@ -10,6 +10,7 @@
  */
 #include "fb_blocks.h"
 
+#include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -21,6 +22,8 @@ static const int8_t kv4[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
  * crafted blocks (d = 1, scale 0, no signs), so no codec table is needed here. */
 static uint8_t grid3[256][4], grid2[512][8], grid2xxs[256][8], grid3s[512][4], grid2s[1024][8];
 static bool grids_ok;
+/* The same grids as floats, transposed (component k of point p at [k][p]) for the AVX-512 search. */
+static float gt3[4][256], gt2[8][512], gt2xxs[8][256], gt3s[4][512], gt2s[8][1024];
 static pthread_once_t grids_once = PTHREAD_ONCE_INIT;
 
 static void grids_init(void) {
@@ -83,6 +86,14 @@ static void grids_init(void) {
         for (int g = 0; g < 32 && ok; g++)
             for (int k = 0; k < 8; k++) grid2s[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f);
     }
+    for (int p = 0; p < 1024; p++)
+        for (int k = 0; k < 8; k++) {
+            if (p < 256 && k < 4) gt3[k][p] = (float)grid3[p][k];
+            if (p < 512) gt2[k][p] = (float)grid2[p][k];
+            if (p < 256) gt2xxs[k][p] = (float)grid2xxs[p][k];
+            if (p < 512 && k < 4) gt3s[k][p] = (float)grid3s[p][k];
+            gt2s[k][p] = (float)grid2s[p][k];
+        }
     grids_ok = ok;
 }
 
@@ -355,6 +366,28 @@ static int choose_signs(const float *t, const float *imp, float *u) {
 }
 
 /* Nearest grid point (importance-weighted squared error) to u / db over n-wide points. */
+/* nearest_grid over the transposed float grid gt (rows of `stride` points), 16 points at a time:
+ * every point's error is summed in nearest_grid's order with its operations (d = u - db*g, then
+ * (imp*d)*d added), and the first smallest wins, so the choice is nearest_grid's. */
+__attribute__((target("avx512f"))) static int nearest_grid_avx512(const float *gt, int stride, int npts, int w,
+                                                                const float *u, const float *imp, float db) {
+    float errs[1024];
+    const __m512 dbv = _mm512_set1_ps(db);
+    for (int p = 0; p < npts; p += 16) {
+        __m512 e = _mm512_setzero_ps();
+        for (int k = 0; k < w; k++) {
+            const __m512 d = _mm512_sub_ps(_mm512_set1_ps(u[k]), _mm512_mul_ps(dbv, _mm512_loadu_ps(gt + k * stride + p)));
+            e = _mm512_add_ps(e, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(imp ? imp[k] : 1.f), d), d));
+        }
+        _mm512_storeu_ps(errs + p, e);
+    }
+    int best = 0;
+    float be = INFINITY;
+    for (int p = 0; p < npts; p++)
+        if (errs[p] < be) { be = errs[p]; best = p; }
+    return best;
+}
+
 static int nearest_grid(const uint8_t *grid, int npts, int w, const float *u, const float *imp, float db) {
     int best = 0;
     float be = INFINITY;
@@ -394,8 +427,11 @@ void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const
     if (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S) {
         const uint8_t *grid = type == IQF_TYPE_IQ3_XXS ? &grid3[0][0] : &grid3s[0][0];
         const int np = type == IQF_TYPE_IQ3_XXS ? 256 : 512;
-        const int g0 = nearest_grid(grid, np, 4, u, imp, db);
-        const int g1 = nearest_grid(grid, np, 4, u + 4, imp ? imp + 4 : NULL, db);
+        const float *gt = type == IQF_TYPE_IQ3_XXS ? &gt3[0][0] : &gt3s[0][0];
+        const bool vec = f->simd >= IQF_SIMD_AVX512;
+        const int g0 = vec ? nearest_grid_avx512(gt, np, np, 4, u, imp, db) : nearest_grid(grid, np, 4, u, imp, db);
+        const int g1 = vec ? nearest_grid_avx512(gt, np, np, 4, u + 4, imp ? imp + 4 : NULL, db)
+                           : nearest_grid(grid, np, 4, u + 4, imp ? imp + 4 : NULL, db);
         for (int k = 0; k < 8; k++) m[k] = db * (float)(k < 4 ? grid[g0 * 4 + k] : grid[g1 * 4 + k - 4]);
         if (type == IQF_TYPE_IQ3_XXS) {
             x[2 + 8 * ib + 2 * l] = (uint8_t)g0;
@@ -415,7 +451,8 @@ void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const
     } else {
         const uint8_t *grid = type == IQF_TYPE_IQ2_XS ? &grid2[0][0] : type == IQF_TYPE_IQ2_XXS ? &grid2xxs[0][0] : &grid2s[0][0];
         const int np = type == IQF_TYPE_IQ2_XS ? 512 : type == IQF_TYPE_IQ2_XXS ? 256 : 1024;
-        const int g = nearest_grid(grid, np, 8, u, imp, db);
+        const float *gt = type == IQF_TYPE_IQ2_XS ? &gt2[0][0] : type == IQF_TYPE_IQ2_XXS ? &gt2xxs[0][0] : &gt2s[0][0];
+        const int g = f->simd >= IQF_SIMD_AVX512 ? nearest_grid_avx512(gt, np, np, 8, u, imp, db) : nearest_grid(grid, np, 8, u, imp, db);
         for (int k = 0; k < 8; k++) m[k] = db * (float)grid[g * 8 + k];
         if (type == IQF_TYPE_IQ2_XS) {
             const uint16_t q = (uint16_t)(g | ((neg & 127) << 9));

@@ -12,6 +12,8 @@ typedef struct fb_block {
     int sub;            /* weights per sub-block */
     int cmin, cmax;     /* code range */
     const int8_t *table;/* non-NULL: value = a * table[code] + b (IQ4 levels) */
+    iqf_simd simd;      /* set by the caller after fb_block_parse: the grid search's level
+                           (IQF_SIMD_AVX512 vectorises it; the same codes on every level) */
 } fb_block;
 
 /* q4_0 q4_1 q5_0 q5_1 q8_0 q2_K q3_K q4_K q5_K q6_K iq4_nl iq4_xs (one weight at a time); iq3_xxs

@@ -5,6 +5,7 @@
 #include "../util/error.h"
 #include "../util/parallel.h"
 
+#include <immintrin.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -13,52 +14,59 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Factor                                                                                     */
 
-/* In-place lower Cholesky of the n x n matrix a (row-major; the upper part is ignored and
- * zeroed). False if a pivot is not positive. */
+/* sum_k x[k] y[k], k < n, in four interleaved partial sums (a fixed order: the same result on
+ * every machine and thread count). */
+static double dot(const double *x, const double *y, int64_t n) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t k = 0;
+    for (; k + 4 <= n; k += 4) {
+        s0 += x[k] * y[k];
+        s1 += x[k + 1] * y[k + 1];
+        s2 += x[k + 2] * y[k + 2];
+        s3 += x[k + 3] * y[k + 3];
+    }
+    for (; k < n; k++) s0 += x[k] * y[k];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* In-place lower Cholesky of the n x n matrix a (row-major; only the lower part is read). False
+ * if a pivot is not positive. */
 static bool cholesky(double *a, int64_t n) {
     for (int64_t j = 0; j < n; j++) {
-        double d = a[j * n + j];
-        for (int64_t k = 0; k < j; k++) d -= a[j * n + k] * a[j * n + k];
+        double *aj = a + j * n;
+        const double d = aj[j] - dot(aj, aj, j);
         if (!(d > 0) || !isfinite(d)) return false;
-        d = sqrt(d);
-        a[j * n + j] = d;
+        const double r = sqrt(d);
+        aj[j] = r;
         for (int64_t i = j + 1; i < n; i++) {
-            double s = a[i * n + j];
-            for (int64_t k = 0; k < j; k++) s -= a[i * n + k] * a[j * n + k];
-            a[i * n + j] = s / d;
+            double *ai = a + i * n;
+            ai[j] = (ai[j] - dot(ai, aj, j)) / r;
         }
-        for (int64_t i = 0; i < j; i++) a[i * n + j] = 0;
     }
     return true;
 }
 
-/* U upper with U^T U = A^-1 for one bs x bs block (a: the dampened block, destroyed). */
+/* U upper with U^T U = A^-1 for one bs x bs block. With J the reversal of the index order and
+ * J A J = L L^T (Cholesky), A^-1 = J L^-T L^-1 J, so U = J L^-1 J (upper, positive diagonal:
+ * the unique such factor). a: the dampened block in row-major order (destroyed); t: scratch. */
 static bool block_factor(double *a, double *t, int64_t bs, float *U) {
-    if (!cholesky(a, bs)) return false; /* a = L */
-    /* t = (L^-1)^T, stored transposed so that every inner loop runs over contiguous memory:
-     * t[c][i] = (L^-1)[i][c] = -sum_{k=c}^{i-1} L[i][k] (L^-1)[k][c] / L[i][i] */
-    memset(t, 0, (size_t)(bs * bs) * sizeof(double));
+    /* t = J a J (lower part), then its Cholesky factor in place */
+    for (int64_t i = 0; i < bs; i++)
+        for (int64_t j = 0; j <= i; j++) t[i * bs + j] = a[(bs - 1 - i) * bs + (bs - 1 - j)];
+    if (!cholesky(t, bs)) return false;
+    /* a = (L^-1)^T, stored transposed so that every inner loop runs over contiguous memory:
+     * a[c][i] = (L^-1)[i][c] = -sum_{k=c}^{i-1} L[i][k] (L^-1)[k][c] / L[i][i] */
     for (int64_t c = 0; c < bs; c++) {
-        double *tc = t + c * bs;
-        tc[c] = 1.0 / a[c * bs + c];
+        double *ac = a + c * bs;
+        ac[c] = 1.0 / t[c * bs + c];
         for (int64_t i = c + 1; i < bs; i++) {
-            const double *li = a + i * bs;
-            double s = 0;
-            for (int64_t k = c; k < i; k++) s += li[k] * tc[k];
-            tc[i] = -s / li[i];
+            const double *li = t + i * bs;
+            ac[i] = -dot(li + c, ac + c, i - c) / li[i];
         }
     }
-    /* a = A^-1 = L^-T L^-1: a[i][j] = sum_{k >= i} t[i][k] t[j][k] (j <= i, lower part only) */
+    /* U[i][j] = (L^-1)[bs-1-i][bs-1-j] = a[bs-1-j][bs-1-i] for j >= i */
     for (int64_t i = 0; i < bs; i++)
-        for (int64_t j = 0; j <= i; j++) {
-            const double *ti = t + i * bs, *tj = t + j * bs;
-            double s = 0;
-            for (int64_t k = i; k < bs; k++) s += ti[k] * tj[k];
-            a[i * bs + j] = s;
-        }
-    if (!cholesky(a, bs)) return false; /* a = M, A^-1 = M M^T, U = M^T */
-    for (int64_t i = 0; i < bs; i++)
-        for (int64_t j = 0; j < bs; j++) U[i * bs + j] = j >= i ? (float)a[j * bs + i] : 0.f;
+        for (int64_t j = 0; j < bs; j++) U[i * bs + j] = j >= i ? (float)a[(bs - 1 - j) * bs + (bs - 1 - i)] : 0.f;
     for (int64_t i = 0; i < bs; i++)
         if (!(U[i * bs + i] > 0) || !isfinite(U[i * bs + i])) return false;
     return true;
@@ -71,19 +79,68 @@ void iqf_fb_factor_free(iqf_fb_factor *f) {
     memset(f, 0, sizeof *f);
 }
 
-iqf_status iqf_fb_factor_make(const float *H, int64_t n, int64_t bs, double damp, iqf_fb_factor *f,
+/* The blocks of one factor, shared out over threads (every block is independent). */
+typedef struct factor_job {
+    const float *H;
+    int64_t bs;
+    double mean, lambda;
+    float *U;
+    double **a, **t;    /* per thread: bs x bs scratch */
+    int64_t *bad;       /* per block: 1 not finite, 2 not positive definite */
+    int *dead;          /* per block: columns with H_ii == 0 */
+} factor_job;
+
+static void factor_range(void *arg, int64_t b, int64_t e, int tid) {
+    const factor_job *j = arg;
+    const int64_t bs = j->bs;
+    double *a = j->a[tid], *t = j->t[tid];
+    for (int64_t k = b; k < e; k++) {
+        const float *hb = j->H + k * bs * bs;
+        bool fin = true;
+        for (int64_t i = 0; i < bs; i++)
+            for (int64_t c = 0; c < bs; c++) {
+                const double v = 0.5 * ((double)hb[i * bs + c] + (double)hb[c * bs + i]);
+                if (!isfinite(v)) fin = false;
+                a[i * bs + c] = v;
+            }
+        if (!fin) {
+            j->bad[k] = 1;
+            continue;
+        }
+        for (int64_t i = 0; i < bs; i++) {
+            if (a[i * bs + i] == 0) { /* a dead input: nothing constrains it (GPTQ sets it to 1) */
+                a[i * bs + i] = j->mean;
+                j->dead[k]++;
+            }
+            a[i * bs + i] += j->lambda;
+        }
+        if (!block_factor(a, t, bs, j->U + k * bs * bs)) j->bad[k] = 2;
+    }
+}
+
+iqf_status iqf_fb_factor_make(const float *H, int64_t n, int64_t bs, double damp, int n_threads, iqf_fb_factor *f,
                               char *err, size_t errlen) {
     memset(f, 0, sizeof *f);
     if (!H || n < 1 || bs < 1 || n % bs || !(damp >= 0) || !isfinite(damp))
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "bad Hessian factor arguments (n %" PRId64 ", block %" PRId64 ", damp %g)",
                         n, bs, damp);
+    const int64_t nb = n / bs;
+    int nt = n_threads > 0 ? n_threads : iqf_cpu_count();
+    if (nt > nb) nt = (int)nb;
     f->n = n;
     f->bs = bs;
     f->U = malloc((size_t)(n * bs) * sizeof(float));
     f->diag = malloc((size_t)n * sizeof(float));
-    double *a = malloc((size_t)(bs * bs) * sizeof(double)), *t = malloc((size_t)(bs * bs) * sizeof(double));
+    factor_job j = { H, bs, 0, 0, f->U, calloc((size_t)nt, sizeof(double *)), calloc((size_t)nt, sizeof(double *)),
+                     calloc((size_t)nb, sizeof(int64_t)), calloc((size_t)nb, sizeof(int)) };
     iqf_status st = IQF_OK;
-    if (!f->U || !f->diag || !a || !t) {
+    bool ok = f->U && f->diag && j.a && j.t && j.bad && j.dead;
+    for (int i = 0; ok && i < nt; i++) {
+        j.a[i] = malloc((size_t)(bs * bs) * sizeof(double));
+        j.t[i] = malloc((size_t)(bs * bs) * sizeof(double));
+        ok = j.a[i] && j.t[i];
+    }
+    if (!ok) {
         st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for a Hessian factor of %" PRId64 " x %" PRId64, n, bs);
         goto done;
     }
@@ -102,34 +159,33 @@ iqf_status iqf_fb_factor_make(const float *H, int64_t n, int64_t bs, double damp
         st = iqf_fail(err, errlen, IQF_E_NONFINITE, "the Hessian is zero (singular)");
         goto done;
     }
-    const double lambda = damp * mean;
-    for (int64_t k = 0; k < n / bs; k++) {
-        const float *hb = H + k * bs * bs;
-        for (int64_t i = 0; i < bs; i++)
-            for (int64_t j = 0; j < bs; j++) {
-                const double v = 0.5 * ((double)hb[i * bs + j] + (double)hb[j * bs + i]);
-                if (!isfinite(v)) {
-                    st = iqf_fail(err, errlen, IQF_E_NONFINITE, "Hessian value (%" PRId64 ", %" PRId64 ") is not finite", k * bs + i, k * bs + j);
-                    goto done;
-                }
-                a[i * bs + j] = v;
-            }
-        for (int64_t i = 0; i < bs; i++) {
-            if (a[i * bs + i] == 0) { /* a dead input: nothing constrains it (GPTQ sets it to 1) */
-                a[i * bs + i] = mean;
-                f->n_dead++;
-            }
-            a[i * bs + i] += lambda;
+    j.mean = mean;
+    j.lambda = damp * mean;
+    if (iqf_parallel_for(nt, nb, 1, factor_range, &j)) {
+        st = iqf_fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
+        goto done;
+    }
+    for (int64_t k = 0; k < nb; k++) {
+        f->n_dead += j.dead[k];
+        if (j.bad[k] == 1) {
+            st = iqf_fail(err, errlen, IQF_E_NONFINITE, "Hessian block %" PRId64 " has a value that is not finite", k);
+            goto done;
         }
-        if (!block_factor(a, t, bs, f->U + k * bs * bs)) {
+        if (j.bad[k] == 2) {
             st = iqf_fail(err, errlen, IQF_E_NONFINITE,
                           "the Hessian is singular (not positive definite after dampening %g, block %" PRId64 ")", damp, k);
             goto done;
         }
     }
 done:
-    free(a);
-    free(t);
+    for (int i = 0; i < nt && j.a && j.t; i++) {
+        free(j.a[i]);
+        free(j.t[i]);
+    }
+    free(j.a);
+    free(j.t);
+    free(j.bad);
+    free(j.dead);
     if (st) iqf_fb_factor_free(f);
     return st;
 }
@@ -137,7 +193,10 @@ done:
 /* ------------------------------------------------------------------------------------------ */
 /* Rows                                                                                       */
 
-#define FB_ITERS 3 /* re-encodings of a unit from its fed-forward targets (stops when no gain) */
+#ifndef FB_ITERS
+#define FB_ITERS 3
+#endif
+#define FB_ITERS_DOC /* re-encodings of a unit from its fed-forward targets (stops when no gain) */
 
 /* Legacy encoders whose importance weighting uses a row-wide sigma2 (best mode's q8_0 too). */
 static bool row_context(int type, const float *imatrix, iqf_mode mode) {
@@ -146,7 +205,7 @@ static bool row_context(int type, const float *imatrix, iqf_mode mode) {
 }
 
 typedef struct fbscratch {
-    float *w, *q, *q2, *t, *t2, *rw;
+    float *w, *q, *q2, *t, *t2, *rw, *e, *e2, *v;
     uint8_t *row, *blk2;
     int64_t bad_row;
     iqf_status st;
@@ -165,24 +224,193 @@ typedef struct fbjob {
     iqf_quantize_params qp; /* one thread */
     int iters;              /* in-unit re-encodings */
     bool reround;           /* in-unit GPTQ under the chosen scales (fb_blocks.c types) */
+    iqf_simd simd;          /* the level of the feedback loops (identical bits on every level) */
     fbscratch *s;
 } fbjob;
 
-/* The unit's own part of the GPTQ loss for codes q: the recursion e_i = (t_i - q_i) / U_ii,
- * t_j -= e_i U_ij over the unit's columns only (t starts as the current weights w), returning
- * sum e_i^2; t ends as the targets the columns had when each was fixed. */
-static double unit_loss(const float *U, int64_t bs, int64_t u0, int64_t B, const float *w, const float *q, float *t) {
-    memcpy(t, w + u0, (size_t)B * sizeof(float));
+/* The SIMD level to use: the requested one, or the best the CPU has if it lacks it (or AUTO). */
+static iqf_simd resolve_simd(iqf_simd want) {
+    const iqf_simd have = iqf_simd_detect();
+    return want == IQF_SIMD_AUTO || want > have ? have : want;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The GPTQ recursion over one unit, in panels                                                */
+
+/* Columns are swept in panels of FB_PANEL: the errors of a panel's columns are applied at once
+ * to the panel's later columns (immediately, one by one) and then, lazily, to all columns after
+ * the panel (a P x n matrix product). Per element the updates still come in ascending column
+ * order, each a float multiply and then a subtraction, on every SIMD level (no fused
+ * multiply-add): the same bits as the plain column-by-column loop. */
+#define FB_PANEL 16
+
+/* t[c] -= sum_k e[k] * Ub[k*bs + c] for c < n, k ascending (P rows of U starting at Ub). */
+static void apply_scalar(float *t, const float *Ub, int64_t bs, const float *e, int P, int64_t n) {
+    for (int64_t c = 0; c < n; c++) {
+        float x = t[c];
+        for (int k = 0; k < P; k++) x -= e[k] * Ub[k * bs + c];
+        t[c] = x;
+    }
+}
+
+__attribute__((target("avx2"))) static void apply_avx2(float *t, const float *Ub, int64_t bs, const float *e, int P,
+                                                     int64_t n) {
+    int64_t c = 0;
+    for (; c + 32 <= n; c += 32) {
+        __m256 x0 = _mm256_loadu_ps(t + c), x1 = _mm256_loadu_ps(t + c + 8), x2 = _mm256_loadu_ps(t + c + 16),
+               x3 = _mm256_loadu_ps(t + c + 24);
+        for (int k = 0; k < P; k++) {
+            const __m256 ek = _mm256_set1_ps(e[k]);
+            const float *u = Ub + k * bs + c;
+            x0 = _mm256_sub_ps(x0, _mm256_mul_ps(ek, _mm256_loadu_ps(u)));
+            x1 = _mm256_sub_ps(x1, _mm256_mul_ps(ek, _mm256_loadu_ps(u + 8)));
+            x2 = _mm256_sub_ps(x2, _mm256_mul_ps(ek, _mm256_loadu_ps(u + 16)));
+            x3 = _mm256_sub_ps(x3, _mm256_mul_ps(ek, _mm256_loadu_ps(u + 24)));
+        }
+        _mm256_storeu_ps(t + c, x0);
+        _mm256_storeu_ps(t + c + 8, x1);
+        _mm256_storeu_ps(t + c + 16, x2);
+        _mm256_storeu_ps(t + c + 24, x3);
+    }
+    for (; c + 8 <= n; c += 8) {
+        __m256 x0 = _mm256_loadu_ps(t + c);
+        for (int k = 0; k < P; k++) x0 = _mm256_sub_ps(x0, _mm256_mul_ps(_mm256_set1_ps(e[k]), _mm256_loadu_ps(Ub + k * bs + c)));
+        _mm256_storeu_ps(t + c, x0);
+    }
+    if (c < n) apply_scalar(t + c, Ub + c, bs, e, P, n - c);
+}
+
+__attribute__((target("avx512f"))) static void apply_avx512(float *t, const float *Ub, int64_t bs, const float *e,
+                                                          int P, int64_t n) {
+    int64_t c = 0;
+    for (; c + 64 <= n; c += 64) {
+        __m512 x0 = _mm512_loadu_ps(t + c), x1 = _mm512_loadu_ps(t + c + 16), x2 = _mm512_loadu_ps(t + c + 32),
+               x3 = _mm512_loadu_ps(t + c + 48);
+        for (int k = 0; k < P; k++) {
+            const __m512 ek = _mm512_set1_ps(e[k]);
+            const float *u = Ub + k * bs + c;
+            x0 = _mm512_sub_ps(x0, _mm512_mul_ps(ek, _mm512_loadu_ps(u)));
+            x1 = _mm512_sub_ps(x1, _mm512_mul_ps(ek, _mm512_loadu_ps(u + 16)));
+            x2 = _mm512_sub_ps(x2, _mm512_mul_ps(ek, _mm512_loadu_ps(u + 32)));
+            x3 = _mm512_sub_ps(x3, _mm512_mul_ps(ek, _mm512_loadu_ps(u + 48)));
+        }
+        _mm512_storeu_ps(t + c, x0);
+        _mm512_storeu_ps(t + c + 16, x1);
+        _mm512_storeu_ps(t + c + 32, x2);
+        _mm512_storeu_ps(t + c + 48, x3);
+    }
+    for (; c + 16 <= n; c += 16) {
+        __m512 x0 = _mm512_loadu_ps(t + c);
+        for (int k = 0; k < P; k++) x0 = _mm512_sub_ps(x0, _mm512_mul_ps(_mm512_set1_ps(e[k]), _mm512_loadu_ps(Ub + k * bs + c)));
+        _mm512_storeu_ps(t + c, x0);
+    }
+    if (c < n) apply_avx2(t + c, Ub + c, bs, e, P, n - c);
+}
+
+static void apply(iqf_simd simd, float *t, const float *Ub, int64_t bs, const float *e, int P, int64_t n) {
+    if (simd >= IQF_SIMD_AVX512) apply_avx512(t, Ub, bs, e, P, n);
+    else if (simd >= IQF_SIMD_AVX2) apply_avx2(t, Ub, bs, e, P, n);
+    else apply_scalar(t, Ub, bs, e, P, n);
+}
+
+/* x[c] -= e * u[c] for the panel's columns c in (k, FB_PANEL): the same operations as the scalar
+ * loop, lane by lane (masked lanes are left untouched). */
+__attribute__((target("avx2"))) static void panel_update_avx2(float *x, const float *u, int k, float e) {
+    const __m256 ev = _mm256_set1_ps(e);
+    const __m256i kk = _mm256_set1_epi32(k), lo = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                  hi = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256 m0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lo, kk)), m1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(hi, kk));
+    const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
+    const __m256 r0 = _mm256_sub_ps(x0, _mm256_mul_ps(ev, _mm256_loadu_ps(u)));
+    const __m256 r1 = _mm256_sub_ps(x1, _mm256_mul_ps(ev, _mm256_loadu_ps(u + 8)));
+    _mm256_storeu_ps(x, _mm256_blendv_ps(x0, r0, m0));
+    _mm256_storeu_ps(x + 8, _mm256_blendv_ps(x1, r1, m1));
+}
+
+__attribute__((target("avx512f"))) static void panel_update_avx512(float *x, const float *u, int k, float e) {
+    const __mmask16 m = (__mmask16)(0xFFFFu << (k + 1));
+    const __m512 xv = _mm512_loadu_ps(x);
+    _mm512_storeu_ps(x, _mm512_mask_sub_ps(xv, m, xv, _mm512_mul_ps(_mm512_set1_ps(e), _mm512_loadu_ps(u))));
+}
+
+static void panel_update(iqf_simd simd, float *x, const float *u, int k, float e) {
+    if (simd >= IQF_SIMD_AVX512) panel_update_avx512(x, u, k, e);
+    else panel_update_avx2(x, u, k, e);
+}
+
+/* a and b hold the same n floats bit for bit. */
+static bool same_bits(const float *a, const float *b, int n) {
+    for (int k = 0; k < n; k++) {
+        uint32_t x, y;
+        memcpy(&x, &a[k], 4);
+        memcpy(&y, &b[k], 4);
+        if (x != y) return false;
+    }
+    return true;
+}
+
+/* In-unit re-rounding (reround_unit): the block being rewritten and its scales. */
+typedef struct rr_state {
+    int type, G;
+    fb_block fbk;
+    uint8_t *blk;
+    const float *w0; /* the unit's weights before the sweep */
+    const float *im; /* the unit's importance */
+} rr_state;
+
+/* The recursion over columns u0 .. u0+B-1 of a row. x[c - u0] is column c (valid up to lim) and
+ * is updated in place. Column i's value is q[i - u0], or (rr) the value rr's rounding chooses
+ * for x at the start of i's group (the encoder's q where no error arrived: x == w0 bit for bit);
+ * e_i = (x_i - value_i) / U_ii, and the columns c in (i, min(end of i's block of H, lim)) get
+ * x_c -= e_i * U_ic. Returns sum e_i^2; eout and vout (if not NULL) receive the B errors and
+ * values. */
+static double sweep(iqf_simd simd, const float *U, int64_t bs, float *x, int64_t u0, int64_t B, int64_t lim,
+                    const float *q, rr_state *rr, float *eout, float *vout) {
+    const int P = (bs % FB_PANEL == 0 && B % FB_PANEL == 0 && lim % FB_PANEL == 0) ? FB_PANEL : 1;
     double loss = 0;
-    for (int64_t i = u0; i < u0 + B; i++) {
-        const int64_t ii = i % bs, k0 = i - ii;
-        const float *ur = U + i * bs;
-        const float e = (t[i - u0] - q[i - u0]) / ur[ii];
-        loss += (double)e * e;
-        const int64_t end = k0 + bs < u0 + B ? k0 + bs : u0 + B;
-        for (int64_t c = i + 1; c < end; c++) t[c - u0] -= e * ur[c - k0];
+    float e[FB_PANEL], v[8] = { 0 };
+    for (int64_t p0 = u0; p0 < u0 + B; p0 += P) {
+        const int64_t k0 = p0 - p0 % bs;
+        const int64_t end = k0 + bs < lim ? k0 + bs : lim;
+        const int64_t pend = p0 + P < end ? p0 + P : end;
+        for (int k = 0; k < P; k++) {
+            const int64_t i = p0 + k;
+            const float *ur = U + i * bs - k0; /* ur[c] = U_ic */
+            float vi;
+            if (rr) {
+                const int l = (int)(i - u0), g = l % rr->G;
+                if (g == 0) {
+                    if (!same_bits(&x[l], &rr->w0[l], rr->G))
+                        fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, &x[l], rr->im + l, v);
+                    else
+                        memcpy(v, &q[l], (size_t)rr->G * sizeof(float));
+                }
+                vi = v[g];
+            } else {
+                vi = q[i - u0];
+            }
+            const float ei = (x[i - u0] - vi) / ur[i];
+            e[k] = ei;
+            loss += (double)ei * ei;
+            if (eout) eout[i - u0] = ei;
+            if (vout) vout[i - u0] = vi;
+            if (P == FB_PANEL && simd >= IQF_SIMD_AVX2)
+                panel_update(simd, x + (p0 - u0), ur + p0, k, ei);
+            else
+                for (int64_t c = i + 1; c < pend; c++) x[c - u0] -= ei * ur[c];
+        }
+        if (pend < end) apply(simd, x + (pend - u0), U + p0 * bs + (pend - k0), bs, e, P, end - pend);
     }
     return loss;
+}
+
+/* The unit's own part of the GPTQ loss for codes q: the recursion over the unit's columns only
+ * (t starts as the current weights w), returning sum e_i^2; t ends as the targets the columns
+ * had when each was fixed, e as their errors. */
+static double unit_loss(iqf_simd simd, const float *U, int64_t bs, int64_t u0, int64_t B, const float *w,
+                        const float *q, float *t, float *e) {
+    memcpy(t, w + u0, (size_t)B * sizeof(float));
+    return sweep(simd, U, bs, t, u0, B, u0 + B, q, NULL, e, NULL);
 }
 
 /* Encodes the unit at u0 from the values v (B of them; the row context, if any, is w with the unit
@@ -205,34 +433,45 @@ static iqf_status encode_unit(const fbjob *j, fbscratch *s, const float *w, cons
 }
 
 /* GPTQ inside the unit under the scales the encoder chose: the weights are rounded one by one
- * to the nearest code, each one's error fed forward to the later weights of the unit. A weight
- * that received no error (t == w bit for bit) keeps the encoder's code, so a diagonal H leaves
- * the encoder's bytes untouched. Then the block is decoded into q. */
-static iqf_status reround_unit(const fbjob *j, fbscratch *s, const float *w, int64_t u0, uint8_t *blk, float *q) {
-    const int64_t B = j->blck, bs = j->f->bs;
-    const float *U = j->f->U;
-    fb_block fbk;
-    if (!fb_block_parse(j->type, blk, &fbk)) return IQF_OK;
-    const int G = fb_block_group(j->type);
-    float *t = s->t2;
-    float v[8];
+ * (one grid group at a time) to the nearest code, each one's error fed forward to the later
+ * weights of the unit. A weight that received no error (t == w bit for bit) keeps the encoder's
+ * code, so a diagonal H leaves the encoder's bytes untouched. Then the block is decoded into q.
+ * When the decoded values are the ones the rounding steered by (bit for bit, the usual case),
+ * the sweep was unit_loss's recursion for q: *loss, t and e are then its results and *have is
+ * set; otherwise the caller runs unit_loss. */
+static iqf_status reround_unit(const fbjob *j, fbscratch *s, const float *w, int64_t u0, uint8_t *blk, float *q,
+                               float *t, float *e, double *loss, bool *have) {
+    const int64_t B = j->blck;
+    rr_state rr;
+    *have = false;
+    if (!fb_block_parse(j->type, blk, &rr.fbk)) return IQF_OK;
+    rr.fbk.simd = j->simd;
+    rr.type = j->type;
+    rr.G = fb_block_group(j->type);
+    rr.blk = blk;
+    rr.w0 = w + u0;
+    rr.im = j->im + u0;
     memcpy(t, w + u0, (size_t)B * sizeof(float));
-    for (int64_t g0 = u0; g0 < u0 + B; g0 += G) {
-        const int l0 = (int)(g0 - u0);
-        if (memcmp(&t[l0], &w[g0], (size_t)G * sizeof(float)))
-            fb_block_round_group(j->type, &fbk, blk, l0, &t[l0], j->im + g0, v);
-        else
-            memcpy(v, &q[l0], (size_t)G * sizeof(float));
-        for (int64_t i = g0; i < g0 + G; i++) {
-            const int li = (int)(i - u0);
-            const int64_t ii = i % bs, k0 = i - ii;
-            const float *ur = U + i * bs;
-            const float e = (t[li] - v[i - g0]) / ur[ii];
-            const int64_t end = k0 + bs < u0 + B ? k0 + bs : u0 + B;
-            for (int64_t c = i + 1; c < end; c++) t[c - u0] -= e * ur[c - k0];
-        }
+    const double l = sweep(j->simd, j->f->U, j->f->bs, t, u0, B, u0 + B, q, &rr, e, s->v);
+    const iqf_status st = iqf_dequantize(j->type, blk, q, 1, B, 1, s->msg, sizeof s->msg);
+    if (!st && same_bits(q, s->v, (int)B)) {
+        *loss = l;
+        *have = true;
     }
-    return iqf_dequantize(j->type, blk, q, 1, B, 1, s->msg, sizeof s->msg);
+    return st;
+}
+
+/* The unit's errors e (from unit_loss) applied to the columns after the unit (u0 + B .. the
+ * end of each column's block of H): the cross-unit part of the feedback, in the same order as
+ * sweep() over the whole row would apply it. */
+static void feed_beyond(iqf_simd simd, const float *U, int64_t bs, float *w, int64_t u0, int64_t B, int64_t n,
+                        const float *e) {
+    const int P = (bs % FB_PANEL == 0 && B % FB_PANEL == 0 && n % FB_PANEL == 0) ? FB_PANEL : 1;
+    const int64_t c0 = u0 + B;
+    for (int64_t p0 = u0; p0 < u0 + B; p0 += P) {
+        const int64_t k0 = p0 - p0 % bs, end = k0 + bs < n ? k0 + bs : n;
+        if (end > c0) apply(simd, w + c0, U + p0 * bs + (c0 - k0), bs, e + (p0 - u0), P, end - c0);
+    }
 }
 
 static void fb_range(void *arg, int64_t b, int64_t e, int tid) {
@@ -242,28 +481,32 @@ static void fb_range(void *arg, int64_t b, int64_t e, int tid) {
     const float *U = j->f->U;
     for (int64_t r = b; r < e; r++) {
         if (s->st) return;
-        float *w = s->w, *q = s->q, *q2 = s->q2, *t = s->t;
+        float *w = s->w, *q = s->q, *q2 = s->q2, *t = s->t, *ev = s->e;
         memcpy(w, j->src + r * n, (size_t)n * sizeof(float));
         uint8_t *out = j->dst + (size_t)r * j->row_bytes;
         for (int64_t u0 = 0; u0 < n; u0 += B) {
             uint8_t *blk = out + (size_t)(u0 / B) * j->tsz;
+            double best = 0, l2 = 0;
+            bool have = false;
             iqf_status st = encode_unit(j, s, w, w + u0, u0, blk, q);
-            if (!st && j->reround) st = reround_unit(j, s, w, u0, blk, q);
+            if (!st && j->reround) st = reround_unit(j, s, w, u0, blk, q, t, ev, &best, &have);
             /* Within the unit: re-encode from the targets the recursion gives the columns (the
              * errors of the earlier columns fed forward), keep the codes while the loss drops. */
             if (!st && j->iters > 0) {
-                double best = unit_loss(U, bs, u0, B, w, q, t);
+                if (!have) best = unit_loss(j->simd, U, bs, u0, B, w, q, t, ev);
                 for (int it = 0; it < j->iters && !st; it++) {
-                    st = encode_unit(j, s, w, t, u0, s->blk2, q2);
-                    if (!st && j->reround) st = reround_unit(j, s, w, u0, s->blk2, q2);
-                    if (st) break;
                     float *t2 = s->t2;
-                    const double l2 = unit_loss(U, bs, u0, B, w, q2, t2);
+                    have = false;
+                    st = encode_unit(j, s, w, t, u0, s->blk2, q2);
+                    if (!st && j->reround) st = reround_unit(j, s, w, u0, s->blk2, q2, t2, s->e2, &l2, &have);
+                    if (st) break;
+                    if (!have) l2 = unit_loss(j->simd, U, bs, u0, B, w, q2, t2, s->e2);
                     if (!(l2 < best)) break;
                     best = l2;
                     memcpy(blk, s->blk2, j->tsz);
                     memcpy(q, q2, (size_t)B * sizeof(float));
                     memcpy(t, t2, (size_t)B * sizeof(float));
+                    memcpy(ev, s->e2, (size_t)B * sizeof(float));
                 }
             }
             if (st) {
@@ -271,12 +514,14 @@ static void fb_range(void *arg, int64_t b, int64_t e, int tid) {
                 s->bad_row = r;
                 return;
             }
-            for (int64_t i = u0; i < u0 + B; i++) {
-                const int64_t ii = i % bs, k0 = i - ii;
-                const float *ur = U + i * bs;
-                const float err = (w[i] - q[i - u0]) / ur[ii];
-                float *wk = w + k0;
-                for (int64_t c = ii + 1; c < bs; c++) wk[c] -= err * ur[c];
+            /* The unit's errors fed forward: inside the unit, w becomes the targets t (what the
+             * recursion with the final codes gives; read again by row-context encoders), and the
+             * later columns of each block of H receive the errors. */
+            if (j->iters > 0) {
+                memcpy(w + u0, t, (size_t)B * sizeof(float));
+                feed_beyond(j->simd, U, bs, w, u0, B, n, ev);
+            } else {
+                sweep(j->simd, U, bs, w + u0, u0, B, n, q, NULL, NULL, NULL);
             }
         }
     }
@@ -306,7 +551,7 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
     const float *im = imatrix ? imatrix : f->diag;
 
     fbjob j = { f, type, src, dst, ncols, ti->blck_size, iqf_row_size(type, ncols), ti->type_size, im,
-                row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), NULL };
+                row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), resolve_simd(qp.simd), NULL };
     j.s = calloc((size_t)nt, sizeof *j.s);
     iqf_status st = IQF_OK;
     if (!j.s) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
@@ -319,6 +564,10 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
         j.s[t].t2 = malloc((size_t)ncols * sizeof(float));
         j.s[t].rw = malloc((size_t)ncols * sizeof(float));
         j.s[t].blk2 = malloc(ti->type_size);
+        j.s[t].e = malloc((size_t)ncols * sizeof(float));
+        j.s[t].e2 = malloc((size_t)ncols * sizeof(float));
+        j.s[t].v = malloc((size_t)ncols * sizeof(float));
+        if (!j.s[t].e || !j.s[t].e2 || !j.s[t].v) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
         if (!j.s[t].w || !j.s[t].q || !j.s[t].row || !j.s[t].q2 || !j.s[t].t || !j.s[t].t2 || !j.s[t].rw || !j.s[t].blk2) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     }
     if (!st && iqf_parallel_for(nt, nrows, 1, fb_range, &j))
@@ -338,6 +587,9 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
         free(j.s[t].t2);
         free(j.s[t].rw);
         free(j.s[t].blk2);
+        free(j.s[t].e);
+        free(j.s[t].e2);
+        free(j.s[t].v);
     }
     free(j.s);
     return st;
@@ -348,7 +600,7 @@ iqf_status iqf_quantize_feedback(int type, const float *src, void *dst, int64_t 
                                  const iqf_quantize_params *params, char *err, size_t errlen) {
     if (hblock <= 0) hblock = ncols;
     iqf_fb_factor f;
-    iqf_status st = iqf_fb_factor_make(hessian, ncols, hblock, damp, &f, err, errlen);
+    iqf_status st = iqf_fb_factor_make(hessian, ncols, hblock, damp, params ? params->n_threads : 0, &f, err, errlen);
     if (st) return st;
     st = iqf_fb_quantize_rows(&f, type, src, dst, nrows, ncols, imatrix, params, err, errlen);
     iqf_fb_factor_free(&f);
@@ -473,7 +725,7 @@ iqf_status iqf_feedback_quantize(iqf_feedback *fb, const char *tensor, int type,
         if (!H) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for %s", hn);
         iqf_hessian_read(&fb->hf, hn, H);
         char msg[256];
-        iqf_status st = iqf_fb_factor_make(H, n, bs, fb->damp, &fb->cache[slot].f, msg, sizeof msg);
+        iqf_status st = iqf_fb_factor_make(H, n, bs, fb->damp, params ? params->n_threads : 0, &fb->cache[slot].f, msg, sizeof msg);
         free(H);
         if (st == IQF_E_NOMEM) {
             fb->cache[slot].name[0] = 0;

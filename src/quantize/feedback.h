@@ -32,9 +32,12 @@ typedef struct iqf_fb_factor {
     int n_dead;      /* columns with H_ii == 0 (set to the mean diagonal before dampening) */
 } iqf_fb_factor;
 
-/* Factors H (n*bs floats, hessian_file.h layout). Errors: IQF_E_INVALID_ARG (shape, damp < 0),
- * IQF_E_NONFINITE (H not positive definite after dampening: "singular"), IQF_E_NOMEM. */
-iqf_status iqf_fb_factor_make(const float *H, int64_t n, int64_t bs, double damp, iqf_fb_factor *f,
+/* Factors H (n*bs floats, hessian_file.h layout), the diagonal blocks shared out over n_threads
+ * (<= 0: one per CPU; the result does not depend on it). U = J L^-1 J with J the reversal of the
+ * block's index order and J H' J = L L^T (one Cholesky and one triangular inverse per block).
+ * Errors: IQF_E_INVALID_ARG (shape, damp < 0), IQF_E_NONFINITE (H not finite, or not positive
+ * definite after dampening: "singular"), IQF_E_NOMEM. */
+iqf_status iqf_fb_factor_make(const float *H, int64_t n, int64_t bs, double damp, int n_threads, iqf_fb_factor *f,
                               char *err, size_t errlen);
 void iqf_fb_factor_free(iqf_fb_factor *f);
 
