@@ -120,85 +120,47 @@ static void acc_scalar(const float *X, int64_t ldx, int T, int64_t r, int nr, in
         }
 }
 
+/* One body for both vector widths (W floats per vector: 8 AVX2, 16 AVX-512): 4 rows x 2W
+ * columns per pass, the same fma chain per element as acc_scalar; what is left of the block goes
+ * to TAIL (the next narrower path). */
+#define HESS_ACC_BODY(W, VEC, SETZERO, LOADU, SET1, FMADD, STOREU, TAIL)                              \
+    int64_t j = j0;                                                                                   \
+    if (nr == 4) {                                                                                    \
+        for (; j + 2 * (W) <= bs; j += 2 * (W)) {                                                     \
+            VEC a[4][2];                                                                              \
+            for (int i = 0; i < 4; i++) a[i][0] = a[i][1] = SETZERO();                                \
+            for (int t = 0; t < T; t++) {                                                             \
+                const float *xt = X + (int64_t)t * ldx;                                               \
+                const VEC v0 = LOADU(xt + c0 + j), v1 = LOADU(xt + c0 + j + (W));                     \
+                for (int i = 0; i < 4; i++) {                                                         \
+                    const VEC bc = SET1(xt[r + i]);                                                   \
+                    a[i][0] = FMADD(bc, v0, a[i][0]);                                                 \
+                    a[i][1] = FMADD(bc, v1, a[i][1]);                                                 \
+                }                                                                                     \
+            }                                                                                         \
+            float o[8 * (W)];                                                                         \
+            for (int i = 0; i < 4; i++) {                                                             \
+                STOREU(o + 2 * (W) * i, a[i][0]);                                                     \
+                STOREU(o + 2 * (W) * i + (W), a[i][1]);                                               \
+            }                                                                                         \
+            for (int i = 0; i < 4; i++)                                                               \
+                for (int k = 0; k < 2 * (W); k++) sum[i * bs + j + k] += (double)o[i * 2 * (W) + k];   \
+        }                                                                                             \
+    }                                                                                                 \
+    if (j < bs) TAIL(X, ldx, T, r, nr, c0, j, bs, sum);
+
 __attribute__((target("avx2,fma"))) static void acc_avx2(const float *X, int64_t ldx, int T, int64_t r,
                                                       int nr, int64_t c0, int64_t j0, int64_t bs,
                                                       double *sum) {
-    int64_t j = j0;
-    if (nr == 4) {
-        for (; j + 16 <= bs; j += 16) {
-            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
-                   a30 = a00, a31 = a00;
-            for (int t = 0; t < T; t++) {
-                const float *xt = X + (int64_t)t * ldx;
-                const __m256 v0 = _mm256_loadu_ps(xt + c0 + j), v1 = _mm256_loadu_ps(xt + c0 + j + 8);
-                __m256 b = _mm256_broadcast_ss(xt + r);
-                a00 = _mm256_fmadd_ps(b, v0, a00);
-                a01 = _mm256_fmadd_ps(b, v1, a01);
-                b = _mm256_broadcast_ss(xt + r + 1);
-                a10 = _mm256_fmadd_ps(b, v0, a10);
-                a11 = _mm256_fmadd_ps(b, v1, a11);
-                b = _mm256_broadcast_ss(xt + r + 2);
-                a20 = _mm256_fmadd_ps(b, v0, a20);
-                a21 = _mm256_fmadd_ps(b, v1, a21);
-                b = _mm256_broadcast_ss(xt + r + 3);
-                a30 = _mm256_fmadd_ps(b, v0, a30);
-                a31 = _mm256_fmadd_ps(b, v1, a31);
-            }
-            float o[64];
-            _mm256_storeu_ps(o, a00);
-            _mm256_storeu_ps(o + 8, a01);
-            _mm256_storeu_ps(o + 16, a10);
-            _mm256_storeu_ps(o + 24, a11);
-            _mm256_storeu_ps(o + 32, a20);
-            _mm256_storeu_ps(o + 40, a21);
-            _mm256_storeu_ps(o + 48, a30);
-            _mm256_storeu_ps(o + 56, a31);
-            for (int i = 0; i < 4; i++)
-                for (int k = 0; k < 16; k++) sum[i * bs + j + k] += (double)o[i * 16 + k];
-        }
-    }
-    if (j < bs) acc_scalar(X, ldx, T, r, nr, c0, j, bs, sum);
+    HESS_ACC_BODY(8, __m256, _mm256_setzero_ps, _mm256_loadu_ps, _mm256_set1_ps, _mm256_fmadd_ps,
+                  _mm256_storeu_ps, acc_scalar)
 }
 
-/* The AVX-512 form of acc_avx2: 4 rows x 32 columns per pass, the same fma chain per element. */
 __attribute__((target("avx512f,avx2,fma"))) static void acc_avx512(const float *X, int64_t ldx, int T, int64_t r,
                                                                 int nr, int64_t c0, int64_t j0, int64_t bs,
                                                                 double *sum) {
-    int64_t j = j0;
-    if (nr == 4) {
-        for (; j + 32 <= bs; j += 32) {
-            __m512 a00 = _mm512_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
-                   a30 = a00, a31 = a00;
-            for (int t = 0; t < T; t++) {
-                const float *xt = X + (int64_t)t * ldx;
-                const __m512 v0 = _mm512_loadu_ps(xt + c0 + j), v1 = _mm512_loadu_ps(xt + c0 + j + 16);
-                __m512 b = _mm512_set1_ps(xt[r]);
-                a00 = _mm512_fmadd_ps(b, v0, a00);
-                a01 = _mm512_fmadd_ps(b, v1, a01);
-                b = _mm512_set1_ps(xt[r + 1]);
-                a10 = _mm512_fmadd_ps(b, v0, a10);
-                a11 = _mm512_fmadd_ps(b, v1, a11);
-                b = _mm512_set1_ps(xt[r + 2]);
-                a20 = _mm512_fmadd_ps(b, v0, a20);
-                a21 = _mm512_fmadd_ps(b, v1, a21);
-                b = _mm512_set1_ps(xt[r + 3]);
-                a30 = _mm512_fmadd_ps(b, v0, a30);
-                a31 = _mm512_fmadd_ps(b, v1, a31);
-            }
-            float o[128];
-            _mm512_storeu_ps(o, a00);
-            _mm512_storeu_ps(o + 16, a01);
-            _mm512_storeu_ps(o + 32, a10);
-            _mm512_storeu_ps(o + 48, a11);
-            _mm512_storeu_ps(o + 64, a20);
-            _mm512_storeu_ps(o + 80, a21);
-            _mm512_storeu_ps(o + 96, a30);
-            _mm512_storeu_ps(o + 112, a31);
-            for (int i = 0; i < 4; i++)
-                for (int k = 0; k < 32; k++) sum[i * bs + j + k] += (double)o[i * 32 + k];
-        }
-    }
-    if (j < bs) acc_avx2(X, ldx, T, r, nr, c0, j, bs, sum);
+    HESS_ACC_BODY(16, __m512, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps,
+                  _mm512_storeu_ps, acc_avx2)
 }
 
 static void hess_range(void *arg, int64_t b, int64_t e, int tid) {
