@@ -253,58 +253,38 @@ static void apply_scalar(float *t, const float *Ub, int64_t bs, const float *e, 
     }
 }
 
+/* One body for both vector widths (W floats: 8 AVX2, 16 AVX-512): t[c] -= e[k] * Ub[k][c] over k in
+ * order, a multiply then a subtract per term as apply_scalar; 4 vectors per pass, then one, then
+ * TAIL (the next narrower path) for the rest. */
+#define FB_APPLY_BODY(W, VEC, LOADU, STOREU, SET1, MUL, SUB, TAIL)                                    \
+    int64_t c = 0;                                                                                    \
+    for (; c + 4 * (W) <= n; c += 4 * (W)) {                                                          \
+        VEC x[4];                                                                                     \
+        for (int v = 0; v < 4; v++) x[v] = LOADU(t + c + v * (W));                                    \
+        for (int k = 0; k < P; k++) {                                                                 \
+            const VEC ek = SET1(e[k]);                                                                \
+            const float *u = Ub + k * bs + c;                                                         \
+            for (int v = 0; v < 4; v++) x[v] = SUB(x[v], MUL(ek, LOADU(u + v * (W))));               \
+        }                                                                                             \
+        for (int v = 0; v < 4; v++) STOREU(t + c + v * (W), x[v]);                                    \
+    }                                                                                                 \
+    for (; c + (W) <= n; c += (W)) {                                                                  \
+        VEC x0 = LOADU(t + c);                                                                        \
+        for (int k = 0; k < P; k++) x0 = SUB(x0, MUL(SET1(e[k]), LOADU(Ub + k * bs + c)));            \
+        STOREU(t + c, x0);                                                                            \
+    }                                                                                                 \
+    if (c < n) TAIL(t + c, Ub + c, bs, e, P, n - c);
+
 __attribute__((target("avx2"))) static void apply_avx2(float *t, const float *Ub, int64_t bs, const float *e, int P,
                                                      int64_t n) {
-    int64_t c = 0;
-    for (; c + 32 <= n; c += 32) {
-        __m256 x0 = _mm256_loadu_ps(t + c), x1 = _mm256_loadu_ps(t + c + 8), x2 = _mm256_loadu_ps(t + c + 16),
-               x3 = _mm256_loadu_ps(t + c + 24);
-        for (int k = 0; k < P; k++) {
-            const __m256 ek = _mm256_set1_ps(e[k]);
-            const float *u = Ub + k * bs + c;
-            x0 = _mm256_sub_ps(x0, _mm256_mul_ps(ek, _mm256_loadu_ps(u)));
-            x1 = _mm256_sub_ps(x1, _mm256_mul_ps(ek, _mm256_loadu_ps(u + 8)));
-            x2 = _mm256_sub_ps(x2, _mm256_mul_ps(ek, _mm256_loadu_ps(u + 16)));
-            x3 = _mm256_sub_ps(x3, _mm256_mul_ps(ek, _mm256_loadu_ps(u + 24)));
-        }
-        _mm256_storeu_ps(t + c, x0);
-        _mm256_storeu_ps(t + c + 8, x1);
-        _mm256_storeu_ps(t + c + 16, x2);
-        _mm256_storeu_ps(t + c + 24, x3);
-    }
-    for (; c + 8 <= n; c += 8) {
-        __m256 x0 = _mm256_loadu_ps(t + c);
-        for (int k = 0; k < P; k++) x0 = _mm256_sub_ps(x0, _mm256_mul_ps(_mm256_set1_ps(e[k]), _mm256_loadu_ps(Ub + k * bs + c)));
-        _mm256_storeu_ps(t + c, x0);
-    }
-    if (c < n) apply_scalar(t + c, Ub + c, bs, e, P, n - c);
+    FB_APPLY_BODY(8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_mul_ps, _mm256_sub_ps,
+                  apply_scalar)
 }
 
 __attribute__((target("avx512f"))) static void apply_avx512(float *t, const float *Ub, int64_t bs, const float *e,
                                                           int P, int64_t n) {
-    int64_t c = 0;
-    for (; c + 64 <= n; c += 64) {
-        __m512 x0 = _mm512_loadu_ps(t + c), x1 = _mm512_loadu_ps(t + c + 16), x2 = _mm512_loadu_ps(t + c + 32),
-               x3 = _mm512_loadu_ps(t + c + 48);
-        for (int k = 0; k < P; k++) {
-            const __m512 ek = _mm512_set1_ps(e[k]);
-            const float *u = Ub + k * bs + c;
-            x0 = _mm512_sub_ps(x0, _mm512_mul_ps(ek, _mm512_loadu_ps(u)));
-            x1 = _mm512_sub_ps(x1, _mm512_mul_ps(ek, _mm512_loadu_ps(u + 16)));
-            x2 = _mm512_sub_ps(x2, _mm512_mul_ps(ek, _mm512_loadu_ps(u + 32)));
-            x3 = _mm512_sub_ps(x3, _mm512_mul_ps(ek, _mm512_loadu_ps(u + 48)));
-        }
-        _mm512_storeu_ps(t + c, x0);
-        _mm512_storeu_ps(t + c + 16, x1);
-        _mm512_storeu_ps(t + c + 32, x2);
-        _mm512_storeu_ps(t + c + 48, x3);
-    }
-    for (; c + 16 <= n; c += 16) {
-        __m512 x0 = _mm512_loadu_ps(t + c);
-        for (int k = 0; k < P; k++) x0 = _mm512_sub_ps(x0, _mm512_mul_ps(_mm512_set1_ps(e[k]), _mm512_loadu_ps(Ub + k * bs + c)));
-        _mm512_storeu_ps(t + c, x0);
-    }
-    if (c < n) apply_avx2(t + c, Ub + c, bs, e, P, n - c);
+    FB_APPLY_BODY(16, __m512, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_mul_ps, _mm512_sub_ps,
+                  apply_avx2)
 }
 
 static void apply(iqf_simd simd, float *t, const float *Ub, int64_t bs, const float *e, int P, int64_t n) {
