@@ -31,7 +31,7 @@
 
 #define KQB_FP16_MAX 65504.f
 #ifndef KQB_Q3_WIN
-#define KQB_Q3_WIN 1
+#define KQB_Q3_WIN 2
 #endif
 #ifndef KQB_Q3_NIT
 #define KQB_Q3_NIT 1
