@@ -308,12 +308,13 @@ typedef struct attjob {
  * f16 values, and the softmax-weighted sum of V accumulated in f16 under an online softmax.
  * ggml_fa_one_row says whether that path applies and its scalar form is exact here (head_dim
  * below ggml's f16 unroll, 32 with AVX2, 64 with AVX-512: only its leftover loops run). */
+#define FA_ONE_ROW_MAX_HD 64 /* att_row_ggml_f16's buffers; wider heads (scalar builds) keep the plain path */
 static bool ggml_fa_one_row(const iqf_context *c, int hd, int T) {
     if (!c->kv_f16) return false;
     const int epr = c->simd == IQF_SIMD_AVX512 ? 16 : c->simd == IQF_SIMD_AVX2 ? 8 : 1;
     const int f16_step = c->simd == IQF_SIMD_AVX512 ? 64 : c->simd == IQF_SIMD_AVX2 ? 32 : 1 << 30;
     const bool tiled = T >= 64 && hd % epr == 0;
-    return !tiled && hd < f16_step;
+    return !tiled && hd < f16_step && hd <= FA_ONE_ROW_MAX_HD;
 }
 
 static float f16r(float x) { return iqf_fp16_to_fp32(iqf_fp32_to_fp16(x)); }
@@ -321,7 +322,7 @@ static float f16r(float x) { return iqf_fp16_to_fp32(iqf_fp32_to_fp16(x)); }
 /* One query row of ggml's one-row path over positions 0..p (hd <= 64): out[0..hd). */
 static void att_row_ggml_f16(const float *q, const float *K, const float *V, int64_t kvdim, int hd, int p,
                              float scale, float *out) {
-    float qh[64], vkq[64];
+    float qh[FA_ONE_ROW_MAX_HD], vkq[FA_ONE_ROW_MAX_HD];
     for (int d = 0; d < hd; d++) {
         qh[d] = f16r(q[d]);
         vkq[d] = 0.0f;
