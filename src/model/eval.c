@@ -350,7 +350,7 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
     acc.count = calloc((size_t)m->n_mats, sizeof(int64_t *));
     acc.ncall = calloc((size_t)m->n_mats, sizeof(int64_t));
     int32_t *toks = malloc((size_t)n_ctx * sizeof(int32_t));
-    float *logits = malloc((size_t)n_ctx * (size_t)h->n_vocab * sizeof(float));
+    float *logits = malloc((size_t)(n_ctx - n_ctx / 2) * (size_t)h->n_vocab * sizeof(float));
     iqf_status st = IQF_OK;
     bool ok = acc.sum2 && acc.count && acc.ncall && toks && logits;
     for (int i = 0; ok && i < m->n_mats; i++) {
@@ -369,12 +369,13 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
         memcpy(toks, tokens + (size_t)ch * n_ctx, (size_t)n_ctx * sizeof(int32_t));
         if (h->add_bos) toks[0] = h->bos_id;
         iqf_context_reset(c);
-        st = iqf_decode(c, toks, n_ctx, 0, 0, logits, err, errlen);
+        /* logits of the scored half only (every row still runs through every layer) */
+        st = iqf_decode(c, toks, n_ctx, 0, first, logits, err, errlen);
         if (st) break;
         /* llama-imatrix's running perplexity over the second half of each chunk */
         const int32_t *src = tokens + (size_t)ch * n_ctx;
         for (int i = first; i < n_ctx - 1; i++) {
-            const float *l = logits + (size_t)i * h->n_vocab;
+            const float *l = logits + (size_t)(i - first) * h->n_vocab;
             float mxl = l[0];
             for (int v = 1; v < h->n_vocab; v++) mxl = fmaxf(mxl, l[v]);
             double s = 0;

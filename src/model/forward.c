@@ -398,6 +398,7 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
     const int E = h->n_embd, H = h->n_head, hd = h->head_dim, qdim = H * hd;
     const int kvdim = hd * h->n_head_kv, F = h->n_ff, L = h->n_layer;
     const float eps = h->rms_eps;
+    const bool capture = c->imat || c->hess;
 
     for (int t = 0; t < T; t++) {
         iqf_weight_row(&m->tok_embd, tokens[t], c->x + (int64_t)t * E);
@@ -406,8 +407,9 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
 
     for (int l = 0; l < L; l++) {
         const iqf_layer *ly = &m->layers[l];
-        /* In the last layer only the rows whose logits are wanted go on after K/V. */
-        const int r0 = (l == L - 1) ? (first_out < T ? first_out : T - 1) : 0;
+        /* In the last layer only the rows whose logits are wanted go on after K/V, unless a
+         * capture (imatrix, Hessian) needs every row's input of every matrix. */
+        const int r0 = (l == L - 1 && !capture) ? (first_out < T ? first_out : T - 1) : 0;
         const int nr = T - r0;
         float *kdst = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
         float *vdst = c->vcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
@@ -465,10 +467,19 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
     c->n_past = pos + T;
 
     const int n_out = T - first_out;
+    /* A Hessian capture takes output.weight's input from every row, also those whose logits
+     * are not wanted (the rows are independent: the same floats as the logits' rows). */
+    const int o0 = c->hess ? 0 : first_out;
+    if (o0 < T && (c->hess || (n_out > 0 && logits))) {
+        float *xs = c->x + (int64_t)o0 * E, *xns = c->xn + (int64_t)o0 * E;
+        for (int t = 0; t < T - o0; t++) rmsnorm(xs + (int64_t)t * E, m->output_norm, xns + (int64_t)t * E, E, eps);
+    }
+    if (c->hess) iqf_hessian_accumulate(c, &m->output, c->xn, E, T);
     if (n_out > 0 && logits) {
-        float *xs = c->x + (int64_t)first_out * E, *xns = c->xn + (int64_t)first_out * E;
-        for (int t = 0; t < n_out; t++) rmsnorm(xs + (int64_t)t * E, m->output_norm, xns + (int64_t)t * E, E, eps);
-        iqf_matmul(c, &m->output, xns, E, n_out, logits, h->n_vocab);
+        struct iqf_hess_acc *hs = c->hess; /* accumulated above, over all T rows */
+        c->hess = NULL;
+        iqf_matmul(c, &m->output, c->xn + (int64_t)first_out * E, E, n_out, logits, h->n_vocab);
+        c->hess = hs;
     }
 }
 
