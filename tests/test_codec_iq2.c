@@ -7,6 +7,7 @@
  * (about 20 s) instead of a sample.
  */
 #include "codec/iqgrid.h"
+#include "codec_suite.h"
 #include "iqforge.h"
 #include "oracle.h"
 #include "qgen.h"
@@ -320,5 +321,7 @@ int main(void) {
     t0 = now_s();
     test_random(sanitized);
     printf("random differential: %.1f s\n", now_s() - t0);
+    static const int best_flat_types[] = { IQF_TYPE_IQ2_S }; /* IQ2_XXS/IQ2_XS need an imatrix */
+    codec_suite_best_flat(best_flat_types, 1);
     return test_finish("test_codec_iq2");
 }

@@ -4,6 +4,7 @@
  * row lengths, every SIMD level, 1 and 3 threads) and targeted edge cases.
  */
 #include "codec/iq3_grids.h"
+#include "codec_suite.h"
 #include "iqforge.h"
 #include "oracle.h"
 #include "qgen.h"
@@ -278,5 +279,6 @@ int main(void) {
     test_iq3_s_corrupt_oracle();
     test_edges();
     test_random();
+    codec_suite_best_flat(types, NTYPES);
     return test_finish("test_codec_iq3");
 }

@@ -146,6 +146,58 @@ int codec_suite_best_refvec(const int *tv, int nt) {
     return tu_failed - failed_before;
 }
 
+/* The IQ grids' best mode without an importance matrix (iq3.c best_flat_weights): on every qgen
+ * distribution its bytes equal compat's with a uniform importance matrix, pass best_check, and
+ * its plain squared error is below compat's (ggml weighs by x^2 without an imatrix), by 1% on
+ * the spread distributions (no higher on the others). With an imatrix best is compat. */
+int codec_suite_best_flat(const int *tv, int nt) {
+    enum { R = 4, C = 1024 };
+    float *x = malloc(sizeof(float) * R * C), *one = malloc(sizeof(float) * C), *y = malloc(sizeof(float) * R * C);
+    uint8_t *qb = malloc((size_t)R * C), *qc = malloc((size_t)R * C);
+    int failed_before = tu_failed;
+    const int *saved = best_types, nsaved = nbest_types;
+    codec_suite_best_types(tv, nt);
+    for (int c = 0; c < C; c++) one[c] = 1;
+    for (int t = 0; t < nt; t++) {
+        for (int d = 0; d < QGEN_N; d++) {
+            char label[96];
+            snprintf(label, sizeof label, "best-flat %s %s", iqf_type_get(tv[t])->name, qgen_dist_name((qgen_dist)d));
+            qgen_fill(x, R, C, (qgen_dist)d, 4242 + (uint64_t)d);
+            best_check(tv[t], x, R, C, NULL, label);
+            iqf_quantize_params pb = iqf_quantize_default_params(), pc = pb;
+            pb.mode = IQF_MODE_BEST;
+            const size_t bytes = iqf_row_size(tv[t], C) * R;
+            double e[2] = { 0, 0 };
+            CHECK(iqf_quantize(tv[t], x, qb, R, C, NULL, &pb, NULL, 0) == IQF_OK, "%s: best", label);
+            CHECK(iqf_quantize(tv[t], x, qc, R, C, one, &pc, NULL, 0) == IQF_OK, "%s: compat, unit imatrix", label);
+            CHECK(memcmp(qb, qc, bytes) == 0, "%s: best without an imatrix differs from compat with a uniform one", label);
+            iqf_dequantize(tv[t], qb, y, R, C, 1, NULL, 0);
+            e[1] = qgen_sse(x, y, (int64_t)R * C);
+            CHECK(iqf_quantize(tv[t], x, qc, R, C, NULL, &pc, NULL, 0) == IQF_OK, "%s: compat", label);
+            iqf_dequantize(tv[t], qc, y, R, C, 1, NULL, 0);
+            e[0] = qgen_sse(x, y, (int64_t)R * C);
+            const double ratio = e[0] > 0 ? e[1] / e[0] : 1.0;
+            printf("%-28s best/compat squared error %.4f\n", label, ratio);
+            CHECK(e[1] <= e[0], "%s: best's squared error %g above compat's %g", label, e[1], e[0]);
+            if (d == QGEN_GAUSS || d == QGEN_HEAVY || d == QGEN_OUTLIER)
+                CHECK(ratio < 0.99, "%s: best/compat %.4f not below 0.99", label, ratio);
+            /* with an importance matrix best writes compat's bytes */
+            qgen_imatrix(one, C, QGEN_IMAT_LOGNORMAL, 77);
+            CHECK(iqf_quantize(tv[t], x, qb, R, C, one, &pb, NULL, 0) == IQF_OK, "%s: best, imatrix", label);
+            CHECK(iqf_quantize(tv[t], x, qc, R, C, one, &pc, NULL, 0) == IQF_OK, "%s: compat, imatrix", label);
+            CHECK(memcmp(qb, qc, bytes) == 0, "%s: best with an imatrix differs from compat", label);
+            for (int c = 0; c < C; c++) one[c] = 1;
+        }
+    }
+    codec_suite_best_types(saved, nsaved);
+    free(x);
+    free(one);
+    free(y);
+    free(qb);
+    free(qc);
+    return tu_failed - failed_before;
+}
+
 static void diff_all(const float *x, int64_t rows, int64_t cols, const float *im, const char *what) {
     char label[160];
     for (int t = 0; t < ntypes; t++) {

@@ -31,4 +31,11 @@ void codec_suite_best_types(const int *types, int ntypes);
  * Records CHECKs; returns the number of failures. Needs no oracle. */
 int codec_suite_best_refvec(const int *types, int ntypes);
 
+/* The IQ grids' best mode without an importance matrix (IQ3_XXS, IQ3_S, IQ2_S): compat's search
+ * under a uniform importance. On every qgen distribution: best_check, bytes equal to compat's
+ * with an all-ones imatrix, plain squared error no higher than compat's (below 0.99x on the
+ * gauss, heavy and outlier rows); with an imatrix, compat's bytes. Records CHECKs; returns the
+ * number of failures. Needs the oracle (best_check). */
+int codec_suite_best_flat(const int *types, int ntypes);
+
 #endif
