@@ -137,7 +137,9 @@ typedef enum iqf_mode {
     IQF_MODE_COMPAT = 0,
     /* The same block formats, searched harder: lower error where a better encoder is known
      * (docs/QUALITY.md lists what each type gains). Blocks are valid for every stock decoder.
-     * A type without a better encoder yet encodes exactly as COMPAT. Deterministic: the same
+     * IQ3_XXS, IQ3_S and IQ2_S without an importance matrix run ggml's search under a uniform
+     * importance (ggml weighs those rows by x^2); with one, and for IQ2_XXS, IQ2_XS, IQ1_S and
+     * IQ1_M, they encode exactly as COMPAT. Deterministic: the same
      * bytes at every thread count and SIMD level. */
     IQF_MODE_BEST = 1,
     IQF_MODE_COUNT = 2,
