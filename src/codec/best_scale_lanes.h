@@ -734,6 +734,262 @@ static BS_TGT void BS_SFX(fast_asym_s)(float *xt, int nmax, uint32_t *ct, uint32
         FORH STU(ct + j * 16 + h * W, CRI((LDA(xt + j * 16 + h * W) - mq[h]) * sq[h], SPLAT(0), hi));
 }
 
+/* ---- q5_1 without an imatrix: the candidate search on integers (best_scale.h) ----
+ * A block's values as integers U = (x - min) * 2^12 / range in [0, 4096], two per 32-bit lane
+ * (value p in the low half, value p + 16 in the high half), so one candidate costs a handful of
+ * 16-bit operations per pair: q = clamp(round((U - B) * A / 2^15), 0, nmax) (A = N * 8 maps the
+ * range to N steps, B the first level's offset), sum q, sum q^2 and sum q U (the 32-bit sums of
+ * adjacent products). Each candidate is scored by the error of its least-squares (d, m) in U
+ * units (the largest C^2 / D, C = n sum q U - sum q sum U, D = n sum q^2 - (sum q)^2). All of it is
+ * integer arithmetic (exact, the same at every level) up to that score. */
+#define VS BS_SFX(vs)
+typedef int16_t VS __attribute__((vector_size(BS_W * 4)));
+static inline __attribute__((always_inline)) BS_TGT VS BS_SFX(mulhrs16)(VS a, VS b) {
+#if BS_PASS == 2
+    return (VS)_mm512_mulhrs_epi16((__m512i)a, (__m512i)b);
+#elif BS_PASS == 1
+    return (VS)_mm256_mulhrs_epi16((__m256i)a, (__m256i)b);
+#else
+    /* round(a b / 2^15), halves up, as pmulhrsw: (a b + 2^14) >> 15 (shifted non-negative first) */
+    VS r;
+    for (int i = 0; i < 2 * W; i++)
+        r[i] = (int16_t)((int32_t)((uint32_t)((int32_t)a[i] * b[i] + 0x4000 + 0x40000000) >> 15) - 0x8000);
+    return r;
+#endif
+}
+/* 32-bit sums of adjacent 16-bit products (pmaddwd) */
+static inline __attribute__((always_inline)) BS_TGT VI BS_SFX(madd16)(VS a, VS b) {
+#if BS_PASS == 2
+    return (VI)_mm512_madd_epi16((__m512i)a, (__m512i)b);
+#elif BS_PASS == 1
+    return (VI)_mm256_madd_epi16((__m256i)a, (__m256i)b);
+#else
+    VI r;
+    for (int i = 0; i < W; i++) r[i] = (int32_t)a[2 * i] * b[2 * i] + (int32_t)a[2 * i + 1] * b[2 * i + 1];
+    return r;
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT VS BS_SFX(clamp16)(VS v, VS lo, VS hi) {
+#if BS_PASS == 2
+    return (VS)_mm512_min_epi16(_mm512_max_epi16((__m512i)v, (__m512i)lo), (__m512i)hi);
+#elif BS_PASS == 1
+    return (VS)_mm256_min_epi16(_mm256_max_epi16((__m256i)v, (__m256i)lo), (__m256i)hi);
+#else
+    VS m = v < lo;
+    v = (m & lo) | (~m & v);
+    m = v > hi;
+    return (m & hi) | (~m & v);
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT VS BS_SFX(max16)(VS v, VS lo) {
+#if BS_PASS == 2
+    return (VS)_mm512_max_epi16((__m512i)v, (__m512i)lo);
+#elif BS_PASS == 1
+    return (VS)_mm256_max_epi16((__m256i)v, (__m256i)lo);
+#else
+    const VS m = v < lo;
+    return (m & lo) | (~m & v);
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT VS BS_SFX(min16)(VS v, VS hi) {
+#if BS_PASS == 2
+    return (VS)_mm512_min_epi16((__m512i)v, (__m512i)hi);
+#elif BS_PASS == 1
+    return (VS)_mm256_min_epi16((__m256i)v, (__m256i)hi);
+#else
+    const VS m = v > hi;
+    return (m & hi) | (~m & v);
+#endif
+}
+/* round to the nearest integer (even on ties) of v in [0, 65535], as an integer */
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(rndu)(VF v) {
+#if BS_PASS == 2
+    return (VU)_mm512_cvtps_epi32((__m512)v);
+#elif BS_PASS == 1
+    return (VU)_mm256_cvtps_epi32((__m256)v);
+#else
+    return BS_SFX(toint)(CR(v, SPLAT(0), SPLAT(65535)));
+#endif
+}
+#define IQ_K 12 /* U in [0, 2^IQ_K] */
+/* One candidate per lane (a2, b2: A and B in both 16-bit halves): its sums over the 16 pairs.
+ * sub/lo/hi (constants at every call): whether B is applied and q clamped below / above; a
+ * candidate skips a clamp only where it cannot bind (iq_clamps). */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(icand)(const uint32_t *pt, int h, VU a2, VU b2, VS qhi, bool sub, bool lo, bool hi, VI *sq, VI *sqq,
+              VI *squ) {
+    const VS a = (VS)a2, b = (VS)b2, z = (VS)(a2 - a2);
+    VS s = z;
+    VI s2 = (VI)(a2 - a2), su = s2;
+    _Pragma("GCC unroll 16") for (int p = 0; p < 16; p++) {
+        const VS u = (VS)LDU(pt + p * 16 + h * W);
+        VS q = BS_SFX(mulhrs16)(sub ? u - b : u, a);
+        if (lo && hi) q = BS_SFX(clamp16)(q, z, qhi);
+        else if (lo) q = BS_SFX(max16)(q, z);
+        else if (hi) q = BS_SFX(min16)(q, qhi);
+        s += q;
+        s2 += BS_SFX(madd16)(q, q);
+        su += BS_SFX(madd16)(q, u);
+    }
+    *sq = (VI)(((VU)s & 0xFFFFu) + ((VU)s >> 16));
+    *sqq = s2;
+    *squ = su;
+}
+/* Which clamps candidate (a, b) needs for U in [0, 2^IQ_K]: q = (v a + 2^14) >> 15 is >= 0 for
+ * every v >= -b if b a < 2^14 (or b <= 0), and <= nmax for every v <= 2^IQ_K - b if
+ * (2^IQ_K - b) a + 2^14 < (nmax + 1) 2^15. */
+static inline __attribute__((always_inline)) int BS_SFX(iq_clamps)(int a, int b, int nmax) {
+    const int lo = b > 0 && b * a >= (1 << 14);
+    const int hi = ((1 << IQ_K) - b) * a + (1 << 14) >= (nmax + 1) * (1 << 15);
+    return lo | hi << 1;
+}
+
+/* The candidates: N steps over the range (A = 8 N) and the first level B = O / N of the range
+ * above the min (O = 0 or 0.45 steps: the min rounds into level 0). */
+#define IQ_NC 10
+static const int16_t BS_SFX(iq_a)[IQ_NC] = { 238, 242, 246, 250, 254, 238, 242, 246, 250, 254 };
+static const int16_t BS_SFX(iq_b)[IQ_NC] = { 0, 0, 0, 0, 0, 62, 61, 60, 59, 58 };
+
+static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32_t *dout, uint32_t *mout) {
+    VF mn[NH], mx[NH], amax[NH], ia[NH], sx[NH], sxx[NH];
+    VI tiny[NH], flat[NH], scl[NH], live[NH];
+    FORH {
+        mn[h] = mx[h] = LDA(xt + h * W);
+        sx[h] = sxx[h] = SPLAT(0);
+    }
+    for (int j = 0; j < QK; j++)
+        FORH {
+            const VF v = LDA(xt + j * 16 + h * W);
+            mn[h] = VMIN(v, mn[h]);
+            mx[h] = VMAX(v, mx[h]);
+            sx[h] += v;
+            sxx[h] += v * v;
+        }
+    /* units as in fast_asym_s: x itself within 2^-40..2^40, else x / max|x| */
+    FORH {
+        const VF a0 = VABS(mn[h]), a1 = VABS(mx[h]);
+        const VF am = SEL(a1 > a0, a1, a0);
+        tiny[h] = am < SPLAT(BS_TINY);
+        flat[h] = ~tiny[h] & (mn[h] == mx[h]);
+        live[h] = ~tiny[h] & ~flat[h];
+        scl[h] = ~tiny[h] & ((am > SPLAT(0x1.0p40f)) | (am < SPLAT(0x1.0p-40f)));
+        amax[h] = SEL(scl[h], am, SPLAT(1));
+        ia[h] = SEL(scl[h], SPLAT(1) / SEL(scl[h], am, SPLAT(1)), SPLAT(1));
+    }
+    if (ANY(scl)) {
+        FORH sx[h] = sxx[h] = SPLAT(0);
+        for (int j = 0; j < QK; j++)
+            FORH {
+                const VF v = LDA(xt + j * 16 + h * W) * ia[h];
+                STA(xt + j * 16 + h * W, v);
+                sx[h] += v;
+                sxx[h] += v * v;
+            }
+    }
+    const VF hi = SPLAT((float)nmax), n = SPLAT((float)QK);
+    /* the integers U, in working units (mn * ia is the min of the scaled values) */
+    _Alignas(64) uint32_t pt[16 * 16];
+    VF mnw[NH], rw[NH];
+    VU su[NH];
+    FORH {
+        mnw[h] = mn[h] * ia[h];
+        rw[h] = SEL(live[h], mx[h] * ia[h] - mnw[h], SPLAT(1));
+        const VF sc = SPLAT((float)(1 << IQ_K)) / rw[h];
+        su[h] = (VU)(tiny[h] - tiny[h]);
+        for (int p = 0; p < 16; p++) {
+            /* x - min >= 0 and (x - min) * sc <= range * sc rounds to at most 2^IQ_K: no clamp */
+            const VU u0 = BS_SFX(rndu)((LDA(xt + p * 16 + h * W) - mnw[h]) * sc);
+            const VU u1 = BS_SFX(rndu)((LDA(xt + (p + 16) * 16 + h * W) - mnw[h]) * sc);
+            STU(pt + p * 16 + h * W, u0 | (u1 << 16));
+            su[h] += u0 + u1;
+        }
+    }
+    const VS qhi = (VS)((VU)(su[0] - su[0]) + (uint32_t)(nmax | (nmax << 16)));
+    /* the candidates, then (IQ_LL) one Lloyd step from the winner's least squares */
+    VI bc[NH], bd[NH], bq[NH];
+    VF bs[NH];
+    FORH {
+        bs[h] = SPLAT(-1);
+        bc[h] = bd[h] = bq[h] = (VI)(su[h] - su[h]);
+    }
+    for (int c = 0; c <= IQ_NC; c++)
+        FORH {
+            VU a2, b2;
+            if (c < IQ_NC) {
+                a2 = (VU)(su[h] - su[h]) + (uint32_t)(uint16_t)BS_SFX(iq_a)[c] * 0x10001u;
+                b2 = (VU)(su[h] - su[h]) + (uint32_t)(uint16_t)BS_SFX(iq_b)[c] * 0x10001u;
+            } else {
+                /* the winner's least-squares step and first level, rounded to integers */
+                const VI ok = bd[h] > 0;
+                const VF cf = __builtin_convertvector(bc[h], VF), df = __builtin_convertvector(bd[h], VF);
+                const VF du = SEL(ok, cf / SEL(ok, df, SPLAT(1)), SPLAT((float)(1 << IQ_K) / 31.f));
+                const VF muf = (__builtin_convertvector((VI)su[h], VF) - du * __builtin_convertvector(bq[h], VF)) * SPLAT(1.f / QK);
+                const VU av = CRI(SPLAT(32768.f) / SEL(du > SPLAT(1), du, SPLAT(1)), SPLAT(1), SPLAT(32767));
+                const VU bv = CRI(muf + SPLAT(16384.f), SPLAT(0), SPLAT(32767)) - 16384u;
+                a2 = (av + 1u) * 0x10001u; /* CRI returns q - lo */
+                b2 = (bv & 0xFFFFu) * 0x10001u;
+            }
+            VI sq, sqq, squ;
+            const int cl = c < IQ_NC ? BS_SFX(iq_clamps)(BS_SFX(iq_a)[c], BS_SFX(iq_b)[c], nmax) : 3;
+            const bool sub = c == IQ_NC || BS_SFX(iq_b)[c] != 0;
+            if (cl == 3) BS_SFX(icand)(pt, h, a2, b2, qhi, true, true, true, &sq, &sqq, &squ);
+            else if (cl == 2) BS_SFX(icand)(pt, h, a2, b2, qhi, sub, false, true, &sq, &sqq, &squ);
+            else if (cl == 1) BS_SFX(icand)(pt, h, a2, b2, qhi, sub, true, false, &sq, &sqq, &squ);
+            else if (sub) BS_SFX(icand)(pt, h, a2, b2, qhi, true, false, false, &sq, &sqq, &squ);
+            else BS_SFX(icand)(pt, h, a2, b2, qhi, false, false, false, &sq, &sqq, &squ);
+            const VI C = (VI)(QK * squ - sq * (VI)su[h]), D = QK * sqq - sq * sq;
+            const VI ok = live[h] & (D > 0);
+            const VF cf = __builtin_convertvector(C, VF);
+            const VF s = SEL(ok, (cf * cf) / SEL(ok, __builtin_convertvector(D, VF), SPLAT(1)), SPLAT(-1));
+            const VI g = s > bs[h];
+            bs[h] = SEL(g, s, bs[h]);
+            bc[h] = (g & C) | (~g & bc[h]);
+            bd[h] = (g & D) | (~g & bd[h]);
+            bq[h] = (g & sq) | (~g & bq[h]);
+        }
+    /* the winner's (d, m) at fp16, its integers re-rounded there, then the least-squares (d, m) of
+     * those integers at fp16 if their error (from the sums) is lower */
+    VU hd[NH], hm[NH];
+    VF dq[NH], mq[NH];
+    FORH {
+        const VI ok = bd[h] > 0;
+        const VF cf = __builtin_convertvector(bc[h], VF), df = __builtin_convertvector(bd[h], VF);
+        const VF du = SEL(ok, cf / SEL(ok, df, SPLAT(1)), SPLAT((float)(1 << IQ_K) / 31.f));
+        const VF muf = (__builtin_convertvector((VI)su[h], VF) - du * __builtin_convertvector(bq[h], VF)) * SPLAT(1.f / QK);
+        const VF s = rw[h] * SPLAT(1.f / (float)(1 << IQ_K));
+        const VF d = (du * s) * amax[h], m = (mnw[h] + muf * s) * amax[h];
+        hd[h] = SELU(live[h], F2H(SEL(live[h], d, SPLAT(0))), (VU)(su[h] - su[h]));
+        hm[h] = SELU(live[h], F2H(SEL(live[h], m, SPLAT(0))), SELU(flat[h], F2H(SEL(flat[h], mn[h], SPLAT(0))), (VU)(su[h] - su[h])));
+        dq[h] = H2F(hd[h]) * ia[h];
+        mq[h] = H2F(hm[h]) * ia[h];
+    }
+    FORH {
+        const VI nz = dq[h] != SPLAT(0);
+        const VF id = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
+        VF q1 = SPLAT(0), q2 = SPLAT(0), qx = SPLAT(0);
+        for (int j = 0; j < QK; j++) {
+            const VF xv = LDA(xt + j * 16 + h * W);
+            const VF q = CRF((xv - mq[h]) * id, SPLAT(0), hi);
+            STU(ct + j * 16 + h * W, BS_SFX(toint)(q));
+            q1 += q;
+            q2 += q * q;
+            qx += q * xv;
+        }
+        const VF e0 = BS_SFX(asym_err)(sxx[h], sx[h], dq[h], mq[h], q1, q2, qx);
+        const VF D = n * q2 - q1 * q1;
+        const VI ok = live[h] & (D > SPLAT(1e-6f) * (n * q2));
+        const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
+        const VF dn = ((n * qx - sx[h] * q1) * iD) * amax[h];
+        const VF mnn = ((q2 * sx[h] - q1 * qx) * iD) * amax[h];
+        const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
+        const VU nd = F2H(SEL(fin, dn, SPLAT(0))), nm = F2H(SEL(fin, mnn, SPLAT(0)));
+        const VF el = BS_SFX(asym_err)(sxx[h], sx[h], H2F(nd) * ia[h], H2F(nm) * ia[h], q1, q2, qx);
+        const VI g = fin & (el < e0);
+        STU(dout + h * W, SELU(g, nd, hd[h]));
+        STU(mout + h * W, SELU(g, nm, hm[h]));
+    }
+}
+
 /* Packs the 16 lanes' integers ct (transposed) into blocks i0 .. i0+nb-1 of a legacy row (kind as
  * iqf_best_legacy_row): the packed words are built lane-wise, then stored per block. */
 static inline __attribute__((always_inline)) BS_TGT void
@@ -994,11 +1250,12 @@ static BS_TGT void BS_SFX(asym_block)(const float *x, const float *w, int nmax, 
         /* the fast search without an imatrix, q4_1 only: q5_1's fast search lost test_best_files'
          * margin (libllama KLD best/compat 1.003 on its 6 chunks, from token_embd), so q5_1 keeps
          * the dense search */
-        if (nmax == 15 && uniform_weights(w, wn0)) {
+        if (uniform_weights(w, wn0)) {
             _Alignas(64) float xt[QK * 16];
             _Alignas(64) uint32_t ct[QK * 16], dd[16], mm[16];
             BS_SFX(transpose)(1, x, xt);
-            BS_SFX(fast_asym_s)(xt, nmax, ct, dd, mm);
+            if (nmax == 31) BS_SFX(fast_asym_i)(xt, nmax, ct, dd, mm);
+            else BS_SFX(fast_asym_s)(xt, nmax, ct, dd, mm);
             for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
             *d = (iqf_half)dd[0];
             *m = (iqf_half)mm[0];
@@ -1246,7 +1503,7 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
     static const int qmins[5] = { -8, 0, -16, 0, -127 }, qmaxs[5] = { 7, 15, 15, 31, 127 };
     const int qmin = qmins[kind], qmax = qmaxs[kind];
     const bool asym = kind == 1 || kind == 3;
-    if ((qw && kind != 4) || kind == 3) { /* the dense search, block by block (q5_1 always) */
+    if (qw && kind != 4) { /* the dense search, block by block (q5_1 always) */
         const float sigma2 = qw ? row_sigma2(x, n) : 0.f;
         float w[QK];
         uint8_t L[QK];
@@ -1274,7 +1531,8 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
         if (qw) {
             BS_SFX(batch_weights)(xt[k], qt[k], sigma2, wt);
             BS_SFX(fast_sym_impl)(xt[k], wt, qmin, qmax, ct, d);
-        } else if (asym) BS_SFX(fast_asym_s)(xt[k], qmax, ct, d, m);
+        } else if (kind == 3) BS_SFX(fast_asym_i)(xt[k], qmax, ct, d, m);
+        else if (asym) BS_SFX(fast_asym_s)(xt[k], qmax, ct, d, m);
         else if (kind == 4) BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
         else BS_SFX(fast_sym_s)(xt[k], qmin, qmax, ct, d);
         BS_SFX(pack_batch)(kind, ct, d, m, nbb, vy, i0);
@@ -1307,3 +1565,4 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
 #undef VMAX
 #undef VMIN
 #undef VUA
+#undef VS
