@@ -811,6 +811,16 @@ static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(rndu)(VF v) {
     return BS_SFX(toint)(CR(v, SPLAT(0), SPLAT(65535)));
 #endif
 }
+/* SEL by the level's blend instruction (m lanes 0 or -1) */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(blend)(VI m, VF a, VF b) {
+#if BS_PASS == 2
+    return (VF)_mm512_mask_blend_ps(_mm512_movepi32_mask((__m512i)m), (__m512)b, (__m512)a);
+#elif BS_PASS == 1
+    return (VF)_mm256_blendv_ps((__m256)b, (__m256)a, (__m256)m);
+#else
+    return SEL(m, a, b);
+#endif
+}
 #define IQ_K 12 /* U in [0, 2^IQ_K] */
 /* One candidate per lane (a2, b2: A and B in both 16-bit halves): its sums over the 16 pairs.
  * sub/lo/hi (constants at every call): whether B is applied and q clamped below / above; a
@@ -847,23 +857,18 @@ static inline __attribute__((always_inline)) int BS_SFX(iq_clamps)(int a, int b,
 /* The candidates: N steps over the range (A = 8 N) and the first level B = O / N of the range
  * above the min (O = 0 or 0.45 steps: the min rounds into level 0). */
 #define IQ_NC 10
-static const int16_t BS_SFX(iq_a)[IQ_NC] = { 238, 242, 246, 250, 254, 238, 242, 246, 250, 254 };
-static const int16_t BS_SFX(iq_b)[IQ_NC] = { 0, 0, 0, 0, 0, 62, 61, 60, 59, 58 };
+static const int16_t BS_SFX(iq_a)[IQ_NC] = { 234, 238, 243, 248, 252, 234, 238, 243, 248, 252 };
+static const int16_t BS_SFX(iq_b)[IQ_NC] = { 0, 0, 0, 0, 0, 35, 34, 34, 33, 33 };
 
 static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32_t *dout, uint32_t *mout) {
-    VF mn[NH], mx[NH], amax[NH], ia[NH], sx[NH], sxx[NH];
+    VF mn[NH], mx[NH], amax[NH], ia[NH];
     VI tiny[NH], flat[NH], scl[NH], live[NH];
-    FORH {
-        mn[h] = mx[h] = LDA(xt + h * W);
-        sx[h] = sxx[h] = SPLAT(0);
-    }
+    FORH mn[h] = mx[h] = LDA(xt + h * W);
     for (int j = 0; j < QK; j++)
         FORH {
             const VF v = LDA(xt + j * 16 + h * W);
             mn[h] = VMIN(v, mn[h]);
             mx[h] = VMAX(v, mx[h]);
-            sx[h] += v;
-            sxx[h] += v * v;
         }
     /* units as in fast_asym_s: x itself within 2^-40..2^40, else x / max|x| */
     FORH {
@@ -876,17 +881,10 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32
         amax[h] = SEL(scl[h], am, SPLAT(1));
         ia[h] = SEL(scl[h], SPLAT(1) / SEL(scl[h], am, SPLAT(1)), SPLAT(1));
     }
-    if (ANY(scl)) {
-        FORH sx[h] = sxx[h] = SPLAT(0);
+    if (ANY(scl))
         for (int j = 0; j < QK; j++)
-            FORH {
-                const VF v = LDA(xt + j * 16 + h * W) * ia[h];
-                STA(xt + j * 16 + h * W, v);
-                sx[h] += v;
-                sxx[h] += v * v;
-            }
-    }
-    const VF hi = SPLAT((float)nmax), n = SPLAT((float)QK);
+            FORH STA(xt + j * 16 + h * W, LDA(xt + j * 16 + h * W) * ia[h]); /* x 1 elsewhere: exact */
+    const VF hi = SPLAT((float)nmax);
     /* the integers U, in working units (mn * ia is the min of the scaled values) */
     _Alignas(64) uint32_t pt[16 * 16];
     VF mnw[NH], rw[NH];
@@ -905,12 +903,16 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32
         }
     }
     const VS qhi = (VS)((VU)(su[0] - su[0]) + (uint32_t)(nmax | (nmax << 16)));
-    /* the candidates, then (IQ_LL) one Lloyd step from the winner's least squares */
-    VI bc[NH], bd[NH], bq[NH];
-    VF bs[NH];
+    /* the candidates, then one Lloyd step from the winner's least squares. The best so far per
+     * lane: its C^2 (bcc), C, D and sum q as floats; a candidate wins if C^2 / D is larger
+     * (compared as C^2 bD > bC^2 D, D > 0), the first one on ties. */
+    VF bcc[NH], bcf[NH], bdf[NH];
+    VI bq[NH];
     FORH {
-        bs[h] = SPLAT(-1);
-        bc[h] = bd[h] = bq[h] = (VI)(su[h] - su[h]);
+        bcc[h] = SPLAT(-1);
+        bcf[h] = SPLAT(0);
+        bdf[h] = SPLAT(1);
+        bq[h] = (VI)(su[h] - su[h]);
     }
     for (int c = 0; c <= IQ_NC; c++)
         FORH {
@@ -919,10 +921,10 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32
                 a2 = (VU)(su[h] - su[h]) + (uint32_t)(uint16_t)BS_SFX(iq_a)[c] * 0x10001u;
                 b2 = (VU)(su[h] - su[h]) + (uint32_t)(uint16_t)BS_SFX(iq_b)[c] * 0x10001u;
             } else {
-                /* the winner's least-squares step and first level, rounded to integers */
-                const VI ok = bd[h] > 0;
-                const VF cf = __builtin_convertvector(bc[h], VF), df = __builtin_convertvector(bd[h], VF);
-                const VF du = SEL(ok, cf / SEL(ok, df, SPLAT(1)), SPLAT((float)(1 << IQ_K) / 31.f));
+                /* the winner's least-squares step and first level, rounded to integers (no winner:
+                 * ggml's grid) */
+                const VI ok = bcc[h] >= SPLAT(0);
+                const VF du = SEL(ok, bcf[h] / bdf[h], SPLAT((float)(1 << IQ_K) / 31.f));
                 const VF muf = (__builtin_convertvector((VI)su[h], VF) - du * __builtin_convertvector(bq[h], VF)) * SPLAT(1.f / QK);
                 const VU av = CRI(SPLAT(32768.f) / SEL(du > SPLAT(1), du, SPLAT(1)), SPLAT(1), SPLAT(32767));
                 const VU bv = CRI(muf + SPLAT(16384.f), SPLAT(0), SPLAT(32767)) - 16384u;
@@ -937,56 +939,35 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32
             else if (cl == 1) BS_SFX(icand)(pt, h, a2, b2, qhi, sub, true, false, &sq, &sqq, &squ);
             else if (sub) BS_SFX(icand)(pt, h, a2, b2, qhi, true, false, false, &sq, &sqq, &squ);
             else BS_SFX(icand)(pt, h, a2, b2, qhi, false, false, false, &sq, &sqq, &squ);
+            /* D >= 0 (Cauchy-Schwarz) and D = 0 only if every q is equal, then C = 0 too, and
+             * 0 > bC^2 * 0 is false: such a candidate never wins */
             const VI C = (VI)(QK * squ - sq * (VI)su[h]), D = QK * sqq - sq * sq;
-            const VI ok = live[h] & (D > 0);
-            const VF cf = __builtin_convertvector(C, VF);
-            const VF s = SEL(ok, (cf * cf) / SEL(ok, __builtin_convertvector(D, VF), SPLAT(1)), SPLAT(-1));
-            const VI g = s > bs[h];
-            bs[h] = SEL(g, s, bs[h]);
-            bc[h] = (g & C) | (~g & bc[h]);
-            bd[h] = (g & D) | (~g & bd[h]);
-            bq[h] = (g & sq) | (~g & bq[h]);
+            const VF cf = __builtin_convertvector(C, VF), df = __builtin_convertvector(D, VF);
+            const VF c2 = cf * cf;
+            const VI g = c2 * bdf[h] > bcc[h] * df;
+            bcc[h] = BS_SFX(blend)(g, c2, bcc[h]);
+            bcf[h] = BS_SFX(blend)(g, cf, bcf[h]);
+            bdf[h] = BS_SFX(blend)(g, df, bdf[h]);
+            bq[h] = (VI)BS_SFX(blend)(g, (VF)sq, (VF)bq[h]);
         }
-    /* the winner's (d, m) at fp16, its integers re-rounded there, then the least-squares (d, m) of
-     * those integers at fp16 if their error (from the sums) is lower */
-    VU hd[NH], hm[NH];
-    VF dq[NH], mq[NH];
+    /* the winner's (d, m) at fp16 and the integers re-rounded there (a least-squares step on the
+     * floats after it gains about a tenth of the next candidate's worth and costs five: none) */
     FORH {
-        const VI ok = bd[h] > 0;
-        const VF cf = __builtin_convertvector(bc[h], VF), df = __builtin_convertvector(bd[h], VF);
-        const VF du = SEL(ok, cf / SEL(ok, df, SPLAT(1)), SPLAT((float)(1 << IQ_K) / 31.f));
+        const VI ok = bcc[h] >= SPLAT(0);
+        const VF du = SEL(ok, bcf[h] / bdf[h], SPLAT((float)(1 << IQ_K) / 31.f));
         const VF muf = (__builtin_convertvector((VI)su[h], VF) - du * __builtin_convertvector(bq[h], VF)) * SPLAT(1.f / QK);
         const VF s = rw[h] * SPLAT(1.f / (float)(1 << IQ_K));
         const VF d = (du * s) * amax[h], m = (mnw[h] + muf * s) * amax[h];
-        hd[h] = SELU(live[h], F2H(SEL(live[h], d, SPLAT(0))), (VU)(su[h] - su[h]));
-        hm[h] = SELU(live[h], F2H(SEL(live[h], m, SPLAT(0))), SELU(flat[h], F2H(SEL(flat[h], mn[h], SPLAT(0))), (VU)(su[h] - su[h])));
-        dq[h] = H2F(hd[h]) * ia[h];
-        mq[h] = H2F(hm[h]) * ia[h];
-    }
-    FORH {
-        const VI nz = dq[h] != SPLAT(0);
-        const VF id = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
-        VF q1 = SPLAT(0), q2 = SPLAT(0), qx = SPLAT(0);
-        for (int j = 0; j < QK; j++) {
-            const VF xv = LDA(xt + j * 16 + h * W);
-            const VF q = CRF((xv - mq[h]) * id, SPLAT(0), hi);
-            STU(ct + j * 16 + h * W, BS_SFX(toint)(q));
-            q1 += q;
-            q2 += q * q;
-            qx += q * xv;
-        }
-        const VF e0 = BS_SFX(asym_err)(sxx[h], sx[h], dq[h], mq[h], q1, q2, qx);
-        const VF D = n * q2 - q1 * q1;
-        const VI ok = live[h] & (D > SPLAT(1e-6f) * (n * q2));
-        const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
-        const VF dn = ((n * qx - sx[h] * q1) * iD) * amax[h];
-        const VF mnn = ((q2 * sx[h] - q1 * qx) * iD) * amax[h];
-        const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
-        const VU nd = F2H(SEL(fin, dn, SPLAT(0))), nm = F2H(SEL(fin, mnn, SPLAT(0)));
-        const VF el = BS_SFX(asym_err)(sxx[h], sx[h], H2F(nd) * ia[h], H2F(nm) * ia[h], q1, q2, qx);
-        const VI g = fin & (el < e0);
-        STU(dout + h * W, SELU(g, nd, hd[h]));
-        STU(mout + h * W, SELU(g, nm, hm[h]));
+        const VU z = (VU)(su[h] - su[h]);
+        const VU hd = SELU(live[h], F2H(SEL(live[h], d, SPLAT(0))), z);
+        const VU hm = SELU(live[h], F2H(SEL(live[h], m, SPLAT(0))), SELU(flat[h], F2H(SEL(flat[h], mn[h], SPLAT(0))), z));
+        STU(dout + h * W, hd);
+        STU(mout + h * W, hm);
+        const VF dq = H2F(hd) * ia[h], mq = H2F(hm) * ia[h];
+        const VI nz = dq != SPLAT(0);
+        const VF id = SEL(nz, SPLAT(1) / SEL(nz, dq, SPLAT(1)), SPLAT(0));
+        for (int j = 0; j < QK; j++)
+            STU(ct + j * 16 + h * W, CRI((LDA(xt + j * 16 + h * W) - mq) * id, SPLAT(0), hi));
     }
 }
 
@@ -1011,7 +992,10 @@ BS_SFX(pack_batch)(int kind, const uint32_t *ct, const uint32_t *d, const uint32
     if (kind == 2 || kind == 3)
         FORH {
             VU v = LDU(ct + h * W) - LDU(ct + h * W);
-            for (int j = 0; j < QK; j++) v |= ((LDU(ct + j * 16 + h * W) >> 4) & 1u) << j;
+            for (int j = 0; j < QK; j++) {
+                const VU b4 = LDU(ct + j * 16 + h * W) & 0x10u; /* bit 4 to bit j */
+                v |= j >= 4 ? b4 << (j - 4) : b4 >> (4 - j);
+            }
             STU(wq + 8 * 16 + h * W, v);
         }
     for (int b = 0; b < nb; b++) {
