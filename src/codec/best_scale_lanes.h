@@ -194,25 +194,22 @@ static inline __attribute__((always_inline)) BS_TGT void BS_SFX(transpose)(int n
         }
     }
 #elif BS_PASS == 1
+    /* 8x8 tiles: 128-bit halves of rows b and b + 4 side by side (the insert takes its half from
+     * memory), then 4x4 transposes within the 128-bit lanes */
     for (int g = 0; g < 2; g++)
-        for (int j0 = 0; j0 < QK; j0 += 8) {
-            __m256 r[8], u[8], v[8];
-            for (int b = 0; b < 8; b++) r[b] = _mm256_loadu_ps(xb[8 * g + b] + j0);
-            for (int b = 0; b < 8; b += 2) {
-                u[b] = _mm256_unpacklo_ps(r[b], r[b + 1]);
-                u[b + 1] = _mm256_unpackhi_ps(r[b], r[b + 1]);
-            }
-            for (int b = 0; b < 8; b += 4) {
-                v[b] = _mm256_shuffle_ps(u[b], u[b + 2], 0x44);
-                v[b + 1] = _mm256_shuffle_ps(u[b], u[b + 2], 0xEE);
-                v[b + 2] = _mm256_shuffle_ps(u[b + 1], u[b + 3], 0x44);
-                v[b + 3] = _mm256_shuffle_ps(u[b + 1], u[b + 3], 0xEE);
-            }
-            /* v[4q + c]: per 128-bit lane L, value j0 + 4L + c of blocks 4q..4q+3 */
-            for (int c = 0; c < 4; c++) {
-                _mm256_store_ps(t + (j0 + c) * 16 + 8 * g, _mm256_permute2f128_ps(v[c], v[4 + c], 0x20));
-                _mm256_store_ps(t + (j0 + 4 + c) * 16 + 8 * g, _mm256_permute2f128_ps(v[c], v[4 + c], 0x31));
-            }
+        for (int j0 = 0; j0 < QK; j0 += 4) {
+            __m256 r[4], u[4];
+            for (int b = 0; b < 4; b++)
+                r[b] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(xb[8 * g + b] + j0)),
+                                            _mm_loadu_ps(xb[8 * g + b + 4] + j0), 1);
+            u[0] = _mm256_unpacklo_ps(r[0], r[1]);
+            u[1] = _mm256_unpackhi_ps(r[0], r[1]);
+            u[2] = _mm256_unpacklo_ps(r[2], r[3]);
+            u[3] = _mm256_unpackhi_ps(r[2], r[3]);
+            _mm256_store_ps(t + (j0 + 0) * 16 + 8 * g, _mm256_shuffle_ps(u[0], u[2], 0x44));
+            _mm256_store_ps(t + (j0 + 1) * 16 + 8 * g, _mm256_shuffle_ps(u[0], u[2], 0xEE));
+            _mm256_store_ps(t + (j0 + 2) * 16 + 8 * g, _mm256_shuffle_ps(u[1], u[3], 0x44));
+            _mm256_store_ps(t + (j0 + 3) * 16 + 8 * g, _mm256_shuffle_ps(u[1], u[3], 0xEE));
         }
 #else
     for (int b = 0; b < 16; b++)
@@ -821,7 +818,6 @@ static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(blend)(VI m, VF a,
     return SEL(m, a, b);
 #endif
 }
-#define IQ_K 12 /* U in [0, 2^IQ_K] */
 /* One candidate per lane (a2, b2: A and B in both 16-bit halves): its sums over the 16 pairs.
  * sub/lo/hi (constants at every call): whether B is applied and q clamped below / above; a
  * candidate skips a clamp only where it cannot bind (iq_clamps). */
@@ -845,22 +841,39 @@ BS_SFX(icand)(const uint32_t *pt, int h, VU a2, VU b2, VS qhi, bool sub, bool lo
     *sqq = s2;
     *squ = su;
 }
-/* Which clamps candidate (a, b) needs for U in [0, 2^IQ_K]: q = (v a + 2^14) >> 15 is >= 0 for
- * every v >= -b if b a < 2^14 (or b <= 0), and <= nmax for every v <= 2^IQ_K - b if
- * (2^IQ_K - b) a + 2^14 < (nmax + 1) 2^15. */
-static inline __attribute__((always_inline)) int BS_SFX(iq_clamps)(int a, int b, int nmax) {
+/* Which clamps candidate (a, b) needs for U in [0, 2^k]: q = (v a + 2^14) >> 15 is >= 0 for
+ * every v >= -b if b a < 2^14 (or b <= 0), and <= nmax for every v <= 2^k - b if
+ * (2^k - b) a + 2^14 < (nmax + 1) 2^15. */
+static inline __attribute__((always_inline)) int BS_SFX(iq_clamps)(int a, int b, int nmax, int k) {
     const int lo = b > 0 && b * a >= (1 << 14);
-    const int hi = ((1 << IQ_K) - b) * a + (1 << 14) >= (nmax + 1) * (1 << 15);
+    const int hi = ((1 << k) - b) * a + (1 << 14) >= (nmax + 1) * (1 << 15);
     return lo | hi << 1;
 }
 
-/* The candidates: N steps over the range (A = 8 N) and the first level B = O / N of the range
- * above the min (O = 0 or 0.45 steps: the min rounds into level 0). */
-#define IQ_NC 10
-static const int16_t BS_SFX(iq_a)[IQ_NC] = { 234, 238, 243, 248, 252, 234, 238, 243, 248, 252 };
-static const int16_t BS_SFX(iq_b)[IQ_NC] = { 0, 0, 0, 0, 0, 35, 34, 34, 33, 33 };
+/* The candidates: N steps over the range (A = N 2^(15-k)) and the first level B = O / N of the
+ * range above the min (O = 0 or a fraction of a step: the min still rounds into level 0).
+ * U in [0, 2^k]: k = 12 for q5_1, 11 for q4_1 (A about 240 either way). Chosen on kjv-3m's
+ * weights and checked on N(0,1) data (docs/PERFORMANCE.md). */
+#define IQ_NC5 10
+static const int16_t BS_SFX(iq_a5)[IQ_NC5] = { 234, 238, 243, 248, 252, 234, 238, 243, 248, 252 };
+static const int16_t BS_SFX(iq_b5)[IQ_NC5] = { 0, 0, 0, 0, 0, 35, 34, 34, 33, 33 };
+#ifndef IQ_NC4
+#define IQ_NC4 4
+#endif
+#if IQ_NC4 == 4
+static const int16_t BS_SFX(iq_a4)[IQ_NC4] = { 224, 248, 224, 248 };
+static const int16_t BS_SFX(iq_b4)[IQ_NC4] = { 0, 0, 59, 53 };
+#elif IQ_NC4 == 5
+static const int16_t BS_SFX(iq_a4)[IQ_NC4] = { 224, 236, 248, 230, 254 };
+static const int16_t BS_SFX(iq_b4)[IQ_NC4] = { 0, 0, 0, 57, 52 };
+#else
+static const int16_t BS_SFX(iq_a4)[IQ_NC4] = { 224, 236, 248, 230, 242, 254 };
+static const int16_t BS_SFX(iq_b4)[IQ_NC4] = { 0, 0, 0, 57, 54, 52 };
+#endif
 
-static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32_t *dout, uint32_t *mout) {
+/* Writes the packed words of the 16 lanes to wq (as pack_batch: nibble word k at wq[k * 16 + b],
+ * q5_1's high bits at wq[8 * 16 + b]) and the fp16 d and m to dout, mout. */
+static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *wq, uint32_t *dout, uint32_t *mout) {
     VF mn[NH], mx[NH], amax[NH], ia[NH];
     VI tiny[NH], flat[NH], scl[NH], live[NH];
     FORH mn[h] = mx[h] = LDA(xt + h * W);
@@ -885,6 +898,9 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32
         for (int j = 0; j < QK; j++)
             FORH STA(xt + j * 16 + h * W, LDA(xt + j * 16 + h * W) * ia[h]); /* x 1 elsewhere: exact */
     const VF hi = SPLAT((float)nmax);
+    const int ik = nmax == 15 ? 11 : 12, nc = nmax == 15 ? IQ_NC4 : IQ_NC5;
+    const int16_t *ta = nmax == 15 ? BS_SFX(iq_a4) : BS_SFX(iq_a5), *tb = nmax == 15 ? BS_SFX(iq_b4) : BS_SFX(iq_b5);
+    const float top = (float)(1 << ik);
     /* the integers U, in working units (mn * ia is the min of the scaled values) */
     _Alignas(64) uint32_t pt[16 * 16];
     VF mnw[NH], rw[NH];
@@ -892,10 +908,10 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32
     FORH {
         mnw[h] = mn[h] * ia[h];
         rw[h] = SEL(live[h], mx[h] * ia[h] - mnw[h], SPLAT(1));
-        const VF sc = SPLAT((float)(1 << IQ_K)) / rw[h];
+        const VF sc = SPLAT(top) / rw[h];
         su[h] = (VU)(tiny[h] - tiny[h]);
         for (int p = 0; p < 16; p++) {
-            /* x - min >= 0 and (x - min) * sc <= range * sc rounds to at most 2^IQ_K: no clamp */
+            /* x - min >= 0 and (x - min) * sc <= range * sc rounds to at most 2^k: no clamp */
             const VU u0 = BS_SFX(rndu)((LDA(xt + p * 16 + h * W) - mnw[h]) * sc);
             const VU u1 = BS_SFX(rndu)((LDA(xt + (p + 16) * 16 + h * W) - mnw[h]) * sc);
             STU(pt + p * 16 + h * W, u0 | (u1 << 16));
@@ -914,17 +930,17 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32
         bdf[h] = SPLAT(1);
         bq[h] = (VI)(su[h] - su[h]);
     }
-    for (int c = 0; c <= IQ_NC; c++)
+    for (int c = 0; c <= nc; c++)
         FORH {
             VU a2, b2;
-            if (c < IQ_NC) {
-                a2 = (VU)(su[h] - su[h]) + (uint32_t)(uint16_t)BS_SFX(iq_a)[c] * 0x10001u;
-                b2 = (VU)(su[h] - su[h]) + (uint32_t)(uint16_t)BS_SFX(iq_b)[c] * 0x10001u;
+            if (c < nc) {
+                a2 = (VU)(su[h] - su[h]) + (uint32_t)(uint16_t)ta[c] * 0x10001u;
+                b2 = (VU)(su[h] - su[h]) + (uint32_t)(uint16_t)tb[c] * 0x10001u;
             } else {
                 /* the winner's least-squares step and first level, rounded to integers (no winner:
                  * ggml's grid) */
                 const VI ok = bcc[h] >= SPLAT(0);
-                const VF du = SEL(ok, bcf[h] / bdf[h], SPLAT((float)(1 << IQ_K) / 31.f));
+                const VF du = SEL(ok, bcf[h] / bdf[h], SPLAT(top / (float)nmax));
                 const VF muf = (__builtin_convertvector((VI)su[h], VF) - du * __builtin_convertvector(bq[h], VF)) * SPLAT(1.f / QK);
                 const VU av = CRI(SPLAT(32768.f) / SEL(du > SPLAT(1), du, SPLAT(1)), SPLAT(1), SPLAT(32767));
                 const VU bv = CRI(muf + SPLAT(16384.f), SPLAT(0), SPLAT(32767)) - 16384u;
@@ -932,8 +948,8 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32
                 b2 = (bv & 0xFFFFu) * 0x10001u;
             }
             VI sq, sqq, squ;
-            const int cl = c < IQ_NC ? BS_SFX(iq_clamps)(BS_SFX(iq_a)[c], BS_SFX(iq_b)[c], nmax) : 3;
-            const bool sub = c == IQ_NC || BS_SFX(iq_b)[c] != 0;
+            const int cl = c < nc ? BS_SFX(iq_clamps)(ta[c], tb[c], nmax, ik) : 3;
+            const bool sub = c == nc || tb[c] != 0;
             if (cl == 3) BS_SFX(icand)(pt, h, a2, b2, qhi, true, true, true, &sq, &sqq, &squ);
             else if (cl == 2) BS_SFX(icand)(pt, h, a2, b2, qhi, sub, false, true, &sq, &sqq, &squ);
             else if (cl == 1) BS_SFX(icand)(pt, h, a2, b2, qhi, sub, true, false, &sq, &sqq, &squ);
@@ -954,9 +970,9 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32
      * floats after it gains about a tenth of the next candidate's worth and costs five: none) */
     FORH {
         const VI ok = bcc[h] >= SPLAT(0);
-        const VF du = SEL(ok, bcf[h] / bdf[h], SPLAT((float)(1 << IQ_K) / 31.f));
+        const VF du = SEL(ok, bcf[h] / bdf[h], SPLAT(top / (float)nmax));
         const VF muf = (__builtin_convertvector((VI)su[h], VF) - du * __builtin_convertvector(bq[h], VF)) * SPLAT(1.f / QK);
-        const VF s = rw[h] * SPLAT(1.f / (float)(1 << IQ_K));
+        const VF s = rw[h] * SPLAT(1.f / top);
         const VF d = (du * s) * amax[h], m = (mnw[h] + muf * s) * amax[h];
         const VU z = (VU)(su[h] - su[h]);
         const VU hd = SELU(live[h], F2H(SEL(live[h], d, SPLAT(0))), z);
@@ -966,11 +982,30 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *ct, uint32
         const VF dq = H2F(hd) * ia[h], mq = H2F(hm) * ia[h];
         const VI nz = dq != SPLAT(0);
         const VF id = SEL(nz, SPLAT(1) / SEL(nz, dq, SPLAT(1)), SPLAT(0));
-        for (int j = 0; j < QK; j++)
-            STU(ct + j * 16 + h * W, CRI((LDA(xt + j * 16 + h * W) - mq) * id, SPLAT(0), hi));
+        /* packed as they are rounded: value j and j + 16 share a byte, q5_1's bit 4 to bit j */
+        VU qh = z;
+        for (int k = 0; k < 4; k++) {
+            VU v = z;
+            for (int t = 0; t < 4; t++) {
+                const int j = 4 * k + t;
+                const VU qa = CRI((LDA(xt + j * 16 + h * W) - mq) * id, SPLAT(0), hi);
+                const VU qb = CRI((LDA(xt + (j + 16) * 16 + h * W) - mq) * id, SPLAT(0), hi);
+                if (nmax == 31) {
+                    v |= ((qa & 0xFu) | ((qb & 0xFu) << 4)) << (8 * t);
+                    qh |= (j >= 4 ? (qa & 0x10u) << (j - 4) : (qa & 0x10u) >> (4 - j)) | ((qb & 0x10u) << (j + 12));
+                } else {
+                    v |= (qa | (qb << 4)) << (8 * t); /* q <= 15 */
+                }
+            }
+            STU(wq + k * 16 + h * W, v);
+        }
+        if (nmax == 31) STU(wq + 8 * 16 + h * W, qh);
     }
 }
 
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(store_words)(int kind, const uint32_t *wq, const uint32_t *d, const uint32_t *m, int nb, void *vy,
+                    int64_t i0);
 /* Packs the 16 lanes' integers ct (transposed) into blocks i0 .. i0+nb-1 of a legacy row (kind as
  * iqf_best_legacy_row): the packed words are built lane-wise, then stored per block. */
 static inline __attribute__((always_inline)) BS_TGT void
@@ -998,6 +1033,14 @@ BS_SFX(pack_batch)(int kind, const uint32_t *ct, const uint32_t *d, const uint32
             }
             STU(wq + 8 * 16 + h * W, v);
         }
+    BS_SFX(store_words)(kind, wq, d, m, nb, vy, i0);
+}
+/* Stores blocks i0 .. i0+nb-1 from the lane-wise packed words wq (word k of lane b at
+ * wq[k * 16 + b]: 4 nibble words (8 for q8_0), q5's high bits at wq[8 * 16 + b]). */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(store_words)(int kind, const uint32_t *wq, const uint32_t *d, const uint32_t *m, int nb, void *vy,
+                    int64_t i0) {
+    const int nw = kind == 4 ? 8 : 4;
     for (int b = 0; b < nb; b++) {
         /* word by word: a 16-byte copy of words stored one by one would stall on forwarding */
         uint8_t *qs, *qh = NULL;
@@ -1238,9 +1281,17 @@ static BS_TGT void BS_SFX(asym_block)(const float *x, const float *w, int nmax, 
             _Alignas(64) float xt[QK * 16];
             _Alignas(64) uint32_t ct[QK * 16], dd[16], mm[16];
             BS_SFX(transpose)(1, x, xt);
-            if (nmax == 31) BS_SFX(fast_asym_i)(xt, nmax, ct, dd, mm);
-            else BS_SFX(fast_asym_s)(xt, nmax, ct, dd, mm);
-            for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
+            if (Q41_INT || nmax == 31) {
+                BS_SFX(fast_asym_i)(xt, nmax, ct, dd, mm); /* packed words (ct as wq) */
+                for (int j = 0; j < 16; j++) {
+                    const uint32_t by = (ct[(j / 4) * 16] >> (8 * (j % 4))) & 0xFFu, qh = ct[8 * 16];
+                    L[j] = (uint8_t)((by & 0xFu) | (nmax == 31 ? ((qh >> j) & 1u) << 4 : 0u));
+                    L[j + 16] = (uint8_t)((by >> 4) | (nmax == 31 ? ((qh >> (j + 16)) & 1u) << 4 : 0u));
+                }
+            } else {
+                BS_SFX(fast_asym_s)(xt, nmax, ct, dd, mm);
+                for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
+            }
             *d = (iqf_half)dd[0];
             *m = (iqf_half)mm[0];
             return;
@@ -1515,8 +1566,11 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
         if (qw) {
             BS_SFX(batch_weights)(xt[k], qt[k], sigma2, wt);
             BS_SFX(fast_sym_impl)(xt[k], wt, qmin, qmax, ct, d);
-        } else if (kind == 3) BS_SFX(fast_asym_i)(xt[k], qmax, ct, d, m);
-        else if (asym) BS_SFX(fast_asym_s)(xt[k], qmax, ct, d, m);
+        } else if (kind == 3 || (Q41_INT && kind == 1)) {
+            BS_SFX(fast_asym_i)(xt[k], qmax, ct, d, m); /* packed words (ct as wq) */
+            BS_SFX(store_words)(kind, ct, d, m, nbb, vy, i0);
+            continue;
+        } else if (asym) BS_SFX(fast_asym_s)(xt[k], qmax, ct, d, m);
         else if (kind == 4) BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
         else BS_SFX(fast_sym_s)(xt[k], qmin, qmax, ct, d);
         BS_SFX(pack_batch)(kind, ct, d, m, nbb, vy, i0);
