@@ -61,9 +61,6 @@
 #define ASYM_T2 0.5f                          /* q4_1 / q5_1: the second start's */
 #define FASTA_STARTS (nmax == 15 ? 1 : 2)     /* q4_1 / q5_1: starts */
 #define FASTA_ITERS (nmax == 15 ? 1 : 2)      /* q4_1 / q5_1: rounds */
-#ifndef Q41_INT
-#define Q41_INT 1
-#endif
 
 /* Normalized weights: max 1. NaN counts as 0; if the largest weight is infinite, the infinite
  * ones count 1 and the rest 0; if every weight is 0, all count 1. */

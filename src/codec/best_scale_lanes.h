@@ -451,7 +451,8 @@ static BS_TGT void BS_SFX(fast_sym_s)(float *xt, int qmin, int qmax, uint32_t *c
             mx[h] = SEL(g, v, mx[h]);
             S2[h] += v * v;
         }
-    /* units as in fast_asym_s: x itself within 2^-40..2^40, else x / max|x| */
+    /* units: a lane whose max |x| is within 2^-40..2^40 works on x itself (ia = amax = 1: nothing
+     * can overflow), others on x / max|x| */
     FORH {
         const VF am = amax[h];
         tiny[h] = am < SPLAT(BS_TINY);
@@ -558,178 +559,6 @@ static BS_TGT void BS_SFX(fast_sym_s)(float *xt, int qmin, int qmax, uint32_t *c
         FORH STU(ct + j * 16 + h * W, CRI(LDA(xt + j * 16 + h * W) * dq[0][h], lo, hi));
 }
 
-/* asymmetric sums of one candidate (d, m): sq = sum q, sqq = sum q^2, sqx = sum q x */
-static inline __attribute__((always_inline)) BS_TGT void
-BS_SFX(fasym_sums)(const float *xt, const VF *dq, const VF *mq, VF hi, VF *sq, VF *sqq, VF *sqx) {
-    VF id[NH];
-    FORH {
-        const VI nz = dq[h] != SPLAT(0);
-        id[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
-        sq[h] = sqq[h] = sqx[h] = SPLAT(0);
-    }
-    FORH
-        for (int j = 0; j < QK; j++) {
-            const VF xv = LDA(xt + j * 16 + h * W);
-            const VF q = CRF((xv - mq[h]) * id[h], SPLAT(0), hi);
-            sq[h] += q;
-            sqq[h] += q * q;
-            sqx[h] += q * xv;
-        }
-}
-/* the same for nc (1 or 2) candidates per lane */
-static inline __attribute__((always_inline)) BS_TGT void
-BS_SFX(fasym_sums2)(const float *xt, int nc, VF dq[2][NH], VF mq[2][NH], VF hi, VF sq[2][NH],
-                    VF sqq[2][NH], VF sqx[2][NH]) {
-    VF id[2][NH];
-    for (int c = 0; c < nc; c++)
-        FORH {
-            const VI nz = dq[c][h] != SPLAT(0);
-            id[c][h] = SEL(nz, SPLAT(1) / SEL(nz, dq[c][h], SPLAT(1)), SPLAT(0));
-            sq[c][h] = sqq[c][h] = sqx[c][h] = SPLAT(0);
-        }
-    FORH
-        for (int j = 0; j < QK; j++) {
-            const VF xv = LDA(xt + j * 16 + h * W);
-            _Pragma("GCC unroll 2") for (int c = 0; c < nc; c++) {
-                const VF q = CRF((xv - mq[c][h]) * id[c][h], SPLAT(0), hi);
-                sq[c][h] += q;
-                sqq[c][h] += q * q;
-                sqx[c][h] += q * xv;
-            }
-        }
-}
-/* sum (x - d q - m)^2 from the sums (n = 32 values) */
-static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(asym_err)(VF sxx, VF sx, VF d, VF m, VF sq,
-                                                                       VF sqq, VF sqx) {
-    const VF d2 = d + d;
-    return ((sxx - d2 * sqx) - (m + m) * sx) + ((d * d) * sqq + (d2 * m) * sq) + (m * m) * SPLAT((float)QK);
-}
-
-static BS_TGT void BS_SFX(fast_asym_s)(float *xt, int nmax, uint32_t *ct, uint32_t *dout, uint32_t *mout) {
-    VF mn[NH], mx[NH], amax[NH], ia[NH], sx[NH], sxx[NH];
-    VI tiny[NH], flat[NH], scl[NH];
-    FORH {
-        mn[h] = mx[h] = LDA(xt + h * W);
-        sx[h] = sxx[h] = SPLAT(0);
-    }
-    for (int j = 0; j < QK; j++)
-        FORH {
-            const VF v = LDA(xt + j * 16 + h * W);
-            mn[h] = VMIN(v, mn[h]);
-            mx[h] = VMAX(v, mx[h]);
-            sx[h] += v;
-            sxx[h] += v * v;
-        }
-    /* units: a lane whose max |x| is within 2^-40..2^40 works on x itself (ia = amax = 1 below:
-     * nothing can overflow), others on x / max|x| */
-    FORH {
-        const VF a0 = VABS(mn[h]), a1 = VABS(mx[h]);
-        const VF am = SEL(a1 > a0, a1, a0);
-        tiny[h] = am < SPLAT(BS_TINY);
-        flat[h] = ~tiny[h] & (mn[h] == mx[h]);
-        scl[h] = ~tiny[h] & ((am > SPLAT(0x1.0p40f)) | (am < SPLAT(0x1.0p-40f)));
-        amax[h] = SEL(scl[h], am, SPLAT(1));
-        ia[h] = SEL(scl[h], SPLAT(1) / SEL(scl[h], am, SPLAT(1)), SPLAT(1));
-    }
-    if (ANY(scl)) {
-        FORH sx[h] = sxx[h] = SPLAT(0);
-        for (int j = 0; j < QK; j++)
-            FORH {
-                const VF v = LDA(xt + j * 16 + h * W) * ia[h]; /* exact (x 1) in the other lanes */
-                STA(xt + j * 16 + h * W, v);
-                sx[h] += v;
-                sxx[h] += v * v;
-            }
-    }
-    const VF hi = SPLAT((float)nmax), n = SPLAT((float)QK);
-    VU hd[NH], hm[NH], sd[2][NH], sm[2][NH];
-    VF dq[NH], mq[NH], sq[NH], sqq[NH], sqx[NH], be[NH];
-    VF d2[2][NH], m2[2][NH], q1[2][NH], q2[2][NH], qx[2][NH];
-    VI act[NH], live[NH];
-    /* one or two starts: ggml's (the range on the grid's ends, t = 0) or a grid t steps finer,
-     * centred on the range (its ends clipped): t = ASYM_T0, then ASYM_T2 */
-    FORH {
-        const VF rng = mx[h] - mn[h];
-        for (int c = 0; c < 2; c++) {
-            const float t = c ? ASYM_T2 : ASYM_T0;
-            const VF d0 = rng / (hi + SPLAT(t));
-            sd[c][h] = F2H(d0);
-            sm[c][h] = t != 0 ? F2H(mn[h] + (rng - d0 * hi) * SPLAT(0.5f)) : F2H(mn[h]);
-            d2[c][h] = H2F(sd[c][h]) * ia[h];
-            m2[c][h] = H2F(sm[c][h]) * ia[h];
-        }
-        live[h] = ~tiny[h] & ~flat[h];
-    }
-    BS_SFX(fasym_sums2)(xt, FASTA_STARTS, d2, m2, hi, q1, q2, qx);
-    FORH {
-        be[h] = BS_SFX(asym_err)(sxx[h], sx[h], d2[0][h], m2[0][h], q1[0][h], q2[0][h], qx[0][h]);
-        hd[h] = sd[0][h];
-        hm[h] = sm[0][h];
-        if (FASTA_STARTS > 1) {
-            const VF e1 = BS_SFX(asym_err)(sxx[h], sx[h], d2[1][h], m2[1][h], q1[1][h], q2[1][h], qx[1][h]);
-            const VI g = e1 < be[h];
-            be[h] = SEL(g, e1, be[h]);
-            hd[h] = SELU(g, sd[1][h], hd[h]);
-            hm[h] = SELU(g, sm[1][h], hm[h]);
-        }
-        act[h] = (VI)SPLAT(0);
-        for (int c = 0; c < FASTA_STARTS; c++) {
-            /* the least-squares (d, m) of start c's integers, scored by its sums */
-            const VF D = n * q2[c][h] - q1[c][h] * q1[c][h];
-            const VI ok = live[h] & (D > SPLAT(1e-6f) * (n * q2[c][h]));
-            const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
-            const VF dn = ((n * qx[c][h] - sx[h] * q1[c][h]) * iD) * amax[h];
-            const VF mnn = ((q2[c][h] * sx[h] - q1[c][h] * qx[c][h]) * iD) * amax[h];
-            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
-            const VU nd = F2H(SEL(fin, dn, SPLAT(0))), nm = F2H(SEL(fin, mnn, SPLAT(0)));
-            const VF el = BS_SFX(asym_err)(sxx[h], sx[h], H2F(nd) * ia[h], H2F(nm) * ia[h], q1[c][h], q2[c][h], qx[c][h]);
-            const VI g = fin & (el < be[h]);
-            be[h] = SEL(g, el, be[h]);
-            hd[h] = SELU(g, nd, hd[h]);
-            hm[h] = SELU(g, nm, hm[h]);
-            act[h] |= g;
-        }
-    }
-    /* more rounds: the sums of the chosen rescale, its own rescale */
-    for (int it = 1; it < FASTA_ITERS; it++) {
-        if (!ANY(act)) break;
-        FORH {
-            dq[h] = H2F(hd[h]) * ia[h];
-            mq[h] = H2F(hm[h]) * ia[h];
-        }
-        BS_SFX(fasym_sums)(xt, dq, mq, hi, sq, sqq, sqx);
-        FORH {
-            const VF e0 = BS_SFX(asym_err)(sxx[h], sx[h], dq[h], mq[h], sq[h], sqq[h], sqx[h]);
-            be[h] = SEL(act[h], e0, be[h]);
-            const VF D = n * sqq[h] - sq[h] * sq[h];
-            const VI ok = act[h] & (D > SPLAT(1e-6f) * (n * sqq[h]));
-            const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
-            const VF dn = ((n * sqx[h] - sx[h] * sq[h]) * iD) * amax[h];
-            const VF mnn = ((sqq[h] * sx[h] - sq[h] * sqx[h]) * iD) * amax[h];
-            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
-            const VU nd = F2H(SEL(fin, dn, SPLAT(0))), nm = F2H(SEL(fin, mnn, SPLAT(0)));
-            const VF el = BS_SFX(asym_err)(sxx[h], sx[h], H2F(nd) * ia[h], H2F(nm) * ia[h], sq[h], sqq[h], sqx[h]);
-            const VI g = fin & (el < be[h]) & ((VI)(nd != hd[h]) | (VI)(nm != hm[h]));
-            be[h] = SEL(g, el, be[h]);
-            hd[h] = SELU(g, nd, hd[h]);
-            hm[h] = SELU(g, nm, hm[h]);
-            act[h] = g;
-        }
-    }
-    FORH {
-        const VI z = tiny[h] | flat[h];
-        hd[h] = SELU(z, hd[h] - hd[h], hd[h]);
-        hm[h] = SELU(tiny[h], hm[h] - hm[h], hm[h]);
-        dq[h] = H2F(hd[h]) * ia[h];
-        mq[h] = H2F(hm[h]) * ia[h];
-        const VI nz = dq[h] != SPLAT(0);
-        sq[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
-        STU(dout + h * W, hd[h]);
-        STU(mout + h * W, hm[h]);
-    }
-    for (int j = 0; j < QK; j++)
-        FORH STU(ct + j * 16 + h * W, CRI((LDA(xt + j * 16 + h * W) - mq[h]) * sq[h], SPLAT(0), hi));
-}
 
 /* ---- q5_1 without an imatrix: the candidate search on integers (best_scale.h) ----
  * A block's values as integers U = (x - min) * 2^12 / range in [0, 4096], two per 32-bit lane
@@ -857,19 +686,9 @@ static inline __attribute__((always_inline)) int BS_SFX(iq_clamps)(int a, int b,
 #define IQ_NC5 10
 static const int16_t BS_SFX(iq_a5)[IQ_NC5] = { 234, 238, 243, 248, 252, 234, 238, 243, 248, 252 };
 static const int16_t BS_SFX(iq_b5)[IQ_NC5] = { 0, 0, 0, 0, 0, 35, 34, 34, 33, 33 };
-#ifndef IQ_NC4
 #define IQ_NC4 4
-#endif
-#if IQ_NC4 == 4
 static const int16_t BS_SFX(iq_a4)[IQ_NC4] = { 224, 248, 224, 248 };
 static const int16_t BS_SFX(iq_b4)[IQ_NC4] = { 0, 0, 59, 53 };
-#elif IQ_NC4 == 5
-static const int16_t BS_SFX(iq_a4)[IQ_NC4] = { 224, 236, 248, 230, 254 };
-static const int16_t BS_SFX(iq_b4)[IQ_NC4] = { 0, 0, 0, 57, 52 };
-#else
-static const int16_t BS_SFX(iq_a4)[IQ_NC4] = { 224, 236, 248, 230, 242, 254 };
-static const int16_t BS_SFX(iq_b4)[IQ_NC4] = { 0, 0, 0, 57, 54, 52 };
-#endif
 
 /* Writes the packed words of the 16 lanes to wq (as pack_batch: nibble word k at wq[k * 16 + b],
  * q5_1's high bits at wq[8 * 16 + b]) and the fp16 d and m to dout, mout. */
@@ -883,7 +702,8 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *wq, uint32
             mn[h] = VMIN(v, mn[h]);
             mx[h] = VMAX(v, mx[h]);
         }
-    /* units as in fast_asym_s: x itself within 2^-40..2^40, else x / max|x| */
+    /* units: a lane whose max |x| is within 2^-40..2^40 works on x itself (ia = amax = 1: nothing
+     * can overflow), others on x / max|x| */
     FORH {
         const VF a0 = VABS(mn[h]), a1 = VABS(mx[h]);
         const VF am = SEL(a1 > a0, a1, a0);
@@ -898,7 +718,8 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *wq, uint32
         for (int j = 0; j < QK; j++)
             FORH STA(xt + j * 16 + h * W, LDA(xt + j * 16 + h * W) * ia[h]); /* x 1 elsewhere: exact */
     const VF hi = SPLAT((float)nmax);
-    const int ik = nmax == 15 ? 11 : 12, nc = nmax == 15 ? IQ_NC4 : IQ_NC5;
+    /* q4_1: no Lloyd step (it cost 9% of the time, SSE 0.818 -> 0.802 on kjv-3m) */
+    const int ik = nmax == 15 ? 11 : 12, nc = nmax == 15 ? IQ_NC4 : IQ_NC5, nll = nmax == 15 ? 0 : 1;
     const int16_t *ta = nmax == 15 ? BS_SFX(iq_a4) : BS_SFX(iq_a5), *tb = nmax == 15 ? BS_SFX(iq_b4) : BS_SFX(iq_b5);
     const float top = (float)(1 << ik);
     /* the integers U, in working units (mn * ia is the min of the scaled values) */
@@ -930,7 +751,7 @@ static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *wq, uint32
         bdf[h] = SPLAT(1);
         bq[h] = (VI)(su[h] - su[h]);
     }
-    for (int c = 0; c <= nc; c++)
+    for (int c = 0; c < nc + nll; c++)
         FORH {
             VU a2, b2;
             if (c < nc) {
@@ -1274,23 +1095,16 @@ static BS_TGT void BS_SFX(asym_block)(const float *x, const float *w, int nmax, 
                                       iqf_half *d, iqf_half *m) {
     {
         float wn0[QK];
-        /* the fast search without an imatrix, q4_1 only: q5_1's fast search lost test_best_files'
-         * margin (libllama KLD best/compat 1.003 on its 6 chunks, from token_embd), so q5_1 keeps
-         * the dense search */
+        /* the fast search without an imatrix (fast_asym_i) */
         if (uniform_weights(w, wn0)) {
             _Alignas(64) float xt[QK * 16];
-            _Alignas(64) uint32_t ct[QK * 16], dd[16], mm[16];
+            _Alignas(64) uint32_t wq[9 * 16], dd[16], mm[16];
             BS_SFX(transpose)(1, x, xt);
-            if (Q41_INT || nmax == 31) {
-                BS_SFX(fast_asym_i)(xt, nmax, ct, dd, mm); /* packed words (ct as wq) */
-                for (int j = 0; j < 16; j++) {
-                    const uint32_t by = (ct[(j / 4) * 16] >> (8 * (j % 4))) & 0xFFu, qh = ct[8 * 16];
-                    L[j] = (uint8_t)((by & 0xFu) | (nmax == 31 ? ((qh >> j) & 1u) << 4 : 0u));
-                    L[j + 16] = (uint8_t)((by >> 4) | (nmax == 31 ? ((qh >> (j + 16)) & 1u) << 4 : 0u));
-                }
-            } else {
-                BS_SFX(fast_asym_s)(xt, nmax, ct, dd, mm);
-                for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
+            BS_SFX(fast_asym_i)(xt, nmax, wq, dd, mm);
+            for (int j = 0; j < 16; j++) {
+                const uint32_t by = (wq[(j / 4) * 16] >> (8 * (j % 4))) & 0xFFu, qh = wq[8 * 16];
+                L[j] = (uint8_t)((by & 0xFu) | (nmax == 31 ? ((qh >> j) & 1u) << 4 : 0u));
+                L[j + 16] = (uint8_t)((by >> 4) | (nmax == 31 ? ((qh >> (j + 16)) & 1u) << 4 : 0u));
             }
             *d = (iqf_half)dd[0];
             *m = (iqf_half)mm[0];
@@ -1566,12 +1380,11 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
         if (qw) {
             BS_SFX(batch_weights)(xt[k], qt[k], sigma2, wt);
             BS_SFX(fast_sym_impl)(xt[k], wt, qmin, qmax, ct, d);
-        } else if (kind == 3 || (Q41_INT && kind == 1)) {
+        } else if (asym) {
             BS_SFX(fast_asym_i)(xt[k], qmax, ct, d, m); /* packed words (ct as wq) */
             BS_SFX(store_words)(kind, ct, d, m, nbb, vy, i0);
             continue;
-        } else if (asym) BS_SFX(fast_asym_s)(xt[k], qmax, ct, d, m);
-        else if (kind == 4) BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
+        } else if (kind == 4) BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
         else BS_SFX(fast_sym_s)(xt[k], qmin, qmax, ct, d);
         BS_SFX(pack_batch)(kind, ct, d, m, nbb, vy, i0);
     }
