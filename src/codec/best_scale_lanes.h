@@ -560,11 +560,12 @@ static BS_TGT void BS_SFX(fast_sym_s)(float *xt, int qmin, int qmax, uint32_t *c
 }
 
 
-/* ---- q5_1 without an imatrix: the candidate search on integers (best_scale.h) ----
- * A block's values as integers U = (x - min) * 2^12 / range in [0, 4096], two per 32-bit lane
+/* ---- q4_1/q5_1 without an imatrix: the candidate search on integers (best_scale.h) ----
+ * A block's values as integers U = (x - min) * 2^k / range in [0, 2^k] (k = 12 for q5_1, 11 for
+ * q4_1), two per 32-bit lane
  * (value p in the low half, value p + 16 in the high half), so one candidate costs a handful of
- * 16-bit operations per pair: q = clamp(round((U - B) * A / 2^15), 0, nmax) (A = N * 8 maps the
- * range to N steps, B the first level's offset), sum q, sum q^2 and sum q U (the 32-bit sums of
+ * 16-bit operations per pair: q = clamp(round((U - B) * A / 2^15), 0, nmax) (A = N 2^(15-k) maps
+ * the range to N steps, B the first level's offset), sum q, sum q^2 and sum q U (the 32-bit sums of
  * adjacent products). Each candidate is scored by the error of its least-squares (d, m) in U
  * units (the largest C^2 / D, C = n sum q U - sum q sum U, D = n sum q^2 - (sum q)^2). All of it is
  * integer arithmetic (exact, the same at every level) up to that score. */
@@ -1352,7 +1353,7 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
     static const int qmins[5] = { -8, 0, -16, 0, -127 }, qmaxs[5] = { 7, 15, 15, 31, 127 };
     const int qmin = qmins[kind], qmax = qmaxs[kind];
     const bool asym = kind == 1 || kind == 3;
-    if (qw && kind != 4) { /* the dense search, block by block (q5_1 always) */
+    if (qw && kind != 4) { /* the dense search, block by block */
         const float sigma2 = qw ? row_sigma2(x, n) : 0.f;
         float w[QK];
         uint8_t L[QK];
