@@ -46,7 +46,7 @@
 #define REFINE_ITERS 4 /* fp16 round / re-round / re-solve rounds */
 #define WALK_STEPS 4   /* fp16 neighbour steps */
 /* The fast search's rounds and fp16 neighbour steps per type (by the top of its grid: q4_0 7,
- * q5_0 15, q4_1 15 (asymmetric), q5_1 31, q8_0 127). */
+ * q5_0 15, q8_0 127; q4_1/q5_1's integer search has its own constants, best_scale_lanes.h). */
 #define FAST_ITERS 2                          /* q8_0: least-squares rescales */
 #define FAST_WALK 1                           /* q8_0: fp16 neighbour steps */
 #define FASTS_ITERS (qmax == 7 ? 2 : 2)       /* q4_0 / q5_0: rounds */
@@ -57,10 +57,6 @@
 #ifndef SYM_T2
 #define SYM_T2 0.5f                           /* q4_0 / q5_0: the second pair's finer grid */
 #endif
-#define ASYM_T0 (nmax == 15 ? 0.3f : 0.f)     /* q4_1 / q5_1: the first start's finer grid */
-#define ASYM_T2 0.5f                          /* q4_1 / q5_1: the second start's */
-#define FASTA_STARTS (nmax == 15 ? 1 : 2)     /* q4_1 / q5_1: starts */
-#define FASTA_ITERS (nmax == 15 ? 1 : 2)      /* q4_1 / q5_1: rounds */
 
 /* Normalized weights: max 1. NaN counts as 0; if the largest weight is infinite, the infinite
  * ones count 1 and the rest 0; if every weight is 0, all count 1. */

@@ -23,12 +23,16 @@
  * no search): 16 blocks at a time, lane b of a vector = block b, so every operation is a full
  * vector. q4_0/q5_0: two pairs of starts (the max at qmin, which is ggml's scale, and at qmax;
  * then the max 0.5 beyond each end), each start's integers scored with their least-squares
- * rescale, 2 rounds, one fp16 neighbour step. q4_1: one start (a grid 0.3 step finer than
- * ggml's, centred on the block's range), its joint least-squares (d, m); q5_1: two starts (ggml's
- * and that one), 2 rounds (written but not used: q5_1 keeps the dense search, see best_scale_lanes.h).
- * One pass over the values per candidate computes only the sums
- * sum q x, sum q^2 (sum q) of its re-rounded integers; the error of those integers at any (d, m)
- * follows from them (E = S2 - 2 d A + d^2 B), which scores the rescale without another pass.
+ * rescale, 2 rounds, one fp16 neighbour step. q4_1/q5_1: a search on integers (the fast path's
+ * candidates cost a handful of 16-bit operations per pair of values): the block as
+ * U = (x - min) 2^k / range in [0, 2^k] (k = 11 for q4_1, 12 for q5_1), two values per 32-bit
+ * lane; a candidate maps the range to N steps with its first level O steps above the min,
+ * q = clamp(round((U - B) A / 2^15)) (pmulhrsw; A = N 2^(15-k), B = O 2^k / N), its sums
+ * sum q, sum q^2, sum q U (pmaddwd) score it by the error of its least-squares (d, m); q5_1:
+ * N = 29.25..31.5 (5 values) x O in {0, 0.25} and one Lloyd step (the winner's least-squares
+ * (d, m) rounded to a candidate of its own), q4_1: N in {14, 15.5} x O in {0, 0.4}; then the
+ * winner's (d, m) at fp16 and the integers re-rounded there. Integer arithmetic up to the score
+ * (exact, the same at every level).
  * q8_0: the same rounds with exact errors (E from sums is too coarse at 8 bits), 2 starts (the
  * max at 127 and 127.25), 2 rescales, one neighbour step, weighted by the imatrix when given.
  *

@@ -194,25 +194,22 @@ static inline __attribute__((always_inline)) BS_TGT void BS_SFX(transpose)(int n
         }
     }
 #elif BS_PASS == 1
+    /* 8x8 tiles: 128-bit halves of rows b and b + 4 side by side (the insert takes its half from
+     * memory), then 4x4 transposes within the 128-bit lanes */
     for (int g = 0; g < 2; g++)
-        for (int j0 = 0; j0 < QK; j0 += 8) {
-            __m256 r[8], u[8], v[8];
-            for (int b = 0; b < 8; b++) r[b] = _mm256_loadu_ps(xb[8 * g + b] + j0);
-            for (int b = 0; b < 8; b += 2) {
-                u[b] = _mm256_unpacklo_ps(r[b], r[b + 1]);
-                u[b + 1] = _mm256_unpackhi_ps(r[b], r[b + 1]);
-            }
-            for (int b = 0; b < 8; b += 4) {
-                v[b] = _mm256_shuffle_ps(u[b], u[b + 2], 0x44);
-                v[b + 1] = _mm256_shuffle_ps(u[b], u[b + 2], 0xEE);
-                v[b + 2] = _mm256_shuffle_ps(u[b + 1], u[b + 3], 0x44);
-                v[b + 3] = _mm256_shuffle_ps(u[b + 1], u[b + 3], 0xEE);
-            }
-            /* v[4q + c]: per 128-bit lane L, value j0 + 4L + c of blocks 4q..4q+3 */
-            for (int c = 0; c < 4; c++) {
-                _mm256_store_ps(t + (j0 + c) * 16 + 8 * g, _mm256_permute2f128_ps(v[c], v[4 + c], 0x20));
-                _mm256_store_ps(t + (j0 + 4 + c) * 16 + 8 * g, _mm256_permute2f128_ps(v[c], v[4 + c], 0x31));
-            }
+        for (int j0 = 0; j0 < QK; j0 += 4) {
+            __m256 r[4], u[4];
+            for (int b = 0; b < 4; b++)
+                r[b] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(xb[8 * g + b] + j0)),
+                                            _mm_loadu_ps(xb[8 * g + b + 4] + j0), 1);
+            u[0] = _mm256_unpacklo_ps(r[0], r[1]);
+            u[1] = _mm256_unpackhi_ps(r[0], r[1]);
+            u[2] = _mm256_unpacklo_ps(r[2], r[3]);
+            u[3] = _mm256_unpackhi_ps(r[2], r[3]);
+            _mm256_store_ps(t + (j0 + 0) * 16 + 8 * g, _mm256_shuffle_ps(u[0], u[2], 0x44));
+            _mm256_store_ps(t + (j0 + 1) * 16 + 8 * g, _mm256_shuffle_ps(u[0], u[2], 0xEE));
+            _mm256_store_ps(t + (j0 + 2) * 16 + 8 * g, _mm256_shuffle_ps(u[1], u[3], 0x44));
+            _mm256_store_ps(t + (j0 + 3) * 16 + 8 * g, _mm256_shuffle_ps(u[1], u[3], 0xEE));
         }
 #else
     for (int b = 0; b < 16; b++)
@@ -454,7 +451,8 @@ static BS_TGT void BS_SFX(fast_sym_s)(float *xt, int qmin, int qmax, uint32_t *c
             mx[h] = SEL(g, v, mx[h]);
             S2[h] += v * v;
         }
-    /* units as in fast_asym_s: x itself within 2^-40..2^40, else x / max|x| */
+    /* units: a lane whose max |x| is within 2^-40..2^40 works on x itself (ia = amax = 1: nothing
+     * can overflow), others on x / max|x| */
     FORH {
         const VF am = amax[h];
         tiny[h] = am < SPLAT(BS_TINY);
@@ -561,179 +559,275 @@ static BS_TGT void BS_SFX(fast_sym_s)(float *xt, int qmin, int qmax, uint32_t *c
         FORH STU(ct + j * 16 + h * W, CRI(LDA(xt + j * 16 + h * W) * dq[0][h], lo, hi));
 }
 
-/* asymmetric sums of one candidate (d, m): sq = sum q, sqq = sum q^2, sqx = sum q x */
+
+/* ---- q4_1/q5_1 without an imatrix: the candidate search on integers (best_scale.h) ----
+ * A block's values as integers U = (x - min) * 2^k / range in [0, 2^k] (k = 12 for q5_1, 11 for
+ * q4_1), two per 32-bit lane
+ * (value p in the low half, value p + 16 in the high half), so one candidate costs a handful of
+ * 16-bit operations per pair: q = clamp(round((U - B) * A / 2^15), 0, nmax) (A = N 2^(15-k) maps
+ * the range to N steps, B the first level's offset), sum q, sum q^2 and sum q U (the 32-bit sums of
+ * adjacent products). Each candidate is scored by the error of its least-squares (d, m) in U
+ * units (the largest C^2 / D, C = n sum q U - sum q sum U, D = n sum q^2 - (sum q)^2). All of it is
+ * integer arithmetic (exact, the same at every level) up to that score. */
+#define VS BS_SFX(vs)
+typedef int16_t VS __attribute__((vector_size(BS_W * 4)));
+static inline __attribute__((always_inline)) BS_TGT VS BS_SFX(mulhrs16)(VS a, VS b) {
+#if BS_PASS == 2
+    return (VS)_mm512_mulhrs_epi16((__m512i)a, (__m512i)b);
+#elif BS_PASS == 1
+    return (VS)_mm256_mulhrs_epi16((__m256i)a, (__m256i)b);
+#else
+    /* round(a b / 2^15), halves up, as pmulhrsw: (a b + 2^14) >> 15 (shifted non-negative first) */
+    VS r;
+    for (int i = 0; i < 2 * W; i++)
+        r[i] = (int16_t)((int32_t)((uint32_t)((int32_t)a[i] * b[i] + 0x4000 + 0x40000000) >> 15) - 0x8000);
+    return r;
+#endif
+}
+/* 32-bit sums of adjacent 16-bit products (pmaddwd) */
+static inline __attribute__((always_inline)) BS_TGT VI BS_SFX(madd16)(VS a, VS b) {
+#if BS_PASS == 2
+    return (VI)_mm512_madd_epi16((__m512i)a, (__m512i)b);
+#elif BS_PASS == 1
+    return (VI)_mm256_madd_epi16((__m256i)a, (__m256i)b);
+#else
+    VI r;
+    for (int i = 0; i < W; i++) r[i] = (int32_t)a[2 * i] * b[2 * i] + (int32_t)a[2 * i + 1] * b[2 * i + 1];
+    return r;
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT VS BS_SFX(clamp16)(VS v, VS lo, VS hi) {
+#if BS_PASS == 2
+    return (VS)_mm512_min_epi16(_mm512_max_epi16((__m512i)v, (__m512i)lo), (__m512i)hi);
+#elif BS_PASS == 1
+    return (VS)_mm256_min_epi16(_mm256_max_epi16((__m256i)v, (__m256i)lo), (__m256i)hi);
+#else
+    VS m = v < lo;
+    v = (m & lo) | (~m & v);
+    m = v > hi;
+    return (m & hi) | (~m & v);
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT VS BS_SFX(max16)(VS v, VS lo) {
+#if BS_PASS == 2
+    return (VS)_mm512_max_epi16((__m512i)v, (__m512i)lo);
+#elif BS_PASS == 1
+    return (VS)_mm256_max_epi16((__m256i)v, (__m256i)lo);
+#else
+    const VS m = v < lo;
+    return (m & lo) | (~m & v);
+#endif
+}
+static inline __attribute__((always_inline)) BS_TGT VS BS_SFX(min16)(VS v, VS hi) {
+#if BS_PASS == 2
+    return (VS)_mm512_min_epi16((__m512i)v, (__m512i)hi);
+#elif BS_PASS == 1
+    return (VS)_mm256_min_epi16((__m256i)v, (__m256i)hi);
+#else
+    const VS m = v > hi;
+    return (m & hi) | (~m & v);
+#endif
+}
+/* round to the nearest integer (even on ties) of v in [0, 65535], as an integer */
+static inline __attribute__((always_inline)) BS_TGT VU BS_SFX(rndu)(VF v) {
+#if BS_PASS == 2
+    return (VU)_mm512_cvtps_epi32((__m512)v);
+#elif BS_PASS == 1
+    return (VU)_mm256_cvtps_epi32((__m256)v);
+#else
+    return BS_SFX(toint)(CR(v, SPLAT(0), SPLAT(65535)));
+#endif
+}
+/* SEL by the level's blend instruction (m lanes 0 or -1) */
+static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(blend)(VI m, VF a, VF b) {
+#if BS_PASS == 2
+    return (VF)_mm512_mask_blend_ps(_mm512_movepi32_mask((__m512i)m), (__m512)b, (__m512)a);
+#elif BS_PASS == 1
+    return (VF)_mm256_blendv_ps((__m256)b, (__m256)a, (__m256)m);
+#else
+    return SEL(m, a, b);
+#endif
+}
+/* One candidate per lane (a2, b2: A and B in both 16-bit halves): its sums over the 16 pairs.
+ * sub/lo/hi (constants at every call): whether B is applied and q clamped below / above; a
+ * candidate skips a clamp only where it cannot bind (iq_clamps). */
 static inline __attribute__((always_inline)) BS_TGT void
-BS_SFX(fasym_sums)(const float *xt, const VF *dq, const VF *mq, VF hi, VF *sq, VF *sqq, VF *sqx) {
-    VF id[NH];
-    FORH {
-        const VI nz = dq[h] != SPLAT(0);
-        id[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
-        sq[h] = sqq[h] = sqx[h] = SPLAT(0);
+BS_SFX(icand)(const uint32_t *pt, int h, VU a2, VU b2, VS qhi, bool sub, bool lo, bool hi, VI *sq, VI *sqq,
+              VI *squ) {
+    const VS a = (VS)a2, b = (VS)b2, z = (VS)(a2 - a2);
+    VS s = z;
+    VI s2 = (VI)(a2 - a2), su = s2;
+    _Pragma("GCC unroll 16") for (int p = 0; p < 16; p++) {
+        const VS u = (VS)LDU(pt + p * 16 + h * W);
+        VS q = BS_SFX(mulhrs16)(sub ? u - b : u, a);
+        if (lo && hi) q = BS_SFX(clamp16)(q, z, qhi);
+        else if (lo) q = BS_SFX(max16)(q, z);
+        else if (hi) q = BS_SFX(min16)(q, qhi);
+        s += q;
+        s2 += BS_SFX(madd16)(q, q);
+        su += BS_SFX(madd16)(q, u);
     }
-    FORH
-        for (int j = 0; j < QK; j++) {
-            const VF xv = LDA(xt + j * 16 + h * W);
-            const VF q = CRF((xv - mq[h]) * id[h], SPLAT(0), hi);
-            sq[h] += q;
-            sqq[h] += q * q;
-            sqx[h] += q * xv;
-        }
+    *sq = (VI)(((VU)s & 0xFFFFu) + ((VU)s >> 16));
+    *sqq = s2;
+    *squ = su;
 }
-/* the same for nc (1 or 2) candidates per lane */
-static inline __attribute__((always_inline)) BS_TGT void
-BS_SFX(fasym_sums2)(const float *xt, int nc, VF dq[2][NH], VF mq[2][NH], VF hi, VF sq[2][NH],
-                    VF sqq[2][NH], VF sqx[2][NH]) {
-    VF id[2][NH];
-    for (int c = 0; c < nc; c++)
-        FORH {
-            const VI nz = dq[c][h] != SPLAT(0);
-            id[c][h] = SEL(nz, SPLAT(1) / SEL(nz, dq[c][h], SPLAT(1)), SPLAT(0));
-            sq[c][h] = sqq[c][h] = sqx[c][h] = SPLAT(0);
-        }
-    FORH
-        for (int j = 0; j < QK; j++) {
-            const VF xv = LDA(xt + j * 16 + h * W);
-            _Pragma("GCC unroll 2") for (int c = 0; c < nc; c++) {
-                const VF q = CRF((xv - mq[c][h]) * id[c][h], SPLAT(0), hi);
-                sq[c][h] += q;
-                sqq[c][h] += q * q;
-                sqx[c][h] += q * xv;
-            }
-        }
-}
-/* sum (x - d q - m)^2 from the sums (n = 32 values) */
-static inline __attribute__((always_inline)) BS_TGT VF BS_SFX(asym_err)(VF sxx, VF sx, VF d, VF m, VF sq,
-                                                                       VF sqq, VF sqx) {
-    const VF d2 = d + d;
-    return ((sxx - d2 * sqx) - (m + m) * sx) + ((d * d) * sqq + (d2 * m) * sq) + (m * m) * SPLAT((float)QK);
+/* Which clamps candidate (a, b) needs for U in [0, 2^k]: q = (v a + 2^14) >> 15 is >= 0 for
+ * every v >= -b if b a < 2^14 (or b <= 0), and <= nmax for every v <= 2^k - b if
+ * (2^k - b) a + 2^14 < (nmax + 1) 2^15. */
+static inline __attribute__((always_inline)) int BS_SFX(iq_clamps)(int a, int b, int nmax, int k) {
+    const int lo = b > 0 && b * a >= (1 << 14);
+    const int hi = ((1 << k) - b) * a + (1 << 14) >= (nmax + 1) * (1 << 15);
+    return lo | hi << 1;
 }
 
-static BS_TGT void BS_SFX(fast_asym_s)(float *xt, int nmax, uint32_t *ct, uint32_t *dout, uint32_t *mout) {
-    VF mn[NH], mx[NH], amax[NH], ia[NH], sx[NH], sxx[NH];
-    VI tiny[NH], flat[NH], scl[NH];
-    FORH {
-        mn[h] = mx[h] = LDA(xt + h * W);
-        sx[h] = sxx[h] = SPLAT(0);
-    }
+/* The candidates: N steps over the range (A = N 2^(15-k)) and the first level B = O / N of the
+ * range above the min (O = 0 or a fraction of a step: the min still rounds into level 0).
+ * U in [0, 2^k]: k = 12 for q5_1, 11 for q4_1 (A about 240 either way). Chosen on kjv-3m's
+ * weights and checked on N(0,1) data (docs/PERFORMANCE.md). */
+#define IQ_NC5 10
+static const int16_t BS_SFX(iq_a5)[IQ_NC5] = { 234, 238, 243, 248, 252, 234, 238, 243, 248, 252 };
+static const int16_t BS_SFX(iq_b5)[IQ_NC5] = { 0, 0, 0, 0, 0, 35, 34, 34, 33, 33 };
+#define IQ_NC4 4
+static const int16_t BS_SFX(iq_a4)[IQ_NC4] = { 224, 248, 224, 248 };
+static const int16_t BS_SFX(iq_b4)[IQ_NC4] = { 0, 0, 59, 53 };
+
+/* Writes the packed words of the 16 lanes to wq (as pack_batch: nibble word k at wq[k * 16 + b],
+ * q5_1's high bits at wq[8 * 16 + b]) and the fp16 d and m to dout, mout. */
+static BS_TGT void BS_SFX(fast_asym_i)(float *xt, int nmax, uint32_t *wq, uint32_t *dout, uint32_t *mout) {
+    VF mn[NH], mx[NH], amax[NH], ia[NH];
+    VI tiny[NH], flat[NH], scl[NH], live[NH];
+    FORH mn[h] = mx[h] = LDA(xt + h * W);
     for (int j = 0; j < QK; j++)
         FORH {
             const VF v = LDA(xt + j * 16 + h * W);
             mn[h] = VMIN(v, mn[h]);
             mx[h] = VMAX(v, mx[h]);
-            sx[h] += v;
-            sxx[h] += v * v;
         }
-    /* units: a lane whose max |x| is within 2^-40..2^40 works on x itself (ia = amax = 1 below:
-     * nothing can overflow), others on x / max|x| */
+    /* units: a lane whose max |x| is within 2^-40..2^40 works on x itself (ia = amax = 1: nothing
+     * can overflow), others on x / max|x| */
     FORH {
         const VF a0 = VABS(mn[h]), a1 = VABS(mx[h]);
         const VF am = SEL(a1 > a0, a1, a0);
         tiny[h] = am < SPLAT(BS_TINY);
         flat[h] = ~tiny[h] & (mn[h] == mx[h]);
+        live[h] = ~tiny[h] & ~flat[h];
         scl[h] = ~tiny[h] & ((am > SPLAT(0x1.0p40f)) | (am < SPLAT(0x1.0p-40f)));
         amax[h] = SEL(scl[h], am, SPLAT(1));
         ia[h] = SEL(scl[h], SPLAT(1) / SEL(scl[h], am, SPLAT(1)), SPLAT(1));
     }
-    if (ANY(scl)) {
-        FORH sx[h] = sxx[h] = SPLAT(0);
+    if (ANY(scl))
         for (int j = 0; j < QK; j++)
-            FORH {
-                const VF v = LDA(xt + j * 16 + h * W) * ia[h]; /* exact (x 1) in the other lanes */
-                STA(xt + j * 16 + h * W, v);
-                sx[h] += v;
-                sxx[h] += v * v;
+            FORH STA(xt + j * 16 + h * W, LDA(xt + j * 16 + h * W) * ia[h]); /* x 1 elsewhere: exact */
+    const VF hi = SPLAT((float)nmax);
+    /* q4_1: no Lloyd step (it cost 9% of the time, SSE 0.818 -> 0.802 on kjv-3m) */
+    const int ik = nmax == 15 ? 11 : 12, nc = nmax == 15 ? IQ_NC4 : IQ_NC5, nll = nmax == 15 ? 0 : 1;
+    const int16_t *ta = nmax == 15 ? BS_SFX(iq_a4) : BS_SFX(iq_a5), *tb = nmax == 15 ? BS_SFX(iq_b4) : BS_SFX(iq_b5);
+    const float top = (float)(1 << ik);
+    /* the integers U, in working units (mn * ia is the min of the scaled values) */
+    _Alignas(64) uint32_t pt[16 * 16];
+    VF mnw[NH], rw[NH];
+    VU su[NH];
+    FORH {
+        mnw[h] = mn[h] * ia[h];
+        rw[h] = SEL(live[h], mx[h] * ia[h] - mnw[h], SPLAT(1));
+        const VF sc = SPLAT(top) / rw[h];
+        su[h] = (VU)(tiny[h] - tiny[h]);
+        for (int p = 0; p < 16; p++) {
+            /* x - min >= 0 and (x - min) * sc <= range * sc rounds to at most 2^k: no clamp */
+            const VU u0 = BS_SFX(rndu)((LDA(xt + p * 16 + h * W) - mnw[h]) * sc);
+            const VU u1 = BS_SFX(rndu)((LDA(xt + (p + 16) * 16 + h * W) - mnw[h]) * sc);
+            STU(pt + p * 16 + h * W, u0 | (u1 << 16));
+            su[h] += u0 + u1;
+        }
+    }
+    const VS qhi = (VS)((VU)(su[0] - su[0]) + (uint32_t)(nmax | (nmax << 16)));
+    /* the candidates, then one Lloyd step from the winner's least squares. The best so far per
+     * lane: its C^2 (bcc), C, D and sum q as floats; a candidate wins if C^2 / D is larger
+     * (compared as C^2 bD > bC^2 D, D > 0), the first one on ties. */
+    VF bcc[NH], bcf[NH], bdf[NH];
+    VI bq[NH];
+    FORH {
+        bcc[h] = SPLAT(-1);
+        bcf[h] = SPLAT(0);
+        bdf[h] = SPLAT(1);
+        bq[h] = (VI)(su[h] - su[h]);
+    }
+    for (int c = 0; c < nc + nll; c++)
+        FORH {
+            VU a2, b2;
+            if (c < nc) {
+                a2 = (VU)(su[h] - su[h]) + (uint32_t)(uint16_t)ta[c] * 0x10001u;
+                b2 = (VU)(su[h] - su[h]) + (uint32_t)(uint16_t)tb[c] * 0x10001u;
+            } else {
+                /* the winner's least-squares step and first level, rounded to integers (no winner:
+                 * ggml's grid) */
+                const VI ok = bcc[h] >= SPLAT(0);
+                const VF du = SEL(ok, bcf[h] / bdf[h], SPLAT(top / (float)nmax));
+                const VF muf = (__builtin_convertvector((VI)su[h], VF) - du * __builtin_convertvector(bq[h], VF)) * SPLAT(1.f / QK);
+                const VU av = CRI(SPLAT(32768.f) / SEL(du > SPLAT(1), du, SPLAT(1)), SPLAT(1), SPLAT(32767));
+                const VU bv = CRI(muf + SPLAT(16384.f), SPLAT(0), SPLAT(32767)) - 16384u;
+                a2 = (av + 1u) * 0x10001u; /* CRI returns q - lo */
+                b2 = (bv & 0xFFFFu) * 0x10001u;
             }
-    }
-    const VF hi = SPLAT((float)nmax), n = SPLAT((float)QK);
-    VU hd[NH], hm[NH], sd[2][NH], sm[2][NH];
-    VF dq[NH], mq[NH], sq[NH], sqq[NH], sqx[NH], be[NH];
-    VF d2[2][NH], m2[2][NH], q1[2][NH], q2[2][NH], qx[2][NH];
-    VI act[NH], live[NH];
-    /* one or two starts: ggml's (the range on the grid's ends, t = 0) or a grid t steps finer,
-     * centred on the range (its ends clipped): t = ASYM_T0, then ASYM_T2 */
+            VI sq, sqq, squ;
+            const int cl = c < nc ? BS_SFX(iq_clamps)(ta[c], tb[c], nmax, ik) : 3;
+            const bool sub = c == nc || tb[c] != 0;
+            if (cl == 3) BS_SFX(icand)(pt, h, a2, b2, qhi, true, true, true, &sq, &sqq, &squ);
+            else if (cl == 2) BS_SFX(icand)(pt, h, a2, b2, qhi, sub, false, true, &sq, &sqq, &squ);
+            else if (cl == 1) BS_SFX(icand)(pt, h, a2, b2, qhi, sub, true, false, &sq, &sqq, &squ);
+            else if (sub) BS_SFX(icand)(pt, h, a2, b2, qhi, true, false, false, &sq, &sqq, &squ);
+            else BS_SFX(icand)(pt, h, a2, b2, qhi, false, false, false, &sq, &sqq, &squ);
+            /* D >= 0 (Cauchy-Schwarz) and D = 0 only if every q is equal, then C = 0 too, and
+             * 0 > bC^2 * 0 is false: such a candidate never wins */
+            const VI C = (VI)(QK * squ - sq * (VI)su[h]), D = QK * sqq - sq * sq;
+            const VF cf = __builtin_convertvector(C, VF), df = __builtin_convertvector(D, VF);
+            const VF c2 = cf * cf;
+            const VI g = c2 * bdf[h] > bcc[h] * df;
+            bcc[h] = BS_SFX(blend)(g, c2, bcc[h]);
+            bcf[h] = BS_SFX(blend)(g, cf, bcf[h]);
+            bdf[h] = BS_SFX(blend)(g, df, bdf[h]);
+            bq[h] = (VI)BS_SFX(blend)(g, (VF)sq, (VF)bq[h]);
+        }
+    /* the winner's (d, m) at fp16 and the integers re-rounded there (a least-squares step on the
+     * floats after it gains about a tenth of the next candidate's worth and costs five: none) */
     FORH {
-        const VF rng = mx[h] - mn[h];
-        for (int c = 0; c < 2; c++) {
-            const float t = c ? ASYM_T2 : ASYM_T0;
-            const VF d0 = rng / (hi + SPLAT(t));
-            sd[c][h] = F2H(d0);
-            sm[c][h] = t != 0 ? F2H(mn[h] + (rng - d0 * hi) * SPLAT(0.5f)) : F2H(mn[h]);
-            d2[c][h] = H2F(sd[c][h]) * ia[h];
-            m2[c][h] = H2F(sm[c][h]) * ia[h];
+        const VI ok = bcc[h] >= SPLAT(0);
+        const VF du = SEL(ok, bcf[h] / bdf[h], SPLAT(top / (float)nmax));
+        const VF muf = (__builtin_convertvector((VI)su[h], VF) - du * __builtin_convertvector(bq[h], VF)) * SPLAT(1.f / QK);
+        const VF s = rw[h] * SPLAT(1.f / top);
+        const VF d = (du * s) * amax[h], m = (mnw[h] + muf * s) * amax[h];
+        const VU z = (VU)(su[h] - su[h]);
+        const VU hd = SELU(live[h], F2H(SEL(live[h], d, SPLAT(0))), z);
+        const VU hm = SELU(live[h], F2H(SEL(live[h], m, SPLAT(0))), SELU(flat[h], F2H(SEL(flat[h], mn[h], SPLAT(0))), z));
+        STU(dout + h * W, hd);
+        STU(mout + h * W, hm);
+        const VF dq = H2F(hd) * ia[h], mq = H2F(hm) * ia[h];
+        const VI nz = dq != SPLAT(0);
+        const VF id = SEL(nz, SPLAT(1) / SEL(nz, dq, SPLAT(1)), SPLAT(0));
+        /* packed as they are rounded: value j and j + 16 share a byte, q5_1's bit 4 to bit j */
+        VU qh = z;
+        for (int k = 0; k < 4; k++) {
+            VU v = z;
+            for (int t = 0; t < 4; t++) {
+                const int j = 4 * k + t;
+                const VU qa = CRI((LDA(xt + j * 16 + h * W) - mq) * id, SPLAT(0), hi);
+                const VU qb = CRI((LDA(xt + (j + 16) * 16 + h * W) - mq) * id, SPLAT(0), hi);
+                if (nmax == 31) {
+                    v |= ((qa & 0xFu) | ((qb & 0xFu) << 4)) << (8 * t);
+                    qh |= (j >= 4 ? (qa & 0x10u) << (j - 4) : (qa & 0x10u) >> (4 - j)) | ((qb & 0x10u) << (j + 12));
+                } else {
+                    v |= (qa | (qb << 4)) << (8 * t); /* q <= 15 */
+                }
+            }
+            STU(wq + k * 16 + h * W, v);
         }
-        live[h] = ~tiny[h] & ~flat[h];
+        if (nmax == 31) STU(wq + 8 * 16 + h * W, qh);
     }
-    BS_SFX(fasym_sums2)(xt, FASTA_STARTS, d2, m2, hi, q1, q2, qx);
-    FORH {
-        be[h] = BS_SFX(asym_err)(sxx[h], sx[h], d2[0][h], m2[0][h], q1[0][h], q2[0][h], qx[0][h]);
-        hd[h] = sd[0][h];
-        hm[h] = sm[0][h];
-        if (FASTA_STARTS > 1) {
-            const VF e1 = BS_SFX(asym_err)(sxx[h], sx[h], d2[1][h], m2[1][h], q1[1][h], q2[1][h], qx[1][h]);
-            const VI g = e1 < be[h];
-            be[h] = SEL(g, e1, be[h]);
-            hd[h] = SELU(g, sd[1][h], hd[h]);
-            hm[h] = SELU(g, sm[1][h], hm[h]);
-        }
-        act[h] = (VI)SPLAT(0);
-        for (int c = 0; c < FASTA_STARTS; c++) {
-            /* the least-squares (d, m) of start c's integers, scored by its sums */
-            const VF D = n * q2[c][h] - q1[c][h] * q1[c][h];
-            const VI ok = live[h] & (D > SPLAT(1e-6f) * (n * q2[c][h]));
-            const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
-            const VF dn = ((n * qx[c][h] - sx[h] * q1[c][h]) * iD) * amax[h];
-            const VF mnn = ((q2[c][h] * sx[h] - q1[c][h] * qx[c][h]) * iD) * amax[h];
-            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
-            const VU nd = F2H(SEL(fin, dn, SPLAT(0))), nm = F2H(SEL(fin, mnn, SPLAT(0)));
-            const VF el = BS_SFX(asym_err)(sxx[h], sx[h], H2F(nd) * ia[h], H2F(nm) * ia[h], q1[c][h], q2[c][h], qx[c][h]);
-            const VI g = fin & (el < be[h]);
-            be[h] = SEL(g, el, be[h]);
-            hd[h] = SELU(g, nd, hd[h]);
-            hm[h] = SELU(g, nm, hm[h]);
-            act[h] |= g;
-        }
-    }
-    /* more rounds: the sums of the chosen rescale, its own rescale */
-    for (int it = 1; it < FASTA_ITERS; it++) {
-        if (!ANY(act)) break;
-        FORH {
-            dq[h] = H2F(hd[h]) * ia[h];
-            mq[h] = H2F(hm[h]) * ia[h];
-        }
-        BS_SFX(fasym_sums)(xt, dq, mq, hi, sq, sqq, sqx);
-        FORH {
-            const VF e0 = BS_SFX(asym_err)(sxx[h], sx[h], dq[h], mq[h], sq[h], sqq[h], sqx[h]);
-            be[h] = SEL(act[h], e0, be[h]);
-            const VF D = n * sqq[h] - sq[h] * sq[h];
-            const VI ok = act[h] & (D > SPLAT(1e-6f) * (n * sqq[h]));
-            const VF iD = SPLAT(1) / SEL(ok, D, SPLAT(1));
-            const VF dn = ((n * sqx[h] - sx[h] * sq[h]) * iD) * amax[h];
-            const VF mnn = ((sqq[h] * sx[h] - sq[h] * sqx[h]) * iD) * amax[h];
-            const VI fin = ok & (VABS(dn) <= SPLAT(3.0e38f)) & (VABS(mnn) <= SPLAT(3.0e38f));
-            const VU nd = F2H(SEL(fin, dn, SPLAT(0))), nm = F2H(SEL(fin, mnn, SPLAT(0)));
-            const VF el = BS_SFX(asym_err)(sxx[h], sx[h], H2F(nd) * ia[h], H2F(nm) * ia[h], sq[h], sqq[h], sqx[h]);
-            const VI g = fin & (el < be[h]) & ((VI)(nd != hd[h]) | (VI)(nm != hm[h]));
-            be[h] = SEL(g, el, be[h]);
-            hd[h] = SELU(g, nd, hd[h]);
-            hm[h] = SELU(g, nm, hm[h]);
-            act[h] = g;
-        }
-    }
-    FORH {
-        const VI z = tiny[h] | flat[h];
-        hd[h] = SELU(z, hd[h] - hd[h], hd[h]);
-        hm[h] = SELU(tiny[h], hm[h] - hm[h], hm[h]);
-        dq[h] = H2F(hd[h]) * ia[h];
-        mq[h] = H2F(hm[h]) * ia[h];
-        const VI nz = dq[h] != SPLAT(0);
-        sq[h] = SEL(nz, SPLAT(1) / SEL(nz, dq[h], SPLAT(1)), SPLAT(0));
-        STU(dout + h * W, hd[h]);
-        STU(mout + h * W, hm[h]);
-    }
-    for (int j = 0; j < QK; j++)
-        FORH STU(ct + j * 16 + h * W, CRI((LDA(xt + j * 16 + h * W) - mq[h]) * sq[h], SPLAT(0), hi));
 }
 
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(store_words)(int kind, const uint32_t *wq, const uint32_t *d, const uint32_t *m, int nb, void *vy,
+                    int64_t i0);
 /* Packs the 16 lanes' integers ct (transposed) into blocks i0 .. i0+nb-1 of a legacy row (kind as
  * iqf_best_legacy_row): the packed words are built lane-wise, then stored per block. */
 static inline __attribute__((always_inline)) BS_TGT void
@@ -755,9 +849,20 @@ BS_SFX(pack_batch)(int kind, const uint32_t *ct, const uint32_t *d, const uint32
     if (kind == 2 || kind == 3)
         FORH {
             VU v = LDU(ct + h * W) - LDU(ct + h * W);
-            for (int j = 0; j < QK; j++) v |= ((LDU(ct + j * 16 + h * W) >> 4) & 1u) << j;
+            for (int j = 0; j < QK; j++) {
+                const VU b4 = LDU(ct + j * 16 + h * W) & 0x10u; /* bit 4 to bit j */
+                v |= j >= 4 ? b4 << (j - 4) : b4 >> (4 - j);
+            }
             STU(wq + 8 * 16 + h * W, v);
         }
+    BS_SFX(store_words)(kind, wq, d, m, nb, vy, i0);
+}
+/* Stores blocks i0 .. i0+nb-1 from the lane-wise packed words wq (word k of lane b at
+ * wq[k * 16 + b]: 4 nibble words (8 for q8_0), q5's high bits at wq[8 * 16 + b]). */
+static inline __attribute__((always_inline)) BS_TGT void
+BS_SFX(store_words)(int kind, const uint32_t *wq, const uint32_t *d, const uint32_t *m, int nb, void *vy,
+                    int64_t i0) {
+    const int nw = kind == 4 ? 8 : 4;
     for (int b = 0; b < nb; b++) {
         /* word by word: a 16-byte copy of words stored one by one would stall on forwarding */
         uint8_t *qs, *qh = NULL;
@@ -991,15 +1096,17 @@ static BS_TGT void BS_SFX(asym_block)(const float *x, const float *w, int nmax, 
                                       iqf_half *d, iqf_half *m) {
     {
         float wn0[QK];
-        /* the fast search without an imatrix, q4_1 only: q5_1's fast search lost test_best_files'
-         * margin (libllama KLD best/compat 1.003 on its 6 chunks, from token_embd), so q5_1 keeps
-         * the dense search */
-        if (nmax == 15 && uniform_weights(w, wn0)) {
+        /* the fast search without an imatrix (fast_asym_i) */
+        if (uniform_weights(w, wn0)) {
             _Alignas(64) float xt[QK * 16];
-            _Alignas(64) uint32_t ct[QK * 16], dd[16], mm[16];
+            _Alignas(64) uint32_t wq[9 * 16], dd[16], mm[16];
             BS_SFX(transpose)(1, x, xt);
-            BS_SFX(fast_asym_s)(xt, nmax, ct, dd, mm);
-            for (int j = 0; j < QK; j++) L[j] = (uint8_t)ct[j * 16];
+            BS_SFX(fast_asym_i)(xt, nmax, wq, dd, mm);
+            for (int j = 0; j < 16; j++) {
+                const uint32_t by = (wq[(j / 4) * 16] >> (8 * (j % 4))) & 0xFFu, qh = wq[8 * 16];
+                L[j] = (uint8_t)((by & 0xFu) | (nmax == 31 ? ((qh >> j) & 1u) << 4 : 0u));
+                L[j + 16] = (uint8_t)((by >> 4) | (nmax == 31 ? ((qh >> (j + 16)) & 1u) << 4 : 0u));
+            }
             *d = (iqf_half)dd[0];
             *m = (iqf_half)mm[0];
             return;
@@ -1246,7 +1353,7 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
     static const int qmins[5] = { -8, 0, -16, 0, -127 }, qmaxs[5] = { 7, 15, 15, 31, 127 };
     const int qmin = qmins[kind], qmax = qmaxs[kind];
     const bool asym = kind == 1 || kind == 3;
-    if ((qw && kind != 4) || kind == 3) { /* the dense search, block by block (q5_1 always) */
+    if (qw && kind != 4) { /* the dense search, block by block */
         const float sigma2 = qw ? row_sigma2(x, n) : 0.f;
         float w[QK];
         uint8_t L[QK];
@@ -1274,8 +1381,11 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
         if (qw) {
             BS_SFX(batch_weights)(xt[k], qt[k], sigma2, wt);
             BS_SFX(fast_sym_impl)(xt[k], wt, qmin, qmax, ct, d);
-        } else if (asym) BS_SFX(fast_asym_s)(xt[k], qmax, ct, d, m);
-        else if (kind == 4) BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
+        } else if (asym) {
+            BS_SFX(fast_asym_i)(xt[k], qmax, ct, d, m); /* packed words (ct as wq) */
+            BS_SFX(store_words)(kind, ct, d, m, nbb, vy, i0);
+            continue;
+        } else if (kind == 4) BS_SFX(fast_sym_u)(xt[k], qmin, qmax, ct, d);
         else BS_SFX(fast_sym_s)(xt[k], qmin, qmax, ct, d);
         BS_SFX(pack_batch)(kind, ct, d, m, nbb, vy, i0);
     }
@@ -1307,3 +1417,4 @@ static BS_TGT void BS_SFX(legacy_row)(int kind, const float *x, void *vy, int64_
 #undef VMAX
 #undef VMIN
 #undef VUA
+#undef VS
