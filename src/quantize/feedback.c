@@ -454,56 +454,71 @@ static void feed_beyond(iqf_simd simd, const float *U, int64_t bs, float *w, int
     }
 }
 
+/* One unit (columns u0 .. u0+B-1) of one row w: encoded, re-rounded, re-encoded from its targets
+ * while the unit's loss drops, and its errors fed forward. */
+static iqf_status fb_unit(const fbjob *j, fbscratch *s, float *w, uint8_t *out, int64_t u0) {
+    const int64_t n = j->ncols, B = j->blck, bs = j->f->bs;
+    const float *U = j->f->U;
+    float *q = s->q, *q2 = s->q2, *t = s->t, *ev = s->e;
+    uint8_t *blk = out + (size_t)(u0 / B) * j->tsz;
+    double best = 0, l2 = 0;
+    bool have = false;
+    iqf_status st = encode_unit(j, s, w, w + u0, u0, blk, q);
+    if (!st && j->reround) st = reround_unit(j, s, w, u0, blk, q, t, ev, &best, &have);
+    /* Within the unit: re-encode from the targets the recursion gives the columns (the
+     * errors of the earlier columns fed forward), keep the codes while the loss drops. */
+    if (!st && j->iters > 0) {
+        if (!have) best = unit_loss(j->simd, U, bs, u0, B, w, q, t, ev);
+        for (int it = 0; it < j->iters && !st; it++) {
+            float *t2 = s->t2;
+            have = false;
+            st = encode_unit(j, s, w, t, u0, s->blk2, q2);
+            if (!st && j->reround) st = reround_unit(j, s, w, u0, s->blk2, q2, t2, s->e2, &l2, &have);
+            if (st) break;
+            if (!have) l2 = unit_loss(j->simd, U, bs, u0, B, w, q2, t2, s->e2);
+            if (!(l2 < best)) break;
+            best = l2;
+            memcpy(blk, s->blk2, j->tsz);
+            memcpy(q, q2, (size_t)B * sizeof(float));
+            memcpy(t, t2, (size_t)B * sizeof(float));
+            memcpy(ev, s->e2, (size_t)B * sizeof(float));
+        }
+    }
+    if (st) return st;
+    /* The unit's errors fed forward: inside the unit, w becomes the targets t (what the
+     * recursion with the final codes gives; read again by row-context encoders), and the
+     * later columns of each block of H receive the errors. */
+    if (j->iters > 0) {
+        memcpy(w + u0, t, (size_t)B * sizeof(float));
+        feed_beyond(j->simd, U, bs, w, u0, B, n, ev);
+    } else {
+        sweep(j->simd, U, bs, w + u0, u0, B, n, q, NULL, NULL, NULL);
+    }
+    return IQF_OK;
+}
+
+/* Rows are taken FB_ROWS at a time and their units interleaved (unit column by unit column), so
+ * that the block of U a unit reads is reused from cache by the group's other rows. Every row's
+ * computation is the same as alone: the order changes no bit. */
+#define FB_ROWS 8
+
 static void fb_range(void *arg, int64_t b, int64_t e, int tid) {
     const fbjob *j = arg;
     fbscratch *s = &j->s[tid];
-    const int64_t n = j->ncols, B = j->blck, bs = j->f->bs;
-    const float *U = j->f->U;
-    for (int64_t r = b; r < e; r++) {
+    const int64_t n = j->ncols, B = j->blck;
+    for (int64_t r0 = b; r0 < e; r0 += FB_ROWS) {
         if (s->st) return;
-        float *w = s->w, *q = s->q, *q2 = s->q2, *t = s->t, *ev = s->e;
-        memcpy(w, j->src + r * n, (size_t)n * sizeof(float));
-        uint8_t *out = j->dst + (size_t)r * j->row_bytes;
-        for (int64_t u0 = 0; u0 < n; u0 += B) {
-            uint8_t *blk = out + (size_t)(u0 / B) * j->tsz;
-            double best = 0, l2 = 0;
-            bool have = false;
-            iqf_status st = encode_unit(j, s, w, w + u0, u0, blk, q);
-            if (!st && j->reround) st = reround_unit(j, s, w, u0, blk, q, t, ev, &best, &have);
-            /* Within the unit: re-encode from the targets the recursion gives the columns (the
-             * errors of the earlier columns fed forward), keep the codes while the loss drops. */
-            if (!st && j->iters > 0) {
-                if (!have) best = unit_loss(j->simd, U, bs, u0, B, w, q, t, ev);
-                for (int it = 0; it < j->iters && !st; it++) {
-                    float *t2 = s->t2;
-                    have = false;
-                    st = encode_unit(j, s, w, t, u0, s->blk2, q2);
-                    if (!st && j->reround) st = reround_unit(j, s, w, u0, s->blk2, q2, t2, s->e2, &l2, &have);
-                    if (st) break;
-                    if (!have) l2 = unit_loss(j->simd, U, bs, u0, B, w, q2, t2, s->e2);
-                    if (!(l2 < best)) break;
-                    best = l2;
-                    memcpy(blk, s->blk2, j->tsz);
-                    memcpy(q, q2, (size_t)B * sizeof(float));
-                    memcpy(t, t2, (size_t)B * sizeof(float));
-                    memcpy(ev, s->e2, (size_t)B * sizeof(float));
+        const int nr = (int)(e - r0 < FB_ROWS ? e - r0 : FB_ROWS);
+        for (int g = 0; g < nr; g++) memcpy(s->w + g * n, j->src + (r0 + g) * n, (size_t)n * sizeof(float));
+        for (int64_t u0 = 0; u0 < n; u0 += B)
+            for (int g = 0; g < nr; g++) {
+                const iqf_status st = fb_unit(j, s, s->w + g * n, j->dst + (size_t)(r0 + g) * j->row_bytes, u0);
+                if (st) {
+                    s->st = st;
+                    s->bad_row = r0 + g;
+                    return;
                 }
             }
-            if (st) {
-                s->st = st;
-                s->bad_row = r;
-                return;
-            }
-            /* The unit's errors fed forward: inside the unit, w becomes the targets t (what the
-             * recursion with the final codes gives; read again by row-context encoders), and the
-             * later columns of each block of H receive the errors. */
-            if (j->iters > 0) {
-                memcpy(w + u0, t, (size_t)B * sizeof(float));
-                feed_beyond(j->simd, U, bs, w, u0, B, n, ev);
-            } else {
-                sweep(j->simd, U, bs, w + u0, u0, B, n, q, NULL, NULL, NULL);
-            }
-        }
     }
 }
 
@@ -536,7 +551,7 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
     iqf_status st = IQF_OK;
     if (!j.s) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     for (int t = 0; t < nt; t++) {
-        j.s[t].w = malloc((size_t)ncols * sizeof(float));
+        j.s[t].w = malloc((size_t)(ncols * FB_ROWS) * sizeof(float));
         j.s[t].q = malloc((size_t)ncols * sizeof(float));
         j.s[t].row = malloc(j.row_bytes);
         j.s[t].q2 = malloc((size_t)ncols * sizeof(float));
@@ -550,7 +565,7 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
         if (!j.s[t].e || !j.s[t].e2 || !j.s[t].v) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
         if (!j.s[t].w || !j.s[t].q || !j.s[t].row || !j.s[t].q2 || !j.s[t].t || !j.s[t].t2 || !j.s[t].rw || !j.s[t].blk2) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     }
-    if (!st && iqf_parallel_for(nt, nrows, 1, fb_range, &j))
+    if (!st && iqf_parallel_for(nt, nrows, FB_ROWS, fb_range, &j))
         st = iqf_fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
     if (!st) {
         int best = -1;
