@@ -134,7 +134,7 @@ static bool grid_type(int type) {
 
 int fb_block_group(int type) { return grid_type(type) ? 8 : 1; }
 
-bool fb_block_parse(int type, const uint8_t *x, fb_block *f) {
+static bool parse(int type, const uint8_t *x, fb_block *f) {
     memset(f, 0, sizeof *f);
     switch (type) {
     case IQF_TYPE_Q4_0: { /* d; qs[16] */
@@ -258,6 +258,12 @@ bool fb_block_parse(int type, const uint8_t *x, fb_block *f) {
     }
 }
 
+bool fb_block_parse(int type, const uint8_t *x, fb_block *f) {
+    if (!parse(type, x, f)) return false;
+    for (int s = 0; s < 16; s++) f->ia[s] = f->a[s] != 0 ? 1.f / f->a[s] : 0.f;
+    return true;
+}
+
 static void set_nibble(uint8_t *p, int hi, int v) {
     *p = hi ? (uint8_t)((*p & 0x0F) | (v << 4)) : (uint8_t)((*p & 0xF0) | v);
 }
@@ -339,7 +345,7 @@ int fb_block_nearest(const fb_block *f, int i, float t) {
         return best;
     }
     if (a == 0) return f->cmin > 0 ? f->cmin : (f->cmax < 0 ? f->cmax : 0);
-    const float v = (t - b) / a;
+    const float v = (t - b) * f->ia[s];
     int c = v > (float)f->cmax ? f->cmax : v < (float)f->cmin ? f->cmin : iqf_nearest_int(v);
     if (c < f->cmin) c = f->cmin;
     if (c > f->cmax) c = f->cmax;

@@ -4,6 +4,7 @@
 #include "hessian_file.h"
 #include "../util/error.h"
 #include "../util/parallel.h"
+#include "../codec/kq_best.h"
 
 #include <immintrin.h>
 #include <inttypes.h>
@@ -194,7 +195,10 @@ done:
 /* Rows                                                                                       */
 
 #ifndef FB_ITERS
-#define FB_ITERS 3
+#define FB_ITERS 2
+#endif
+#ifndef FB_REFINE_NIT
+#define FB_REFINE_NIT 2
 #endif
 #define FB_ITERS_DOC /* re-encodings of a unit from its fed-forward targets (stops when no gain) */
 
@@ -225,6 +229,8 @@ typedef struct fbjob {
     int iters;              /* in-unit re-encodings */
     bool reround;           /* in-unit GPTQ under the chosen scales (fb_blocks.c types) */
     iqf_simd simd;          /* the level of the feedback loops (identical bits on every level) */
+    int refine;             /* > 0: re-encodings are best mode's K-quant search from the current
+                               block (iqf_kq_best_refine, that many alternations) */
     fbscratch *s;
 } fbjob;
 
@@ -336,6 +342,7 @@ typedef struct rr_state {
     uint8_t *blk;
     const float *w0; /* the unit's weights before the sweep */
     const float *im; /* the unit's importance */
+    int16_t code[256], pos[256]; /* codes chosen by the inline rounding, written after the sweep */
 } rr_state;
 
 /* The recursion over columns u0 .. u0+B-1 of a row. x[c - u0] is column c (valid up to lim) and
@@ -348,17 +355,44 @@ static double sweep(iqf_simd simd, const float *U, int64_t bs, float *x, int64_t
                     const float *q, rr_state *rr, float *eout, float *vout) {
     const int P = (bs % FB_PANEL == 0 && B % FB_PANEL == 0 && lim % FB_PANEL == 0) ? FB_PANEL : 1;
     double loss = 0;
-    float e[FB_PANEL], v[8] = { 0 };
+    float e[FB_PANEL], rd[FB_PANEL], v[8] = { 0 };
+    /* single-weight types with linear levels: the rounding inline, the codes written after the
+     * sweep (nothing reads the block during it) */
+    const bool lin = rr && rr->G == 1 && !rr->fbk.table;
+    const int gm = rr ? rr->G - 1 : 0; /* G is 1 or 8 */
+    int nset = 0;
     for (int64_t p0 = u0; p0 < u0 + B; p0 += P) {
         const int64_t k0 = p0 - p0 % bs;
         const int64_t end = k0 + bs < lim ? k0 + bs : lim;
         const int64_t pend = p0 + P < end ? p0 + P : end;
+        /* 1 / U_ii of the panel's columns, off the recursion's critical path */
+        for (int k = 0; k < P; k++) rd[k] = 1.f / U[(p0 + k) * bs + (p0 + k - k0)];
         for (int k = 0; k < P; k++) {
             const int64_t i = p0 + k;
             const float *ur = U + i * bs - k0; /* ur[c] = U_ic */
             float vi;
-            if (rr) {
-                const int l = (int)(i - u0), g = l % rr->G;
+            if (lin) {
+                const int l = (int)(i - u0);
+                if (same_bits(&x[l], &rr->w0[l], 1)) {
+                    vi = q[l];
+                } else {
+                    const fb_block *f = &rr->fbk;
+                    const int sb = l / f->sub;
+                    int c;
+                    if (f->a[sb] == 0) {
+                        c = f->cmin > 0 ? f->cmin : (f->cmax < 0 ? f->cmax : 0);
+                    } else {
+                        const float cv = (x[l] - f->b[sb]) * f->ia[sb];
+                        c = cv > (float)f->cmax ? f->cmax : cv < (float)f->cmin ? f->cmin : iqf_nearest_int(cv);
+                        if (c < f->cmin) c = f->cmin;
+                        if (c > f->cmax) c = f->cmax;
+                    }
+                    rr->code[nset] = (int16_t)c;
+                    rr->pos[nset++] = (int16_t)l;
+                    vi = f->a[sb] * (float)c + f->b[sb];
+                }
+            } else if (rr) {
+                const int l = (int)(i - u0), g = l & gm;
                 if (g == 0) {
                     if (!same_bits(&x[l], &rr->w0[l], rr->G))
                         fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, &x[l], rr->im + l, v);
@@ -369,7 +403,7 @@ static double sweep(iqf_simd simd, const float *U, int64_t bs, float *x, int64_t
             } else {
                 vi = q[i - u0];
             }
-            const float ei = (x[i - u0] - vi) / ur[i];
+            const float ei = (x[i - u0] - vi) * rd[k];
             e[k] = ei;
             loss += (double)ei * ei;
             if (eout) eout[i - u0] = ei;
@@ -381,6 +415,7 @@ static double sweep(iqf_simd simd, const float *U, int64_t bs, float *x, int64_t
         }
         if (pend < end) apply(simd, x + (pend - u0), U + p0 * bs + (pend - k0), bs, e, P, end - pend);
     }
+    for (int k = 0; k < nset; k++) fb_block_set(rr->type, rr->blk, rr->pos[k], rr->code[k]);
     return loss;
 }
 
@@ -472,7 +507,16 @@ static iqf_status fb_unit(const fbjob *j, fbscratch *s, float *w, uint8_t *out, 
         for (int it = 0; it < j->iters && !st; it++) {
             float *t2 = s->t2;
             have = false;
-            st = encode_unit(j, s, w, t, u0, s->blk2, q2);
+            /* targets equal to the weights (no error arrived): the encoder would give the same
+             * block again */
+            if (same_bits(t, w + u0, (int)B)) break;
+            if (j->refine) {
+                memcpy(s->blk2, blk, j->tsz);
+                iqf_kq_best_refine(j->simd, j->type, t, j->im + u0, s->blk2, j->refine);
+                st = iqf_dequantize(j->type, s->blk2, q2, 1, B, 1, s->msg, sizeof s->msg);
+            } else {
+                st = encode_unit(j, s, w, t, u0, s->blk2, q2);
+            }
             if (!st && j->reround) st = reround_unit(j, s, w, u0, s->blk2, q2, t2, s->e2, &l2, &have);
             if (st) break;
             if (!have) l2 = unit_loss(j->simd, U, bs, u0, B, w, q2, t2, s->e2);
@@ -546,7 +590,12 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
     const float *im = imatrix ? imatrix : f->diag;
 
     fbjob j = { f, type, src, dst, ncols, ti->blck_size, iqf_row_size(type, ncols), ti->type_size, im,
-                row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), resolve_simd(qp.simd), NULL };
+                row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), resolve_simd(qp.simd), 0, NULL };
+    if (qp.mode == IQF_MODE_BEST && (type == IQF_TYPE_Q2_K || type == IQF_TYPE_Q3_K || type == IQF_TYPE_Q4_K ||
+                                     type == IQF_TYPE_Q5_K || type == IQF_TYPE_Q6_K))
+        j.refine = FB_REFINE_NIT;
+    { const char *e = getenv("IQF_FB_REFINE"); if (e) j.refine = j.refine ? atoi(e) : 0; }
+    { const char *e = getenv("IQF_FB_ITERS"); if (e) j.iters = atoi(e); }
     j.s = calloc((size_t)nt, sizeof *j.s);
     iqf_status st = IQF_OK;
     if (!j.s) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
