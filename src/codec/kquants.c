@@ -663,7 +663,7 @@ const iqf_codec iqf_codecs_kquants[] = {
 /* Best mode's search for one super-block of q2_K..q6_K started from the block's own header only
  * (no compat search, the start is not joined by a second one), at most nit alternations; for
  * re-encoding a block after its weights moved a little (error feedback, quantize/feedback.c).
- * The references of the search are the block's own decoded sub-block scales and mins. Every
+ * The references of the search are the block's own decoded sub-block scales and mins (no scan). Every
  * SIMD level writes the same bytes. False for another type. */
 bool iqf_kq_best_refine(iqf_simd simd, int type, const float *x, const float *qw, void *blk, int nit) {
     int t;
@@ -678,6 +678,7 @@ bool iqf_kq_best_refine(iqf_simd simd, int type, const float *x, const float *qw
     kqb_fmt f = best_fmts[t][qw != NULL];
     f.nstart = 1;
     if (nit > 0 && nit < f.nit) f.nit = nit;
+    f.scan = 0; /* q6_K: the block's own scales as the references, no scan */
     kqb_rep r;
     best_get(t, blk, &r);
     const float d = IQF_FP16_TO_FP32(r.hd), dm = IQF_FP16_TO_FP32(r.hdm);
