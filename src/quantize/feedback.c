@@ -689,11 +689,10 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
 
     fbjob j = { f, type, src, dst, ncols, ti->blck_size, iqf_row_size(type, ncols), ti->type_size, im,
                 row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), resolve_simd(qp.simd), 0, NULL };
-    if (qp.mode == IQF_MODE_BEST && (type == IQF_TYPE_Q2_K || type == IQF_TYPE_Q3_K || type == IQF_TYPE_Q4_K ||
-                                     type == IQF_TYPE_Q5_K || type == IQF_TYPE_Q6_K))
+    /* q3_K keeps full re-encodings: warm-started ones cost it ~0.8% KLD on kjv-3m Q3_K_M */
+    if (qp.mode == IQF_MODE_BEST && (type == IQF_TYPE_Q2_K || type == IQF_TYPE_Q4_K || type == IQF_TYPE_Q5_K ||
+                                     type == IQF_TYPE_Q6_K))
         j.refine = FB_REFINE_NIT;
-    { const char *e = getenv("IQF_FB_REFINE"); if (e) j.refine = j.refine ? atoi(e) : 0; }
-    { const char *e = getenv("IQF_FB_ITERS"); if (e) j.iters = atoi(e); }
     j.s = calloc((size_t)nt, sizeof *j.s);
     iqf_status st = IQF_OK;
     if (!j.s) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
