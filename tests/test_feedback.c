@@ -7,6 +7,9 @@
  *  - with a correlated H the H-weighted output error trace((W-Q) H (W-Q)^T) is lower with feedback
  *    than without, for every type; bytes identical at 1 and 2 threads and at every SIMD level
  *    (full H, and 8-blocks: not a multiple of the 16-column panel);
+ *  - best mode as the inner encoder (K-quant re-encodings warm-started by iqf_kq_best_refine) with
+ *    256-blocks of a correlated H: lower than plain best, the same bytes at 1/2/3 threads and every
+ *    SIMD level; iqf_kq_best_refine alone the same at every level and never above its start;
  *  - a real H (captured here on stories260K; CI-only also on ../shared kjv-3m with its calibration
  *    text): the H-weighted error is lower on every tensor;
  *  - iqf_model_quantize's errors: a Hessian from another model, an entry of the wrong width, a NaN,
