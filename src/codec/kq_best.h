@@ -55,4 +55,9 @@ typedef struct kqb_rep {
 void kqb_search(iqf_simd simd, const kqb_fmt *f, const float *x, const float *qw,
                 const float *sref0, const float *mref0, kqb_rep *r);
 
+/* kquants.c: best mode's search for one q2_K..q6_K super-block blk (in place) from its own header
+ * only (no compat search, one start, at most nit alternations, nit <= 0: the type's), scored on
+ * x with importance qw (may be NULL). False (blk untouched) for another type. */
+bool iqf_kq_best_refine(iqf_simd simd, int type, const float *x, const float *qw, void *blk, int nit);
+
 #endif

@@ -659,3 +659,37 @@ const iqf_codec iqf_codecs_kquants[] = {
     { IQF_TYPE_Q6_K, NULL, quantize_row_q6_K, dequantize_row_q6_K },
     { -1, NULL, NULL, NULL },
 };
+
+/* Best mode's search for one super-block of q2_K..q6_K started from the block's own header only
+ * (no compat search, the start is not joined by a second one), at most nit alternations; for
+ * re-encoding a block after its weights moved a little (error feedback, quantize/feedback.c).
+ * The references of the search are the block's own decoded sub-block scales and mins (no scan). Every
+ * SIMD level writes the same bytes. False for another type. */
+bool iqf_kq_best_refine(iqf_simd simd, int type, const float *x, const float *qw, void *blk, int nit) {
+    int t;
+    switch (type) {
+    case IQF_TYPE_Q2_K: t = BQ2; break;
+    case IQF_TYPE_Q3_K: t = BQ3; break;
+    case IQF_TYPE_Q4_K: t = BQ4; break;
+    case IQF_TYPE_Q5_K: t = BQ5; break;
+    case IQF_TYPE_Q6_K: t = BQ6; break;
+    default: return false;
+    }
+    kqb_fmt f = best_fmts[t][qw != NULL];
+    f.nstart = 1;
+    if (nit > 0 && nit < f.nit) f.nit = nit;
+    f.scan = 0; /* q6_K: the block's own scales as the references, no scan */
+    kqb_rep r;
+    best_get(t, blk, &r);
+    const float d = IQF_FP16_TO_FP32(r.hd), dm = IQF_FP16_TO_FP32(r.hdm);
+    float sref[16], mref[16];
+    for (int j = 0; j < f.nsub; j++) {
+        sref[j] = d * (float)r.k[j];
+        mref[j] = dm * (float)r.m[j];
+    }
+    kqb_search(simd, &f, x, qw, sref, f.mhi ? mref : NULL, &r);
+    uint8_t L[QK_K];
+    for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] - f.qlo);
+    best_put(t, &r, L, blk);
+    return true;
+}

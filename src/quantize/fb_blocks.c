@@ -134,7 +134,7 @@ static bool grid_type(int type) {
 
 int fb_block_group(int type) { return grid_type(type) ? 8 : 1; }
 
-bool fb_block_parse(int type, const uint8_t *x, fb_block *f) {
+static bool parse(int type, const uint8_t *x, fb_block *f) {
     memset(f, 0, sizeof *f);
     switch (type) {
     case IQF_TYPE_Q4_0: { /* d; qs[16] */
@@ -258,6 +258,12 @@ bool fb_block_parse(int type, const uint8_t *x, fb_block *f) {
     }
 }
 
+bool fb_block_parse(int type, const uint8_t *x, fb_block *f) {
+    if (!parse(type, x, f)) return false;
+    for (int s = 0; s < 16; s++) f->ia[s] = f->a[s] != 0 ? 1.f / f->a[s] : 0.f;
+    return true;
+}
+
 static void set_nibble(uint8_t *p, int hi, int v) {
     *p = hi ? (uint8_t)((*p & 0x0F) | (v << 4)) : (uint8_t)((*p & 0xF0) | v);
 }
@@ -339,7 +345,7 @@ int fb_block_nearest(const fb_block *f, int i, float t) {
         return best;
     }
     if (a == 0) return f->cmin > 0 ? f->cmin : (f->cmax < 0 ? f->cmax : 0);
-    const float v = (t - b) / a;
+    const float v = (t - b) * f->ia[s];
     int c = v > (float)f->cmax ? f->cmax : v < (float)f->cmin ? f->cmin : iqf_nearest_int(v);
     if (c < f->cmin) c = f->cmin;
     if (c > f->cmax) c = f->cmax;
@@ -371,21 +377,34 @@ static int choose_signs(const float *t, const float *imp, float *u) {
  * (imp*d)*d added), and the first smallest wins, so the choice is nearest_grid's. */
 __attribute__((target("avx512f"))) static int nearest_grid_avx512(const float *gt, int stride, int npts, int w,
                                                                 const float *u, const float *imp, float db) {
-    float errs[1024];
+    /* Lane l keeps the smallest error of the points p = l (mod 16) and its index (a strict < keeps
+     * the first); the lanes are then reduced to the smallest error, the smallest index among
+     * equal ones: the first smallest over all points, as the scalar loop. Initial (INF, 0): a
+     * point whose error is not below INF (NaN, INF) is never chosen, and 0 wins if none is. */
     const __m512 dbv = _mm512_set1_ps(db);
+    __m512 uk[8], ik[8];
+    for (int k = 0; k < w; k++) {
+        uk[k] = _mm512_set1_ps(u[k]);
+        ik[k] = _mm512_set1_ps(imp ? imp[k] : 1.f);
+    }
+    __m512 bv = _mm512_set1_ps(INFINITY);
+    __m512i bi = _mm512_setzero_si512(), pi = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i step = _mm512_set1_epi32(16);
     for (int p = 0; p < npts; p += 16) {
         __m512 e = _mm512_setzero_ps();
         for (int k = 0; k < w; k++) {
-            const __m512 d = _mm512_sub_ps(_mm512_set1_ps(u[k]), _mm512_mul_ps(dbv, _mm512_loadu_ps(gt + k * stride + p)));
-            e = _mm512_add_ps(e, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(imp ? imp[k] : 1.f), d), d));
+            const __m512 d = _mm512_sub_ps(uk[k], _mm512_mul_ps(dbv, _mm512_loadu_ps(gt + k * stride + p)));
+            e = _mm512_add_ps(e, _mm512_mul_ps(_mm512_mul_ps(ik[k], d), d));
         }
-        _mm512_storeu_ps(errs + p, e);
+        const __mmask16 lt = _mm512_cmp_ps_mask(e, bv, _CMP_LT_OQ);
+        bv = _mm512_mask_mov_ps(bv, lt, e);
+        bi = _mm512_mask_mov_epi32(bi, lt, pi);
+        pi = _mm512_add_epi32(pi, step);
     }
-    int best = 0;
-    float be = INFINITY;
-    for (int p = 0; p < npts; p++)
-        if (errs[p] < be) { be = errs[p]; best = p; }
-    return best;
+    const float m = _mm512_reduce_min_ps(bv);
+    const __mmask16 eq = _mm512_cmp_ps_mask(bv, _mm512_set1_ps(m), _CMP_EQ_OQ);
+    if (!eq) return 0; /* every error NaN */
+    return _mm512_mask_reduce_min_epi32(eq, bi);
 }
 
 static int nearest_grid(const uint8_t *grid, int npts, int w, const float *u, const float *imp, float db) {

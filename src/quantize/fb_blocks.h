@@ -9,6 +9,7 @@
 
 typedef struct fb_block {
     float a[16], b[16]; /* value of weight i = a[i/sub] * code + b[i/sub] */
+    float ia[16];       /* 1 / a (0 where a is 0) */
     int sub;            /* weights per sub-block */
     int cmin, cmax;     /* code range */
     const int8_t *table;/* non-NULL: value = a * table[code] + b (IQ4 levels) */

@@ -4,6 +4,7 @@
 #include "hessian_file.h"
 #include "../util/error.h"
 #include "../util/parallel.h"
+#include "../codec/kq_best.h"
 
 #include <immintrin.h>
 #include <inttypes.h>
@@ -194,7 +195,10 @@ done:
 /* Rows                                                                                       */
 
 #ifndef FB_ITERS
-#define FB_ITERS 3
+#define FB_ITERS 2
+#endif
+#ifndef FB_REFINE_NIT
+#define FB_REFINE_NIT 2
 #endif
 #define FB_ITERS_DOC /* re-encodings of a unit from its fed-forward targets (stops when no gain) */
 
@@ -204,9 +208,12 @@ static bool row_context(int type, const float *imatrix, iqf_mode mode) {
                        type == IQF_TYPE_Q5_1 || (type == IQF_TYPE_Q8_0 && mode == IQF_MODE_BEST));
 }
 
+#define FB_ROWS 8 /* rows processed together (fb_range) */
+
 typedef struct fbscratch {
     float *w, *q, *q2, *t, *t2, *rw, *e, *e2, *v;
     uint8_t *row, *blk2;
+    struct rr_state *rr; /* FB_ROWS of them */
     int64_t bad_row;
     iqf_status st;
     char msg[256];
@@ -225,6 +232,8 @@ typedef struct fbjob {
     int iters;              /* in-unit re-encodings */
     bool reround;           /* in-unit GPTQ under the chosen scales (fb_blocks.c types) */
     iqf_simd simd;          /* the level of the feedback loops (identical bits on every level) */
+    int refine;             /* > 0: re-encodings are best mode's K-quant search from the current
+                               block (iqf_kq_best_refine, that many alternations) */
     fbscratch *s;
 } fbjob;
 
@@ -336,6 +345,7 @@ typedef struct rr_state {
     uint8_t *blk;
     const float *w0; /* the unit's weights before the sweep */
     const float *im; /* the unit's importance */
+    int16_t code[256], pos[256]; /* codes chosen by the inline rounding, written after the sweep */
 } rr_state;
 
 /* The recursion over columns u0 .. u0+B-1 of a row. x[c - u0] is column c (valid up to lim) and
@@ -344,43 +354,99 @@ typedef struct rr_state {
  * e_i = (x_i - value_i) / U_ii, and the columns c in (i, min(end of i's block of H, lim)) get
  * x_c -= e_i * U_ic. Returns sum e_i^2; eout and vout (if not NULL) receive the B errors and
  * values. */
-static double sweep(iqf_simd simd, const float *U, int64_t bs, float *x, int64_t u0, int64_t B, int64_t lim,
-                    const float *q, rr_state *rr, float *eout, float *vout) {
+/* sweep_rows: R independent recursions over the same columns (R rows of a group, each with its
+ * own x, q, rr, eout, vout), interleaved column by column so that their dependency chains
+ * overlap; every row's operations are those of sweep() alone (the same bits). loss[r] receives
+ * sum e_i^2 of row r. */
+#define FB_MAXR FB_ROWS
+static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *const *xs, int64_t u0, int64_t B,
+                       int64_t lim, const float *const *qs, rr_state *const *rrs, float *const *eouts,
+                       float *const *vouts, double *loss) {
     const int P = (bs % FB_PANEL == 0 && B % FB_PANEL == 0 && lim % FB_PANEL == 0) ? FB_PANEL : 1;
-    double loss = 0;
-    float e[FB_PANEL], v[8] = { 0 };
+    float e[FB_MAXR][FB_PANEL], rd[FB_PANEL], v[FB_MAXR][8];
+    int nset[FB_MAXR];
+    bool lin[FB_MAXR];
+    int gm[FB_MAXR];
+    for (int r = 0; r < R; r++) {
+        const rr_state *rr = rrs ? rrs[r] : NULL;
+        /* single-weight types with linear levels: the rounding inline, the codes written after
+         * the sweep (nothing reads the block during it) */
+        lin[r] = rr && rr->G == 1 && !rr->fbk.table;
+        gm[r] = rr ? rr->G - 1 : 0; /* G is 1 or 8 */
+        nset[r] = 0;
+        loss[r] = 0;
+        memset(v[r], 0, sizeof v[r]);
+    }
     for (int64_t p0 = u0; p0 < u0 + B; p0 += P) {
         const int64_t k0 = p0 - p0 % bs;
         const int64_t end = k0 + bs < lim ? k0 + bs : lim;
         const int64_t pend = p0 + P < end ? p0 + P : end;
+        /* 1 / U_ii of the panel's columns, off the recursion's critical path */
+        for (int k = 0; k < P; k++) rd[k] = 1.f / U[(p0 + k) * bs + (p0 + k - k0)];
         for (int k = 0; k < P; k++) {
             const int64_t i = p0 + k;
             const float *ur = U + i * bs - k0; /* ur[c] = U_ic */
-            float vi;
-            if (rr) {
-                const int l = (int)(i - u0), g = l % rr->G;
-                if (g == 0) {
-                    if (!same_bits(&x[l], &rr->w0[l], rr->G))
-                        fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, &x[l], rr->im + l, v);
-                    else
-                        memcpy(v, &q[l], (size_t)rr->G * sizeof(float));
+            const int l = (int)(i - u0);
+            for (int r = 0; r < R; r++) {
+                float *x = xs[r];
+                const float *q = qs[r];
+                rr_state *rr = rrs ? rrs[r] : NULL;
+                float vi;
+                if (lin[r]) {
+                    if (same_bits(&x[l], &rr->w0[l], 1)) {
+                        vi = q[l];
+                    } else {
+                        const fb_block *f = &rr->fbk;
+                        const int sb = l / f->sub;
+                        int c;
+                        if (f->a[sb] == 0) {
+                            c = f->cmin > 0 ? f->cmin : (f->cmax < 0 ? f->cmax : 0);
+                        } else {
+                            const float cv = (x[l] - f->b[sb]) * f->ia[sb];
+                            c = cv > (float)f->cmax ? f->cmax : cv < (float)f->cmin ? f->cmin : iqf_nearest_int(cv);
+                            if (c < f->cmin) c = f->cmin;
+                            if (c > f->cmax) c = f->cmax;
+                        }
+                        rr->code[nset[r]] = (int16_t)c;
+                        rr->pos[nset[r]++] = (int16_t)l;
+                        vi = f->a[sb] * (float)c + f->b[sb];
+                    }
+                } else if (rr) {
+                    const int g = l & gm[r];
+                    if (g == 0) {
+                        if (!same_bits(&x[l], &rr->w0[l], rr->G))
+                            fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, &x[l], rr->im + l, v[r]);
+                        else
+                            memcpy(v[r], &q[l], (size_t)rr->G * sizeof(float));
+                    }
+                    vi = v[r][g];
+                } else {
+                    vi = q[l];
                 }
-                vi = v[g];
-            } else {
-                vi = q[i - u0];
+                const float ei = (x[l] - vi) * rd[k];
+                e[r][k] = ei;
+                loss[r] += (double)ei * ei;
+                if (eouts && eouts[r]) eouts[r][l] = ei;
+                if (vouts && vouts[r]) vouts[r][l] = vi;
+                if (P == FB_PANEL && simd >= IQF_SIMD_AVX2)
+                    panel_update(simd, x + (p0 - u0), ur + p0, k, ei);
+                else
+                    for (int64_t c = i + 1; c < pend; c++) x[c - u0] -= ei * ur[c];
             }
-            const float ei = (x[i - u0] - vi) / ur[i];
-            e[k] = ei;
-            loss += (double)ei * ei;
-            if (eout) eout[i - u0] = ei;
-            if (vout) vout[i - u0] = vi;
-            if (P == FB_PANEL && simd >= IQF_SIMD_AVX2)
-                panel_update(simd, x + (p0 - u0), ur + p0, k, ei);
-            else
-                for (int64_t c = i + 1; c < pend; c++) x[c - u0] -= ei * ur[c];
         }
-        if (pend < end) apply(simd, x + (pend - u0), U + p0 * bs + (pend - k0), bs, e, P, end - pend);
+        if (pend < end)
+            for (int r = 0; r < R; r++)
+                apply(simd, xs[r] + (pend - u0), U + p0 * bs + (pend - k0), bs, e[r], P, end - pend);
     }
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < nset[r]; k++) fb_block_set(rrs[r]->type, rrs[r]->blk, rrs[r]->pos[k], rrs[r]->code[k]);
+}
+
+/* The recursion over columns u0 .. u0+B-1 of a row (see above), one row. */
+static double sweep(iqf_simd simd, const float *U, int64_t bs, float *x, int64_t u0, int64_t B, int64_t lim,
+                    const float *q, rr_state *rr, float *eout, float *vout) {
+    double loss;
+    sweep_rows(simd, U, bs, 1, &x, u0, B, lim, &q, rr ? &rr : NULL, &eout, &vout, &loss);
     return loss;
 }
 
@@ -412,35 +478,6 @@ static iqf_status encode_unit(const fbjob *j, fbscratch *s, const float *w, cons
     return st;
 }
 
-/* GPTQ inside the unit under the scales the encoder chose: the weights are rounded one by one
- * (one grid group at a time) to the nearest code, each one's error fed forward to the later
- * weights of the unit. A weight that received no error (t == w bit for bit) keeps the encoder's
- * code, so a diagonal H leaves the encoder's bytes untouched. Then the block is decoded into q.
- * When the decoded values are the ones the rounding steered by (bit for bit, the usual case),
- * the sweep was unit_loss's recursion for q: *loss, t and e are then its results and *have is
- * set; otherwise the caller runs unit_loss. */
-static iqf_status reround_unit(const fbjob *j, fbscratch *s, const float *w, int64_t u0, uint8_t *blk, float *q,
-                               float *t, float *e, double *loss, bool *have) {
-    const int64_t B = j->blck;
-    rr_state rr;
-    *have = false;
-    if (!fb_block_parse(j->type, blk, &rr.fbk)) return IQF_OK;
-    rr.fbk.simd = j->simd;
-    rr.type = j->type;
-    rr.G = fb_block_group(j->type);
-    rr.blk = blk;
-    rr.w0 = w + u0;
-    rr.im = j->im + u0;
-    memcpy(t, w + u0, (size_t)B * sizeof(float));
-    const double l = sweep(j->simd, j->f->U, j->f->bs, t, u0, B, u0 + B, q, &rr, e, s->v);
-    const iqf_status st = iqf_dequantize(j->type, blk, q, 1, B, 1, s->msg, sizeof s->msg);
-    if (!st && same_bits(q, s->v, (int)B)) {
-        *loss = l;
-        *have = true;
-    }
-    return st;
-}
-
 /* The unit's errors e (from unit_loss) applied to the columns after the unit (u0 + B .. the
  * end of each column's block of H): the cross-unit part of the feedback, in the same order as
  * sweep() over the whole row would apply it. */
@@ -454,54 +491,174 @@ static void feed_beyond(iqf_simd simd, const float *U, int64_t bs, float *w, int
     }
 }
 
+/* GPTQ inside the unit under the scales the encoder chose: the weights are rounded one by one
+ * (one grid group at a time) to the nearest code, each one's error fed forward to the later
+ * weights of the unit. A weight that received no error (t == w bit for bit) keeps the encoder's
+ * code, so a diagonal H leaves the encoder's bytes untouched. Then the block is decoded into q.
+ * When the decoded values are the ones the rounding steered by (bit for bit, the usual case),
+ * the sweep was unit_loss's recursion for q: *loss, t and e are then its results and *have is
+ * set; otherwise the caller runs unit_loss.
+ *
+ * Done for the units of rows ids[0..m-1] of a group at once, their sweeps interleaved: blk[g],
+ * q[g], t[g], e[g] are row g's block, values, targets and errors; loss[g], have[g] its loss and
+ * flag. */
+static iqf_status reround_rows(const fbjob *j, fbscratch *s, int m, const int *ids, float *const *w, int64_t u0,
+                               uint8_t *const *blk, float *const *q, float *const *t, float *const *e, double *loss,
+                               bool *have) {
+    const int64_t B = j->blck;
+    float *xs[FB_MAXR], *es[FB_MAXR], *vs[FB_MAXR];
+    const float *qs[FB_MAXR];
+    rr_state *rrs[FB_MAXR];
+    int gs[FB_MAXR], R = 0;
+    double l[FB_MAXR];
+    for (int k = 0; k < m; k++) {
+        const int g = ids[k];
+        rr_state *rr = &s->rr[g];
+        have[g] = false;
+        if (!fb_block_parse(j->type, blk[g], &rr->fbk)) continue;
+        rr->fbk.simd = j->simd;
+        rr->type = j->type;
+        rr->G = fb_block_group(j->type);
+        rr->blk = blk[g];
+        rr->w0 = w[g] + u0;
+        rr->im = j->im + u0;
+        memcpy(t[g], w[g] + u0, (size_t)B * sizeof(float));
+        xs[R] = t[g];
+        qs[R] = q[g];
+        rrs[R] = rr;
+        es[R] = e[g];
+        vs[R] = s->v + (size_t)g * B;
+        gs[R++] = g;
+    }
+    if (R) sweep_rows(j->simd, j->f->U, j->f->bs, R, xs, u0, B, u0 + B, qs, rrs, es, vs, l);
+    for (int r = 0; r < R; r++) {
+        const int g = gs[r];
+        const iqf_status st = iqf_dequantize(j->type, blk[g], q[g], 1, B, 1, s->msg, sizeof s->msg);
+        if (st) return st;
+        if (same_bits(q[g], vs[r], (int)B)) {
+            loss[g] = l[r];
+            have[g] = true;
+        }
+    }
+    return IQF_OK;
+}
+
+/* The units at u0 of the nr rows of a group (w[g]: row g's weights, out[g]: its blocks): each
+ * encoded, re-rounded, re-encoded from its targets while its loss drops, and its errors fed
+ * forward; the rows' steps are done together (their sweeps interleaved), each row's the same as
+ * alone. *bad: the row that failed. */
+static iqf_status fb_group(const fbjob *j, fbscratch *s, int nr, float *const *w, uint8_t *const *out, int64_t u0,
+                           int *bad) {
+    const int64_t n = j->ncols, B = j->blck, bs = j->f->bs;
+    const float *U = j->f->U;
+    float *q[FB_MAXR], *q2[FB_MAXR], *t[FB_MAXR], *t2[FB_MAXR], *ev[FB_MAXR], *e2[FB_MAXR];
+    uint8_t *blk[FB_MAXR], *blk2[FB_MAXR];
+    double best[FB_MAXR], l2[FB_MAXR];
+    bool have[FB_MAXR];
+    int ids[FB_MAXR], m = 0;
+    iqf_status st = IQF_OK;
+    for (int g = 0; g < nr; g++) {
+        q[g] = s->q + (size_t)g * B;
+        q2[g] = s->q2 + (size_t)g * B;
+        t[g] = s->t + (size_t)g * B;
+        t2[g] = s->t2 + (size_t)g * B;
+        ev[g] = s->e + (size_t)g * B;
+        e2[g] = s->e2 + (size_t)g * B;
+        blk[g] = out[g] + (size_t)(u0 / B) * j->tsz;
+        blk2[g] = s->blk2 + (size_t)g * j->tsz;
+        have[g] = false;
+        ids[g] = g;
+        *bad = g;
+        st = encode_unit(j, s, w[g], w[g] + u0, u0, blk[g], q[g]);
+        if (st) return st;
+    }
+    *bad = 0;
+    if (j->reround && (st = reround_rows(j, s, nr, ids, w, u0, blk, q, t, ev, best, have))) return st;
+    if (j->iters > 0) {
+        for (int g = 0; g < nr; g++)
+            if (!have[g]) best[g] = unit_loss(j->simd, U, bs, u0, B, w[g], q[g], t[g], ev[g]);
+        /* Within the unit: re-encode from the targets the recursion gives the columns (the
+         * errors of the earlier columns fed forward), keep the codes while the loss drops. */
+        bool active[FB_MAXR];
+        for (int g = 0; g < nr; g++) active[g] = true;
+        for (int it = 0; it < j->iters; it++) {
+            m = 0;
+            for (int g = 0; g < nr; g++) {
+                /* targets equal to the weights (no error arrived): the encoder would give the
+                 * same block again */
+                if (active[g] && same_bits(t[g], w[g] + u0, (int)B)) active[g] = false;
+                if (!active[g]) continue;
+                *bad = g;
+                if (j->refine) {
+                    memcpy(blk2[g], blk[g], j->tsz);
+                    iqf_kq_best_refine(j->simd, j->type, t[g], j->im + u0, blk2[g], j->refine);
+                    st = iqf_dequantize(j->type, blk2[g], q2[g], 1, B, 1, s->msg, sizeof s->msg);
+                } else {
+                    st = encode_unit(j, s, w[g], t[g], u0, blk2[g], q2[g]);
+                }
+                if (st) return st;
+                have[g] = false;
+                ids[m++] = g;
+            }
+            if (!m) break;
+            *bad = ids[0];
+            if (j->reround && (st = reround_rows(j, s, m, ids, w, u0, blk2, q2, t2, e2, l2, have))) return st;
+            for (int k = 0; k < m; k++) {
+                const int g = ids[k];
+                if (!have[g]) l2[g] = unit_loss(j->simd, U, bs, u0, B, w[g], q2[g], t2[g], e2[g]);
+                if (!(l2[g] < best[g])) {
+                    active[g] = false;
+                    continue;
+                }
+                best[g] = l2[g];
+                memcpy(blk[g], blk2[g], j->tsz);
+                float *x;
+                x = q[g], q[g] = q2[g], q2[g] = x;
+                x = t[g], t[g] = t2[g], t2[g] = x;
+                x = ev[g], ev[g] = e2[g], e2[g] = x;
+            }
+        }
+    }
+    /* The unit's errors fed forward: inside the unit, w becomes the targets t (what the
+     * recursion with the final codes gives; read again by row-context encoders), and the
+     * later columns of each block of H receive the errors. */
+    for (int g = 0; g < nr; g++) {
+        if (j->iters > 0) {
+            memcpy(w[g] + u0, t[g], (size_t)B * sizeof(float));
+            feed_beyond(j->simd, U, bs, w[g], u0, B, n, ev[g]);
+        } else {
+            sweep(j->simd, U, bs, w[g] + u0, u0, B, n, q[g], NULL, NULL, NULL);
+        }
+    }
+    return IQF_OK;
+}
+
+/* Rows are taken FB_ROWS at a time and their units interleaved (unit column by unit column), so
+ * that the block of U a unit reads is reused from cache by the group's other rows, and their
+ * sweeps run together (fb_group). Every row's computation is the same as alone: the order
+ * changes no bit. */
+
 static void fb_range(void *arg, int64_t b, int64_t e, int tid) {
     const fbjob *j = arg;
     fbscratch *s = &j->s[tid];
-    const int64_t n = j->ncols, B = j->blck, bs = j->f->bs;
-    const float *U = j->f->U;
-    for (int64_t r = b; r < e; r++) {
+    const int64_t n = j->ncols, B = j->blck;
+    for (int64_t r0 = b; r0 < e; r0 += FB_ROWS) {
         if (s->st) return;
-        float *w = s->w, *q = s->q, *q2 = s->q2, *t = s->t, *ev = s->e;
-        memcpy(w, j->src + r * n, (size_t)n * sizeof(float));
-        uint8_t *out = j->dst + (size_t)r * j->row_bytes;
+        const int nr = (int)(e - r0 < FB_ROWS ? e - r0 : FB_ROWS);
+        float *w[FB_MAXR];
+        uint8_t *out[FB_MAXR];
+        for (int g = 0; g < nr; g++) {
+            w[g] = s->w + g * n;
+            out[g] = j->dst + (size_t)(r0 + g) * j->row_bytes;
+            memcpy(w[g], j->src + (r0 + g) * n, (size_t)n * sizeof(float));
+        }
         for (int64_t u0 = 0; u0 < n; u0 += B) {
-            uint8_t *blk = out + (size_t)(u0 / B) * j->tsz;
-            double best = 0, l2 = 0;
-            bool have = false;
-            iqf_status st = encode_unit(j, s, w, w + u0, u0, blk, q);
-            if (!st && j->reround) st = reround_unit(j, s, w, u0, blk, q, t, ev, &best, &have);
-            /* Within the unit: re-encode from the targets the recursion gives the columns (the
-             * errors of the earlier columns fed forward), keep the codes while the loss drops. */
-            if (!st && j->iters > 0) {
-                if (!have) best = unit_loss(j->simd, U, bs, u0, B, w, q, t, ev);
-                for (int it = 0; it < j->iters && !st; it++) {
-                    float *t2 = s->t2;
-                    have = false;
-                    st = encode_unit(j, s, w, t, u0, s->blk2, q2);
-                    if (!st && j->reround) st = reround_unit(j, s, w, u0, s->blk2, q2, t2, s->e2, &l2, &have);
-                    if (st) break;
-                    if (!have) l2 = unit_loss(j->simd, U, bs, u0, B, w, q2, t2, s->e2);
-                    if (!(l2 < best)) break;
-                    best = l2;
-                    memcpy(blk, s->blk2, j->tsz);
-                    memcpy(q, q2, (size_t)B * sizeof(float));
-                    memcpy(t, t2, (size_t)B * sizeof(float));
-                    memcpy(ev, s->e2, (size_t)B * sizeof(float));
-                }
-            }
+            int bad = 0;
+            const iqf_status st = fb_group(j, s, nr, w, out, u0, &bad);
             if (st) {
                 s->st = st;
-                s->bad_row = r;
+                s->bad_row = r0 + bad;
                 return;
-            }
-            /* The unit's errors fed forward: inside the unit, w becomes the targets t (what the
-             * recursion with the final codes gives; read again by row-context encoders), and the
-             * later columns of each block of H receive the errors. */
-            if (j->iters > 0) {
-                memcpy(w + u0, t, (size_t)B * sizeof(float));
-                feed_beyond(j->simd, U, bs, w, u0, B, n, ev);
-            } else {
-                sweep(j->simd, U, bs, w + u0, u0, B, n, q, NULL, NULL, NULL);
             }
         }
     }
@@ -531,26 +688,31 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
     const float *im = imatrix ? imatrix : f->diag;
 
     fbjob j = { f, type, src, dst, ncols, ti->blck_size, iqf_row_size(type, ncols), ti->type_size, im,
-                row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), resolve_simd(qp.simd), NULL };
+                row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), resolve_simd(qp.simd), 0, NULL };
+    /* q3_K keeps full re-encodings: warm-started ones cost it ~0.8% KLD on kjv-3m Q3_K_M */
+    if (qp.mode == IQF_MODE_BEST && (type == IQF_TYPE_Q2_K || type == IQF_TYPE_Q4_K || type == IQF_TYPE_Q5_K ||
+                                     type == IQF_TYPE_Q6_K))
+        j.refine = FB_REFINE_NIT;
     j.s = calloc((size_t)nt, sizeof *j.s);
     iqf_status st = IQF_OK;
     if (!j.s) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     for (int t = 0; t < nt; t++) {
-        j.s[t].w = malloc((size_t)ncols * sizeof(float));
-        j.s[t].q = malloc((size_t)ncols * sizeof(float));
+        j.s[t].w = malloc((size_t)(ncols * FB_ROWS) * sizeof(float));
+        j.s[t].q = malloc((size_t)(ncols * FB_ROWS) * sizeof(float));
         j.s[t].row = malloc(j.row_bytes);
-        j.s[t].q2 = malloc((size_t)ncols * sizeof(float));
-        j.s[t].t = malloc((size_t)ncols * sizeof(float));
-        j.s[t].t2 = malloc((size_t)ncols * sizeof(float));
+        j.s[t].q2 = malloc((size_t)(ncols * FB_ROWS) * sizeof(float));
+        j.s[t].t = malloc((size_t)(ncols * FB_ROWS) * sizeof(float));
+        j.s[t].t2 = malloc((size_t)(ncols * FB_ROWS) * sizeof(float));
         j.s[t].rw = malloc((size_t)ncols * sizeof(float));
-        j.s[t].blk2 = malloc(ti->type_size);
-        j.s[t].e = malloc((size_t)ncols * sizeof(float));
-        j.s[t].e2 = malloc((size_t)ncols * sizeof(float));
-        j.s[t].v = malloc((size_t)ncols * sizeof(float));
+        j.s[t].blk2 = malloc(ti->type_size * FB_ROWS);
+        j.s[t].rr = malloc(sizeof(rr_state) * FB_ROWS);
+        j.s[t].e = malloc((size_t)(ncols * FB_ROWS) * sizeof(float));
+        j.s[t].e2 = malloc((size_t)(ncols * FB_ROWS) * sizeof(float));
+        j.s[t].v = malloc((size_t)(ncols * FB_ROWS) * sizeof(float));
         if (!j.s[t].e || !j.s[t].e2 || !j.s[t].v) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
-        if (!j.s[t].w || !j.s[t].q || !j.s[t].row || !j.s[t].q2 || !j.s[t].t || !j.s[t].t2 || !j.s[t].rw || !j.s[t].blk2) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        if (!j.s[t].w || !j.s[t].q || !j.s[t].row || !j.s[t].q2 || !j.s[t].t || !j.s[t].t2 || !j.s[t].rw || !j.s[t].blk2 || !j.s[t].rr) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     }
-    if (!st && iqf_parallel_for(nt, nrows, 1, fb_range, &j))
+    if (!st && iqf_parallel_for(nt, nrows, FB_ROWS, fb_range, &j))
         st = iqf_fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
     if (!st) {
         int best = -1;
@@ -567,6 +729,7 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
         free(j.s[t].t2);
         free(j.s[t].rw);
         free(j.s[t].blk2);
+        free(j.s[t].rr);
         free(j.s[t].e);
         free(j.s[t].e2);
         free(j.s[t].v);
