@@ -272,7 +272,7 @@ static void set_bit(uint8_t *p, int bit, int v) {
     *p = (uint8_t)((*p & ~(1u << bit)) | ((unsigned)v << bit));
 }
 
-void fb_block_set(int type, uint8_t *x, int i, int code) {
+static inline __attribute__((always_inline)) void set_code(int type, uint8_t *x, int i, int code) {
     switch (type) {
     case IQF_TYPE_IQ4_NL:
         set_nibble(&x[2 + i % 16], i >= 16, code);
@@ -328,6 +328,32 @@ void fb_block_set(int type, uint8_t *x, int i, int code) {
         return;
     }
     default:
+        return;
+    }
+}
+
+void fb_block_set(int type, uint8_t *x, int i, int code) { set_code(type, x, i, code); }
+
+/* One loop per type (the type's case of set_code inlined with a constant type): the same
+ * writes in the same order as n calls of fb_block_set. */
+#define FB_SET_MANY_CASE(T)                                                 \
+    case T:                                                                 \
+        for (int k = 0; k < n; k++) set_code(T, x, pos[k], code[k]);        \
+        return;
+void fb_block_set_many(int type, uint8_t *x, const int16_t *pos, const int16_t *code, int n) {
+    switch (type) {
+    FB_SET_MANY_CASE(IQF_TYPE_Q4_0)
+    FB_SET_MANY_CASE(IQF_TYPE_Q4_1)
+    FB_SET_MANY_CASE(IQF_TYPE_Q5_0)
+    FB_SET_MANY_CASE(IQF_TYPE_Q5_1)
+    FB_SET_MANY_CASE(IQF_TYPE_Q8_0)
+    FB_SET_MANY_CASE(IQF_TYPE_Q2_K)
+    FB_SET_MANY_CASE(IQF_TYPE_Q3_K)
+    FB_SET_MANY_CASE(IQF_TYPE_Q4_K)
+    FB_SET_MANY_CASE(IQF_TYPE_Q5_K)
+    FB_SET_MANY_CASE(IQF_TYPE_Q6_K)
+    default:
+        for (int k = 0; k < n; k++) set_code(type, x, pos[k], code[k]);
         return;
     }
 }
