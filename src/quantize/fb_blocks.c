@@ -340,7 +340,45 @@ void fb_block_set(int type, uint8_t *x, int i, int code) { set_code(type, x, i, 
     case T:                                                                 \
         for (int k = 0; k < n; k++) set_code(T, x, pos[k], code[k]);        \
         return;
+/* Every weight of a 256-weight super-block set, in order (pos[k] == k): the code bytes packed
+ * whole. The bytes are those n calls of fb_block_set write (only the code bits of each byte,
+ * all of which are rewritten). q4_K, q5_K, q6_K; false for another type. */
+static bool set_all(int type, uint8_t *x, const int16_t *code) {
+    switch (type) {
+    case IQF_TYPE_Q4_K:
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++)
+                x[16 + 32 * c + l] = (uint8_t)((code[64 * c + l] & 15) | (code[64 * c + 32 + l] & 15) << 4);
+        return true;
+    case IQF_TYPE_Q5_K:
+        for (int l = 0; l < 32; l++) {
+            unsigned hb = 0;
+            for (int c = 0; c < 4; c++) {
+                x[48 + 32 * c + l] = (uint8_t)((code[64 * c + l] & 15) | (code[64 * c + 32 + l] & 15) << 4);
+                hb |= (unsigned)(code[64 * c + l] >> 4 & 1) << (2 * c) | (unsigned)(code[64 * c + 32 + l] >> 4 & 1) << (2 * c + 1);
+            }
+            x[16 + l] = (uint8_t)hb;
+        }
+        return true;
+    case IQF_TYPE_Q6_K:
+        for (int n = 0; n < 2; n++)
+            for (int l = 0; l < 32; l++) {
+                int c6[4];
+                for (int g = 0; g < 4; g++) c6[g] = code[128 * n + 32 * g + l] + 32;
+                x[64 * n + l] = (uint8_t)((c6[0] & 15) | (c6[2] & 15) << 4);
+                x[64 * n + 32 + l] = (uint8_t)((c6[1] & 15) | (c6[3] & 15) << 4);
+                x[128 + 32 * n + l] = (uint8_t)((c6[0] >> 4 & 3) | (c6[1] >> 4 & 3) << 2 | (c6[2] >> 4 & 3) << 4 | (c6[3] >> 4 & 3) << 6);
+            }
+        return true;
+    default:
+        return false;
+    }
+}
+
 void fb_block_set_many(int type, uint8_t *x, const int16_t *pos, const int16_t *code, int n) {
+    if (n == 256 && pos[0] == 0 && pos[255] == 255) { /* ascending and distinct: every weight, in order */
+        if (set_all(type, x, code)) return;
+    }
     switch (type) {
     FB_SET_MANY_CASE(IQF_TYPE_Q4_0)
     FB_SET_MANY_CASE(IQF_TYPE_Q4_1)
