@@ -156,7 +156,7 @@ static bool parse(int type, const uint8_t *x, fb_block *f) {
         return true;
     }
     case IQF_TYPE_Q8_0: { /* d; qs[32] */
-        f->sub = 32; f->cmin = -127; f->cmax = 127; f->a[0] = h2f(x);
+        f->sub = 32; f->cmin = -127; f->cmax = 127; f->a[0] = h2f(x); f->no_b = true;
         return true;
     }
     case IQF_TYPE_Q2_K: { /* scales[16]; qs[64]; d; dmin */
@@ -181,6 +181,7 @@ static bool parse(int type, const uint8_t *x, fb_block *f) {
         memcpy(sc, aux, 16);
         f->sub = 16; f->cmin = -4; f->cmax = 3;
         for (int s = 0; s < 16; s++) f->a[s] = d * (float)(sc[s] - 32);
+        f->no_b = true;
         return true;
     }
     case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: { /* d; dmin; scales[12]; [qh[32]]; qs[128] */
@@ -251,6 +252,7 @@ static bool parse(int type, const uint8_t *x, fb_block *f) {
         const float d = h2f(x + 208);
         f->sub = 16; f->cmin = -32; f->cmax = 31;
         for (int s = 0; s < 16; s++) f->a[s] = d * (float)(int8_t)x[192 + s];
+        f->no_b = true;
         return true;
     }
     default:
@@ -418,7 +420,8 @@ int fb_block_nearest(const fb_block *f, int i, float t) {
 
 float fb_block_value(const fb_block *f, int i, int code) {
     const int s = i / f->sub;
-    return f->a[s] * (float)(f->table ? f->table[code] : code) + f->b[s];
+    const float p = f->a[s] * (float)(f->table ? f->table[code] : code);
+    return f->no_b ? p : p + f->b[s];
 }
 
 /* Sign pattern: bit k = weight k negative, even parity (ksigns_iq2xs: index = low 7 bits). */

@@ -13,6 +13,8 @@ typedef struct fb_block {
     int sub;            /* weights per sub-block */
     int cmin, cmax;     /* code range */
     const int8_t *table;/* non-NULL: value = a * table[code] + b (IQ4 levels) */
+    bool no_b;          /* the decoder computes a * code with no addition (q3_K q6_K q8_0): b is 0
+                           and is not added, so that a zero product keeps its sign as decoded */
     iqf_simd simd;      /* set by the caller after fb_block_parse: the grid search's level
                            (IQF_SIMD_AVX512 vectorises it; the same codes on every level) */
 } fb_block;

@@ -412,7 +412,7 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                         }
                         rr->code[nset[r]] = (int16_t)c;
                         rr->pos[nset[r]++] = (int16_t)l;
-                        vi = f->a[sb] * (float)c + f->b[sb];
+                        vi = f->no_b ? f->a[sb] * (float)c : f->a[sb] * (float)c + f->b[sb];
                     }
                 } else if (rr) {
                     const int g = l & gm[r];
