@@ -3,7 +3,8 @@
  *  - a diagonal H reproduces iqf_quantize's bytes with that diagonal as the importance matrix, for
  *    every encodable quantized type, in compat and best mode;
  *  - the in-block code access (fb_blocks.c) agrees with the decoder: re-rounding every weight of an
- *    encoder's block to its own decoded value leaves the decoded block unchanged;
+ *    encoder's block to its own decoded value leaves the decoded block unchanged; writing a block's
+ *    codes at once (fb_block_set_many) gives the bytes of writing them one by one;
  *  - with a correlated H the H-weighted output error trace((W-Q) H (W-Q)^T) is lower with feedback
  *    than without, for every type; bytes identical at 1 and 2 threads and at every SIMD level
  *    (full H, and 8-blocks: not a multiple of the 16-column panel);
@@ -128,6 +129,38 @@ static void block_access(void) {
         }
     }
     CHECK(fb_block_supported(IQF_TYPE_IQ3_XXS) && fb_block_supported(IQF_TYPE_Q4_K), "supported set");
+}
+
+/* fb_block_set_many (its whole-block packing for q4_K/q5_K/q6_K and the per-type loops) writes
+ * the bytes of fb_block_set called weight by weight, on random bytes, for every position set and
+ * for a strictly ascending subset. */
+static void set_many(void) {
+    static const int ts[] = { IQF_TYPE_Q4_0, IQF_TYPE_Q4_1, IQF_TYPE_Q5_0, IQF_TYPE_Q5_1, IQF_TYPE_Q8_0, IQF_TYPE_Q2_K,
+                              IQF_TYPE_Q3_K, IQF_TYPE_Q4_K, IQF_TYPE_Q5_K, IQF_TYPE_Q6_K, IQF_TYPE_IQ4_NL, IQF_TYPE_IQ4_XS };
+    tu_rng rng = { 21 };
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+        const int t = ts[ti];
+        const iqf_type_info *info = iqf_type_get(t);
+        const int B = (int)info->blck_size;
+        for (int rep = 0; rep < 8; rep++) {
+            uint8_t a[256], b[256];
+            for (size_t k = 0; k < info->type_size; k++) a[k] = (uint8_t)tu_next(&rng);
+            a[0] = 0x00, a[1] = 0x3C; /* a finite fp16 scale where the block has one first */
+            memcpy(b, a, info->type_size);
+            fb_block f;
+            CHECK(fb_block_parse(t, a, &f), "parse %s", info->name);
+            int16_t pos[256], code[256];
+            int n = 0;
+            for (int i = 0; i < B; i++)
+                if (rep % 2 == 0 || tu_next(&rng) % 3) {
+                    pos[n] = (int16_t)i;
+                    code[n++] = (int16_t)(f.cmin + (int)(tu_next(&rng) % (uint64_t)(f.cmax - f.cmin + 1)));
+                }
+            for (int k = 0; k < n; k++) fb_block_set(t, a, pos[k], code[k]);
+            fb_block_set_many(t, b, pos, code, n);
+            CHECK(!memcmp(a, b, info->type_size), "%s: fb_block_set_many differs from fb_block_set (%d of %d set)", info->name, n, B);
+        }
+    }
 }
 
 static void correlated(void) {
@@ -480,6 +513,7 @@ int main(void) {
     char err[512];
     diagonal();
     block_access();
+    set_many();
     correlated();
     best_mode();
     iqf_model *m = NULL;

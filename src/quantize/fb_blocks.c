@@ -156,7 +156,7 @@ static bool parse(int type, const uint8_t *x, fb_block *f) {
         return true;
     }
     case IQF_TYPE_Q8_0: { /* d; qs[32] */
-        f->sub = 32; f->cmin = -127; f->cmax = 127; f->a[0] = h2f(x);
+        f->sub = 32; f->cmin = -127; f->cmax = 127; f->a[0] = h2f(x); f->no_b = true;
         return true;
     }
     case IQF_TYPE_Q2_K: { /* scales[16]; qs[64]; d; dmin */
@@ -181,6 +181,7 @@ static bool parse(int type, const uint8_t *x, fb_block *f) {
         memcpy(sc, aux, 16);
         f->sub = 16; f->cmin = -4; f->cmax = 3;
         for (int s = 0; s < 16; s++) f->a[s] = d * (float)(sc[s] - 32);
+        f->no_b = true;
         return true;
     }
     case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: { /* d; dmin; scales[12]; [qh[32]]; qs[128] */
@@ -251,6 +252,7 @@ static bool parse(int type, const uint8_t *x, fb_block *f) {
         const float d = h2f(x + 208);
         f->sub = 16; f->cmin = -32; f->cmax = 31;
         for (int s = 0; s < 16; s++) f->a[s] = d * (float)(int8_t)x[192 + s];
+        f->no_b = true;
         return true;
     }
     default:
@@ -272,7 +274,7 @@ static void set_bit(uint8_t *p, int bit, int v) {
     *p = (uint8_t)((*p & ~(1u << bit)) | ((unsigned)v << bit));
 }
 
-void fb_block_set(int type, uint8_t *x, int i, int code) {
+static inline __attribute__((always_inline)) void set_code(int type, uint8_t *x, int i, int code) {
     switch (type) {
     case IQF_TYPE_IQ4_NL:
         set_nibble(&x[2 + i % 16], i >= 16, code);
@@ -332,6 +334,70 @@ void fb_block_set(int type, uint8_t *x, int i, int code) {
     }
 }
 
+void fb_block_set(int type, uint8_t *x, int i, int code) { set_code(type, x, i, code); }
+
+/* One loop per type (the type's case of set_code inlined with a constant type): the same
+ * writes in the same order as n calls of fb_block_set. */
+#define FB_SET_MANY_CASE(T)                                                 \
+    case T:                                                                 \
+        for (int k = 0; k < n; k++) set_code(T, x, pos[k], code[k]);        \
+        return;
+/* Every weight of a 256-weight super-block set, in order (pos[k] == k): the code bytes packed
+ * whole. The bytes are those n calls of fb_block_set write (only the code bits of each byte,
+ * all of which are rewritten). q4_K, q5_K, q6_K; false for another type. */
+static bool set_all(int type, uint8_t *x, const int16_t *code) {
+    switch (type) {
+    case IQF_TYPE_Q4_K:
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++)
+                x[16 + 32 * c + l] = (uint8_t)((code[64 * c + l] & 15) | (code[64 * c + 32 + l] & 15) << 4);
+        return true;
+    case IQF_TYPE_Q5_K:
+        for (int l = 0; l < 32; l++) {
+            unsigned hb = 0;
+            for (int c = 0; c < 4; c++) {
+                x[48 + 32 * c + l] = (uint8_t)((code[64 * c + l] & 15) | (code[64 * c + 32 + l] & 15) << 4);
+                hb |= (unsigned)(code[64 * c + l] >> 4 & 1) << (2 * c) | (unsigned)(code[64 * c + 32 + l] >> 4 & 1) << (2 * c + 1);
+            }
+            x[16 + l] = (uint8_t)hb;
+        }
+        return true;
+    case IQF_TYPE_Q6_K:
+        for (int n = 0; n < 2; n++)
+            for (int l = 0; l < 32; l++) {
+                int c6[4];
+                for (int g = 0; g < 4; g++) c6[g] = code[128 * n + 32 * g + l] + 32;
+                x[64 * n + l] = (uint8_t)((c6[0] & 15) | (c6[2] & 15) << 4);
+                x[64 * n + 32 + l] = (uint8_t)((c6[1] & 15) | (c6[3] & 15) << 4);
+                x[128 + 32 * n + l] = (uint8_t)((c6[0] >> 4 & 3) | (c6[1] >> 4 & 3) << 2 | (c6[2] >> 4 & 3) << 4 | (c6[3] >> 4 & 3) << 6);
+            }
+        return true;
+    default:
+        return false;
+    }
+}
+
+void fb_block_set_many(int type, uint8_t *x, const int16_t *pos, const int16_t *code, int n) {
+    if (n == 256 && pos[0] == 0 && pos[255] == 255) { /* ascending and distinct: every weight, in order */
+        if (set_all(type, x, code)) return;
+    }
+    switch (type) {
+    FB_SET_MANY_CASE(IQF_TYPE_Q4_0)
+    FB_SET_MANY_CASE(IQF_TYPE_Q4_1)
+    FB_SET_MANY_CASE(IQF_TYPE_Q5_0)
+    FB_SET_MANY_CASE(IQF_TYPE_Q5_1)
+    FB_SET_MANY_CASE(IQF_TYPE_Q8_0)
+    FB_SET_MANY_CASE(IQF_TYPE_Q2_K)
+    FB_SET_MANY_CASE(IQF_TYPE_Q3_K)
+    FB_SET_MANY_CASE(IQF_TYPE_Q4_K)
+    FB_SET_MANY_CASE(IQF_TYPE_Q5_K)
+    FB_SET_MANY_CASE(IQF_TYPE_Q6_K)
+    default:
+        for (int k = 0; k < n; k++) set_code(type, x, pos[k], code[k]);
+        return;
+    }
+}
+
 int fb_block_nearest(const fb_block *f, int i, float t) {
     const int s = i / f->sub;
     const float a = f->a[s], b = f->b[s];
@@ -354,7 +420,8 @@ int fb_block_nearest(const fb_block *f, int i, float t) {
 
 float fb_block_value(const fb_block *f, int i, int code) {
     const int s = i / f->sub;
-    return f->a[s] * (float)(f->table ? f->table[code] : code) + f->b[s];
+    const float p = f->a[s] * (float)(f->table ? f->table[code] : code);
+    return f->no_b ? p : p + f->b[s];
 }
 
 /* Sign pattern: bit k = weight k negative, even parity (ksigns_iq2xs: index = low 7 bits). */

@@ -13,6 +13,8 @@ typedef struct fb_block {
     int sub;            /* weights per sub-block */
     int cmin, cmax;     /* code range */
     const int8_t *table;/* non-NULL: value = a * table[code] + b (IQ4 levels) */
+    bool no_b;          /* the decoder computes a * code with no addition (q3_K q6_K q8_0): b is 0
+                           and is not added, so that a zero product keeps its sign as decoded */
     iqf_simd simd;      /* set by the caller after fb_block_parse: the grid search's level
                            (IQF_SIMD_AVX512 vectorises it; the same codes on every level) */
 } fb_block;
@@ -36,5 +38,9 @@ bool fb_block_parse(int type, const uint8_t *blk, fb_block *f);
 int fb_block_nearest(const fb_block *f, int i, float t);
 /* Writes weight i's code into the block. */
 void fb_block_set(int type, uint8_t *blk, int i, int code);
+/* fb_block_set for weights pos[k] with codes code[k], k < n, in that order. pos must be strictly
+ * ascending (then n == 256 with pos[0] == 0 and pos[255] == 255 means every weight, which q4_K, q5_K
+ * and q6_K pack whole). */
+void fb_block_set_many(int type, uint8_t *blk, const int16_t *pos, const int16_t *code, int n);
 
 #endif

@@ -366,13 +366,16 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
     float e[FB_MAXR][FB_PANEL], rd[FB_PANEL], v[FB_MAXR][8];
     int nset[FB_MAXR];
     bool lin[FB_MAXR];
-    int gm[FB_MAXR];
+    int gm[FB_MAXR], sh[FB_MAXR];
     for (int r = 0; r < R; r++) {
         const rr_state *rr = rrs ? rrs[r] : NULL;
         /* single-weight types with linear levels: the rounding inline, the codes written after
          * the sweep (nothing reads the block during it) */
         lin[r] = rr && rr->G == 1 && !rr->fbk.table;
         gm[r] = rr ? rr->G - 1 : 0; /* G is 1 or 8 */
+        /* the sub-block of weight l as a shift when sub is a power of two (16 or 32: all the
+         * single-weight types), not a division on the recursion's path */
+        sh[r] = lin[r] && (rr->fbk.sub & (rr->fbk.sub - 1)) == 0 ? __builtin_ctz((unsigned)rr->fbk.sub) : -1;
         nset[r] = 0;
         loss[r] = 0;
         memset(v[r], 0, sizeof v[r]);
@@ -397,7 +400,7 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                         vi = q[l];
                     } else {
                         const fb_block *f = &rr->fbk;
-                        const int sb = l / f->sub;
+                        const int sb = sh[r] >= 0 ? l >> sh[r] : l / f->sub;
                         int c;
                         if (f->a[sb] == 0) {
                             c = f->cmin > 0 ? f->cmin : (f->cmax < 0 ? f->cmax : 0);
@@ -409,7 +412,7 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                         }
                         rr->code[nset[r]] = (int16_t)c;
                         rr->pos[nset[r]++] = (int16_t)l;
-                        vi = f->a[sb] * (float)c + f->b[sb];
+                        vi = f->no_b ? f->a[sb] * (float)c : f->a[sb] * (float)c + f->b[sb];
                     }
                 } else if (rr) {
                     const int g = l & gm[r];
@@ -439,7 +442,10 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                 apply(simd, xs[r] + (pend - u0), U + p0 * bs + (pend - k0), bs, e[r], P, end - pend);
     }
     for (int r = 0; r < R; r++)
-        for (int k = 0; k < nset[r]; k++) fb_block_set(rrs[r]->type, rrs[r]->blk, rrs[r]->pos[k], rrs[r]->code[k]);
+        if (nset[r]) {
+            rr_state *rr = rrs[r];
+            fb_block_set_many(rr->type, rr->blk, rr->pos, rr->code, nset[r]);
+        }
 }
 
 /* The recursion over columns u0 .. u0+B-1 of a row (see above), one row. */
