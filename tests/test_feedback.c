@@ -163,18 +163,27 @@ static void set_many(void) {
     }
 }
 
+/* N input rows of n columns, an AR(1) chain along the columns (x_j = rho x_{j-1} + amp N(0,1)),
+ * column j scaled by 1 + (j % period) * step; NULL when out of memory. */
+static float *correlated_inputs(tu_rng *rng, int64_t N, int64_t n, double rho, double amp, int period,
+                                double step) {
+    float *X = malloc(sizeof(float) * (size_t)(N * n));
+    if (!X) return NULL;
+    for (int64_t s = 0; s < N; s++) {
+        double prev = 0;
+        for (int64_t j = 0; j < n; j++) {
+            prev = rho * prev + amp * tu_normal(rng);
+            X[s * n + j] = (float)(prev * (1.0 + (double)(j % period) * step));
+        }
+    }
+    return X;
+}
+
 static void correlated(void) {
     const int64_t n = 512, rows = 24, N = 2048;
     tu_rng rng = { 99 };
     /* inputs with strongly correlated neighbours and varied scales */
-    float *X = malloc(sizeof(float) * (size_t)(N * n));
-    for (int64_t s = 0; s < N; s++) {
-        double prev = 0;
-        for (int64_t j = 0; j < n; j++) {
-            prev = 0.8 * prev + 0.6 * tu_normal(&rng);
-            X[s * n + j] = (float)(prev * (1.0 + (j % 13) * 0.2));
-        }
-    }
+    float *X = correlated_inputs(&rng, N, n, 0.8, 0.6, 13, 0.2);
     float *H = calloc((size_t)(n * n), sizeof(float));
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < n; j++) {
@@ -406,14 +415,7 @@ static void pipeline_errors(const iqf_model *m) {
 static void best_mode(void) {
     const int64_t n = 512, rows = 29, N = 1024;
     tu_rng rng = { 17 };
-    float *X = malloc(sizeof(float) * (size_t)(N * n));
-    for (int64_t s = 0; s < N; s++) {
-        double prev = 0;
-        for (int64_t j = 0; j < n; j++) {
-            prev = 0.85 * prev + 0.5 * tu_normal(&rng);
-            X[s * n + j] = (float)(prev * (1.0 + (j % 7) * 0.3));
-        }
-    }
+    float *X = correlated_inputs(&rng, N, n, 0.85, 0.5, 7, 0.3);
     float *H = malloc(sizeof(float) * (size_t)(n * 256));
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < 256; j++) {
