@@ -410,17 +410,13 @@ int fb_block_nearest(const fb_block *f, int i, float t) {
         }
         return best;
     }
-    if (a == 0) return f->cmin > 0 ? f->cmin : (f->cmax < 0 ? f->cmax : 0);
-    const float v = (t - b) * f->ia[s];
-    int c = v > (float)f->cmax ? f->cmax : v < (float)f->cmin ? f->cmin : iqf_nearest_int(v);
-    if (c < f->cmin) c = f->cmin;
-    if (c > f->cmax) c = f->cmax;
-    return c;
+    return fb_block_nearest_linear(f, s, t);
 }
 
 float fb_block_value(const fb_block *f, int i, int code) {
     const int s = i / f->sub;
-    const float p = f->a[s] * (float)(f->table ? f->table[code] : code);
+    if (!f->table) return fb_block_value_linear(f, s, code);
+    const float p = f->a[s] * (float)f->table[code];
     return f->no_b ? p : p + f->b[s];
 }
 

@@ -36,6 +36,21 @@ void fb_block_round_group(int type, const fb_block *f, uint8_t *blk, int i0, con
 bool fb_block_parse(int type, const uint8_t *blk, fb_block *f);
 /* The code nearest to t for weight i (clamped to the range). */
 int fb_block_nearest(const fb_block *f, int i, float t);
+/* The nearest code of a linear (f->table NULL) sub-block sb to t, and a code's value there: the
+ * rounding and value fb_block_nearest / fb_block_value use for such blocks, inline for the
+ * feedback sweep's critical path (feedback.c). */
+static inline int fb_block_nearest_linear(const fb_block *f, int sb, float t) {
+    if (f->a[sb] == 0) return f->cmin > 0 ? f->cmin : (f->cmax < 0 ? f->cmax : 0);
+    const float v = (t - f->b[sb]) * f->ia[sb];
+    int c = v > (float)f->cmax ? f->cmax : v < (float)f->cmin ? f->cmin : iqf_nearest_int(v);
+    if (c < f->cmin) c = f->cmin;
+    if (c > f->cmax) c = f->cmax;
+    return c;
+}
+static inline float fb_block_value_linear(const fb_block *f, int sb, int code) {
+    const float p = f->a[sb] * (float)code;
+    return f->no_b ? p : p + f->b[sb];
+}
 /* Writes weight i's code into the block. */
 void fb_block_set(int type, uint8_t *blk, int i, int code);
 /* fb_block_set for weights pos[k] with codes code[k], k < n, in that order. pos must be strictly

@@ -401,18 +401,10 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                     } else {
                         const fb_block *f = &rr->fbk;
                         const int sb = sh[r] >= 0 ? l >> sh[r] : l / f->sub;
-                        int c;
-                        if (f->a[sb] == 0) {
-                            c = f->cmin > 0 ? f->cmin : (f->cmax < 0 ? f->cmax : 0);
-                        } else {
-                            const float cv = (x[l] - f->b[sb]) * f->ia[sb];
-                            c = cv > (float)f->cmax ? f->cmax : cv < (float)f->cmin ? f->cmin : iqf_nearest_int(cv);
-                            if (c < f->cmin) c = f->cmin;
-                            if (c > f->cmax) c = f->cmax;
-                        }
+                        const int c = fb_block_nearest_linear(f, sb, x[l]);
                         rr->code[nset[r]] = (int16_t)c;
                         rr->pos[nset[r]++] = (int16_t)l;
-                        vi = f->no_b ? f->a[sb] * (float)c : f->a[sb] * (float)c + f->b[sb];
+                        vi = fb_block_value_linear(f, sb, c);
                     }
                 } else if (rr) {
                     const int g = l & gm[r];
