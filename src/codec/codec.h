@@ -25,6 +25,17 @@ typedef struct iqf_qctx {
     iqf_simd simd; /* resolved: never IQF_SIMD_AUTO, never above what the CPU supports */
 } iqf_qctx;
 
+/* Best mode's importance for an IQ grid row without an imatrix (iq2.c IQ2_S, iq3.c IQ3_XXS/IQ3_S):
+ * uniform, i.e. weights sqrt(sigma2 + x^2) as ggml's search uses with an all-ones imatrix, in
+ * place of ggml's x^2 (0.25 sigma2 + x^2 for IQ2_S), which over-protects the largest weights
+ * (kjv-3m, token_embd in IQ3_S: mean KLD of the IQ3_XXS file -7.5%, docs/QUALITY.md). Fills
+ * unit[0..n) with ones and returns it, or NULL (compat mode, or an imatrix given). */
+static inline const float *iqf_best_flat_importance(const iqf_qctx *ctx, const float *qw, float *unit, int n) {
+    if (ctx->mode != IQF_MODE_BEST || qw) return NULL;
+    for (int i = 0; i < n; i++) unit[i] = 1;
+    return unit;
+}
+
 typedef struct iqf_codec {
     int type;
     /* Builds lookup tables. Idempotent and thread-safe (pthread_once inside); may be NULL.

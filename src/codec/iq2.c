@@ -756,11 +756,8 @@ static void quantize_row_iq2_s(const iqf_qctx *ctx, const float *x, void *vy, in
     const enc_ops *E = select_ops(ctx);
     const iqf_iqgrid *g = grid_s;
     block_iq2_s *y = vy;
-    /* best mode without an importance matrix: a uniform importance (weights sqrt(sigma2 + x^2))
-     * in place of ggml's 0.25 sigma2 + x^2 (see iq3.c best_flat_weights) */
     float unit[16];
-    for (int i = 0; i < 16; i++) unit[i] = 1;
-    const bool flat = ctx->mode == IQF_MODE_BEST && !qw;
+    const float *flat = iqf_best_flat_importance(ctx, qw, unit, 16); /* best mode, no imatrix */
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++) {
         const float *xbl = x + QK_K * ibl;
         block_iq2_s *yb = &y[ibl];
@@ -773,7 +770,7 @@ static void quantize_row_iq2_s(const iqf_qctx *ctx, const float *x, void *vy, in
             float weight[16], waux[16], xval[16];
             uint8_t bs[2];
             if (qw || flat) {
-                const float *w = qw ? qw + QK_K * ibl + 16 * ib : unit;
+                const float *w = qw ? qw + QK_K * ibl + 16 * ib : flat;
                 for (int i = 0; i < 16; i++) weight[i] = w[i] * sqrtf(sigma2 + xb[i] * xb[i]);
             } else {
                 for (int i = 0; i < 16; i++) weight[i] = 0.25f * sigma2 + xb[i] * xb[i];

@@ -699,23 +699,13 @@ static void pick_impl(const iqf_qctx *ctx, iq3_variant *v) {
 #endif
 }
 
-/* Best mode without an importance matrix: a uniform importance (weights sqrt(sigma2 + x^2)) in
- * place of ggml's x^2, which over-protects the largest weights (kjv-3m, token_embd in IQ3_S: mean
- * KLD of the IQ3_XXS file -7.5%, docs/QUALITY.md). Fills unit and returns it, or NULL (compat, or
- * an imatrix given). */
-static const float *best_flat_weights(const iqf_qctx *ctx, const float *qw, float unit[QK_K]) {
-    if (ctx->mode != IQF_MODE_BEST || qw) return NULL;
-    for (int i = 0; i < QK_K; i++) unit[i] = 1;
-    return unit;
-}
-
 static void quantize_row_iq3_xxs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
                                  const float *qw) {
     iq3_variant v = { &tab_256, 15, true, false, NULL, NULL, NULL };
     pick_impl(ctx, &v);
     block_iq3_xxs *y = vy;
     float unit[QK_K];
-    const float *flat = best_flat_weights(ctx, qw, unit);
+    const float *flat = iqf_best_flat_importance(ctx, qw, unit, QK_K);
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++)
         quantize_block_iq3_xxs(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : flat, y + ibl);
 }
@@ -726,7 +716,7 @@ static void quantize_row_iq3_s(const iqf_qctx *ctx, const float *x, void *vy, in
     pick_impl(ctx, &v);
     block_iq3_s *y = vy;
     float unit[QK_K];
-    const float *flat = best_flat_weights(ctx, qw, unit);
+    const float *flat = iqf_best_flat_importance(ctx, qw, unit, QK_K);
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++)
         quantize_block_iq3_s(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : flat, y + ibl);
 }

@@ -146,7 +146,7 @@ int codec_suite_best_refvec(const int *tv, int nt) {
     return tu_failed - failed_before;
 }
 
-/* The IQ grids' best mode without an importance matrix (iq3.c best_flat_weights): on every qgen
+/* The IQ grids' best mode without an importance matrix (codec.h iqf_best_flat_importance): on every qgen
  * distribution its bytes equal compat's with a uniform importance matrix, pass best_check, and
  * its plain squared error is below compat's (ggml weighs by x^2 without an imatrix), by 1% on
  * the spread distributions (no higher on the others). With an imatrix best is compat. */
