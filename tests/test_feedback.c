@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "codec/kq_best.h"
+#include "codec/iq_refine.h"
 #include "quantize/fb_blocks.h"
 #include "quantize/feedback.h"
 #include "quantize/hessian_file.h"
@@ -126,6 +127,26 @@ static void block_access(void) {
             iqf_dequantize(t, cp, y2, 1, B, 1, err, sizeof err);
             CHECK(!bad && !memcmp(y, y2, sizeof(float) * (size_t)B), "%s: re-rounding its own values changed the block (%d values)",
                   iqf_type_get(t)->name, bad);
+            if (G == 1) continue;
+            /* grid types (the feedback loop relies on it, feedback.c reround_rows): the values of
+             * fb_block_group_values and of fb_block_round_group are the decoder's bit for bit, also
+             * for targets off the block's values and with an importance */
+            float vals[256], t2[256];
+            int gv_bad = 0;
+            for (int i = 0; i < B; i += G) {
+                fb_block_group_values(t, &f, blk, i, v);
+                gv_bad += memcmp(v, y + i, sizeof(float) * (size_t)G) != 0;
+            }
+            for (int i = 0; i < B; i++) t2[i] = y[i] + 0.3f * (float)tu_normal(&rng) * (fabsf(y[i]) + 0.05f);
+            memcpy(cp, blk, iqf_type_get(t)->type_size);
+            for (int i = 0; i < B; i += G) fb_block_round_group(t, &f, cp, i, t2 + i, im + u0 + i, vals + i);
+            iqf_dequantize(t, cp, y2, 1, B, 1, err, sizeof err);
+            for (int i = 0; i < B; i += G) {
+                fb_block_group_values(t, &f, cp, i, v);
+                gv_bad += memcmp(v, vals + i, sizeof(float) * (size_t)G) != 0;
+            }
+            CHECK(!gv_bad && !memcmp(vals, y2, sizeof(float) * (size_t)B), "%s: group values are not the decoder's (%d groups)",
+                  iqf_type_get(t)->name, gv_bad);
         }
     }
     CHECK(fb_block_supported(IQF_TYPE_IQ3_XXS) && fb_block_supported(IQF_TYPE_Q4_K), "supported set");
@@ -511,8 +532,78 @@ static void best_mode(void) {
     free(c);
 }
 
+/* The warm-started IQ re-encodings (iq_refine.h): with every candidate scale (nw 0) the
+ * encoder's own bytes; with a narrow window the same bytes at every SIMD level, blocks that decode
+ * to finite values near the targets; other types refused. */
+static void iq_refine(void) {
+    static const int ts[] = { IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S, IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S };
+    enum { NB = 24 };
+    tu_rng rng = { 77 };
+    float *x = malloc(sizeof(float) * 256 * NB), *xt = malloc(sizeof(float) * 256 * NB), *im = malloc(sizeof(float) * 256 * NB);
+    for (int i = 0; i < 256 * NB; i++) {
+        x[i] = (float)(tu_normal(&rng) * (1 + (i / 256) % 4));
+        xt[i] = x[i] + 0.05f * (float)tu_normal(&rng);
+        im[i] = (float)(0.2 + tu_uniform(&rng));
+    }
+    char err[256];
+    for (size_t ti = 0; ti < sizeof ts / sizeof ts[0]; ti++) {
+        const int t = ts[ti];
+        const char *name = iqf_type_get(t)->name;
+        const size_t sz = iqf_type_get(t)->type_size;
+        uint8_t a[256 * NB / 2], r[128], r2[128];
+        iqf_quantize_params p = iqf_quantize_default_params();
+        p.n_threads = 1;
+        for (int k = 0; k < NB; k++) /* the importance differs per row here: one row at a time */
+            CHECK(iqf_quantize(t, x + 256 * k, a + sz * (size_t)k, 1, 256, im + 256 * k, &p, err, sizeof err) == IQF_OK, "%s: %s",
+                  name, err);
+        int full = 0, differ = 0, far = 0;
+        for (int k = 0; k < NB; k++) {
+            const float *xb = x + 256 * k, *xtb = xt + 256 * k, *imb = im + 256 * k;
+            const bool iq3 = t == IQF_TYPE_IQ3_XXS || t == IQF_TYPE_IQ3_S;
+            /* nw 0: every candidate, from a block of other weights: the encoder's bytes for xb */
+            memcpy(r, a + sz * (size_t)((k + 1) % NB), sz);
+            CHECK(iq3 ? iqf_iq3_refine(IQF_SIMD_SCALAR, t, xb, imb, r, 0) : iqf_iq2_refine(IQF_SIMD_SCALAR, t, xb, imb, r, 0),
+                  "%s: refine refused", name);
+            full += memcmp(r, a + sz * (size_t)k, sz) != 0;
+            for (int nw = 1; nw <= 4; nw += 3) {
+                memcpy(r, a + sz * (size_t)k, sz);
+                iq3 ? iqf_iq3_refine(IQF_SIMD_SCALAR, t, xtb, imb, r, nw) : iqf_iq2_refine(IQF_SIMD_SCALAR, t, xtb, imb, r, nw);
+                for (int lv = IQF_SIMD_AVX2; lv <= (int)iqf_simd_detect(); lv++) {
+                    memcpy(r2, a + sz * (size_t)k, sz);
+                    iq3 ? iqf_iq3_refine((iqf_simd)lv, t, xtb, imb, r2, nw) : iqf_iq2_refine((iqf_simd)lv, t, xtb, imb, r2, nw);
+                    differ += memcmp(r, r2, sz) != 0;
+                }
+                /* the warm block is an encoding of the moved targets: finite, and its error within
+                 * 1.5x of the full encoder's on them (a window around a good scale) */
+                float y[256], y0[256];
+                uint8_t f0[128];
+                CHECK(iqf_quantize(t, xtb, f0, 1, 256, imb, &p, err, sizeof err) == IQF_OK, "%s", err);
+                iqf_dequantize(t, r, y, 1, 256, 1, err, sizeof err);
+                iqf_dequantize(t, f0, y0, 1, 256, 1, err, sizeof err);
+                double e = 0, e0 = 0;
+                for (int i = 0; i < 256; i++) {
+                    CHECK(isfinite(y[i]), "%s: refined block decodes to %g", name, y[i]);
+                    e += imb[i] * ((double)xtb[i] - y[i]) * ((double)xtb[i] - y[i]);
+                    e0 += imb[i] * ((double)xtb[i] - y0[i]) * ((double)xtb[i] - y0[i]);
+                }
+                far += e > 1.5 * e0;
+            }
+        }
+        CHECK(!full, "%s: refine with every candidate differs from the encoder (%d blocks)", name, full);
+        CHECK(!differ, "%s: refine differs between SIMD levels (%d blocks)", name, differ);
+        CHECK(!far, "%s: refined blocks far from the encoder's error (%d)", name, far);
+    }
+    uint8_t blk[256] = { 0 };
+    CHECK(!iqf_iq3_refine(IQF_SIMD_SCALAR, IQF_TYPE_Q4_K, x, im, blk, 1) && !iqf_iq2_refine(IQF_SIMD_SCALAR, IQF_TYPE_IQ3_XXS, x, im, blk, 1),
+          "IQ refine accepts only its grid types");
+    free(x);
+    free(xt);
+    free(im);
+}
+
 int main(void) {
     char err[512];
+    iq_refine();
     diagonal();
     block_access();
     set_many();

@@ -25,6 +25,23 @@ typedef struct iqf_qctx {
     iqf_simd simd; /* resolved: never IQF_SIMD_AUTO, never above what the CPU supports */
 } iqf_qctx;
 
+/* The candidate scales of an IQ grid search warm-started from a block (iq2.c, iq3.c; the error
+ * feedback's re-encodings, iq_refine.h): the encoder's candidates are is = -nis .. nis (its
+ * inverse scales base + step * is over the sub-block's max); with nw > 0 only the nw of them
+ * around c, the continuous is of the sub-block's current scale, shifted to stay within range.
+ * *lo, *nc: the first is and the count (all 2 nis + 1 when nw <= 0, nw too large, or c not
+ * finite). */
+static inline void iqf_iq_cand_window(int nis, int nw, float c, int *lo, int *nc) {
+    *lo = -nis;
+    *nc = 2 * nis + 1;
+    if (nw <= 0 || nw >= *nc || !(c > -1e6f && c < 1e6f)) return;
+    int l = iqf_nearest_int(c) - (nw - 1) / 2;
+    if (l < -nis) l = -nis;
+    if (l > nis - nw + 1) l = nis - nw + 1;
+    *lo = l;
+    *nc = nw;
+}
+
 /* Best mode's importance for an IQ grid row without an imatrix (iq2.c IQ2_S, iq3.c IQ3_XXS/IQ3_S):
  * uniform, i.e. weights sqrt(sigma2 + x^2) as ggml's search uses with an all-ones imatrix, in
  * place of ggml's x^2 (0.25 sigma2 + x^2 for IQ2_S), which over-protects the largest weights

@@ -22,6 +22,7 @@
  */
 #include "codec.h"
 #include "iqgrid.h"
+#include "iq_refine.h"
 
 #include <float.h>
 #include <math.h>
@@ -558,7 +559,7 @@ static inline float sum_sq256(const float *x) {
 /* One 32-weight sub-block. Returns false when ggml skips it (all zero, or no usable initial
  * scale): then it stays all-zero in q2. Otherwise the scale (>= 0), grid indices and signs. */
 static bool xxs_subblock(const enc_ops *E, const iqf_iqgrid *g, const float *xb, const float *qw,
-                         float sigma2, float *scale_out, int *gidx, uint8_t *bsigns) {
+                         float sigma2, float s_cur, int nw, float *scale_out, int *gidx, uint8_t *bsigns) {
     const int kMaxQ = 3;
     float weight[32], waux[32], xval[32], wx[32];
     uint8_t Lqp[32];
@@ -574,9 +575,10 @@ static bool xxs_subblock(const enc_ops *E, const iqf_iqgrid *g, const float *xb,
     for (int i = 0; i < 32; i++) wx[i] = weight[i] * xval[i];
 
     cand_set cs;
-    cs.nc = 13;
+    int is_lo;
+    iqf_iq_cand_window(6, s_cur > 0 ? nw : 0, 10 * (eff_max / s_cur - 5), &is_lo, &cs.nc);
     for (int c = 0; c < MAXC; c++) {
-        int is = (c < cs.nc ? c : cs.nc - 1) - 6;
+        int is = (c < cs.nc ? c : cs.nc - 1) + is_lo;
         cs.id[c] = ((float)(2 * kMaxQ - 1) + (float)is * 0.1f) / eff_max;
         cs.sc[c] = 1 / cs.id[c];
     }
@@ -609,8 +611,10 @@ static bool xxs_subblock(const enc_ops *E, const iqf_iqgrid *g, const float *xb,
     return true;
 }
 
-static void quantize_row_iq2_xxs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
-                                 const float *qw) {
+/* The row encoders; warm (a block per super-block, or NULL) and nw: the warm start's candidate
+ * windows (iqf_iq_cand_window), 0 for the encoder itself. */
+static void iq2_xxs_rows(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw,
+                         const block_iq2_xxs *warm, int nw) {
     const enc_ops *E = select_ops(ctx);
     const iqf_iqgrid *g = grid_xxs;
     block_iq2_xxs *y = vy;
@@ -626,7 +630,13 @@ static void quantize_row_iq2_xxs(const iqf_qctx *ctx, const float *x, void *vy, 
             uint8_t bs[4];
             float scale = 0;
             scales[ib] = 0;
-            if (!xxs_subblock(E, g, xbl + 32 * ib, qw + QK_K * ibl + 32 * ib, sigma2, &scale, gidx, bs))
+            float s_cur = 0;
+            if (warm) {
+                uint32_t a;
+                memcpy(&a, (const uint8_t *)warm[ibl].qs + 8 * ib + 4, 4);
+                s_cur = iqf_fp16_to_fp32(warm[ibl].d) * (float)(2 * (a >> 28) + 1);
+            }
+            if (!xxs_subblock(E, g, xbl + 32 * ib, qw + QK_K * ibl + 32 * ib, sigma2, s_cur, nw, &scale, gidx, bs))
                 continue;
             for (int k = 0; k < 4; k++) {
                 q2[2 * ib] |= (uint32_t)gidx[k] << 8 * k;
@@ -658,14 +668,15 @@ static void quantize_row_iq2_xxs(const iqf_qctx *ctx, const float *x, void *vy, 
 /* Scale search + refinement of one 16-weight sub-block with max >= eps. Returns the scale (may
  * be negative: the caller flips the signs); gidx[2] the grid indices. */
 static float search16(const enc_ops *E, const iqf_iqgrid *g, const float *xval,
-                      const float *weight, const float *waux, float max, int *gidx) {
+                      const float *weight, const float *waux, float max, float s_cur, int nw, int *gidx) {
     const int kMaxQ = 3;
     float wx[16];
     for (int i = 0; i < 16; i++) wx[i] = weight[i] * xval[i];
     cand_set cs;
-    cs.nc = 19;
+    int is_lo;
+    iqf_iq_cand_window(9, s_cur > 0 ? nw : 0, 10 * (max / s_cur - 5), &is_lo, &cs.nc);
     for (int c = 0; c < MAXC; c++) {
-        int is = (c < cs.nc ? c : cs.nc - 1) - 9;
+        int is = (c < cs.nc ? c : cs.nc - 1) + is_lo;
         cs.id[c] = ((float)(2 * kMaxQ - 1) + (float)is * 0.1f) / max;
         cs.sc[c] = 1 / cs.id[c];
     }
@@ -698,8 +709,8 @@ static float search16(const enc_ops *E, const iqf_iqgrid *g, const float *xval,
     return scale;
 }
 
-static void quantize_row_iq2_xs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
-                                const float *qw) {
+static void iq2_xs_rows(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw,
+                        const block_iq2_xs *warm, int nw) {
     const enc_ops *E = select_ops(ctx);
     const iqf_iqgrid *g = grid_xs;
     block_iq2_xs *y = vy;
@@ -724,7 +735,8 @@ static void quantize_row_iq2_xs(const iqf_qctx *ctx, const float *x, void *vy, i
             scales[ib] = 0;
             if (max < GROUP_MAX_EPS) continue;
             int gidx[2];
-            float scale = search16(E, g, xval, weight, waux, max, gidx);
+            const float s_cur = warm ? iqf_fp16_to_fp32(warm[ibl].d) * (float)(2 * ((warm[ibl].scales[ib / 2] >> 4 * (ib & 1)) & 15) + 1) : 0;
+            float scale = search16(E, g, xval, weight, waux, max, s_cur, nw, gidx);
             if (scale < 0) {
                 scale = -scale;
                 for (int k = 0; k < 2; k++) bs[k] = (uint8_t)(~bs[k] & 127);
@@ -751,8 +763,8 @@ static void quantize_row_iq2_xs(const iqf_qctx *ctx, const float *x, void *vy, i
     }
 }
 
-static void quantize_row_iq2_s(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
-                               const float *qw) {
+static void iq2_s_rows(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw,
+                       const block_iq2_s *warm, int nw) {
     const enc_ops *E = select_ops(ctx);
     const iqf_iqgrid *g = grid_s;
     block_iq2_s *y = vy;
@@ -782,7 +794,8 @@ static void quantize_row_iq2_s(const iqf_qctx *ctx, const float *x, void *vy, in
             scales[ib] = 0;
             if (max < GROUP_MAX_EPS_IQ2_S) continue;
             int gidx[2];
-            float scale = search16(E, g, xval, weight, waux, max, gidx);
+            const float s_cur = warm ? iqf_fp16_to_fp32(warm[ibl].d) * (float)(2 * ((warm[ibl].scales[ib / 2] >> 4 * (ib & 1)) & 15) + 1) : 0;
+            float scale = search16(E, g, xval, weight, waux, max, s_cur, nw, gidx);
             if (scale < 0) {
                 scale = -scale;
                 for (int k = 0; k < 2; k++) bs[k] = (uint8_t)~bs[k];
@@ -807,6 +820,39 @@ static void quantize_row_iq2_s(const iqf_qctx *ctx, const float *x, void *vy, in
             else yb->scales[ib / 2] |= (uint8_t)(l << 4);
         }
     }
+}
+
+static void quantize_row_iq2_xxs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    iq2_xxs_rows(ctx, x, vy, n, qw, NULL, 0);
+}
+static void quantize_row_iq2_xs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    iq2_xs_rows(ctx, x, vy, n, qw, NULL, 0);
+}
+static void quantize_row_iq2_s(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
+    iq2_s_rows(ctx, x, vy, n, qw, NULL, 0);
+}
+
+bool iqf_iq2_refine(iqf_simd simd, int type, const float *x, const float *qw, void *blk, int nw) {
+    const iqf_qctx ctx = { IQF_MODE_COMPAT, simd };
+    if (type == IQF_TYPE_IQ2_XXS) {
+        block_iq2_xxs cur;
+        memcpy(&cur, blk, sizeof cur);
+        init_iq2_xxs();
+        iq2_xxs_rows(&ctx, x, blk, QK_K, qw, &cur, nw);
+    } else if (type == IQF_TYPE_IQ2_XS) {
+        block_iq2_xs cur;
+        memcpy(&cur, blk, sizeof cur);
+        init_iq2_xs();
+        iq2_xs_rows(&ctx, x, blk, QK_K, qw, &cur, nw);
+    } else if (type == IQF_TYPE_IQ2_S) {
+        block_iq2_s cur;
+        memcpy(&cur, blk, sizeof cur);
+        init_iq2_s();
+        iq2_s_rows(&ctx, x, blk, QK_K, qw, &cur, nw);
+    } else {
+        return false;
+    }
+    return true;
 }
 
 const iqf_codec iqf_codecs_iq2[] = {

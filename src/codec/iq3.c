@@ -18,6 +18,7 @@
  */
 #include "codec.h"
 #include "iq3_grids.h"
+#include "iq_refine.h"
 
 #include <float.h>
 #include <math.h>
@@ -205,6 +206,18 @@ int iqf_iq3_tables_stats(int grid_size, iqf_iq3_table_stats *st) {
     return 0;
 }
 
+void iqf_iq3_key_tables(int grid_size, const int32_t **kmap, const uint16_t **nb) {
+    iqf_iq3_table_stats st;
+    if (iqf_iq3_tables_stats(grid_size, &st)) {
+        *kmap = NULL;
+        *nb = NULL;
+        return;
+    }
+    const iq3_tab *t = grid_size == 256 ? &tab_256 : &tab_512;
+    *kmap = t->kmap;
+    *nb = t->nb;
+}
+
 const uint16_t *iqf_iq3_neighbours(int grid_size, int key, int *grid_index) {
     iqf_iq3_table_stats st;
     if (iqf_iq3_tables_stats(grid_size, &st) || key < 0 || key >= 4096) return NULL;
@@ -284,6 +297,7 @@ struct iq3_sub {
     float w[32];
     float waux[32];
     float max;
+    int is_lo, ncand; /* candidate scales is = is_lo .. is_lo + ncand - 1 (all: -nis, 2 nis + 1) */
 };
 typedef struct iq3_sub iq3_sub;
 
@@ -363,7 +377,7 @@ static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
     float best = 0, scale = sb->max / 15;
     memset(L, 0, 32);
     for (int k = 0; k < 8; k++) on[k] = v->init_on_grid;
-    for (int is = -v->nis; is <= v->nis; is++) {
+    for (int is = sb->is_lo; is < sb->is_lo + sb->ncand; is++) {
         const float id = (15 + (float)is * 0.2f) / sb->max;
         const float this_scale = 1 / id;
         for (int k = 0; k < 8; k++) {
@@ -424,10 +438,11 @@ typedef struct iq3_cands {
  * they add no distinct keys) and are ignored by finish_search. */
 static int candidate_scales(const iq3_variant *v, const iq3_sub *sb, int width, float *ids,
                             float *scl) {
-    const int ncand = 2 * v->nis + 1;
+    const int ncand = sb->ncand;
     const int nlanes = (ncand + width - 1) / width * width;
+    (void)v;
     for (int c = 0; c < nlanes; c++) {
-        const int is = (c < ncand ? c : ncand - 1) - v->nis;
+        const int is = (c < ncand ? c : ncand - 1) + sb->is_lo;
         ids[c] = (15 + (float)is * 0.2f) / sb->max;
         scl[c] = 1 / ids[c];
     }
@@ -436,7 +451,7 @@ static int candidate_scales(const iq3_variant *v, const iq3_sub *sb, int width, 
 
 static float finish_search(const iq3_variant *v, const iq3_sub *sb, const iq3_cands *cd,
                            int8_t L[32]) {
-    const int ncand = 2 * v->nis + 1;
+    const int ncand = sb->ncand;
     float best = 0, scale = sb->max / 15;
     int win = -1;
     for (int c = 0; c < ncand; c++) {
@@ -565,8 +580,14 @@ static float block_sigma2(const float *xbl, const float *qwbl) {
     return 2 * sumx2 / QK_K;
 }
 
+/* The candidate window of a sub-block whose current scale is s (in the search's units:
+ * x ~ s * (2l + 1), so is ~ 5 (max / s - 15)); all candidates for s <= 0 (iqf_iq_cand_window). */
+static void cand_window(iq3_sub *sb, int nis, int nw, float s) {
+    iqf_iq_cand_window(nis, s > 0 ? nw : 0, 5 * (sb->max / s - 15), &sb->is_lo, &sb->ncand);
+}
+
 static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
-                                   const float *qwbl, block_iq3_xxs *y) {
+                                   const float *qwbl, const block_iq3_xxs *warm, int nw, block_iq3_xxs *y) {
     const iq3_tab *t = v->t;
     uint8_t q3[3 * QK_K / 8];
     uint32_t sas[QK_K / 32];
@@ -579,6 +600,13 @@ static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
         iq3_sub sb;
         uint8_t signs[4];
         v->prepare(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, true, &sb, signs);
+        float s_cur = 0;
+        if (warm) {
+            uint32_t a;
+            memcpy(&a, warm->qs + QK_K / 4 + 4 * ib, 4);
+            s_cur = IQF_FP16_TO_FP32(warm->d) * (float)(2 * (a >> 28) + 1);
+        }
+        cand_window(&sb, v->nis, nw, s_cur);
         if (sb.max < 1e-8f) { /* GROUP_MAX_EPS_IQ3_XXS: grid index 0, signs +, scale 0 */
             scales[ib] = 0;
             continue;
@@ -630,7 +658,7 @@ static bool sub_is_zero(const float *xb) {
  * ggml's bytes for it (index 0, signs +, scale nibble 0).
  */
 static void quantize_block_iq3_s(const iq3_variant *v, const float *xbl,
-                                 const float *qwbl, block_iq3_s *y) {
+                                 const float *qwbl, const block_iq3_s *warm, int nw, block_iq3_s *y) {
     const iq3_tab *t = v->t;
     float scales[QK_K / 32];
     memset(y, 0, sizeof *y);
@@ -640,6 +668,8 @@ static void quantize_block_iq3_s(const iq3_variant *v, const float *xbl,
         iq3_sub sb;
         uint8_t signs[4];
         v->prepare(xbl + 32 * ib, qwbl ? qwbl + 32 * ib : NULL, sigma2, false, &sb, signs);
+        cand_window(&sb, v->nis, nw,
+                    warm ? IQF_FP16_TO_FP32(warm->d) * (float)(2 * ((warm->scales[ib / 2] >> 4 * (ib & 1)) & 15) + 1) : 0);
         if (!sb.max) {
             scales[ib] = 0;
             continue;
@@ -687,38 +717,98 @@ static void quantize_block_iq3_s(const iq3_variant *v, const float *xbl,
  * Entry points
  * ------------------------------------------------------------------------------------------- */
 /* The implementation for the context's SIMD level (all give identical bytes). */
-static void pick_impl(const iqf_qctx *ctx, iq3_variant *v) {
+static void pick_impl(iqf_simd simd, iq3_variant *v) {
     v->neighbour = best_neighbour;
     v->prepare = prepare_sub;
     v->search = search_ref;
 #ifdef IQ3_X86
-    if (ctx->simd == IQF_SIMD_AVX512) pick_avx512(v);
-    else if (ctx->simd == IQF_SIMD_AVX2) pick_avx2(v);
+    if (simd == IQF_SIMD_AVX512) pick_avx512(v);
+    else if (simd == IQF_SIMD_AVX2) pick_avx2(v);
 #else
-    (void)ctx;
+    (void)simd;
 #endif
 }
 
 static void quantize_row_iq3_xxs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
                                  const float *qw) {
     iq3_variant v = { &tab_256, 15, true, false, NULL, NULL, NULL };
-    pick_impl(ctx, &v);
+    pick_impl(ctx->simd, &v);
     block_iq3_xxs *y = vy;
     float unit[QK_K];
     const float *flat = iqf_best_flat_importance(ctx, qw, unit, QK_K);
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++)
-        quantize_block_iq3_xxs(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : flat, y + ibl);
+        quantize_block_iq3_xxs(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : flat, NULL, 0, y + ibl);
 }
 
 static void quantize_row_iq3_s(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
                                const float *qw) {
     iq3_variant v = { &tab_512, 9, false, true, NULL, NULL, NULL };
-    pick_impl(ctx, &v);
+    pick_impl(ctx->simd, &v);
     block_iq3_s *y = vy;
     float unit[QK_K];
     const float *flat = iqf_best_flat_importance(ctx, qw, unit, QK_K);
     for (int64_t ibl = 0; ibl < n / QK_K; ibl++)
-        quantize_block_iq3_s(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : flat, y + ibl);
+        quantize_block_iq3_s(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : flat, NULL, 0, y + ibl);
+}
+
+/* the 8 sign bits of a 7-bit even-parity sign index (bit 7 = parity of the 7) */
+static int iqf_ksigns_iq2xs_parity(int s7) { return s7 | ((__builtin_popcount((unsigned)s7) & 1) << 7); }
+
+bool iqf_iq3_refine(iqf_simd simd, int type, const float *x, const float *qw, void *blk, int nw) {
+    if (type != IQF_TYPE_IQ3_XXS && type != IQF_TYPE_IQ3_S) return false;
+    iq3_variant v = { type == IQF_TYPE_IQ3_XXS ? &tab_256 : &tab_512, type == IQF_TYPE_IQ3_XXS ? 15 : 9,
+                      type == IQF_TYPE_IQ3_XXS, type != IQF_TYPE_IQ3_XXS, NULL, NULL, NULL };
+    if (type == IQF_TYPE_IQ3_XXS) init_iq3_xxs(); else init_iq3_s();
+    pick_impl(simd, &v);
+    if (type == IQF_TYPE_IQ3_XXS && nw < 0) {
+        block_iq3_xxs *y = blk;
+        const float sigma2 = block_sigma2(x, qw);
+        float scales[8], max_scale = 0;
+        const float d0 = IQF_FP16_TO_FP32(y->d);
+        for (int ib = 0; ib < 8; ib++) {
+            uint32_t a;
+            memcpy(&a, y->qs + QK_K / 4 + 4 * ib, 4);
+            float sqx = 0, sq2 = 0;
+            for (int k = 0; k < 8; k++) {
+                int8_t L[4];
+                levels_of(v.t, y->qs[8 * ib + k], L);
+                const int sg = (int)((a >> (7 * (k / 2))) & 127);
+                const int sgn = iqf_ksigns_iq2xs_parity(sg);
+                for (int i = 0; i < 4; i++) {
+                    const int j = 4 * (k & 1) + i;
+                    const float xv = x[32 * ib + 4 * k + i];
+                    const float w = qw ? qw[32 * ib + 4 * k + i] * sqrtf(sigma2 + xv * xv) : xv * xv;
+                    const float q = (float)(2 * L[i] + 1) * (((sgn >> j) & 1) ? -1.f : 1.f);
+                    sqx += w * xv * q;
+                    sq2 += w * q * q;
+                }
+            }
+            float sc = sq2 > 0 ? sqx / sq2 : 0;
+            if (!(sc > 0)) sc = d0 * (float)(2 * (a >> 28) + 1);
+            scales[ib] = sc;
+            max_scale = max_scale > sc ? max_scale : sc;
+        }
+        if (max_scale > 0) {
+            const float d = max_scale / 31;
+            y->d = IQF_FP32_TO_FP16(d * 1.0125f);
+            const float id = 1 / d;
+            for (int ib = 0; ib < 8; ib++) {
+                uint32_t a;
+                memcpy(&a, y->qs + QK_K / 4 + 4 * ib, 4);
+                a = (a & 0x0fffffffu) | (uint32_t)scale_nibble(id, scales[ib]) << 28;
+                memcpy(y->qs + QK_K / 4 + 4 * ib, &a, 4);
+            }
+        }
+    } else if (type == IQF_TYPE_IQ3_XXS) {
+        block_iq3_xxs cur;
+        memcpy(&cur, blk, sizeof cur);
+        quantize_block_iq3_xxs(&v, x, qw, &cur, nw, blk);
+    } else {
+        block_iq3_s cur;
+        memcpy(&cur, blk, sizeof cur);
+        quantize_block_iq3_s(&v, x, qw, &cur, nw, blk);
+    }
+    return true;
 }
 
 const iqf_codec iqf_codecs_iq3[] = {

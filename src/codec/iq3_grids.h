@@ -28,4 +28,9 @@ int iqf_iq3_tables_stats(int grid_size, iqf_iq3_table_stats *st);
  * list[1..count] = grid indices, closest first). */
 const uint16_t *iqf_iq3_neighbours(int grid_size, int key, int *grid_index);
 
+/* The whole key map and neighbour data of the 256 or 512 grid (both NULL for another size):
+ * kmap[key] >= 0 is the grid index of a 12-bit key on the grid; otherwise nb - kmap[key] - 1 is
+ * its list as iqf_iq3_neighbours returns it. Builds the tables if needed. */
+void iqf_iq3_key_tables(int grid_size, const int32_t **kmap, const uint16_t **nb);
+
 #endif

@@ -9,6 +9,8 @@
  * with iqf_dequantize afterwards.
  */
 #include "fb_blocks.h"
+#include "../codec/iq3_grids.h"
+#include "../codec/iqgrid.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -22,9 +24,62 @@ static const int8_t kv4[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13,
  * crafted blocks (d = 1, scale 0, no signs), so no codec table is needed here. */
 static uint8_t grid3[256][4], grid2[512][8], grid2xxs[256][8], grid3s[512][4], grid2s[1024][8];
 static bool grids_ok;
-/* The same grids as floats, transposed (component k of point p at [k][p]) for the AVX-512 search. */
-static float gt3[4][256], gt2[8][512], gt2xxs[8][256], gt3s[4][512], gt2s[8][1024];
 static pthread_once_t grids_once = PTHREAD_ONCE_INIT;
+
+/* A grid as level indices, for the re-rounding's nearest-point search (nearest_point): its
+ * points' components take the nl <= 8 distinct values lvl[0] < lvl[1] < ...; component k of
+ * point p is lvl[(pk[p] >> 4k) & 15]. The encoder's key tables (kbits bits per component
+ * level): kmap[key] >= 0 is the point with those levels, otherwise nb - kmap[key] - 1 is the
+ * key's neighbour list [n, points...] (iq3_grids.h, iqgrid.h). */
+typedef struct grid_tab {
+    const uint8_t *grid; /* np points of w bytes */
+    int np, w, nl, kbits;
+    float lvl[16]; /* nl of them, then INF */
+    uint32_t *pk;
+    const int32_t *kmap;
+    const uint16_t *nb;
+} grid_tab;
+static uint32_t pk3[256], pk2[512], pk2xxs[256], pk3s[512], pk2s[1024];
+static grid_tab tab3 = { &grid3[0][0], 256, 4, 0, 3, { 0 }, pk3, NULL, NULL };
+static grid_tab tab2 = { &grid2[0][0], 512, 8, 0, 2, { 0 }, pk2, NULL, NULL };
+static grid_tab tab2xxs = { &grid2xxs[0][0], 256, 8, 0, 2, { 0 }, pk2xxs, NULL, NULL };
+static grid_tab tab3s = { &grid3s[0][0], 512, 4, 0, 3, { 0 }, pk3s, NULL, NULL };
+static grid_tab tab2s = { &grid2s[0][0], 1024, 8, 0, 2, { 0 }, pk2s, NULL, NULL };
+
+/* Fills g's levels and packed points from its grid bytes, and takes the encoder's key tables;
+ * false if the grid has more than 8 distinct component values, the tables are missing, or
+ * they disagree with the grid (a point's key must map to that point). */
+static bool tab_init(grid_tab *g) {
+    if (g->kbits == 3) {
+        iqf_iq3_key_tables(g->np, &g->kmap, &g->nb);
+    } else {
+        const iqf_iqgrid *q = iqf_iqgrid_get(g->np == 256 ? IQF_IQGRID_IQ2XXS : g->np == 512 ? IQF_IQGRID_IQ2XS : IQF_IQGRID_IQ2S);
+        if (q) g->kmap = q->kmap, g->nb = q->neighbours;
+    }
+    if (!g->kmap || !g->nb) return false;
+    bool seen[256] = { false };
+    for (int i = 0; i < g->np * g->w; i++) seen[g->grid[i]] = true;
+    int nl = 0, li[256];
+    for (int v = 0; v < 256; v++) {
+        if (!seen[v]) continue;
+        if (nl == 8) return false;
+        li[v] = nl;
+        g->lvl[nl++] = (float)v;
+    }
+    g->nl = nl;
+    for (int j = nl; j < 16; j++) g->lvl[j] = INFINITY;
+    for (int p = 0; p < g->np; p++) {
+        uint32_t pk = 0, key = 0;
+        for (int k = g->w - 1; k >= 0; k--) {
+            const int l = li[g->grid[p * g->w + k]];
+            pk = pk << 4 | (uint32_t)l;
+            key = key << g->kbits | (uint32_t)l;
+        }
+        g->pk[p] = pk;
+        if (g->kmap[key] != p) return false;
+    }
+    return true;
+}
 
 static void grids_init(void) {
     uint8_t blk[98];
@@ -86,14 +141,7 @@ static void grids_init(void) {
         for (int g = 0; g < 32 && ok; g++)
             for (int k = 0; k < 8; k++) grid2s[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f);
     }
-    for (int p = 0; p < 1024; p++)
-        for (int k = 0; k < 8; k++) {
-            if (p < 256 && k < 4) gt3[k][p] = (float)grid3[p][k];
-            if (p < 512) gt2[k][p] = (float)grid2[p][k];
-            if (p < 256) gt2xxs[k][p] = (float)grid2xxs[p][k];
-            if (p < 512 && k < 4) gt3s[k][p] = (float)grid3s[p][k];
-            gt2s[k][p] = (float)grid2s[p][k];
-        }
+    ok = ok && tab_init(&tab3) && tab_init(&tab2) && tab_init(&tab2xxs) && tab_init(&tab3s) && tab_init(&tab2s);
     grids_ok = ok;
 }
 
@@ -434,55 +482,128 @@ static int choose_signs(const float *t, const float *imp, float *u) {
     return neg;
 }
 
-/* Nearest grid point (importance-weighted squared error) to u / db over n-wide points. */
-/* nearest_grid over the transposed float grid gt (rows of `stride` points), 16 points at a time:
- * every point's error is summed in nearest_grid's order with its operations (d = u - db*g, then
- * (imp*d)*d added), and the first smallest wins, so the choice is nearest_grid's. */
-__attribute__((target("avx512f"))) static int nearest_grid_avx512(const float *gt, int stride, int npts, int w,
-                                                                const float *u, const float *imp, float db) {
-    /* Lane l keeps the smallest error of the points p = l (mod 16) and its index (a strict < keeps
-     * the first); the lanes are then reduced to the smallest error, the smallest index among
-     * equal ones: the first smallest over all points, as the scalar loop. Initial (INF, 0): a
-     * point whose error is not below INF (NaN, INF) is never chosen, and 0 wins if none is. */
-    const __m512 dbv = _mm512_set1_ps(db);
-    __m512 uk[8], ik[8];
-    for (int k = 0; k < w; k++) {
-        uk[k] = _mm512_set1_ps(u[k]);
-        ik[k] = _mm512_set1_ps(imp ? imp[k] : 1.f);
-    }
-    __m512 bv = _mm512_set1_ps(INFINITY);
-    __m512i bi = _mm512_setzero_si512(), pi = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i step = _mm512_set1_epi32(16);
-    for (int p = 0; p < npts; p += 16) {
-        __m512 e = _mm512_setzero_ps();
-        for (int k = 0; k < w; k++) {
-            const __m512 d = _mm512_sub_ps(uk[k], _mm512_mul_ps(dbv, _mm512_loadu_ps(gt + k * stride + p)));
-            e = _mm512_add_ps(e, _mm512_mul_ps(_mm512_mul_ps(ik[k], d), d));
+/* The re-rounding's nearest-point search, in two steps. grid_terms: the error of a point is
+ * sum_k imp_k (u_k - db g_k)^2, one term per component, each (imp_k * d) * d with
+ * d = u_k - db * g_k; A[k][j] is component k's term at level j. Returns the key (kbits bits per
+ * component) of the levels with the first smallest term in each component, or -1 if a term is
+ * NaN. This is the reference of fb_grid_lanes.h's kernels (the same A and key). */
+static int grid_terms_ref(const grid_tab *g, const float *u, const float *imp, float db, float (*A)[16]) {
+    bool nan = false;
+    int key = 0;
+    for (int k = 0; k < g->w; k++) {
+        const float ik = imp ? imp[k] : 1.f;
+        float m = INFINITY;
+        for (int j = 0; j < g->nl; j++) {
+            const float d = u[k] - db * g->lvl[j];
+            A[k][j] = ik * d * d;
+            if (isnan(A[k][j])) nan = true;
+            m = A[k][j] < m ? A[k][j] : m;
         }
-        const __mmask16 lt = _mm512_cmp_ps_mask(e, bv, _CMP_LT_OQ);
-        bv = _mm512_mask_mov_ps(bv, lt, e);
-        bi = _mm512_mask_mov_epi32(bi, lt, pi);
-        pi = _mm512_add_epi32(pi, step);
+        int jm = 0;
+        while (jm < g->nl - 1 && !(A[k][jm] == m)) jm++;
+        key |= jm << g->kbits * k;
     }
-    const float m = _mm512_reduce_min_ps(bv);
-    const __mmask16 eq = _mm512_cmp_ps_mask(bv, _mm512_set1_ps(m), _CMP_EQ_OQ);
-    if (!eq) return 0; /* every error NaN */
-    return _mm512_mask_reduce_min_epi32(eq, bi);
+    return nan ? -1 : key;
 }
 
-static int nearest_grid(const uint8_t *grid, int npts, int w, const float *u, const float *imp, float db) {
-    int best = 0;
+#define VL_W 8
+#define VL_TGT __attribute__((target("avx2,fma")))
+#define VL_SFX(name) name##_avx2
+#include "../codec/vec_lanes.h"
+#include "fb_grid_lanes.h"
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
+
+#define VL_W 16
+#define VL_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define VL_SFX(name) name##_avx512
+#include "../codec/vec_lanes.h"
+#include "fb_grid_lanes.h"
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
+
+/* Point p's error from the terms: A[0][l0] + A[1][l1] + ... in that order. */
+static inline float point_error(const grid_tab *g, const float (*A)[16], int p) {
+    const uint32_t pk = g->pk[p];
+    float e = A[0][pk & 15];
+    for (int k = 1; k < g->w; k++) e += A[k][(pk >> (4 * k)) & 15];
+    return e;
+}
+
+/* The point chosen for u / db: the point made of each component's nearest level when the grid
+ * has it (the error is a sum of one term per component, so it is the nearest point); otherwise
+ * the first smallest error among that key's neighbour list, the points the encoder itself
+ * considers for it (ggml's lists: every point within the first two or three distances of the
+ * key); every point when a term is NaN. The first smallest wins; point 0 (or the list's first)
+ * if nothing is below INF. The same choice at every SIMD level (only grid_terms is vectorised). */
+static int nearest_point(const grid_tab *g, const float *u, const float *imp, float db, iqf_simd simd) {
+    float A[8][16];
+    const int key = simd >= IQF_SIMD_AVX512 ? grid_terms_avx512(g, u, imp, db, A)
+                    : simd >= IQF_SIMD_AVX2 ? grid_terms_avx2(g, u, imp, db, A)
+                                            : grid_terms_ref(g, u, imp, db, A);
+    int n, best = 0;
+    const uint16_t *list = NULL;
+    if (key >= 0) {
+        if (g->kmap[key] >= 0) return g->kmap[key];
+        list = g->nb - g->kmap[key] - 1;
+    }
+    n = list ? list[0] : g->np;
+    if (list) best = list[1];
     float be = INFINITY;
-    for (int p = 0; p < npts; p++) {
-        const uint8_t *g = grid + p * w;
-        float e = 0;
-        for (int k = 0; k < w; k++) {
-            const float d = u[k] - db * (float)g[k];
-            e += (imp ? imp[k] : 1.f) * d * d;
-        }
+    for (int j = 0; j < n; j++) {
+        const int p = list ? list[1 + j] : j;
+        const float e = point_error(g, (const float (*)[16])A, p);
         if (e < be) { be = e; best = p; }
     }
     return best;
+}
+
+void fb_block_group_values(int type, const fb_block *f, const uint8_t *x, int i0, float *v) {
+    const float db = f->a[i0 / f->sub];
+    const int ib = i0 / 32, l = (i0 % 32) / 8;
+    int neg, g0, g1 = 0;
+    const uint8_t *grid;
+    bool w4 = false;
+    uint32_t a;
+    uint16_t q;
+    switch (type) {
+    case IQF_TYPE_IQ3_XXS:
+        grid = &grid3[0][0], w4 = true;
+        g0 = x[2 + 8 * ib + 2 * l], g1 = x[2 + 8 * ib + 2 * l + 1];
+        memcpy(&a, x + 66 + 4 * ib, 4);
+        neg = (int)((a >> (7 * l)) & 127);
+        break;
+    case IQF_TYPE_IQ3_S:
+        grid = &grid3s[0][0], w4 = true;
+        g0 = x[2 + 8 * ib + 2 * l] | ((x[66 + ib] >> (2 * l)) & 1) << 8;
+        g1 = x[2 + 8 * ib + 2 * l + 1] | ((x[66 + ib] >> (2 * l + 1)) & 1) << 8;
+        neg = x[74 + 4 * ib + l];
+        break;
+    case IQF_TYPE_IQ2_XS:
+        grid = &grid2[0][0];
+        memcpy(&q, x + 2 + 2 * (i0 / 8), 2);
+        g0 = q & 511, neg = q >> 9;
+        break;
+    case IQF_TYPE_IQ2_XXS:
+        grid = &grid2xxs[0][0];
+        g0 = x[2 + 8 * ib + l];
+        memcpy(&a, x + 2 + 8 * ib + 4, 4);
+        neg = (int)((a >> (7 * l)) & 127);
+        break;
+    default: /* IQ2_S */
+        grid = &grid2s[0][0];
+        g0 = x[2 + 4 * ib + l] | ((x[66 + ib] >> (2 * l)) & 3) << 8;
+        neg = x[34 + 4 * ib + l];
+        break;
+    }
+    if (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ2_XS || type == IQF_TYPE_IQ2_XXS)
+        neg |= (__builtin_popcount((unsigned)neg) & 1) << 7; /* even parity */
+    for (int k = 0; k < 8; k++) {
+        const float m = db * (float)(w4 ? (k < 4 ? grid[g0 * 4 + k] : grid[g1 * 4 + k - 4]) : grid[g0 * 8 + k]);
+        v[k] = (neg >> k & 1) ? -m : m;
+    }
 }
 
 void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const float *t, const float *imp, float *v) {
@@ -507,13 +628,10 @@ void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const
     const int ib = i0 / 32, l = (i0 % 32) / 8;
     float m[8];
     if (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S) {
-        const uint8_t *grid = type == IQF_TYPE_IQ3_XXS ? &grid3[0][0] : &grid3s[0][0];
-        const int np = type == IQF_TYPE_IQ3_XXS ? 256 : 512;
-        const float *gt = type == IQF_TYPE_IQ3_XXS ? &gt3[0][0] : &gt3s[0][0];
-        const bool vec = f->simd >= IQF_SIMD_AVX512;
-        const int g0 = vec ? nearest_grid_avx512(gt, np, np, 4, u, imp, db) : nearest_grid(grid, np, 4, u, imp, db);
-        const int g1 = vec ? nearest_grid_avx512(gt, np, np, 4, u + 4, imp ? imp + 4 : NULL, db)
-                           : nearest_grid(grid, np, 4, u + 4, imp ? imp + 4 : NULL, db);
+        const grid_tab *gtab = type == IQF_TYPE_IQ3_XXS ? &tab3 : &tab3s;
+        const uint8_t *grid = gtab->grid;
+        const int g0 = nearest_point(gtab, u, imp, db, f->simd);
+        const int g1 = nearest_point(gtab, u + 4, imp ? imp + 4 : NULL, db, f->simd);
         for (int k = 0; k < 8; k++) m[k] = db * (float)(k < 4 ? grid[g0 * 4 + k] : grid[g1 * 4 + k - 4]);
         if (type == IQF_TYPE_IQ3_XXS) {
             x[2 + 8 * ib + 2 * l] = (uint8_t)g0;
@@ -531,10 +649,9 @@ void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const
             x[74 + 4 * ib + l] = (uint8_t)neg;
         }
     } else {
-        const uint8_t *grid = type == IQF_TYPE_IQ2_XS ? &grid2[0][0] : type == IQF_TYPE_IQ2_XXS ? &grid2xxs[0][0] : &grid2s[0][0];
-        const int np = type == IQF_TYPE_IQ2_XS ? 512 : type == IQF_TYPE_IQ2_XXS ? 256 : 1024;
-        const float *gt = type == IQF_TYPE_IQ2_XS ? &gt2[0][0] : type == IQF_TYPE_IQ2_XXS ? &gt2xxs[0][0] : &gt2s[0][0];
-        const int g = f->simd >= IQF_SIMD_AVX512 ? nearest_grid_avx512(gt, np, np, 8, u, imp, db) : nearest_grid(grid, np, 8, u, imp, db);
+        const grid_tab *gtab = type == IQF_TYPE_IQ2_XS ? &tab2 : type == IQF_TYPE_IQ2_XXS ? &tab2xxs : &tab2s;
+        const uint8_t *grid = gtab->grid;
+        const int g = nearest_point(gtab, u, imp, db, f->simd);
         for (int k = 0; k < 8; k++) m[k] = db * (float)grid[g * 8 + k];
         if (type == IQF_TYPE_IQ2_XS) {
             const uint16_t q = (uint16_t)(g | ((neg & 127) << 9));

@@ -32,6 +32,9 @@ float fb_block_value(const fb_block *f, int i, int code);
 /* Rounds the group of weights i0.. (fb_block_group of them) to the targets t under the block's
  * scales (importance imp, may be NULL), writes the codes and the decoded values v. */
 void fb_block_round_group(int type, const fb_block *f, uint8_t *blk, int i0, const float *t, const float *imp, float *v);
+/* The decoded values of the group of 8 weights i0.. of a grid type's block under its scales f:
+ * bit for bit the decoder's (iqf_dequantize), as are fb_block_round_group's v. */
+void fb_block_group_values(int type, const fb_block *f, const uint8_t *blk, int i0, float *v);
 /* Reads the scales of one block. False for an unsupported type. */
 bool fb_block_parse(int type, const uint8_t *blk, fb_block *f);
 /* The code nearest to t for weight i (clamped to the range). */

@@ -5,6 +5,7 @@
 #include "../util/error.h"
 #include "../util/parallel.h"
 #include "../codec/kq_best.h"
+#include "../codec/iq_refine.h"
 
 #include <immintrin.h>
 #include <inttypes.h>
@@ -201,6 +202,7 @@ done:
 #define FB_REFINE_NIT 2
 #endif
 #define FB_ITERS_DOC /* re-encodings of a unit from its fed-forward targets (stops when no gain) */
+#define FB_IQ_WINDOW 1 /* candidate scales of a grid type's warm-started re-encoding */
 
 /* Legacy encoders whose importance weighting uses a row-wide sigma2 (best mode's q8_0 too). */
 static bool row_context(int type, const float *imatrix, iqf_mode mode) {
@@ -231,9 +233,13 @@ typedef struct fbjob {
     iqf_quantize_params qp; /* one thread */
     int iters;              /* in-unit re-encodings */
     bool reround;           /* in-unit GPTQ under the chosen scales (fb_blocks.c types) */
+    bool grid;              /* a grid type (groups of 8 weights) */
     iqf_simd simd;          /* the level of the feedback loops (identical bits on every level) */
     int refine;             /* > 0: re-encodings are best mode's K-quant search from the current
                                block (iqf_kq_best_refine, that many alternations) */
+    double tau;             /* a re-encoding that gains less than this fraction is the last */
+    int iq_nw;              /* > 0: grid re-encodings search that many scales around the current
+                               block's (iqf_iq3_refine, iqf_iq2_refine) */
     fbscratch *s;
 } fbjob;
 
@@ -411,8 +417,10 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                     if (g == 0) {
                         if (!same_bits(&x[l], &rr->w0[l], rr->G))
                             fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, &x[l], rr->im + l, v[r]);
+                        else if (rr->G > 1) /* the grid types' q is not decoded (encode_unit) */
+                            fb_block_group_values(rr->type, &rr->fbk, rr->blk, l, v[r]);
                         else
-                            memcpy(v[r], &q[l], (size_t)rr->G * sizeof(float));
+                            v[r][0] = q[l];
                     }
                     vi = v[r][g];
                 } else {
@@ -472,7 +480,9 @@ static iqf_status encode_unit(const fbjob *j, fbscratch *s, const float *w, cons
     } else {
         st = iqf_quantize(j->type, v, blk, 1, B, j->im + u0, &j->qp, s->msg, sizeof s->msg);
     }
-    if (!st) st = iqf_dequantize(j->type, blk, q, 1, B, 1, s->msg, sizeof s->msg);
+    /* the grid types' re-rounding decodes the groups it keeps from the block itself, and its
+     * values are the decoder's (reround_rows): q is not needed */
+    if (!st && !(j->reround && j->grid)) st = iqf_dequantize(j->type, blk, q, 1, B, 1, s->msg, sizeof s->msg);
     return st;
 }
 
@@ -531,6 +541,15 @@ static iqf_status reround_rows(const fbjob *j, fbscratch *s, int m, const int *i
     if (R) sweep_rows(j->simd, j->f->U, j->f->bs, R, xs, u0, B, u0 + B, qs, rrs, es, vs, l);
     for (int r = 0; r < R; r++) {
         const int g = gs[r];
+        if (rrs[r]->G > 1) {
+            /* grid types: a group's values are the decoder's (the same products of the block's
+             * scale and grid point, test_feedback's block_access), so the block decodes to the
+             * values steered by */
+            memcpy(q[g], vs[r], (size_t)B * sizeof(float));
+            loss[g] = l[r];
+            have[g] = true;
+            continue;
+        }
         const iqf_status st = iqf_dequantize(j->type, blk[g], q[g], 1, B, 1, s->msg, sizeof s->msg);
         if (st) return st;
         if (same_bits(q[g], vs[r], (int)B)) {
@@ -591,6 +610,11 @@ static iqf_status fb_group(const fbjob *j, fbscratch *s, int nr, float *const *w
                     memcpy(blk2[g], blk[g], j->tsz);
                     iqf_kq_best_refine(j->simd, j->type, t[g], j->im + u0, blk2[g], j->refine);
                     st = iqf_dequantize(j->type, blk2[g], q2[g], 1, B, 1, s->msg, sizeof s->msg);
+                } else if (j->iq_nw) {
+                    memcpy(blk2[g], blk[g], j->tsz);
+                    if (!iqf_iq3_refine(j->simd, j->type, t[g], j->im + u0, blk2[g], j->iq_nw))
+                        iqf_iq2_refine(j->simd, j->type, t[g], j->im + u0, blk2[g], j->iq_nw);
+                    if (!j->reround) st = iqf_dequantize(j->type, blk2[g], q2[g], 1, B, 1, s->msg, sizeof s->msg);
                 } else {
                     st = encode_unit(j, s, w[g], t[g], u0, blk2[g], q2[g]);
                 }
@@ -608,6 +632,7 @@ static iqf_status fb_group(const fbjob *j, fbscratch *s, int nr, float *const *w
                     active[g] = false;
                     continue;
                 }
+                if (!(l2[g] < best[g] * (1 - j->tau))) active[g] = false; /* small gain: the last */
                 best[g] = l2[g];
                 memcpy(blk[g], blk2[g], j->tsz);
                 float *x;
@@ -621,7 +646,8 @@ static iqf_status fb_group(const fbjob *j, fbscratch *s, int nr, float *const *w
      * recursion with the final codes gives; read again by row-context encoders), and the
      * later columns of each block of H receive the errors. */
     for (int g = 0; g < nr; g++) {
-        if (j->iters > 0) {
+        /* (iters 0: the re-rounding's recursion, when it was the decoded values', is the sweep) */
+        if (j->iters > 0 || have[g]) {
             memcpy(w[g] + u0, t[g], (size_t)B * sizeof(float));
             feed_beyond(j->simd, U, bs, w[g], u0, B, n, ev[g]);
         } else {
@@ -686,11 +712,24 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
     const float *im = imatrix ? imatrix : f->diag;
 
     fbjob j = { f, type, src, dst, ncols, ti->blck_size, iqf_row_size(type, ncols), ti->type_size, im,
-                row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), resolve_simd(qp.simd), 0, NULL };
+                row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), false, resolve_simd(qp.simd), 0, 0, 0, NULL };
     /* q3_K keeps full re-encodings: warm-started ones cost it ~0.8% KLD on kjv-3m Q3_K_M */
     if (qp.mode == IQF_MODE_BEST && (type == IQF_TYPE_Q2_K || type == IQF_TYPE_Q4_K || type == IQF_TYPE_Q5_K ||
                                      type == IQF_TYPE_Q6_K))
         j.refine = FB_REFINE_NIT;
+    j.grid = fb_block_group(type) > 1;
+    /* The grid types' re-encodings are warm-started from the current block: the encoder's search
+     * at the one candidate scale nearest each sub-block's current scale (iq_refine.h). On kjv-3m
+     * (docs/QUALITY.md) that is better than the full encoder for IQ3_XXS (0.02153 with one
+     * re-encoding, 0.02156 with two full ones) at a fraction of its cost; IQ3 types take one
+     * re-encoding, IQ2 types two, the second only after a gain of 2% (IQ2_XS 0.08057, two full
+     * ones 0.07965), for feedback within 3x best's time at the 7B shape (docs/PERFORMANCE.md). */
+    if (j.grid && j.reround) {
+        j.iq_nw = FB_IQ_WINDOW;
+        const bool iq3 = type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S;
+        j.iters = iq3 ? 1 : 2;
+        j.tau = iq3 ? 0 : 0.02;
+    }
     j.s = calloc((size_t)nt, sizeof *j.s);
     iqf_status st = IQF_OK;
     if (!j.s) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
