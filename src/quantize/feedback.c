@@ -730,6 +730,9 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
         j.iters = iq3 ? 1 : 2;
         j.tau = iq3 ? 0 : 0.02;
     }
+    /* q3_K's re-encodings are the full encoder (above): the second only after a gain of 5%
+     * (kjv-3m Q3_K_M 0.011867 vs 0.011846; 7B shape 2.8x best's time instead of 3.3x) */
+    if (type == IQF_TYPE_Q3_K) j.tau = 0.05;
     j.s = calloc((size_t)nt, sizeof *j.s);
     iqf_status st = IQF_OK;
     if (!j.s) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
