@@ -720,15 +720,15 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
     j.grid = fb_block_group(type) > 1;
     /* The grid types' re-encodings are warm-started from the current block: the encoder's search
      * at the one candidate scale nearest each sub-block's current scale (iq_refine.h). On kjv-3m
-     * (docs/QUALITY.md) that is better than the full encoder for IQ3_XXS (0.02153 with one
-     * re-encoding, 0.02156 with two full ones) at a fraction of its cost; IQ3 types take one
-     * re-encoding, IQ2 types two, the second only after a gain of 2% (IQ2_XS 0.08057, two full
-     * ones 0.07965), for feedback within 3x best's time at the 7B shape (docs/PERFORMANCE.md). */
-    if (j.grid && j.reround) {
+     * (docs/QUALITY.md) that is better than the full encoder for IQ3_XXS (0.02144 with one
+     * re-encoding, 0.02156 with two full ones) at a fraction of its cost; IQ2 types take two, the
+     * second only after a gain of 2% (IQ2_XS 0.08055, two full ones 0.07965), for feedback
+     * within 3x best's time at the 7B shape (docs/PERFORMANCE.md). IQ3_S keeps two full
+     * re-encodings: warm ones cost the IQ3_S file 1.5-2% KLD. */
+    if (j.grid && j.reround && type != IQF_TYPE_IQ3_S) {
         j.iq_nw = FB_IQ_WINDOW;
-        const bool iq3 = type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S;
-        j.iters = iq3 ? 1 : 2;
-        j.tau = iq3 ? 0 : 0.02;
+        j.iters = type == IQF_TYPE_IQ3_XXS ? 1 : 2;
+        j.tau = type == IQF_TYPE_IQ3_XXS ? 0 : 0.02;
     }
     /* q3_K's re-encodings are the full encoder (above): the second only after a gain of 5%
      * (kjv-3m Q3_K_M 0.011867 vs 0.011846; 7B shape 2.8x best's time instead of 3.3x) */
