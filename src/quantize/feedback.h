@@ -11,6 +11,12 @@
  *   - for every column i of the unit in order: e = (w_i - q_i) / U_ii and w_j -= e * U_ij for
  *     the later columns j of the same diagonal block of H (later columns of the unit included,
  *     which makes the next e the exact conditional error; their codes are already fixed).
+ * For the types fb_blocks.c can rewrite, the unit's codes are then re-chosen column by column
+ * under the encoder's scales with the same recursion (GPTQ inside the unit; a grid type's group
+ * of 8 at a time), and the unit is re-encoded from the targets that gives while its loss drops:
+ * K-quants with best mode's warm-started search (iqf_kq_best_refine), IQ3_XXS and the IQ2 types
+ * with a warm-started IQ search (iq_refine.h), the others with the full encoder; how many
+ * re-encodings each type gets is set in feedback.c (iqf_fb_quantize_rows).
  * The legacy encoders with an importance matrix (q4_0, q4_1, q5_0, q5_1) weight by a row-wide
  * sigma2, so for them the unit is taken from an encoding of the whole current row.
  * The inner encoder's importance is the caller's imatrix row, or diag(H) when there is none.
