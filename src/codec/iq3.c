@@ -751,55 +751,13 @@ static void quantize_row_iq3_s(const iqf_qctx *ctx, const float *x, void *vy, in
         quantize_block_iq3_s(&v, x + QK_K * ibl, qw ? qw + QK_K * ibl : flat, NULL, 0, y + ibl);
 }
 
-/* the 8 sign bits of a 7-bit even-parity sign index (bit 7 = parity of the 7) */
-static int iqf_ksigns_iq2xs_parity(int s7) { return s7 | ((__builtin_popcount((unsigned)s7) & 1) << 7); }
-
 bool iqf_iq3_refine(iqf_simd simd, int type, const float *x, const float *qw, void *blk, int nw) {
     if (type != IQF_TYPE_IQ3_XXS && type != IQF_TYPE_IQ3_S) return false;
     iq3_variant v = { type == IQF_TYPE_IQ3_XXS ? &tab_256 : &tab_512, type == IQF_TYPE_IQ3_XXS ? 15 : 9,
                       type == IQF_TYPE_IQ3_XXS, type != IQF_TYPE_IQ3_XXS, NULL, NULL, NULL };
     if (type == IQF_TYPE_IQ3_XXS) init_iq3_xxs(); else init_iq3_s();
     pick_impl(simd, &v);
-    if (type == IQF_TYPE_IQ3_XXS && nw < 0) {
-        block_iq3_xxs *y = blk;
-        const float sigma2 = block_sigma2(x, qw);
-        float scales[8], max_scale = 0;
-        const float d0 = IQF_FP16_TO_FP32(y->d);
-        for (int ib = 0; ib < 8; ib++) {
-            uint32_t a;
-            memcpy(&a, y->qs + QK_K / 4 + 4 * ib, 4);
-            float sqx = 0, sq2 = 0;
-            for (int k = 0; k < 8; k++) {
-                int8_t L[4];
-                levels_of(v.t, y->qs[8 * ib + k], L);
-                const int sg = (int)((a >> (7 * (k / 2))) & 127);
-                const int sgn = iqf_ksigns_iq2xs_parity(sg);
-                for (int i = 0; i < 4; i++) {
-                    const int j = 4 * (k & 1) + i;
-                    const float xv = x[32 * ib + 4 * k + i];
-                    const float w = qw ? qw[32 * ib + 4 * k + i] * sqrtf(sigma2 + xv * xv) : xv * xv;
-                    const float q = (float)(2 * L[i] + 1) * (((sgn >> j) & 1) ? -1.f : 1.f);
-                    sqx += w * xv * q;
-                    sq2 += w * q * q;
-                }
-            }
-            float sc = sq2 > 0 ? sqx / sq2 : 0;
-            if (!(sc > 0)) sc = d0 * (float)(2 * (a >> 28) + 1);
-            scales[ib] = sc;
-            max_scale = max_scale > sc ? max_scale : sc;
-        }
-        if (max_scale > 0) {
-            const float d = max_scale / 31;
-            y->d = IQF_FP32_TO_FP16(d * 1.0125f);
-            const float id = 1 / d;
-            for (int ib = 0; ib < 8; ib++) {
-                uint32_t a;
-                memcpy(&a, y->qs + QK_K / 4 + 4 * ib, 4);
-                a = (a & 0x0fffffffu) | (uint32_t)scale_nibble(id, scales[ib]) << 28;
-                memcpy(y->qs + QK_K / 4 + 4 * ib, &a, 4);
-            }
-        }
-    } else if (type == IQF_TYPE_IQ3_XXS) {
+    if (type == IQF_TYPE_IQ3_XXS) {
         block_iq3_xxs cur;
         memcpy(&cur, blk, sizeof cur);
         quantize_block_iq3_xxs(&v, x, qw, &cur, nw, blk);
