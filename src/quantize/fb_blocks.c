@@ -184,6 +184,7 @@ int fb_block_group(int type) { return grid_type(type) ? 8 : 1; }
 
 static bool parse(int type, const uint8_t *x, fb_block *f) {
     memset(f, 0, sizeof *f);
+    f->dec_exact = type != IQF_TYPE_Q4_0 && type != IQF_TYPE_Q5_0;
     switch (type) {
     case IQF_TYPE_Q4_0: { /* d; qs[16] */
         const float d = h2f(x);
@@ -392,9 +393,29 @@ void fb_block_set(int type, uint8_t *x, int i, int code) { set_code(type, x, i, 
         return;
 /* Every weight of a 256-weight super-block set, in order (pos[k] == k): the code bytes packed
  * whole. The bytes are those n calls of fb_block_set write (only the code bits of each byte,
- * all of which are rewritten). q4_K, q5_K, q6_K; false for another type. */
+ * all of which are rewritten). q2_K..q6_K; false for another type. */
 static bool set_all(int type, uint8_t *x, const int16_t *code) {
     switch (type) {
+    case IQF_TYPE_Q2_K:
+    case IQF_TYPE_Q3_K: {
+        /* weight i = 128 n + 32 j + m: bits 2j of qs[32 n + m]; q3_K's third bit (of code + 4) is
+         * bit i / 32 of hmask[m] */
+        const int off = type == IQF_TYPE_Q2_K ? 16 : 32, add = type == IQF_TYPE_Q2_K ? 0 : 4;
+        for (int m = 0; m < 32; m++) {
+            unsigned hm = 0;
+            for (int n = 0; n < 2; n++) {
+                unsigned b = 0;
+                for (int j = 0; j < 4; j++) {
+                    const unsigned c = (unsigned)(code[128 * n + 32 * j + m] + add);
+                    b |= (c & 3) << (2 * j);
+                    hm |= (c >> 2 & 1) << (4 * n + j);
+                }
+                x[off + 32 * n + m] = (uint8_t)b;
+            }
+            if (type == IQF_TYPE_Q3_K) x[m] = (uint8_t)hm;
+        }
+        return true;
+    }
     case IQF_TYPE_Q4_K:
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++)

@@ -15,6 +15,9 @@ typedef struct fb_block {
     const int8_t *table;/* non-NULL: value = a * table[code] + b (IQ4 levels) */
     bool no_b;          /* the decoder computes a * code with no addition (q3_K q6_K q8_0): b is 0
                            and is not added, so that a zero product keeps its sign as decoded */
+    bool dec_exact;     /* linear types: fb_block_value_linear is the decoder's value bit for bit;
+                           false for q4_0 and q5_0, whose decoder's (q - 8) * d is -0 at a zero
+                           level under a negative d where a * q + b is +0 */
     iqf_simd simd;      /* set by the caller after fb_block_parse: the grid search's level
                            (IQF_SIMD_AVX512 vectorises it; the same codes on every level) */
 } fb_block;
@@ -57,8 +60,8 @@ static inline float fb_block_value_linear(const fb_block *f, int sb, int code) {
 /* Writes weight i's code into the block. */
 void fb_block_set(int type, uint8_t *blk, int i, int code);
 /* fb_block_set for weights pos[k] with codes code[k], k < n, in that order. pos must be strictly
- * ascending (then n == 256 with pos[0] == 0 and pos[255] == 255 means every weight, which q4_K, q5_K
- * and q6_K pack whole). */
+ * ascending (then n == 256 with pos[0] == 0 and pos[255] == 255 means every weight, which q2_K..q6_K
+ * pack whole). */
 void fb_block_set_many(int type, uint8_t *blk, const int16_t *pos, const int16_t *code, int n);
 
 #endif

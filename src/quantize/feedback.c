@@ -308,6 +308,100 @@ static void apply(iqf_simd simd, float *t, const float *Ub, int64_t bs, const fl
     else apply_scalar(t, Ub, bs, e, P, n);
 }
 
+/* apply() for FB_APPLY_R rows at once, t_r[c] -= sum_k e_r[k] * Ub[k*bs + c] (ts[r], es[r]): each
+ * vector of U is loaded once for all rows instead of once per row. Per element the same
+ * operations in the same order as apply_scalar (the same bits). One body for both widths: NV
+ * vectors of W floats per row and pass (AVX-512 2, AVX2 1: the accumulators stay in registers),
+ * then single vectors, then TAIL row by row for the rest. */
+#define FB_APPLY_R 8
+/* the rows spelled out (FB_R8), so that their accumulators are registers, not an array */
+#define FB_R8(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
+#define FB_AR_LOAD(r) AR_VEC x##r[AR_NV]; for (int v = 0; v < AR_NV; v++) x##r[v] = AR_LOADU(ts[r] + c + v * AR_W);
+#define FB_AR_STEP(r)                                                                                 \
+    {                                                                                                 \
+        const AR_VEC ek = AR_SET1(es[r][k]);                                                          \
+        for (int v = 0; v < AR_NV; v++) x##r[v] = AR_SUB(x##r[v], AR_MUL(ek, u[v]));                  \
+    }
+#define FB_AR_STORE(r) for (int v = 0; v < AR_NV; v++) AR_STOREU(ts[r] + c + v * AR_W, x##r[v]);
+#define FB_AR_LOAD1(r) AR_VEC y##r = AR_LOADU(ts[r] + c);
+#define FB_AR_STEP1(r) y##r = AR_SUB(y##r, AR_MUL(AR_SET1(es[r][k]), u));
+#define FB_AR_STORE1(r) AR_STOREU(ts[r] + c, y##r);
+#define FB_APPLY_ROWS_BODY                                                                            \
+    int64_t c = 0;                                                                                    \
+    for (; c + AR_NV * AR_W <= n; c += AR_NV * AR_W) {                                                \
+        FB_R8(FB_AR_LOAD)                                                                             \
+        for (int k = 0; k < P; k++) {                                                                 \
+            AR_VEC u[AR_NV];                                                                          \
+            for (int v = 0; v < AR_NV; v++) u[v] = AR_LOADU(Ub + k * bs + c + v * AR_W);              \
+            FB_R8(FB_AR_STEP)                                                                         \
+        }                                                                                             \
+        FB_R8(FB_AR_STORE)                                                                            \
+    }                                                                                                 \
+    for (; c + AR_W <= n; c += AR_W) {                                                                \
+        FB_R8(FB_AR_LOAD1)                                                                            \
+        for (int k = 0; k < P; k++) {                                                                 \
+            const AR_VEC u = AR_LOADU(Ub + k * bs + c);                                               \
+            FB_R8(FB_AR_STEP1)                                                                        \
+        }                                                                                             \
+        FB_R8(FB_AR_STORE1)                                                                           \
+    }                                                                                                 \
+    if (c < n)                                                                                        \
+        for (int r = 0; r < FB_APPLY_R; r++) AR_TAIL(ts[r] + c, Ub + c, bs, es[r], P, n - c);
+
+#define AR_W 8
+#define AR_NV 1
+#define AR_VEC __m256
+#define AR_LOADU _mm256_loadu_ps
+#define AR_STOREU _mm256_storeu_ps
+#define AR_SET1 _mm256_set1_ps
+#define AR_MUL _mm256_mul_ps
+#define AR_SUB _mm256_sub_ps
+#define AR_TAIL apply_scalar
+__attribute__((target("avx2"))) static void apply_rows_avx2(float *const *ts, const float *Ub, int64_t bs,
+                                                          const float (*es)[FB_PANEL], int P, int64_t n) {
+    FB_APPLY_ROWS_BODY
+}
+#undef AR_W
+#undef AR_NV
+#undef AR_VEC
+#undef AR_LOADU
+#undef AR_STOREU
+#undef AR_SET1
+#undef AR_MUL
+#undef AR_SUB
+#undef AR_TAIL
+#define AR_W 16
+#define AR_NV 2
+#define AR_VEC __m512
+#define AR_LOADU _mm512_loadu_ps
+#define AR_STOREU _mm512_storeu_ps
+#define AR_SET1 _mm512_set1_ps
+#define AR_MUL _mm512_mul_ps
+#define AR_SUB _mm512_sub_ps
+#define AR_TAIL apply_avx2
+__attribute__((target("avx512f"))) static void apply_rows_avx512(float *const *ts, const float *Ub, int64_t bs,
+                                                               const float (*es)[FB_PANEL], int P, int64_t n) {
+    FB_APPLY_ROWS_BODY
+}
+#undef AR_W
+#undef AR_NV
+#undef AR_VEC
+#undef AR_LOADU
+#undef AR_STOREU
+#undef AR_SET1
+#undef AR_MUL
+#undef AR_SUB
+#undef AR_TAIL
+
+/* apply() to R rows: ts[r] at the same columns, es[r] their errors (P <= FB_PANEL of them). */
+static void apply_rows(iqf_simd simd, int R, float *const *ts, const float *Ub, int64_t bs,
+                       const float (*es)[FB_PANEL], int P, int64_t n) {
+    if (R == FB_APPLY_R && simd >= IQF_SIMD_AVX512) apply_rows_avx512(ts, Ub, bs, es, P, n);
+    else if (R == FB_APPLY_R && simd >= IQF_SIMD_AVX2) apply_rows_avx2(ts, Ub, bs, es, P, n);
+    else
+        for (int r = 0; r < R; r++) apply(simd, ts[r], Ub, bs, es[r], P, n);
+}
+
 /* x[c] -= e * u[c] for the panel's columns c in (k, FB_PANEL): the same operations as the scalar
  * loop, lane by lane (masked lanes are left untouched). */
 __attribute__((target("avx2"))) static void panel_update_avx2(float *x, const float *u, int k, float e) {
@@ -437,9 +531,11 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                     for (int64_t c = i + 1; c < pend; c++) x[c - u0] -= ei * ur[c];
             }
         }
-        if (pend < end)
-            for (int r = 0; r < R; r++)
-                apply(simd, xs[r] + (pend - u0), U + p0 * bs + (pend - k0), bs, e[r], P, end - pend);
+        if (pend < end) {
+            float *ts[FB_MAXR];
+            for (int r = 0; r < R; r++) ts[r] = xs[r] + (pend - u0);
+            apply_rows(simd, R, ts, U + p0 * bs + (pend - k0), bs, (const float (*)[FB_PANEL])e, P, end - pend);
+        }
     }
     for (int r = 0; r < R; r++)
         if (nset[r]) {
@@ -541,10 +637,11 @@ static iqf_status reround_rows(const fbjob *j, fbscratch *s, int m, const int *i
     if (R) sweep_rows(j->simd, j->f->U, j->f->bs, R, xs, u0, B, u0 + B, qs, rrs, es, vs, l);
     for (int r = 0; r < R; r++) {
         const int g = gs[r];
-        if (rrs[r]->G > 1) {
+        if (rrs[r]->G > 1 || (!rrs[r]->fbk.table && rrs[r]->fbk.dec_exact)) {
             /* grid types: a group's values are the decoder's (the same products of the block's
-             * scale and grid point, test_feedback's block_access), so the block decodes to the
-             * values steered by */
+             * scale and grid point); linear types: fb_block_value_linear is the decoder's value
+             * of the code (test_feedback's block_access checks both bit for bit). So the block
+             * decodes to the values steered by. */
             memcpy(q[g], vs[r], (size_t)B * sizeof(float));
             loss[g] = l[r];
             have[g] = true;
