@@ -612,7 +612,9 @@ static void quantize_block_iq3_xxs(const iq3_variant *v, const float *xbl,
             continue;
         }
         int8_t L[32];
-        float scale = v->search(v, &sb, L);
+        /* one candidate (a warm re-encoding's window): the scalar loop, the same result as the
+         * vectorised search without its lanes of padding */
+        float scale = sb.ncand == 1 ? search_ref(v, &sb, L) : v->search(v, &sb, L);
         if (scale < 0) { /* ggml: "should never happen"; flips the scale and the signs */
             scale = -scale;
             for (int k = 0; k < 4; k++) signs[k] = (uint8_t)(~signs[k] & 127);
@@ -675,7 +677,9 @@ static void quantize_block_iq3_s(const iq3_variant *v, const float *xbl,
             continue;
         }
         int8_t L[32];
-        float scale = v->search(v, &sb, L);
+        /* one candidate (a warm re-encoding's window): the scalar loop, the same result as the
+         * vectorised search without its lanes of padding */
+        float scale = sb.ncand == 1 ? search_ref(v, &sb, L) : v->search(v, &sb, L);
         if (scale < 0) {
             scale = -scale;
             for (int k = 0; k < 4; k++) signs[k] = (uint8_t)~signs[k];
