@@ -827,10 +827,11 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
         j.iters = type == IQF_TYPE_IQ3_XXS ? 1 : 2;
         j.tau = type == IQF_TYPE_IQ3_XXS ? 0 : 0.02;
     }
-    /* q3_K's re-encoding is the full encoder (above), once: kjv-3m Q3_K_M 0.011881 (two, the
-     * second after a 5% gain: 0.011867; warm-started ones with 2 or 3 alternations 0.01202 /
-     * 0.01198) for 2.3-2.7x best's time at the 7B shape instead of 2.8-3.4x */
-    if (type == IQF_TYPE_Q3_K) j.iters = 1;
+    /* q3_K's re-encodings are the full encoder (above): the second only after a gain of 5%
+     * (kjv-3m Q3_K_M 0.011867 vs 0.011846). One full re-encoding: Q3_K_M 0.011881, Q3_K_S
+     * 0.016624 (+0.7%), for no time at the 7B shape, where the gate never opens; warm-started
+     * ones with 2 or 3 alternations: Q3_K_M 0.01202 / 0.01198. */
+    if (type == IQF_TYPE_Q3_K) j.tau = 0.05;
     j.s = calloc((size_t)nt, sizeof *j.s);
     iqf_status st = IQF_OK;
     if (!j.s) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
