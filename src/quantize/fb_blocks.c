@@ -489,17 +489,28 @@ float fb_block_value(const fb_block *f, int i, int code) {
     return f->no_b ? p : p + f->b[s];
 }
 
+/* x with its sign flipped when bit is 1: -x bit for bit (IEEE negation flips only the sign),
+ * without a branch (sign patterns are data; a branch per weight mispredicts half the time). */
+static inline float flip_sign(float x, unsigned bit) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    b ^= (bit & 1u) << 31;
+    memcpy(&x, &b, 4);
+    return x;
+}
+
 /* Sign pattern: bit k = weight k negative, even parity (ksigns_iq2xs: index = low 7 bits). */
 static int choose_signs(const float *t, const float *imp, float *u) {
-    int neg = 0, cnt = 0, kmin = 0;
+    int neg = 0, kmin = 0;
     float cmin = INFINITY;
     for (int k = 0; k < 8; k++) {
-        if (t[k] < 0) { neg |= 1 << k; cnt++; }
+        neg |= (t[k] < 0) << k;
         const float c = (imp ? imp[k] : 1.f) * t[k] * t[k];
-        if (c < cmin) { cmin = c; kmin = k; }
+        kmin = c < cmin ? k : kmin;
+        cmin = c < cmin ? c : cmin;
     }
-    if (cnt & 1) neg ^= 1 << kmin;
-    for (int k = 0; k < 8; k++) u[k] = (neg >> k & 1) ? -t[k] : t[k];
+    if (__builtin_popcount((unsigned)neg) & 1) neg ^= 1 << kmin;
+    for (int k = 0; k < 8; k++) u[k] = flip_sign(t[k], (unsigned)neg >> k);
     return neg;
 }
 
@@ -576,7 +587,8 @@ static int nearest_point(const grid_tab *g, const float *u, const float *imp, fl
     for (int j = 0; j < n; j++) {
         const int p = list ? list[1 + j] : j;
         const float e = point_error(g, (const float (*)[16])A, p);
-        if (e < be) { be = e; best = p; }
+        best = e < be ? p : best; /* selects, not branches: which point wins is data */
+        be = e < be ? e : be;
     }
     return best;
 }
@@ -623,7 +635,7 @@ void fb_block_group_values(int type, const fb_block *f, const uint8_t *x, int i0
         neg |= (__builtin_popcount((unsigned)neg) & 1) << 7; /* even parity */
     for (int k = 0; k < 8; k++) {
         const float m = db * (float)(w4 ? (k < 4 ? grid[g0 * 4 + k] : grid[g1 * 4 + k - 4]) : grid[g0 * 8 + k]);
-        v[k] = (neg >> k & 1) ? -m : m;
+        v[k] = flip_sign(m, (unsigned)neg >> k);
     }
 }
 
@@ -639,7 +651,7 @@ void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const
     if (type == IQF_TYPE_IQ3_S || type == IQF_TYPE_IQ2_S) { /* all 8 sign bits stored */
         neg = 0;
         for (int k = 0; k < 8; k++) {
-            if (t[k] < 0) neg |= 1 << k;
+            neg |= (t[k] < 0) << k;
             u[k] = fabsf(t[k]);
         }
     } else {
@@ -690,5 +702,5 @@ void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const
             *qh = (uint8_t)((*qh & ~(3u << (2 * l))) | ((unsigned)(g >> 8) << (2 * l)));
         }
     }
-    for (int k = 0; k < 8; k++) v[k] = (neg >> k & 1) ? -m[k] : m[k];
+    for (int k = 0; k < 8; k++) v[k] = flip_sign(m[k], (unsigned)neg >> k);
 }
