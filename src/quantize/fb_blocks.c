@@ -446,9 +446,46 @@ static bool set_all(int type, uint8_t *x, const int16_t *code) {
     }
 }
 
+/* Weight i's code as the block stores it (the inverse of set_code), q2_K..q6_K; -1000 for
+ * another type. */
+static int get_code(int type, const uint8_t *x, int i) {
+    switch (type) {
+    case IQF_TYPE_Q2_K: {
+        const int n = i / 128, r = i % 128, j = r / 32, m = r % 32;
+        return x[16 + 32 * n + m] >> (2 * j) & 3;
+    }
+    case IQF_TYPE_Q3_K: {
+        const int n = i / 128, r = i % 128, j = r / 32, m = r % 32;
+        return ((x[32 + 32 * n + m] >> (2 * j) & 3) | (x[m] >> (4 * n + j) & 1) << 2) - 4;
+    }
+    case IQF_TYPE_Q4_K: {
+        const int c = i / 64, h = (i % 64) / 32, l = i % 32;
+        return x[16 + 32 * c + l] >> (4 * h) & 15;
+    }
+    case IQF_TYPE_Q5_K: {
+        const int c = i / 64, h = (i % 64) / 32, l = i % 32;
+        return (x[48 + 32 * c + l] >> (4 * h) & 15) | (x[16 + l] >> (2 * c + h) & 1) << 4;
+    }
+    case IQF_TYPE_Q6_K: {
+        const int n = i / 128, r = i % 128, g = r / 32, l = r % 32;
+        return ((x[64 * n + l + 32 * (g & 1)] >> (4 * (g >> 1)) & 15) | (x[128 + 32 * n + l] >> (2 * g) & 3) << 4) - 32;
+    }
+    default:
+        return -1000;
+    }
+}
+
 void fb_block_set_many(int type, uint8_t *x, const int16_t *pos, const int16_t *code, int n) {
     if (n == 256 && pos[0] == 0 && pos[255] == 255) { /* ascending and distinct: every weight, in order */
         if (set_all(type, x, code)) return;
+    }
+    if (n >= 128 && get_code(type, x, 0) != -1000) {
+        /* most of a K-quant super-block (the sweep leaves the first weights of a unit, which
+         * received no error, as they are): the others' codes read back, the block packed whole */
+        int16_t all[256];
+        for (int i = 0, k = 0; i < 256; i++) all[i] = k < n && pos[k] == i ? code[k++] : (int16_t)get_code(type, x, i);
+        set_all(type, x, all);
+        return;
     }
     switch (type) {
     FB_SET_MANY_CASE(IQF_TYPE_Q4_0)

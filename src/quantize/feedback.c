@@ -459,6 +459,150 @@ typedef struct rr_state {
  * overlap; every row's operations are those of sweep() alone (the same bits). loss[r] receives
  * sum e_i^2 of row r. */
 #define FB_MAXR FB_ROWS
+
+/* 8x8 transposes between 8 row pointers (p[r] + off .. + 7) and 8 column vectors (lane r). */
+__attribute__((target("avx2"))) static inline void tr8(__m256 r[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+__attribute__((target("avx2"))) static inline void tr8_load(const float *const *p, int64_t off, __m256 c[8]) {
+    for (int r = 0; r < 8; r++) c[r] = _mm256_loadu_ps(p[r] + off);
+    tr8(c);
+}
+__attribute__((target("avx2"))) static inline void tr8_store(float *const *p, int64_t off, const __m256 c[8]) {
+    __m256 t[8];
+    memcpy(t, c, sizeof t);
+    tr8(t);
+    for (int r = 0; r < 8; r++) _mm256_storeu_ps(p[r] + off, t[r]);
+}
+
+/* sweep_rows for 8 rows of one linear-level type (every rr lin, sub a power of two) with
+ * 16-column panels: the rows are the 8 lanes of a vector, so the recursion's per-column work
+ * (compare with the weights, nearest code, value, error, loss, the panel's update) is one vector
+ * operation for all 8 rows instead of one scalar sequence per row. Each lane runs exactly the
+ * scalar path's operations (fb_block_nearest_linear, fb_block_value_linear, the error and loss,
+ * x_c -= e_i * U_ic in the same order): the same bits as sweep_rows row by row (test_feedback's
+ * SIMD-level checks compare it with the scalar level). The panel's columns are transposed in and
+ * out; the update of the columns after the panel stays apply_rows on the rows. */
+__attribute__((target("avx2"))) static void sweep_lin8(iqf_simd simd, const float *U, int64_t bs, float *const *xs,
+                                                     int64_t u0, int64_t B, int64_t lim, const float *const *qs,
+                                                     rr_state *const *rrs, float *const *eouts, float *const *vouts,
+                                                     double *loss, int sh, int *nset) {
+    const fb_block *f0 = &rrs[0]->fbk;
+    const int nsb = (int)(B >> sh) < 16 ? (int)(B >> sh) : 16;
+    float At[16][8], Bt[16][8], It[16][8];
+    int Zt[16][8]; /* lanes whose a is 0 */
+    for (int sb = 0; sb < nsb; sb++)
+        for (int r = 0; r < 8; r++) {
+            At[sb][r] = rrs[r]->fbk.a[sb];
+            Bt[sb][r] = rrs[r]->fbk.b[sb];
+            It[sb][r] = rrs[r]->fbk.ia[sb];
+            Zt[sb][r] = rrs[r]->fbk.a[sb] == 0 ? -1 : 0;
+        }
+    const int zc = f0->cmin > 0 ? f0->cmin : (f0->cmax < 0 ? f0->cmax : 0);
+    const bool no_b = f0->no_b;
+    const __m256 fmax = _mm256_set1_ps((float)f0->cmax), fmin = _mm256_set1_ps((float)f0->cmin);
+    const __m256i imax = _mm256_set1_epi32(f0->cmax), imin = _mm256_set1_epi32(f0->cmin), izc = _mm256_set1_epi32(zc);
+    const __m256 magic = _mm256_set1_ps(12582912.f);
+    const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000);
+    __m256d l0 = _mm256_setzero_pd(), l1 = _mm256_setzero_pd();
+    const float *w0s[8];
+    /* eouts, vouts: NULL or 8 non-NULL rows (the caller checks) */
+    const bool have_e = eouts != NULL, have_v = vouts != NULL;
+    for (int r = 0; r < 8; r++) w0s[r] = rrs[r]->w0;
+    float e[FB_MAXR][FB_PANEL];
+    float *ts[FB_MAXR];
+    for (int64_t p0 = u0; p0 < u0 + B; p0 += FB_PANEL) {
+        const int64_t k0 = p0 - p0 % bs;
+        const int64_t end = k0 + bs < lim ? k0 + bs : lim;
+        const int64_t off = p0 - u0;
+        __m256 X[FB_PANEL], W0[FB_PANEL], Q[FB_PANEL], E[FB_PANEL], V[FB_PANEL];
+        __m256i C[FB_PANEL];
+        int M[FB_PANEL];
+        tr8_load((const float *const *)xs, off, X);
+        tr8_load((const float *const *)xs, off + 8, X + 8);
+        tr8_load(w0s, off, W0);
+        tr8_load(w0s, off + 8, W0 + 8);
+        tr8_load(qs, off, Q);
+        tr8_load(qs, off + 8, Q + 8);
+        for (int k = 0; k < FB_PANEL; k++) {
+            const int64_t i = p0 + k;
+            const float *ur = U + i * bs - k0; /* ur[c] = U_ic */
+            const int l = (int)(i - u0), sb = l >> sh;
+            const __m256 x = X[k];
+            const __m256i noerr = _mm256_cmpeq_epi32(_mm256_castps_si256(x), _mm256_castps_si256(W0[k]));
+            const __m256 a = _mm256_loadu_ps(At[sb]), b = _mm256_loadu_ps(Bt[sb]);
+            const __m256 v = _mm256_mul_ps(_mm256_sub_ps(x, b), _mm256_loadu_ps(It[sb]));
+            const __m256i near = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(_mm256_add_ps(v, magic)), mant), bias);
+            const __m256 hi = _mm256_cmp_ps(v, fmax, _CMP_GT_OQ), lo = _mm256_cmp_ps(v, fmin, _CMP_LT_OQ);
+            __m256i c = _mm256_blendv_epi8(near, imin, _mm256_castps_si256(lo));
+            c = _mm256_blendv_epi8(c, imax, _mm256_castps_si256(hi));
+            c = _mm256_min_epi32(_mm256_max_epi32(c, imin), imax);
+            c = _mm256_blendv_epi8(c, izc, _mm256_loadu_si256((const __m256i *)Zt[sb]));
+            __m256 val = _mm256_mul_ps(a, _mm256_cvtepi32_ps(c));
+            if (!no_b) val = _mm256_add_ps(val, b);
+            const __m256 vi = _mm256_blendv_ps(val, Q[k], _mm256_castsi256_ps(noerr));
+            const __m256 ei = _mm256_mul_ps(_mm256_sub_ps(x, vi), _mm256_set1_ps(1.f / U[i * bs + (i - k0)]));
+            const __m256d e0 = _mm256_cvtps_pd(_mm256_castps256_ps128(ei)), e1 = _mm256_cvtps_pd(_mm256_extractf128_ps(ei, 1));
+            l0 = _mm256_add_pd(l0, _mm256_mul_pd(e0, e0));
+            l1 = _mm256_add_pd(l1, _mm256_mul_pd(e1, e1));
+            E[k] = ei;
+            V[k] = vi;
+            C[k] = c;
+            M[k] = ~_mm256_movemask_ps(_mm256_castsi256_ps(noerr)) & 0xFF;
+            for (int c2 = k + 1; c2 < FB_PANEL; c2++)
+                X[c2] = _mm256_sub_ps(X[c2], _mm256_mul_ps(ei, _mm256_set1_ps(ur[p0 + c2])));
+        }
+        tr8_store(xs, off, X);
+        tr8_store(xs, off + 8, X + 8);
+        if (have_e) {
+            tr8_store(eouts, off, E);
+            tr8_store(eouts, off + 8, E + 8);
+        }
+        if (have_v) {
+            tr8_store(vouts, off, V);
+            tr8_store(vouts, off + 8, V + 8);
+        }
+        for (int k = 0; k < FB_PANEL; k++) {
+            int ck[8];
+            float ek[8];
+            _mm256_storeu_si256((__m256i *)ck, C[k]);
+            _mm256_storeu_ps(ek, E[k]);
+            for (int r = 0; r < 8; r++) {
+                e[r][k] = ek[r];
+                if (M[k] >> r & 1) {
+                    rr_state *rr = rrs[r];
+                    rr->code[nset[r]] = (int16_t)ck[r];
+                    rr->pos[nset[r]++] = (int16_t)(off + k);
+                }
+            }
+        }
+        const int64_t pend = p0 + FB_PANEL < end ? p0 + FB_PANEL : end;
+        if (pend < end) {
+            for (int r = 0; r < 8; r++) ts[r] = xs[r] + (pend - u0);
+            apply_rows(simd, 8, ts, U + p0 * bs + (pend - k0), bs, (const float (*)[FB_PANEL])e, FB_PANEL, end - pend);
+        }
+    }
+    double lv[8];
+    _mm256_storeu_pd(lv, l0);
+    _mm256_storeu_pd(lv + 4, l1);
+    for (int r = 0; r < 8; r++) loss[r] = lv[r];
+}
+
 static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *const *xs, int64_t u0, int64_t B,
                        int64_t lim, const float *const *qs, rr_state *const *rrs, float *const *eouts,
                        float *const *vouts, double *loss) {
@@ -479,6 +623,17 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
         nset[r] = 0;
         loss[r] = 0;
         memset(v[r], 0, sizeof v[r]);
+    }
+    /* 8 rows of a linear type, 16-column panels: the rows as vector lanes (sweep_lin8) */
+    bool lin8 = R == 8 && P == FB_PANEL && simd >= IQF_SIMD_AVX2;
+    for (int r = 0; lin8 && r < R; r++)
+        lin8 = lin[r] && sh[r] >= 0 && sh[r] == sh[0] && rrs[r]->type == rrs[0]->type &&
+               (!eouts || eouts[r]) && (!vouts || vouts[r]);
+    if (lin8) {
+        sweep_lin8(simd, U, bs, xs, u0, B, lim, qs, rrs, eouts, vouts, loss, sh[0], nset);
+        for (int r = 0; r < R; r++)
+            if (nset[r]) fb_block_set_many(rrs[r]->type, rrs[r]->blk, rrs[r]->pos, rrs[r]->code, nset[r]);
+        return;
     }
     for (int64_t p0 = u0; p0 < u0 + B; p0 += P) {
         const int64_t k0 = p0 - p0 % bs;
