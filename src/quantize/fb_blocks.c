@@ -606,7 +606,8 @@ static inline float point_error(const grid_tab *g, const float (*A)[16], int p) 
  * the first smallest error among that key's neighbour list, the points the encoder itself
  * considers for it (ggml's lists: every point within the first two or three distances of the
  * key); every point when a term is NaN. The first smallest wins; point 0 (or the list's first)
- * if nothing is below INF. The same choice at every SIMD level (only grid_terms is vectorised). */
+ * if nothing is below INF. The same choice at every SIMD level (grid_terms and the list scan are
+ * vectorised, fb_grid_lanes.h). */
 static int nearest_point(const grid_tab *g, const float *u, const float *imp, float db, iqf_simd simd) {
     float A[8][16];
     const int key = simd >= IQF_SIMD_AVX512 ? grid_terms_avx512(g, u, imp, db, A)
@@ -620,6 +621,9 @@ static int nearest_point(const grid_tab *g, const float *u, const float *imp, fl
     }
     n = list ? list[0] : g->np;
     if (list) best = list[1];
+    if (list && simd >= IQF_SIMD_AVX2)
+        return simd >= IQF_SIMD_AVX512 ? list_scan_avx512(g, (const float (*)[16])A, list + 1, n, best)
+                                       : list_scan_avx2(g, (const float (*)[16])A, list + 1, n, best);
     float be = INFINITY;
     for (int j = 0; j < n; j++) {
         const int p = list ? list[1 + j] : j;

@@ -23,3 +23,27 @@ VL_TGT static int VL_SFX(grid_terms)(const grid_tab *g, const float *u, const fl
     }
     return nan ? -1 : key;
 }
+
+/* nearest_point's scan of a neighbour list pts[0..n-1], VL_W points at a time: each point's error
+ * is A[0][l0] + A[1][l1] + ... in point_error's order (the levels from g->pk through a table
+ * lookup per component, nl <= 8), and the first point with the smallest error below INF wins
+ * (NaN and INF never do), as in the scalar loop; best if none does. */
+VL_TGT static int VL_SFX(list_scan)(const grid_tab *g, const float (*A)[16], const uint16_t *pts, int n, int best) {
+    float be = INFINITY;
+    for (int j0 = 0; j0 < n; j0 += VL_W) {
+        const int m = n - j0 < VL_W ? n - j0 : VL_W;
+        uint16_t buf[VL_W] = { 0 };
+        memcpy(buf, pts + j0, (size_t)m * sizeof(uint16_t));
+        const uint32_t valid = m == 32 ? ~0u : (1u << m) - 1;
+        const VI pk = vi_gather((const int32_t *)g->pk, vi_load_u16(buf));
+        VF e = vf_lut8(A[0], pk & vi_splat(15));
+        for (int k = 1; k < g->w; k++) e = e + vf_lut8(A[k], (pk >> (4 * k)) & vi_splat(15));
+        e = vf_sel(vm_and(vf_lt(e, vf_splat(INFINITY)), vm_of_bits(valid)), e, vf_splat(INFINITY));
+        const float mn = vf_hmin(e);
+        if (mn < be) {
+            be = mn;
+            best = pts[j0 + __builtin_ctz(vm_bits(vf_eq(e, vf_splat(mn))) & valid)];
+        }
+    }
+    return best;
+}
