@@ -490,20 +490,23 @@ __attribute__((target("avx2"))) static inline void tr8_store(float *const *p, in
     for (int r = 0; r < 8; r++) _mm256_storeu_ps(p[r] + off, t[r]);
 }
 
-/* sweep_rows for 8 rows of one linear-level type (every rr lin, sub a power of two) with
- * 16-column panels: the rows are the 8 lanes of a vector, so the recursion's per-column work
- * (compare with the weights, nearest code, value, error, loss, the panel's update) is one vector
- * operation for all 8 rows instead of one scalar sequence per row. Each lane runs exactly the
- * scalar path's operations (fb_block_nearest_linear, fb_block_value_linear, the error and loss,
- * x_c -= e_i * U_ic in the same order): the same bits as sweep_rows row by row (test_feedback's
- * SIMD-level checks compare it with the scalar level). The panel's columns are transposed in and
- * out; the update of the columns after the panel stays apply_rows on the rows. */
-__attribute__((target("avx2"))) static void sweep_lin8(iqf_simd simd, const float *U, int64_t bs, float *const *xs,
-                                                     int64_t u0, int64_t B, int64_t lim, const float *const *qs,
-                                                     rr_state *const *rrs, float *const *eouts, float *const *vouts,
-                                                     double *loss, int sh, int *nset) {
+/* sweep_rows for 8 rows of one type with 16-column panels, either linear levels (grid false:
+ * every rr lin, sub a power of two sh) or a grid type (grid true: groups of 8): the rows are the
+ * 8 lanes of a vector, so the recursion's per-column work (the error, loss, the panel's update;
+ * for linear types also the comparison with the weights, the nearest code and its value) is one
+ * vector operation for all 8 rows instead of one scalar sequence per row. A grid group is still
+ * rounded row by row (fb_block_round_group, from the group's targets transposed back to rows).
+ * Each lane runs exactly the scalar path's operations (fb_block_nearest_linear,
+ * fb_block_value_linear, the error and loss, x_c -= e_i * U_ic in the same order): the same bits
+ * as sweep_rows row by row (test_feedback's SIMD-level checks compare it with the scalar level).
+ * The panel's columns are transposed in and out; the update of the columns after the panel stays
+ * apply_rows on the rows. */
+__attribute__((target("avx2"))) static void sweep_lanes8(iqf_simd simd, const float *U, int64_t bs, float *const *xs,
+                                                       int64_t u0, int64_t B, int64_t lim, const float *const *qs,
+                                                       rr_state *const *rrs, float *const *eouts, float *const *vouts,
+                                                       double *loss, bool grid, int sh, int *nset) {
     const fb_block *f0 = &rrs[0]->fbk;
-    const int nsb = (int)(B >> sh) < 16 ? (int)(B >> sh) : 16;
+    const int nsb = grid ? 0 : (int)(B >> sh) < 16 ? (int)(B >> sh) : 16;
     float At[16][8], Bt[16][8], It[16][8];
     int Zt[16][8]; /* lanes whose a is 0 */
     for (int sb = 0; sb < nsb; sb++)
@@ -535,15 +538,50 @@ __attribute__((target("avx2"))) static void sweep_lin8(iqf_simd simd, const floa
         int M[FB_PANEL];
         tr8_load((const float *const *)xs, off, X);
         tr8_load((const float *const *)xs, off + 8, X + 8);
-        tr8_load(w0s, off, W0);
-        tr8_load(w0s, off + 8, W0 + 8);
-        tr8_load(qs, off, Q);
-        tr8_load(qs, off + 8, Q + 8);
+        if (!grid) {
+            tr8_load(w0s, off, W0);
+            tr8_load(w0s, off + 8, W0 + 8);
+            tr8_load(qs, off, Q);
+            tr8_load(qs, off + 8, Q + 8);
+        }
+        __m256 G8[8]; /* grid: the current group's values, column vectors */
         for (int k = 0; k < FB_PANEL; k++) {
             const int64_t i = p0 + k;
             const float *ur = U + i * bs - k0; /* ur[c] = U_ic */
-            const int l = (int)(i - u0), sb = l >> sh;
+            const int l = (int)(i - u0);
             const __m256 x = X[k];
+            if (grid) {
+                if ((k & 7) == 0) {
+                    /* the group's targets as rows, each row's group rounded (or, where no error
+                     * arrived, decoded) as sweep_rows does, the values back as columns */
+                    __m256 T[8];
+                    memcpy(T, X + k, sizeof T);
+                    tr8(T);
+                    for (int r = 0; r < 8; r++) {
+                        rr_state *rr = rrs[r];
+                        float t[8], v[8];
+                        _mm256_storeu_ps(t, T[r]);
+                        if (!same_bits(t, &rr->w0[l], 8))
+                            fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, t, rr->im + l, v);
+                        else
+                            fb_block_group_values(rr->type, &rr->fbk, rr->blk, l, v);
+                        G8[r] = _mm256_loadu_ps(v);
+                    }
+                    tr8(G8);
+                }
+                const __m256 vi = G8[k & 7];
+                const __m256 ei = _mm256_mul_ps(_mm256_sub_ps(x, vi), _mm256_set1_ps(1.f / U[i * bs + (i - k0)]));
+                const __m256d e0 = _mm256_cvtps_pd(_mm256_castps256_ps128(ei)), e1 = _mm256_cvtps_pd(_mm256_extractf128_ps(ei, 1));
+                l0 = _mm256_add_pd(l0, _mm256_mul_pd(e0, e0));
+                l1 = _mm256_add_pd(l1, _mm256_mul_pd(e1, e1));
+                E[k] = ei;
+                V[k] = vi;
+                M[k] = 0;
+                for (int c2 = k + 1; c2 < FB_PANEL; c2++)
+                    X[c2] = _mm256_sub_ps(X[c2], _mm256_mul_ps(ei, _mm256_set1_ps(ur[p0 + c2])));
+                continue;
+            }
+            const int sb = l >> sh;
             const __m256i noerr = _mm256_cmpeq_epi32(_mm256_castps_si256(x), _mm256_castps_si256(W0[k]));
             const __m256 a = _mm256_loadu_ps(At[sb]), b = _mm256_loadu_ps(Bt[sb]);
             const __m256 v = _mm256_mul_ps(_mm256_sub_ps(x, b), _mm256_loadu_ps(It[sb]));
@@ -584,7 +622,7 @@ __attribute__((target("avx2"))) static void sweep_lin8(iqf_simd simd, const floa
             _mm256_storeu_ps(ek, E[k]);
             for (int r = 0; r < 8; r++) {
                 e[r][k] = ek[r];
-                if (M[k] >> r & 1) {
+                if (!grid && M[k] >> r & 1) {
                     rr_state *rr = rrs[r];
                     rr->code[nset[r]] = (int16_t)ck[r];
                     rr->pos[nset[r]++] = (int16_t)(off + k);
@@ -624,13 +662,14 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
         loss[r] = 0;
         memset(v[r], 0, sizeof v[r]);
     }
-    /* 8 rows of a linear type, 16-column panels: the rows as vector lanes (sweep_lin8) */
-    bool lin8 = R == 8 && P == FB_PANEL && simd >= IQF_SIMD_AVX2;
-    for (int r = 0; lin8 && r < R; r++)
-        lin8 = lin[r] && sh[r] >= 0 && sh[r] == sh[0] && rrs[r]->type == rrs[0]->type &&
-               (!eouts || eouts[r]) && (!vouts || vouts[r]);
-    if (lin8) {
-        sweep_lin8(simd, U, bs, xs, u0, B, lim, qs, rrs, eouts, vouts, loss, sh[0], nset);
+    /* 8 rows of a linear or a grid type, 16-column panels: the rows as vector lanes (sweep_lanes8) */
+    bool lanes8 = R == 8 && P == FB_PANEL && simd >= IQF_SIMD_AVX2 && rrs;
+    const bool grid8 = lanes8 && rrs[0]->G == 8;
+    for (int r = 0; lanes8 && r < R; r++)
+        lanes8 = rrs[r] && rrs[r]->type == rrs[0]->type && (grid8 ? rrs[r]->G == 8 : lin[r] && sh[r] >= 0 && sh[r] == sh[0]) &&
+                 (!eouts || eouts[r]) && (!vouts || vouts[r]);
+    if (lanes8) {
+        sweep_lanes8(simd, U, bs, xs, u0, B, lim, qs, rrs, eouts, vouts, loss, grid8, sh[0], nset);
         for (int r = 0; r < R; r++)
             if (nset[r]) fb_block_set_many(rrs[r]->type, rrs[r]->blk, rrs[r]->pos, rrs[r]->code, nset[r]);
         return;
