@@ -621,7 +621,7 @@ static int nearest_point(const grid_tab *g, const float *u, const float *imp, fl
     }
     n = list ? list[0] : g->np;
     if (list) best = list[1];
-    if (list && simd >= IQF_SIMD_AVX2)
+    if (list && n > 8 && simd >= IQF_SIMD_AVX2) /* short lists (IQ3's 5-7 points): the scalar loop is faster */
         return simd >= IQF_SIMD_AVX512 ? list_scan_avx512(g, (const float (*)[16])A, list + 1, n, best)
                                        : list_scan_avx2(g, (const float (*)[16])A, list + 1, n, best);
     float be = INFINITY;
