@@ -314,84 +314,57 @@ static void apply(iqf_simd simd, float *t, const float *Ub, int64_t bs, const fl
  * vectors of W floats per row and pass (AVX-512 2, AVX2 1: the accumulators stay in registers),
  * then single vectors, then TAIL row by row for the rest. */
 #define FB_APPLY_R 8
-/* the rows spelled out (FB_R8), so that their accumulators are registers, not an array */
-#define FB_R8(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
-#define FB_AR_LOAD(r) AR_VEC x##r[AR_NV]; for (int v = 0; v < AR_NV; v++) x##r[v] = AR_LOADU(ts[r] + c + v * AR_W);
-#define FB_AR_STEP(r)                                                                                 \
-    {                                                                                                 \
-        const AR_VEC ek = AR_SET1(es[r][k]);                                                          \
-        for (int v = 0; v < AR_NV; v++) x##r[v] = AR_SUB(x##r[v], AR_MUL(ek, u[v]));                  \
+/* The rows spelled out (FB_R8), so that their accumulators are registers, not an array; the
+ * width W, vectors per row NV, the vector type and its operations are passed down as macro
+ * arguments. */
+#define FB_R8(M, ...) M(0, __VA_ARGS__) M(1, __VA_ARGS__) M(2, __VA_ARGS__) M(3, __VA_ARGS__) \
+    M(4, __VA_ARGS__) M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__)
+#define FB_AR_LOAD(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB) \
+    VEC x##r[NV];                                                 \
+    for (int v = 0; v < NV; v++) x##r[v] = LOADU(ts[r] + c + v * W);
+#define FB_AR_STEP(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                \
+    {                                                                           \
+        const VEC ek = SET1(es[r][k]);                                          \
+        for (int v = 0; v < NV; v++) x##r[v] = SUB(x##r[v], MUL(ek, u[v]));     \
     }
-#define FB_AR_STORE(r) for (int v = 0; v < AR_NV; v++) AR_STOREU(ts[r] + c + v * AR_W, x##r[v]);
-#define FB_AR_LOAD1(r) AR_VEC y##r = AR_LOADU(ts[r] + c);
-#define FB_AR_STEP1(r) y##r = AR_SUB(y##r, AR_MUL(AR_SET1(es[r][k]), u));
-#define FB_AR_STORE1(r) AR_STOREU(ts[r] + c, y##r);
-#define FB_APPLY_ROWS_BODY                                                                            \
+#define FB_AR_STORE(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB) \
+    for (int v = 0; v < NV; v++) STOREU(ts[r] + c + v * W, x##r[v]);
+#define FB_AR_LOAD1(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB) VEC y##r = LOADU(ts[r] + c);
+#define FB_AR_STEP1(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB) y##r = SUB(y##r, MUL(SET1(es[r][k]), u));
+#define FB_AR_STORE1(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB) STOREU(ts[r] + c, y##r);
+#define FB_APPLY_ROWS_BODY(TAIL, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                            \
     int64_t c = 0;                                                                                    \
-    for (; c + AR_NV * AR_W <= n; c += AR_NV * AR_W) {                                                \
-        FB_R8(FB_AR_LOAD)                                                                             \
+    for (; c + NV * W <= n; c += NV * W) {                                                            \
+        FB_R8(FB_AR_LOAD, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                                  \
         for (int k = 0; k < P; k++) {                                                                 \
-            AR_VEC u[AR_NV];                                                                          \
-            for (int v = 0; v < AR_NV; v++) u[v] = AR_LOADU(Ub + k * bs + c + v * AR_W);              \
-            FB_R8(FB_AR_STEP)                                                                         \
+            VEC u[NV];                                                                                \
+            for (int v = 0; v < NV; v++) u[v] = LOADU(Ub + k * bs + c + v * W);                       \
+            FB_R8(FB_AR_STEP, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                              \
         }                                                                                             \
-        FB_R8(FB_AR_STORE)                                                                            \
+        FB_R8(FB_AR_STORE, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                                 \
     }                                                                                                 \
-    for (; c + AR_W <= n; c += AR_W) {                                                                \
-        FB_R8(FB_AR_LOAD1)                                                                            \
+    for (; c + W <= n; c += W) {                                                                      \
+        FB_R8(FB_AR_LOAD1, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                                 \
         for (int k = 0; k < P; k++) {                                                                 \
-            const AR_VEC u = AR_LOADU(Ub + k * bs + c);                                               \
-            FB_R8(FB_AR_STEP1)                                                                        \
+            const VEC u = LOADU(Ub + k * bs + c);                                                     \
+            FB_R8(FB_AR_STEP1, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                             \
         }                                                                                             \
-        FB_R8(FB_AR_STORE1)                                                                           \
+        FB_R8(FB_AR_STORE1, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                                \
     }                                                                                                 \
     if (c < n)                                                                                        \
-        for (int r = 0; r < FB_APPLY_R; r++) AR_TAIL(ts[r] + c, Ub + c, bs, es[r], P, n - c);
+        for (int r = 0; r < FB_APPLY_R; r++) TAIL(ts[r] + c, Ub + c, bs, es[r], P, n - c);
 
-#define AR_W 8
-#define AR_NV 1
-#define AR_VEC __m256
-#define AR_LOADU _mm256_loadu_ps
-#define AR_STOREU _mm256_storeu_ps
-#define AR_SET1 _mm256_set1_ps
-#define AR_MUL _mm256_mul_ps
-#define AR_SUB _mm256_sub_ps
-#define AR_TAIL apply_scalar
 __attribute__((target("avx2"))) static void apply_rows_avx2(float *const *ts, const float *Ub, int64_t bs,
                                                           const float (*es)[FB_PANEL], int P, int64_t n) {
-    FB_APPLY_ROWS_BODY
+    FB_APPLY_ROWS_BODY(apply_scalar, 8, 1, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_mul_ps,
+                       _mm256_sub_ps)
 }
-#undef AR_W
-#undef AR_NV
-#undef AR_VEC
-#undef AR_LOADU
-#undef AR_STOREU
-#undef AR_SET1
-#undef AR_MUL
-#undef AR_SUB
-#undef AR_TAIL
-#define AR_W 16
-#define AR_NV 2
-#define AR_VEC __m512
-#define AR_LOADU _mm512_loadu_ps
-#define AR_STOREU _mm512_storeu_ps
-#define AR_SET1 _mm512_set1_ps
-#define AR_MUL _mm512_mul_ps
-#define AR_SUB _mm512_sub_ps
-#define AR_TAIL apply_avx2
+
 __attribute__((target("avx512f"))) static void apply_rows_avx512(float *const *ts, const float *Ub, int64_t bs,
                                                                const float (*es)[FB_PANEL], int P, int64_t n) {
-    FB_APPLY_ROWS_BODY
+    FB_APPLY_ROWS_BODY(apply_avx2, 16, 2, __m512, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_mul_ps,
+                       _mm512_sub_ps)
 }
-#undef AR_W
-#undef AR_NV
-#undef AR_VEC
-#undef AR_LOADU
-#undef AR_STOREU
-#undef AR_SET1
-#undef AR_MUL
-#undef AR_SUB
-#undef AR_TAIL
 
 /* apply() to R rows: ts[r] at the same columns, es[r] their errors (P <= FB_PANEL of them). */
 static void apply_rows(iqf_simd simd, int R, float *const *ts, const float *Ub, int64_t bs,
@@ -550,6 +523,7 @@ __attribute__((target("avx2"))) static void sweep_lanes8(iqf_simd simd, const fl
             const float *ur = U + i * bs - k0; /* ur[c] = U_ic */
             const int l = (int)(i - u0);
             const __m256 x = X[k];
+            __m256 vi;
             if (grid) {
                 if ((k & 7) == 0) {
                     /* the group's targets as rows, each row's group rounded (or, where no error
@@ -569,39 +543,32 @@ __attribute__((target("avx2"))) static void sweep_lanes8(iqf_simd simd, const fl
                     }
                     tr8(G8);
                 }
-                const __m256 vi = G8[k & 7];
-                const __m256 ei = _mm256_mul_ps(_mm256_sub_ps(x, vi), _mm256_set1_ps(1.f / U[i * bs + (i - k0)]));
-                const __m256d e0 = _mm256_cvtps_pd(_mm256_castps256_ps128(ei)), e1 = _mm256_cvtps_pd(_mm256_extractf128_ps(ei, 1));
-                l0 = _mm256_add_pd(l0, _mm256_mul_pd(e0, e0));
-                l1 = _mm256_add_pd(l1, _mm256_mul_pd(e1, e1));
-                E[k] = ei;
-                V[k] = vi;
+                vi = G8[k & 7];
+                C[k] = _mm256_setzero_si256();
                 M[k] = 0;
-                for (int c2 = k + 1; c2 < FB_PANEL; c2++)
-                    X[c2] = _mm256_sub_ps(X[c2], _mm256_mul_ps(ei, _mm256_set1_ps(ur[p0 + c2])));
-                continue;
+            } else {
+                const int sb = l >> sh;
+                const __m256i noerr = _mm256_cmpeq_epi32(_mm256_castps_si256(x), _mm256_castps_si256(W0[k]));
+                const __m256 a = _mm256_loadu_ps(At[sb]), b = _mm256_loadu_ps(Bt[sb]);
+                const __m256 v = _mm256_mul_ps(_mm256_sub_ps(x, b), _mm256_loadu_ps(It[sb]));
+                const __m256i near = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(_mm256_add_ps(v, magic)), mant), bias);
+                const __m256 hi = _mm256_cmp_ps(v, fmax, _CMP_GT_OQ), lo = _mm256_cmp_ps(v, fmin, _CMP_LT_OQ);
+                __m256i c = _mm256_blendv_epi8(near, imin, _mm256_castps_si256(lo));
+                c = _mm256_blendv_epi8(c, imax, _mm256_castps_si256(hi));
+                c = _mm256_min_epi32(_mm256_max_epi32(c, imin), imax);
+                c = _mm256_blendv_epi8(c, izc, _mm256_loadu_si256((const __m256i *)Zt[sb]));
+                __m256 val = _mm256_mul_ps(a, _mm256_cvtepi32_ps(c));
+                if (!no_b) val = _mm256_add_ps(val, b);
+                vi = _mm256_blendv_ps(val, Q[k], _mm256_castsi256_ps(noerr));
+                C[k] = c;
+                M[k] = ~_mm256_movemask_ps(_mm256_castsi256_ps(noerr)) & 0xFF;
             }
-            const int sb = l >> sh;
-            const __m256i noerr = _mm256_cmpeq_epi32(_mm256_castps_si256(x), _mm256_castps_si256(W0[k]));
-            const __m256 a = _mm256_loadu_ps(At[sb]), b = _mm256_loadu_ps(Bt[sb]);
-            const __m256 v = _mm256_mul_ps(_mm256_sub_ps(x, b), _mm256_loadu_ps(It[sb]));
-            const __m256i near = _mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(_mm256_add_ps(v, magic)), mant), bias);
-            const __m256 hi = _mm256_cmp_ps(v, fmax, _CMP_GT_OQ), lo = _mm256_cmp_ps(v, fmin, _CMP_LT_OQ);
-            __m256i c = _mm256_blendv_epi8(near, imin, _mm256_castps_si256(lo));
-            c = _mm256_blendv_epi8(c, imax, _mm256_castps_si256(hi));
-            c = _mm256_min_epi32(_mm256_max_epi32(c, imin), imax);
-            c = _mm256_blendv_epi8(c, izc, _mm256_loadu_si256((const __m256i *)Zt[sb]));
-            __m256 val = _mm256_mul_ps(a, _mm256_cvtepi32_ps(c));
-            if (!no_b) val = _mm256_add_ps(val, b);
-            const __m256 vi = _mm256_blendv_ps(val, Q[k], _mm256_castsi256_ps(noerr));
             const __m256 ei = _mm256_mul_ps(_mm256_sub_ps(x, vi), _mm256_set1_ps(1.f / U[i * bs + (i - k0)]));
             const __m256d e0 = _mm256_cvtps_pd(_mm256_castps256_ps128(ei)), e1 = _mm256_cvtps_pd(_mm256_extractf128_ps(ei, 1));
             l0 = _mm256_add_pd(l0, _mm256_mul_pd(e0, e0));
             l1 = _mm256_add_pd(l1, _mm256_mul_pd(e1, e1));
             E[k] = ei;
             V[k] = vi;
-            C[k] = c;
-            M[k] = ~_mm256_movemask_ps(_mm256_castsi256_ps(noerr)) & 0xFF;
             for (int c2 = k + 1; c2 < FB_PANEL; c2++)
                 X[c2] = _mm256_sub_ps(X[c2], _mm256_mul_ps(ei, _mm256_set1_ps(ur[p0 + c2])));
         }
