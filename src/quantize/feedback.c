@@ -433,6 +433,18 @@ typedef struct rr_state {
  * sum e_i^2 of row r. */
 #define FB_MAXR FB_ROWS
 
+/* The values of the group of rr's unit starting at weight l, whose targets are x[0..G-1]: the
+ * group re-rounded where an error arrived (x differs from the weights), else the block's own
+ * values (the grid types' q is not decoded, encode_unit; q[l] for single weights). */
+static void group_values(rr_state *rr, int l, const float *x, const float *q, float *v) {
+    if (!same_bits(x, &rr->w0[l], rr->G))
+        fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, x, rr->im + l, v);
+    else if (rr->G > 1)
+        fb_block_group_values(rr->type, &rr->fbk, rr->blk, l, v);
+    else
+        v[0] = q[l];
+}
+
 /* 8x8 transposes between 8 row pointers (p[r] + off .. + 7) and 8 column vectors (lane r). */
 __attribute__((target("avx2"))) static inline void tr8(__m256 r[8]) {
     const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -535,10 +547,7 @@ __attribute__((target("avx2"))) static void sweep_lanes8(iqf_simd simd, const fl
                         rr_state *rr = rrs[r];
                         float t[8], v[8];
                         _mm256_storeu_ps(t, T[r]);
-                        if (!same_bits(t, &rr->w0[l], 8))
-                            fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, t, rr->im + l, v);
-                        else
-                            fb_block_group_values(rr->type, &rr->fbk, rr->blk, l, v);
+                        group_values(rr, l, t, NULL, v);
                         G8[r] = _mm256_loadu_ps(v);
                     }
                     tr8(G8);
@@ -669,14 +678,7 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                     }
                 } else if (rr) {
                     const int g = l & gm[r];
-                    if (g == 0) {
-                        if (!same_bits(&x[l], &rr->w0[l], rr->G))
-                            fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, &x[l], rr->im + l, v[r]);
-                        else if (rr->G > 1) /* the grid types' q is not decoded (encode_unit) */
-                            fb_block_group_values(rr->type, &rr->fbk, rr->blk, l, v[r]);
-                        else
-                            v[r][0] = q[l];
-                    }
+                    if (g == 0) group_values(rr, l, &x[l], q, v[r]);
                     vi = v[r][g];
                 } else {
                     vi = q[l];
