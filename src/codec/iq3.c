@@ -436,11 +436,9 @@ typedef struct iq3_cands {
 
 /* Candidate scales: lane c < ncand is is = c - nis; padding lanes repeat the last candidate (so
  * they add no distinct keys) and are ignored by finish_search. */
-static int candidate_scales(const iq3_variant *v, const iq3_sub *sb, int width, float *ids,
-                            float *scl) {
+static int candidate_scales(const iq3_sub *sb, int width, float *ids, float *scl) {
     const int ncand = sb->ncand;
     const int nlanes = (ncand + width - 1) / width * width;
-    (void)v;
     for (int c = 0; c < nlanes; c++) {
         const int is = (c < ncand ? c : ncand - 1) + sb->is_lo;
         ids[c] = (15 + (float)is * 0.2f) / sb->max;

@@ -127,7 +127,7 @@ VL_TGT static void VL_SFX(cands)(const iq3_variant *v, const iq3_sub *sb, const 
  * 19 = 16 + 3) takes the 8-lane code, which costs half as much. */
 VL_TGT static float VL_SFX(search)(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
     float ids[32], scl[32], wx[32];
-    const int nlanes = candidate_scales(v, sb, 8, ids, scl);
+    const int nlanes = candidate_scales(sb, 8, ids, scl);
     for (int i = 0; i < 32; i++) wx[i] = sb->w[i] * sb->xval[i];
     iq3_cands cd;
     memset(cd.off, 0, sizeof cd.off);
