@@ -694,6 +694,12 @@ void iqf_context_free(iqf_context *c);
 void iqf_context_reset(iqf_context *c); /* empties the KV cache */
 int iqf_context_n_ctx(const iqf_context *c);
 
+/* Progress of the long evaluations on a context (iqf_perplexity, iqf_imatrix_collect[_ex]): fn
+ * is called after each chunk with the chunks done, the chunks in all and the seconds since the
+ * first chunk began, on the calling thread. fn NULL (the default): no calls. Never fails. */
+typedef void (*iqf_eval_progress_fn)(void *user, int done, int total, double seconds);
+void iqf_context_set_progress(iqf_context *c, iqf_eval_progress_fn fn, void *user);
+
 /* Evaluates tokens[0..n) at positions pos..pos+n-1 (pos <= positions already cached; later
  * cached positions are overwritten). Writes the logits of rows first_out..n-1 to `logits`
  * ((n - first_out) * n_vocab floats, row-major) unless logits is NULL. */
@@ -759,6 +765,22 @@ typedef struct iqf_imatrix_data {
 iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_tokens, int n_ctx,
                                int n_chunks, FILE *log, iqf_imatrix_data **out, char *err,
                                size_t errlen);
+
+/* The same with its options in a struct. no_ppl (llama-imatrix's --no-ppl): no logits and no
+ * running perplexity (d->ppl is then 0; log gets no per-chunk lines). The importance data and a
+ * Hessian capture (hessian.h: output.weight's input is the final norm of every row, computed
+ * with or without logits) are the same bits either way. Errors as iqf_imatrix_collect:
+ * IQF_E_INVALID_ARG (NULL c/out/p, n_ctx outside [4, the context's], fewer than 2*n_ctx
+ * tokens), IQF_E_NOMEM, and the errors of iqf_decode. */
+typedef struct iqf_imatrix_params {
+    int n_ctx;                 /* tokens per chunk; the context must hold them */
+    int n_chunks;              /* -1: all */
+    FILE *log;                 /* NULL or where the "[1]6.1234,[2]..." running perplexity goes */
+    bool no_ppl;
+} iqf_imatrix_params;
+iqf_status iqf_imatrix_collect_ex(iqf_context *c, const int32_t *tokens, size_t n_tokens,
+                                  const iqf_imatrix_params *p, iqf_imatrix_data **out, char *err,
+                                  size_t errlen);
 void iqf_imatrix_data_free(iqf_imatrix_data *d);
 
 /* ---------------------------------------------------------------------------------------------

@@ -123,6 +123,58 @@ static void synthetic(const iqf_model *m) {
     iqf_context_free(c2);
 }
 
+typedef struct prog_log {
+    int calls, last_done, bad;
+    double last_s;
+} prog_log;
+
+static void prog_cb(void *user, int done, int total, double seconds) {
+    prog_log *l = user;
+    l->calls++;
+    l->bad += done != l->last_done + 1 || total != 3 || !(seconds >= l->last_s);
+    l->last_done = done;
+    l->last_s = seconds;
+}
+
+/* --no-ppl (iqf_imatrix_collect_ex): the same importance sums and Hessians, bit for bit, as the
+ * run with logits (a, d); ppl 0; the progress callback once per chunk, in order. */
+static void no_ppl_same(const iqf_model *m, const int32_t *toks, int n_ctx, int n_chunks, const iqf_hess_acc *a,
+                        const iqf_imatrix_data *d) {
+    char err[512];
+    iqf_context *c = NULL;
+    CHECK(iqf_context_new(m, n_ctx, 2, &c, err, sizeof err) == IQF_OK, "%s", err);
+    if (!c) return;
+    iqf_hess_acc *a2 = NULL;
+    CHECK(iqf_hessian_attach(c, 0, &a2, err, sizeof err) == IQF_OK, "%s", err);
+    prog_log pl = { 0, 0, 0, 0 };
+    iqf_context_set_progress(c, prog_cb, &pl);
+    const iqf_imatrix_params ip = { n_ctx, n_chunks, stdout, true };
+    iqf_imatrix_data *d2 = NULL;
+    CHECK(iqf_imatrix_collect_ex(c, toks, (size_t)(n_ctx * n_chunks), &ip, &d2, err, sizeof err) == IQF_OK, "%s", err);
+    iqf_hessian_detach(c);
+    CHECK(pl.calls == n_chunks && !pl.bad, "progress: %d calls, %d out of order", pl.calls, pl.bad);
+    if (a2 && d2) {
+        CHECK(d2->ppl == 0 && d->ppl > 0, "no-ppl: ppl %g (with logits %g)", d2->ppl, d->ppl);
+        CHECK(d2->n_entries == d->n_entries, "no-ppl: %d entries, %d with logits", d2->n_entries, d->n_entries);
+        for (int i = 0; i < d->n_entries && i < d2->n_entries; i++)
+            CHECK(!strcmp(d->names[i], d2->names[i]) && d->counts[i] == d2->counts[i] &&
+                      !memcmp(d->sum2[i], d2->sum2[i], sizeof(float) * (size_t)d->ncols[i]),
+                  "no-ppl: importance of %s differs", d->names[i]);
+        CHECK(a2->n_slots == a->n_slots, "no-ppl: %d Hessians, %d with logits", a2->n_slots, a->n_slots);
+        for (int i = 0; i < a->n_slots && i < a2->n_slots; i++)
+            CHECK(a->slots[i].count == a2->slots[i].count &&
+                      !memcmp(a->slots[i].sum, a2->slots[i].sum, sizeof(double) * (size_t)(a->slots[i].n * a->slots[i].bs)),
+                  "no-ppl: Hessian %s differs", a->slots[i].name);
+    }
+    /* NULL params */
+    iqf_imatrix_data *d3 = NULL;
+    CHECK(iqf_imatrix_collect_ex(c, toks, (size_t)(n_ctx * n_chunks), NULL, &d3, err, sizeof err) == IQF_E_INVALID_ARG && !d3,
+          "NULL params");
+    iqf_imatrix_data_free(d2);
+    iqf_hessian_acc_free(a2);
+    iqf_context_free(c);
+}
+
 static void end_to_end(const iqf_model *m) {
     char err[512];
     const iqf_model_info *h = iqf_model_get_info(m);
@@ -140,6 +192,7 @@ static void end_to_end(const iqf_model *m) {
           "%s", err);
     iqf_hessian_detach(c);
     if (!a || !d) return;
+    no_ppl_same(m, toks, n_ctx, n_chunks, a, d);
     CHECK(a->n_slots == 4 * h->n_layer + 1, "slots %d", a->n_slots);
     for (int i = 0; i < a->n_slots; i++)
         CHECK(a->slots[i].count == n_ctx * n_chunks, "%s count %lld", a->slots[i].name, (long long)a->slots[i].count);

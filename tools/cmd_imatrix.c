@@ -15,7 +15,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: iqforge imatrix -m MODEL -f TEXT [-o OUT] [-c N_CTX] [--chunks N] [-t THREADS]\n"
             "                       [--output-format gguf|dat] [--hessian OUT2.gguf [--hessian-block N]\n"
-            "                       [--hessian-f16]] [--kv-type f16|f32]\n\n"
+            "                       [--hessian-f16]] [--kv-type f16|f32] [--no-ppl] [--quiet]\n\n"
             "Runs the model over chunks of N_CTX tokens (default 512) and accumulates, for every\n"
             "blk.* weight matrix, the sum of x^2 of each input column over all tokens. OUT (default\n"
             "imatrix.gguf) is written in llama-imatrix's GGUF format, or its legacy .dat format with\n"
@@ -27,7 +27,11 @@ static void usage(FILE *f) {
             "accumulators take at most 1 GiB, else 256-blocks: 0.9 GiB for a 7B model); --hessian-f16\n"
             "stores F16 instead of F32.\n"
             "--kv-type f16 (default): llama.cpp's default F16 K/V cache and flash-attention roundings;\n"
-            "f32: the plain float graph.\n");
+            "f32: the plain float graph.\n"
+            "--no-ppl (as llama-imatrix's): no logits and no running perplexity; the files are the\n"
+            "same bytes, a little sooner.\n"
+            "--quiet: no per-chunk values, no notes on stderr, no final perplexity, no ETA line (the\n"
+            "ETA line is shown on a terminal only); errors only.\n");
 }
 
 static bool ends_with(const char *s, const char *suf) {
@@ -41,7 +45,7 @@ int cmd_imatrix(int argc, char **argv) {
     model_cli_opts_init(&mo, 512, 4, 1 << 20);
     const char *hess_path = NULL;
     long long hess_block = 0;
-    bool hess_f16 = false;
+    bool hess_f16 = false, no_ppl = false, quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         bool hv = i + 1 < argc;
@@ -52,6 +56,8 @@ int cmd_imatrix(int argc, char **argv) {
         else if (!strcmp(s, "--output-format") && hv) fmt = argv[++i];
         else if (!strcmp(s, "--hessian") && hv) hess_path = argv[++i];
         else if (!strcmp(s, "--hessian-f16")) hess_f16 = true;
+        else if (!strcmp(s, "--no-ppl")) no_ppl = true;
+        else if (!strcmp(s, "--quiet")) quiet = true;
         else if (!strcmp(s, "--hessian-block") && hv) {
             if (!cli_parse_int(argv[++i], 0, 1 << 20, &hess_block)) return cli_error("imatrix: bad --hessian-block '%s'", argv[i]), 2;
         }
@@ -85,25 +91,34 @@ int cmd_imatrix(int argc, char **argv) {
     int r = model_cli_tokenize(m, text, len, true, &toks, &n_tok);
     free(text);
     if (r) { status = 1; goto out; }
-    fprintf(stderr, "imatrix: tokenized %s: %d tokens\n", text_path, n_tok);
+    if (!quiet) fprintf(stderr, "imatrix: tokenized %s: %d tokens\n", text_path, n_tok);
     if (model_cli_context(m, &mo, (int)n_ctx, &c)) { status = 1; goto out; }
     if (hess_path && iqf_hessian_attach(c, hess_block, &hacc, err, sizeof err)) { status = cli_error("%s", err); goto out; }
-    if (iqf_imatrix_collect(c, toks, (size_t)n_tok, (int)n_ctx, (int)n_chunks, stdout, &d, err, sizeof err)) {
+    if (!quiet) {
+        iqf_context_set_progress(c, model_cli_eval_progress, (void *)"imatrix");
+        const long long avail = n_tok / n_ctx;
+        fprintf(stderr, "imatrix: computing over %lld chunks, n_ctx=%lld%s\n",
+                n_chunks >= 0 && n_chunks < avail ? n_chunks : avail, n_ctx, hacc ? ", with Hessians" : "");
+    }
+    const iqf_imatrix_params ip = { (int)n_ctx, (int)n_chunks, quiet ? NULL : stdout, no_ppl };
+    if (iqf_imatrix_collect_ex(c, toks, (size_t)n_tok, &ip, &d, err, sizeof err)) {
         status = cli_error("%s", err);
         goto out;
     }
-    printf("Final estimate: PPL = %.4f\n", d->ppl);
+    if (!quiet && !no_ppl) printf("Final estimate: PPL = %.4f\n", d->ppl);
     if (model_cli_write_imatrix(d, text_path, out_path, dat)) { status = 1; goto out; }
-    fprintf(stderr, "imatrix: wrote %d entries (%d chunks of %d tokens) to %s (%s)\n", d->n_entries,
-            d->n_chunks, d->chunk_size, out_path, dat ? "legacy .dat" : "GGUF");
+    if (!quiet)
+        fprintf(stderr, "imatrix: wrote %d entries (%d chunks of %d tokens) to %s (%s)\n", d->n_entries,
+                d->n_chunks, d->chunk_size, out_path, dat ? "legacy .dat" : "GGUF");
     if (hacc) {
         iqf_hessian_detach(c);
         if (iqf_hessian_acc_write(hacc, m, hess_path, d->n_chunks, d->chunk_size, text_path, hess_f16, err, sizeof err)) {
             status = cli_error("%s", err);
             goto out;
         }
-        fprintf(stderr, "imatrix: wrote %d Hessians (%lld tokens) to %s\n", hacc->n_slots,
-                (long long)(hacc->n_slots ? hacc->slots[0].count : 0), hess_path);
+        if (!quiet)
+            fprintf(stderr, "imatrix: wrote %d Hessians (%lld tokens) to %s\n", hacc->n_slots,
+                    (long long)(hacc->n_slots ? hacc->slots[0].count : 0), hess_path);
     }
 out:
     if (c) iqf_hessian_detach(c);

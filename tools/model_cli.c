@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void model_cli_opts_init(model_cli_opts *o, long long n_ctx, long long c_lo, long long c_hi) {
     memset(o, 0, sizeof *o);
@@ -157,6 +158,14 @@ int model_cli_tokenize(const iqf_model *m, const char *text, size_t len, bool ad
     *out = t;
     *n = r;
     return 0;
+}
+
+void model_cli_eval_progress(void *user, int done, int total, double seconds) {
+    if (done != 1 || !isatty(2)) return;
+    int t = (int)(seconds * total);
+    fprintf(stderr, "%s: %.2f seconds per pass - ETA ", (const char *)user, seconds);
+    if (t >= 3600) fprintf(stderr, "%d hours ", t / 3600), t %= 3600;
+    fprintf(stderr, "%.2f minutes\n", t / 60.0);
 }
 
 char *model_cli_read_text(const char *path, size_t *len) {

@@ -239,6 +239,8 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
             st = iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
             goto done;
         }
+        /* before the chunk's line, so that a progress line ends before it begins */
+        if (c->progress) c->progress(c->progress_user, ch + 1, n_chunk, now() - t0);
         if (mode == 2) kld_line(p->log, ch + 1, &ks);
         else if (p->log) {
             fprintf(p->log, "[%d]%.4f,", ch + 1, exp(nll / (double)count));
@@ -332,8 +334,18 @@ static int cmp_name_ref(const void *a, const void *b) {
 iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_tokens, int n_ctx,
                                int n_chunks, FILE *logf, iqf_imatrix_data **out, char *err,
                                size_t errlen) {
-    if (!c || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
+    const iqf_imatrix_params p = { n_ctx, n_chunks, logf, false };
+    return iqf_imatrix_collect_ex(c, tokens, n_tokens, &p, out, err, errlen);
+}
+
+iqf_status iqf_imatrix_collect_ex(iqf_context *c, const int32_t *tokens, size_t n_tokens,
+                                  const iqf_imatrix_params *p, iqf_imatrix_data **out, char *err,
+                                  size_t errlen) {
+    if (!c || !out || !p) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
     *out = NULL;
+    const int n_ctx = p->n_ctx, n_chunks = p->n_chunks;
+    const bool no_ppl = p->no_ppl;
+    FILE *const logf = no_ppl ? NULL : p->log;
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
     if (n_ctx < 4 || n_ctx > c->n_ctx)
@@ -350,9 +362,9 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
     acc.count = calloc((size_t)m->n_mats, sizeof(int64_t *));
     acc.ncall = calloc((size_t)m->n_mats, sizeof(int64_t));
     int32_t *toks = malloc((size_t)n_ctx * sizeof(int32_t));
-    float *logits = malloc((size_t)(n_ctx - n_ctx / 2) * (size_t)h->n_vocab * sizeof(float));
+    float *logits = no_ppl ? NULL : malloc((size_t)(n_ctx - n_ctx / 2) * (size_t)h->n_vocab * sizeof(float));
     iqf_status st = IQF_OK;
-    bool ok = acc.sum2 && acc.count && acc.ncall && toks && logits;
+    bool ok = acc.sum2 && acc.count && acc.ncall && toks && (logits || no_ppl);
     for (int i = 0; ok && i < m->n_mats; i++) {
         const int nm = m->mats[i]->n_mat > 1 ? m->mats[i]->n_mat : 1;
         acc.sum2[i] = calloc((size_t)m->mats[i]->ncols * (size_t)nm, sizeof(double));
@@ -365,13 +377,16 @@ iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_t
     double nll = 0;
     int64_t count = 0;
     const int first = n_ctx / 2;
+    const double t0 = now();
     for (int ch = 0; ch < n_chunk; ch++) {
         memcpy(toks, tokens + (size_t)ch * n_ctx, (size_t)n_ctx * sizeof(int32_t));
         if (h->add_bos) toks[0] = h->bos_id;
         iqf_context_reset(c);
-        /* logits of the scored half only (every row still runs through every layer) */
-        st = iqf_decode(c, toks, n_ctx, 0, first, logits, err, errlen);
+        /* logits of the scored half only, or none (every row still runs through every layer) */
+        st = iqf_decode(c, toks, n_ctx, 0, no_ppl ? n_ctx : first, logits, err, errlen);
         if (st) break;
+        if (c->progress) c->progress(c->progress_user, ch + 1, n_chunk, now() - t0);
+        if (no_ppl) continue;
         /* llama-imatrix's running perplexity over the second half of each chunk */
         const int32_t *src = tokens + (size_t)ch * n_ctx;
         for (int i = first; i < n_ctx - 1; i++) {

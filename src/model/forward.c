@@ -140,6 +140,12 @@ void iqf_context_reset(iqf_context *c) {
 
 int iqf_context_n_ctx(const iqf_context *c) { return c->n_ctx; }
 
+void iqf_context_set_progress(iqf_context *c, iqf_eval_progress_fn fn, void *user) {
+    if (!c) return;
+    c->progress = fn;
+    c->progress_user = user;
+}
+
 /* ggml_rms_norm followed by ggml_mul with the norm weight. */
 static void rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps) {
     double sum = 0.0;

@@ -88,6 +88,8 @@ struct iqf_context {
     float *ex_in, *ex_out;     /* gathered rows [max_batch][n_embd], expert outputs [max_batch][n_embd] */
     float *moe;                /* per (token, slot) expert outputs [max_batch][n_expert_used][n_embd] */
     struct iqf_hess_acc *hess; /* NULL unless capturing Hessians (hessian.h) */
+    iqf_eval_progress_fn progress; /* NULL or called after each chunk (iqf_context_set_progress) */
+    void *progress_user;
 };
 
 /* Hessian capture (hessian.c): X^T X of the rows if w owns a slot of c->hess. */

@@ -33,6 +33,11 @@ expect "model name" '^  hessian\.model\.n_embd +u32 += 64$' "$t/ins"
 expect "qkv entry" 'blk\.0\.attn_qkv\.hessian' "$t/ins"
 "$cli" imatrix -m "$model" -f "$text" -c 128 --chunks 6 -o "$t/im2.gguf" --hessian "$t/h1.gguf" -t 1 >/dev/null 2>&1 && ok || bad "imatrix -t 1"
 cmp -s "$t/h.gguf" "$t/h1.gguf" && ok || bad "Hessian depends on the thread count"
+# --no-ppl: no logits, no running perplexity; the same importance and Hessian bytes. --quiet:
+# nothing but errors (stdout and stderr empty).
+"$cli" imatrix -m "$model" -f "$text" -c 128 --chunks 6 -o "$t/im4.gguf" --hessian "$t/h4.gguf" -t 2 --no-ppl --quiet >"$t/out" 2>"$t/err" && ok || bad "imatrix --no-ppl --quiet: $(cat "$t/err")"
+cmp -s "$t/h.gguf" "$t/h4.gguf" && cmp -s "$t/im.gguf" "$t/im4.gguf" && ok || bad "--no-ppl changed the files"
+[ ! -s "$t/out" ] && [ ! -s "$t/err" ] && ok || bad "imatrix --quiet printed: $(cat "$t/out" "$t/err")"
 "$cli" imatrix -m "$model" -f "$text" -c 128 --chunks 2 -o "$t/im3.gguf" --hessian "$t/hb.gguf" --hessian-block 32 --hessian-f16 >/dev/null 2>"$t/err"
 [ $? -eq 1 ] && grep -q "does not divide" "$t/err" && ok || bad "block 32 does not divide 172: $(cat "$t/err")"
 "$cli" imatrix -m "$model" -f "$text" -c 128 --chunks 2 -o "$t/im3.gguf" --hessian "$t/hb.gguf" --hessian-block 4 --hessian-f16 >/dev/null 2>&1 && ok || bad "block 4 f16"

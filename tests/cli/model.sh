@@ -43,6 +43,12 @@ grep -q "kv-type must be f16 or f32" "$t/err" && ok || bad "--kv-type message: $
 grep -q 'Same top p: 100.000' "$t/kld.txt" && ok || bad "same top: $(cat "$t/kld.txt")"
 grep -Eq 'Mean +KLD: +-?0\.0000[0-9]' "$t/kld.txt" && ok || bad "mean KLD: $(grep 'Mean    KLD' "$t/kld.txt")"
 
+# --quiet: the final results only (llama-perplexity's lines), nothing on stderr.
+"$cli" perplexity -m "$model" -f "$text" -c 256 -t 2 --quiet > "$t/pplq.txt" 2>"$t/err" && ok || bad "perplexity --quiet: $(cat "$t/err")"
+[ ! -s "$t/err" ] && [ "$(cat "$t/pplq.txt")" = "$(grep '^Final estimate' "$t/ppl16.txt")" ] && ok || bad "perplexity --quiet printed: $(cat "$t/pplq.txt" "$t/err")"
+"$cli" perplexity -m "$model" --kld "$t/base.kld" --quiet > "$t/kldq.txt" 2>"$t/err" && ok || bad "kld --quiet: $(cat "$t/err")"
+[ ! -s "$t/err" ] && ! grep -q '^   1 ' "$t/kldq.txt" && grep -q '^Mean    KLD' "$t/kldq.txt" && ok || bad "kld --quiet printed: $(cat "$t/kldq.txt" "$t/err")"
+
 # imatrix: GGUF and legacy .dat.
 "$cli" imatrix -m "$model" -f "$text" -c 256 --chunks 4 -o "$t/im.gguf" >/dev/null 2>"$t/err" && ok || bad "imatrix: $(cat "$t/err")"
 head -c 4 "$t/im.gguf" | grep -q GGUF && ok || bad "imatrix gguf magic"
