@@ -96,9 +96,8 @@ int cmd_imatrix(int argc, char **argv) {
     if (hess_path && iqf_hessian_attach(c, hess_block, &hacc, err, sizeof err)) { status = cli_error("%s", err); goto out; }
     if (!quiet) {
         iqf_context_set_progress(c, model_cli_eval_progress, (void *)"imatrix");
-        const long long avail = n_tok / n_ctx;
-        fprintf(stderr, "imatrix: computing over %lld chunks, n_ctx=%lld%s\n",
-                n_chunks >= 0 && n_chunks < avail ? n_chunks : avail, n_ctx, hacc ? ", with Hessians" : "");
+        fprintf(stderr, "imatrix: computing over %lld chunks, n_ctx=%lld%s\n", model_cli_chunk_count(n_tok, n_ctx, n_chunks),
+                n_ctx, hacc ? ", with Hessians" : "");
     }
     const iqf_imatrix_params ip = { (int)n_ctx, (int)n_chunks, quiet ? NULL : stdout, no_ppl };
     if (iqf_imatrix_collect_ex(c, toks, (size_t)n_tok, &ip, &d, err, sizeof err)) {

@@ -98,7 +98,7 @@ int cmd_perplexity(int argc, char **argv) {
     if (!quiet) iqf_context_set_progress(c, model_cli_eval_progress, (void *)"perplexity");
     if (!kld && !quiet)
         fprintf(stderr, "perplexity: calculating perplexity over %lld chunks, n_ctx=%lld, batch_size=%lld, n_seq=1\n",
-                (long long)((n_chunks >= 0 && n_chunks < n_tok / n_ctx) ? n_chunks : n_tok / n_ctx), n_ctx, n_ctx);
+                model_cli_chunk_count(n_tok, n_ctx, n_chunks), n_ctx, n_ctx);
     if (iqf_perplexity(c, toks, (size_t)n_tok, &pp, &res, err, sizeof err)) {
         status = cli_error("%s", err);
         goto out;

@@ -160,6 +160,11 @@ int model_cli_tokenize(const iqf_model *m, const char *text, size_t len, bool ad
     return 0;
 }
 
+long long model_cli_chunk_count(long long n_tok, long long n_ctx, long long n_chunks) {
+    const long long avail = n_tok / n_ctx;
+    return n_chunks >= 0 && n_chunks < avail ? n_chunks : avail;
+}
+
 void model_cli_eval_progress(void *user, int done, int total, double seconds) {
     if (done != 1 || !isatty(2)) return;
     int t = (int)(seconds * total);

@@ -47,6 +47,9 @@ int model_cli_tokenize(const iqf_model *m, const char *text, size_t len, bool ad
 /* Writes collected importance data as llama-imatrix does (GGUF, or the legacy .dat when dat);
  * dataset: the text's name recorded in the file. 0, or 1 with the message printed. */
 int model_cli_write_imatrix(const iqf_imatrix_data *d, const char *dataset, const char *path, bool dat);
+/* The chunks of n_ctx tokens a run evaluates: n_chunks (-1: all), at most what n_tok tokens hold
+ * (as iqf_perplexity and iqf_imatrix_collect count them). */
+long long model_cli_chunk_count(long long n_tok, long long n_ctx, long long n_chunks);
 /* An iqf_eval_progress_fn for the chunked evaluations (perplexity, imatrix): after the first
  * chunk, on a terminal only, llama-perplexity's line "CMD: 12.34 seconds per pass - ETA 5.67
  * minutes" on stderr (the ETA is the whole run's, as llama.cpp prints it). user: the command
