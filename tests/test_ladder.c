@@ -301,6 +301,38 @@ static void test_cache_record(void) {
     rmdir(dir);
 }
 
+/* The plot as a person reads it: every tick value is round (at most two significant digits:
+ * 1, 2, 5 x 10^k or a whole multiple of the step), and no two type labels overprint each other
+ * (boxes at the width the placer assumes, 5.4 px per character at 9 px). */
+static void check_svg_ticks_and_labels(const char *s) {
+    int ticks = 0, bad_ticks = 0;
+    for (const char *p = s; p && (p = strstr(p, "class=\"ytick\"")); p++) {
+        const char *t = strchr(p, '>');
+        if (!t) break;
+        double v = strtod(t + 1, NULL);
+        ticks++;
+        double m = v / pow(10, floor(log10(fabs(v))) - 1); /* two leading digits */
+        if (v != 0 && fabs(m - floor(m + 0.5)) > 1e-6) bad_ticks++, fprintf(stderr, "tick %.*s\n", 12, t + 1);
+    }
+    CHECK(ticks >= 8 && bad_ticks == 0, "svg: %d of %d y ticks are not round numbers", bad_ticks, ticks);
+    double bx[512][4];
+    int nb = 0, clashes = 0;
+    for (const char *p = s; p && (p = strstr(p, "class=\"label\"")) && nb < 512; p++) {
+        double x = 0, y = 0;
+        const char *q = strstr(p, "x=\""), *r = strstr(p, "y=\""), *t = strchr(p, '>');
+        if (!q || !r || !t) break;
+        x = strtod(q + 3, NULL), y = strtod(r + 3, NULL);
+        bool end = strstr(p, "text-anchor=\"end\"") && strstr(p, "text-anchor=\"end\"") < t;
+        double w = 5.4 * (double)(strchr(t, '<') - t - 1) + 2;
+        double b[4] = { end ? x - w : x, y - 8, end ? x : x + w, y + 2 };
+        for (int k = 0; k < nb; k++)
+            if (fmin(b[2], bx[k][2]) - fmax(b[0], bx[k][0]) > 0.5 && fmin(b[3], bx[k][3]) - fmax(b[1], bx[k][1]) > 0.5)
+                clashes++;
+        memcpy(bx[nb++], b, sizeof b);
+    }
+    CHECK(nb >= 20 && clashes == 0, "svg: %d labels, %d overlapping pairs", nb, clashes);
+}
+
 static void test_reports(void) {
     ladder_rung r[64];
     int n = load_kjv(r, IQF_MODE_COMPAT);
@@ -343,11 +375,16 @@ static void test_reports(void) {
     int pts = 0, alarms = 0;
     for (const char *p = s; p && (p = strstr(p, "class=\"rung\"")); p++) pts++;
     for (const char *p = s; p && (p = strstr(p, "class=\"alarm\"")); p++) alarms++;
-    /* Two panels (KLD, PPL) x the done rungs. */
+    /* Two panels (KLD, PPL) x the done rungs, and the relative panel: one point per best rung
+     * with a compat twin (the alarmed IQ3_XXS among them). */
+    int ratios = 0;
+    for (const char *p = s; p && (p = strstr(p, "class=\"ratio\"")); p++) ratios++;
     CHECK(s && pts == 2 * (n - 1), "svg: %d points, want %d", pts, 2 * (n - 1));
-    CHECK(s && alarms == 2, "svg: %d alarm marks, want 2 (one per panel)", alarms);
-    CHECK(s && strstr(s, "mean KLD (log scale)") && strstr(s, "perplexity") && strstr(s, "bits per weight"),
-          "svg axis titles");
+    CHECK(s && ratios == n / 2 - 1, "svg: %d ratio points, want %d", ratios, n / 2 - 1);
+    CHECK(s && alarms == 3, "svg: %d alarm marks, want 3 (one per panel)", alarms);
+    CHECK(s && strstr(s, "mean KLD (log scale)") && strstr(s, "perplexity") && strstr(s, "bits per weight") &&
+          strstr(s, "KLD / compat's"), "svg axis titles");
+    check_svg_ticks_and_labels(s);
     CHECK(s && strstr(s, "data-mode=\"compat\"") && strstr(s, "data-mode=\"best\""), "svg: one series per mode");
     CHECK(s && strstr(s, "</svg>\n"), "svg complete");
     free(s);
