@@ -116,6 +116,23 @@ static void nvfp4_row_ref(const float *x, block_nvfp4 *y, int64_t nb) {
     }
 }
 
+/* The vector kernels' exact shortcut (fp4_lanes.h fp4_codes) holds for a scale d > 0 whose
+ * levels and midpoints are exact floats (a power of two: MXFP4; UE4M3's 4 significant bits times
+ * at most 12: NVFP4) and a block with max |x| <= 16 d. MXFP4's exponent always satisfies it
+ * (max|x| < 16 d; a wrapped-around exponent makes d huge, codes 0). */
+static inline bool fp4_fast_ok(float amax, float d) { return d > 0.0f && amax <= 16.0f * d; }
+
+/* 2 h code bytes (each < 16) as h packed bytes: codes[j] | codes[j + h] << 4 (h: 8 or 16). */
+static inline void fp4_pack(const uint8_t *codes, int h, uint8_t *qs) {
+    for (int j = 0; j < h; j += 8) {
+        uint64_t a, b;
+        memcpy(&a, codes + j, 8);
+        memcpy(&b, codes + j + h, 8);
+        a |= b << 4;
+        memcpy(qs + j, &a, 8);
+    }
+}
+
 /* ---- SIMD instantiations (fp4_lanes.h once per instruction set) ---- */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FP4_HAVE_X86 1

@@ -62,15 +62,18 @@ static void q1_0_row_ref(const float *x, block_q1_0 *y, int64_t nb) {
     }
 }
 
-/* The same sums, G blocks interleaved (independent dependency chains, each in ggml's order). */
+/* The sums of Q1_G blocks interleaved (independent dependency chains, each in ggml's order). */
 #define Q1_G 8
+static inline void q1_0_sums(const float *xb, float *s) {
+    for (int j = 0; j < QK1_0; j++)
+        for (int g = 0; g < Q1_G; g++) s[g] += fabsf(xb[g * QK1_0 + j]);
+}
 static void q1_0_row_fast(const float *x, block_q1_0 *y, int64_t nb) {
     int64_t i = 0;
     for (; i + Q1_G <= nb; i += Q1_G) {
         const float *xb = x + i * QK1_0;
         float s[Q1_G] = { 0 };
-        for (int j = 0; j < QK1_0; j++)
-            for (int g = 0; g < Q1_G; g++) s[g] += fabsf(xb[g * QK1_0 + j]);
+        q1_0_sums(xb, s);
         for (int g = 0; g < Q1_G; g++) q1_0_pack(xb + g * QK1_0, s[g] / QK1_0, &y[i + g]);
     }
     q1_0_row_ref(x + i * QK1_0, y + i, nb - i);
@@ -145,6 +148,28 @@ static void tq2_0_row_ref(const float *x, block_tq2_0 *y, int64_t nb) {
     uint8_t t[QK_K];
     for (int64_t i = 0; i < nb; i++, x += QK_K) tq2_pack(t, tq_trits(x, t), &y[i]);
 }
+
+/* ---- SIMD instantiations (lowbit_lanes.h once per instruction set) ---- */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define LB_HAVE_X86 1
+#include <immintrin.h>
+#define VL_W 8
+#define VL_TGT __attribute__((target("avx2,fma,f16c")))
+#define VL_SFX(name) name##_avx2
+#include "vec_lanes.h"
+#include "lowbit_lanes.h"
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
+#define VL_W 16
+#define VL_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c")))
+#define VL_SFX(name) name##_avx512
+#include "vec_lanes.h"
+#include "lowbit_lanes.h"
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
+#endif
 
 /* ---- best mode (IQF_MODE_BEST): a scale search on the weighted squared error ----
  * Weights: with an importance matrix qw[j] * sqrt(sigma2 + x[j]^2) (sigma2 the row's mean x^2,
@@ -303,6 +328,10 @@ static void quantize_row_q1_0(const iqf_qctx *ctx, const float *x, void *vy, int
         q1_0_best(x, vy, n / QK1_0, qw, qw ? row_sigma2(x, n) : 0.0);
         return;
     }
+#ifdef LB_HAVE_X86
+    if (ctx->simd == IQF_SIMD_AVX512) { q1_0_row_avx512(x, vy, n / QK1_0); return; }
+    if (ctx->simd == IQF_SIMD_AVX2) { q1_0_row_avx2(x, vy, n / QK1_0); return; }
+#endif
     if (ctx->simd == IQF_SIMD_SCALAR) q1_0_row_ref(x, vy, n / QK1_0);
     else q1_0_row_fast(x, vy, n / QK1_0);
 }
@@ -311,6 +340,10 @@ static void quantize_row_q2_0(const iqf_qctx *ctx, const float *x, void *vy, int
         q2_0_best(x, vy, n / QK2_0, qw, qw ? row_sigma2(x, n) : 0.0);
         return;
     }
+#ifdef LB_HAVE_X86
+    if (ctx->simd == IQF_SIMD_AVX512) { q2_0_row_avx512(x, vy, n / QK2_0); return; }
+    if (ctx->simd == IQF_SIMD_AVX2) { q2_0_row_avx2(x, vy, n / QK2_0); return; }
+#endif
     q2_0_row_ref(x, vy, n / QK2_0);
 }
 static void quantize_row_tq1_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
@@ -318,6 +351,10 @@ static void quantize_row_tq1_0(const iqf_qctx *ctx, const float *x, void *vy, in
         tq_best(IQF_TYPE_TQ1_0, x, vy, n / QK_K, qw, qw ? row_sigma2(x, n) : 0.0);
         return;
     }
+#ifdef LB_HAVE_X86
+    if (ctx->simd == IQF_SIMD_AVX512) { tq1_0_row_avx512(x, vy, n / QK_K); return; }
+    if (ctx->simd == IQF_SIMD_AVX2) { tq1_0_row_avx2(x, vy, n / QK_K); return; }
+#endif
     tq1_0_row_ref(x, vy, n / QK_K);
 }
 static void quantize_row_tq2_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
@@ -325,6 +362,10 @@ static void quantize_row_tq2_0(const iqf_qctx *ctx, const float *x, void *vy, in
         tq_best(IQF_TYPE_TQ2_0, x, vy, n / QK_K, qw, qw ? row_sigma2(x, n) : 0.0);
         return;
     }
+#ifdef LB_HAVE_X86
+    if (ctx->simd == IQF_SIMD_AVX512) { tq2_0_row_avx512(x, vy, n / QK_K); return; }
+    if (ctx->simd == IQF_SIMD_AVX2) { tq2_0_row_avx2(x, vy, n / QK_K); return; }
+#endif
     tq2_0_row_ref(x, vy, n / QK_K);
 }
 
