@@ -7,7 +7,6 @@
  * exact one: the first index in table order with the least error is the level below |x| unless |x|
  * is strictly above the midpoint (midpoints m*d exact too), with the sign of x (no -0: index 0).
  * n: a multiple of VL_W. */
-typedef uint8_t VL_SFX(fp4_vb) __attribute__((vector_size(VL_W)));
 VL_FN void VL_SFX(fp4_codes)(const float *x, int n, float d, uint8_t *codes) {
     static const float mid[7] = { 0.5f, 1.5f, 2.5f, 3.5f, 5.0f, 7.0f, 10.0f };
     VF t[7];
@@ -18,8 +17,7 @@ VL_FN void VL_SFX(fp4_codes)(const float *x, int n, float d, uint8_t *codes) {
         for (int m = 0; m < 7; m++) k -= (VI)(a > t[m]); /* a compare is -1 where true */
         /* negative x with a non-zero level: index 8 + k */
         k += ((VI)xv < vi_splat(0)) & (k > vi_splat(0)) & vi_splat(8);
-        const VL_SFX(fp4_vb) b = __builtin_convertvector(k, VL_SFX(fp4_vb));
-        memcpy(codes + j, &b, VL_W);
+        vi_store_u8(codes + j, k);
     }
 }
 

@@ -1,6 +1,5 @@
 /* lowbit_lanes.h - the vector kernels of lowbit.c, written once over the lane count (vec_lanes.h
  * names): lowbit.c includes it once per instruction set. No include guard on purpose. */
-typedef uint8_t VL_SFX(lb_vb) __attribute__((vector_size(VL_W)));
 
 /* max |x[j]|, n a multiple of VL_W (finite input: the order does not matter) */
 VL_FN float VL_SFX(lb_amax)(const float *x, int n) {
@@ -23,8 +22,7 @@ VL_FN VI VL_SFX(lb_code)(VF v) {
 VL_FN void VL_SFX(lb_codes)(const float *x, int n, float id, uint8_t *c) {
     const VF vid = vf_splat(id);
     for (int j = 0; j < n; j += VL_W) {
-        const VL_SFX(lb_vb) b = __builtin_convertvector(VL_SFX(lb_code)(vf_load(x + j) * vid), VL_SFX(lb_vb));
-        memcpy(c + j, &b, VL_W);
+        vi_store_u8(c + j, VL_SFX(lb_code)(vf_load(x + j) * vid));
     }
 }
 
@@ -37,8 +35,7 @@ VL_FN void VL_SFX(tq1_bytes)(const float *x, int stride, int count, VF vid, uint
         VI q = vi_splat(0);
         for (int k = 0; k < 5; k++) q = q * vi_splat(3) + VL_SFX(lb_code)(vf_load(x + m + k * stride) * vid);
         const VL_SFX(lb_vu) u = ((VL_SFX(lb_vu))q * 256u + 242u) * 69043u >> 24;
-        const VL_SFX(lb_vb) b = __builtin_convertvector(u, VL_SFX(lb_vb));
-        memcpy(out + m, &b, VL_W);
+        vi_store_u8(out + m, (VI)u);
     }
 }
 
@@ -68,8 +65,7 @@ VL_TGT static void VL_SFX(tq2_0_row)(const float *x, block_tq2_0 *y, int64_t nb)
                 const float *xx = x + 4 * j + m;
                 const VI b = VL_SFX(lb_code)(vf_load(xx) * vid) | VL_SFX(lb_code)(vf_load(xx + 32) * vid) << 2 |
                              VL_SFX(lb_code)(vf_load(xx + 64) * vid) << 4 | VL_SFX(lb_code)(vf_load(xx + 96) * vid) << 6;
-                const VL_SFX(lb_vb) v = __builtin_convertvector(b, VL_SFX(lb_vb));
-                memcpy(y[i].qs + j + m, &v, VL_W);
+                vi_store_u8(y[i].qs + j + m, b);
             }
     }
 }
@@ -87,8 +83,7 @@ VL_TGT static void VL_SFX(q2_0_row)(const float *x, block_q2_0 *y, int64_t nb) {
             VI u;
             memcpy(&u, c + 4 * b, sizeof u);
             u = (u | u >> 6 | u >> 12 | u >> 18) & vi_splat(0xFF);
-            const VL_SFX(lb_vb) v = __builtin_convertvector(u, VL_SFX(lb_vb));
-            memcpy(y[i].qs + b, &v, VL_W);
+            vi_store_u8(y[i].qs + b, u);
         }
     }
 }
