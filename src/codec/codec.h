@@ -1,6 +1,6 @@
 /*
  * codec.h - internal interface between the codec registry (codec.c) and the per-family codec
- * files (iq3.c, iq2.c, iq1.c, iq4.c, kquants.c, legacy.c).
+ * files (iq3.c, iq2.c, iq1.c, iq4.c, kquants.c, legacy.c, fp4.c, lowbit.c).
  *
  * Contract for a family file: it defines one `const iqf_codec iqf_codecs_<family>[]` array,
  * terminated by an entry with type == -1, and owns everything else it needs (tables built

@@ -191,13 +191,13 @@ static inline float fp16_round(float d) { return IQF_FP16_TO_FP32(IQF_FP32_TO_FP
  * weighted squared error. */
 static double lvl_err(const float *x, const double *w, int n, float dh, int lo, int hi, uint8_t *c) {
     double e = 0;
+    const double idh = dh != 0.0f ? 1.0 / dh : 0.0;
     for (int j = 0; j < n; j++) {
         int q = 0;
         if (dh != 0.0f) {
-            const double v = (double)x[j] / dh;
-            q = v < lo ? lo : v > hi ? hi : (int)floor(v + 0.5);
-            if (q < lo) q = lo;
-            if (q > hi) q = hi;
+            const double v = (double)x[j] * idh;
+            /* clamped first: v - lo + 0.5 > 0, so truncation is floor */
+            q = v <= lo ? lo : v >= hi ? hi : (int)(v - lo + 0.5) + lo;
         }
         c[j] = (uint8_t)(q - lo);
         const double r = (double)x[j] - (double)((float)q * dh);
@@ -206,9 +206,10 @@ static double lvl_err(const float *x, const double *w, int n, float dh, int lo, 
     return e;
 }
 
-/* The best fp16 scale of a block for levels lo..hi: candidates amax * k / 16 / hi' (k = 4..24,
- * both signs where the levels are asymmetric), each refit by weighted least squares on its
- * codes. c0/e0: the compat block's codes and error (kept unless strictly beaten). Returns dh. */
+/* The best fp16 scale of a block for levels lo..hi: the codes at amax * k / 16 (k = 5, 8, .. 20,
+ * both signs where the levels are asymmetric), each refit by weighted least squares, and the
+ * largest finite fp16. cb/eb: the compat block's codes and error on entry (kept unless strictly
+ * beaten), the best on return. Returns the scale. */
 static float lvl_search(const float *x, const double *w, int n, int lo, int hi, float d0, uint8_t *cb, double *eb) {
     uint8_t c[QK_K];
     if (!isfinite(fp16_round(d0)) || !(*eb == *eb)) *eb = INFINITY; /* compat's scale overflows fp16 */
@@ -217,10 +218,9 @@ static float lvl_search(const float *x, const double *w, int n, int lo, int hi, 
     for (int j = 0; j < n; j++) amax = fmaxf(amax, fabsf(x[j]));
     if (amax == 0.0f) return best_d;
     for (int sgn = 1; sgn >= (lo == -hi ? 1 : -1); sgn -= 2) {
-        for (int k = 4; k <= 24; k++) {
+        for (int k = 5; k <= 20; k += 3) {
             const float dc = sgn * amax * (float)k / 16.0f;
-            double ee = lvl_err(x, w, n, dc, lo, hi, c);
-            (void)ee;
+            lvl_err(x, w, n, dc, lo, hi, c); /* the codes at dc */
             /* refit on the codes: d = sum w x q / sum w q^2 */
             double sxq = 0, sqq = 0;
             for (int j = 0; j < n; j++) {
@@ -228,10 +228,9 @@ static float lvl_search(const float *x, const double *w, int n, int lo, int hi, 
                 sxq += w[j] * x[j] * q;
                 sqq += w[j] * q * q;
             }
-            /* and the largest finite fp16 scale (blocks beyond fp16's range) */
-            const float cand[3] = { fp16_round(dc), sqq > 0 ? fp16_round((float)(sxq / sqq)) : 0.0f,
-                                    k == 4 ? sgn * 65504.0f : 0.0f };
-            for (int t = 0; t < 3; t++) {
+            /* the refit, and the largest finite fp16 scale (blocks beyond fp16's range) */
+            const float cand[2] = { sqq > 0 ? fp16_round((float)(sxq / sqq)) : 0.0f, k == 5 ? sgn * 65504.0f : 0.0f };
+            for (int t = 0; t < 2; t++) {
                 if (!isfinite(cand[t]) || cand[t] == 0.0f) continue;
                 const double e = lvl_err(x, w, n, cand[t], lo, hi, c);
                 if (e < *eb) {
