@@ -8,6 +8,9 @@
 #     model and of simulated IQ3_XXS, IQ2_XS and Q4_K quantizations of it.
 #  3. `iqforge ladder` on the bundled kjv-3m (whole files, every IQ and K type + Q8_0, compat and
 #     best side by side): the table, the alarm's verdict and the SVG's path.
+#  4. What iqforge is for: the ladder's feedback and full series (error feedback from Hessians
+#     captured on the calibration text; per-tensor types for the compat file's bytes + best mode
+#     + feedback) beside compat and best on four types, with each series' KLD relative to compat.
 set -euo pipefail
 cli=${1:-build/iqforge}
 bindir=$(dirname "$cli")
@@ -66,3 +69,10 @@ lend=$(date +%s.%N)
 awk -v s="$lstart" -v e="$lend" 'BEGIN { printf "\nladder wall time: %.1f s (rungs already in the folder are reused)\n", e - s }'
 echo "open $work/ladder-kjv-3m/ladder.svg in a browser for the plot (bpw against KLD and PPL)"
 [ $lrc -eq 0 ] || { echo "the ladder raised the alarm (exit $lrc)"; exit $lrc; }
+
+echo
+echo "== 4. iqforge's full pipeline on kjv-3m: error feedback and types chosen for llama-quantize's bytes =="
+"$cli" ladder -m "$kjv/kjv-3m-f32.gguf" -f "$kjv/heldout-70k.txt" --calibration "$kjv/calibration.txt" -c 256 \
+  --chunks 30 --types IQ2_XS,IQ3_XXS,Q3_K_M,Q4_K_M --mode compat,best,feedback,full -t "$threads" \
+  -o "$work/ladder-kjv-3m-full"
+echo "open $work/ladder-kjv-3m-full/ladder.svg for the plot (its third panel: each series' KLD / compat's)"

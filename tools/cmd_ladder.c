@@ -7,6 +7,8 @@
  * DIR layout (everything written whole or not at all):
  *   base.kld, base.txt          the base model's log-probabilities and its PPL, with their key
  *   imatrix.gguf, imatrix.txt   the importance matrix captured from --calibration, with its key
+ *   hessian.gguf                its Hessians, captured in the same pass when a feedback or full
+ *                               series needs them and no --hessian was given
  *   rungs/NAME.MODE.txt         one finished rung (ladder_rung_save); reused when the key matches
  *   NAME.MODE.gguf              a rung's quantized file, kept with --keep-files
  *   ladder.json/.csv/.svg       the reports over every finished rung found in DIR
@@ -19,6 +21,7 @@
 
 #include "iqforge.h"
 #include "ladder/ladder.h"
+#include "model/hessian.h"
 #include "model/tokenizer.h"
 #include "quantize/imatrix.h"
 #include "util/outfile.h"
@@ -55,7 +58,11 @@ static void usage(FILE *f) {
             "  --calibration T   capture an importance matrix from text T first (cached in DIR)\n"
             "  --types LIST      comma-separated file types (default: the IQ and K ladder + Q8_0:\n"
             "                    IQ1_S..IQ4_NL, Q2_K..Q6_K, Q8_0); with --simulate ggml tensor types\n"
-            "  --mode LIST       comma-separated encoder modes: compat,best (default compat)\n"
+            "  --mode LIST       comma-separated series (default compat): the encoder modes compat and\n"
+            "                    best; feedback: best + error feedback from Hessians; full: types chosen\n"
+            "                    per tensor for the compat rung's bytes (--target-size) + best + feedback\n"
+            "  --hessian FILE    Hessians for feedback/full (iqforge imatrix --hessian); with --calibration\n"
+            "                    they are captured with the importance matrix\n"
             "  -c N_CTX          tokens per chunk (default 512)\n"
             "  --chunks N        evaluate the first N chunks (default all)\n"
             "  -t THREADS        threads (default all CPUs; results do not depend on it)\n"
@@ -104,6 +111,8 @@ typedef struct opts {
     const char *model, *eval, *imatrix, *calibration, *types, *modes, *dir, *prompt, *expect;
     const char *test_break;
     const char *evaluator;   /* NULL: the built-in engine */
+    const char *hessian;     /* --hessian */
+    bool need_hessian;       /* a feedback or full series is asked for */
     char eval_tool[4096];    /* the external evaluator's executable */
     long long n_ctx, n_chunks, n_threads, smoke_tokens;
     bool simulate, prepare, report_only, keep, quiet;
@@ -271,7 +280,7 @@ static void stage(const ladder_prog *p, const ladder_rung *r, const char *what) 
     if (!p->show) return;
     char eta[16];
     fmt_time(p->eta, eta, sizeof eta);
-    fprintf(stderr, "\r\033[K[rung %d/%d] %s (%s): %s  ETA %s", p->i, p->n, r->name, iqf_mode_name(r->mode), what,
+    fprintf(stderr, "\r\033[K[rung %d/%d] %s (%s): %s  ETA %s", p->i, p->n, r->name, ladder_mode_str(r->mode), what,
             p->eta >= 0 ? eta : "--:--");
     fflush(stderr);
 }
@@ -280,6 +289,9 @@ typedef struct bench {
     const opts *o;
     const char *base_kld;
     const char *imatrix;     /* the one used: --imatrix or DIR/imatrix.gguf, or NULL */
+    const char *hessian;     /* for the feedback and full series: --hessian or DIR/hessian.gguf */
+    const ladder_rung *rungs; /* all of them (the full series sizes itself on its compat twin) */
+    int n_rungs;
     uint64_t n_weights;      /* of the base model */
     iqf_gguf *g;             /* the base model's GGUF (for simulated sizes) */
     iqf_vocab *vocab;        /* for the smoke test */
@@ -353,6 +365,43 @@ static uint64_t simulated_bytes(const iqf_gguf *g, int type) {
     return tot;
 }
 
+/* The bytes of the compat file of r's type: its compat rung's, measured or cached, else a compat
+ * quantization made for the purpose (and removed). 0 on failure (err set). */
+static uint64_t compat_bytes(const bench *b, const ladder_rung *r, const char *tmp, char *err, size_t errlen) {
+    for (int i = 0; i < b->n_rungs; i++) {
+        const ladder_rung *c = &b->rungs[i];
+        if (c->mode == IQF_MODE_COMPAT && c->done && !c->failed && !strcmp(c->name, r->name)) return c->file_bytes;
+    }
+    iqf_model_quantize_params p = iqf_model_quantize_default_params();
+    p.ftype = r->ftype;
+    p.n_threads = (int)b->o->n_threads;
+    p.quiet = true;
+    p.imatrix_path = b->imatrix;
+    struct stat st;
+    uint64_t bytes = 0;
+    if (!iqf_model_quantize(b->o->model, tmp, &p, NULL, NULL, err, errlen) && stat(tmp, &st) == 0) bytes = (uint64_t)st.st_size;
+    unlink(tmp);
+    return bytes;
+}
+
+/* Quantizes one rung: compat, best and feedback through the pipeline; full through a
+ * --target-size plan for its compat twin's bytes. 0, or -1 with err set. */
+static int quantize_rung(const bench *b, const ladder_rung *r, const iqf_model_quantize_params *p, const char *out,
+                         char *err, size_t errlen) {
+    iqf_model_quantize_report rep;
+    if (r->mode != LADDER_MODE_FULL) return iqf_model_quantize(b->o->model, out, p, &rep, NULL, err, errlen) ? -1 : 0;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.compat-size", out);
+    iqf_target_params tp = iqf_target_default_params();
+    tp.target_size = compat_bytes(b, r, tmp, err, errlen);
+    if (!tp.target_size) return -1;
+    iqf_target_plan *plan = NULL;
+    int rc = iqf_target_plan_make(b->o->model, p, &tp, &plan, NULL, err, errlen) ||
+             iqf_target_quantize(b->o->model, out, p, plan, &rep, NULL, err, errlen) ? -1 : 0;
+    iqf_target_plan_free(plan);
+    return rc;
+}
+
 /* The external evaluator's arguments for one run (tools/ladder_eval.h); log_path is set. */
 static ladder_eval_args eval_args(const opts *o, const char *model, const char *base_kld, const char *log_path) {
     ladder_eval_args a = { o->eval_tool, model, base_kld, log_path, (int)o->n_ctx, (int)o->n_threads, o->mo.kv_f16 };
@@ -364,7 +413,7 @@ static ladder_eval_args eval_args(const opts *o, const char *model, const char *
 static int measure_external(const bench *b, ladder_rung *r, const char *gguf_out) {
     const opts *o = b->o;
     char err[1024], log_path[4096];
-    path_fmt(log_path, sizeof log_path, "%s/logs/%s.%s.log", o->dir, r->name, iqf_mode_name(r->mode));
+    path_fmt(log_path, sizeof log_path, "%s/logs/%s.%s.log", o->dir, r->name, ladder_mode_str(r->mode));
     const ladder_eval_args a = eval_args(o, gguf_out, b->base_kld, log_path);
     r->bpw = b->n_weights ? 8.0 * (double)r->file_bytes / (double)b->n_weights : 0;
     stage(&b->prog, r, "evaluating (llama-perplexity)");
@@ -398,12 +447,12 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
         p.n_threads = (int)o->n_threads;
         p.quiet = true;
         p.imatrix_path = b->imatrix;
-        p.mode = (iqf_mode)r->mode;
+        p.mode = r->mode < IQF_MODE_COUNT ? (iqf_mode)r->mode : IQF_MODE_BEST;
+        p.hessian_path = r->mode >= IQF_MODE_COUNT ? b->hessian : NULL;
         flt->current = r->name;
         p.post_encode = o->test_break ? break_blocks : NULL;
         p.post_encode_user = flt;
-        iqf_model_quantize_report rep;
-        if (iqf_model_quantize(o->model, gguf_out, &p, &rep, NULL, err, sizeof err)) {
+        if (quantize_rung(b, r, &p, gguf_out, err, sizeof err)) {
             set_error(r, "quantize: %s", err);
             return 0;
         }
@@ -416,7 +465,7 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
             return 0;
         }
     } else {
-        model_cli_sim sim = { r->name, b->imatrix, iqf_mode_name(r->mode) };
+        model_cli_sim sim = { r->name, b->imatrix, ladder_mode_str(r->mode) };
         if (model_cli_load(o->model, &sim, (int)o->n_threads, &m)) {
             set_error(r, "simulated quantization failed (see above)");
             return 0;
@@ -512,15 +561,24 @@ out:
     return status;
 }
 
-static int prepare_imatrix(const opts *o, const char *key, const char *path, const char *txt_path) {
-    if (access(path, R_OK) == 0 && key_file_matches(txt_path, key, NULL, NULL)) return 0;
+/* The importance matrix from --calibration, and in the same pass the Hessians when hess_path is
+ * set (a feedback or full series without --hessian). */
+static int prepare_imatrix(const opts *o, const char *key, const char *path, const char *hess_path, const char *txt_path) {
+    if (access(path, R_OK) == 0 && (!hess_path || access(hess_path, R_OK) == 0) &&
+        key_file_matches(txt_path, key, NULL, NULL))
+        return 0;
     iqf_model *m;
     iqf_context *c;
     int32_t *toks;
     int n_tok, status = 0;
     iqf_imatrix_data *d = NULL;
+    iqf_hess_acc *hacc = NULL;
     char err[1024];
     if (load_with_text(o, o->calibration, &m, &toks, &n_tok, &c)) return 1;
+    if (hess_path && iqf_hessian_attach(c, 0, &hacc, err, sizeof err)) {
+        status = cli_error("%s", err);
+        goto out;
+    }
     /* no running perplexity: nobody reads it, and the importance data is the same without */
     const iqf_imatrix_params ip = { (int)o->n_ctx, -1, NULL, true };
     if (iqf_imatrix_collect_ex(c, toks, (size_t)n_tok, &ip, &d, err, sizeof err)) {
@@ -528,8 +586,15 @@ static int prepare_imatrix(const opts *o, const char *key, const char *path, con
         goto out;
     }
     status = model_cli_write_imatrix(d, o->calibration, path, false);
+    if (!status && hacc) {
+        iqf_hessian_detach(c);
+        if (iqf_hessian_acc_write(hacc, m, hess_path, d->n_chunks, d->chunk_size, o->calibration, false, err, sizeof err))
+            status = cli_error("%s", err);
+    }
     if (!status) status = write_key_file(txt_path, key, NULL, NULL);
 out:
+    if (c) iqf_hessian_detach(c);
+    iqf_hessian_acc_free(hacc);
     iqf_imatrix_data_free(d);
     iqf_context_free(c);
     free(toks);
@@ -587,6 +652,7 @@ static int parse_args(int argc, char **argv, opts *o) {
         else if (!strcmp(s, "--expect") && hv) o->expect = argv[++i];
         else if (!strcmp(s, "--test-break") && hv) o->test_break = argv[++i];
         else if (!strcmp(s, "--evaluator") && hv) o->evaluator = argv[++i];
+        else if (!strcmp(s, "--hessian") && hv) o->hessian = argv[++i];
         else if (!strcmp(s, "--simulate")) o->simulate = true;
         else if (!strcmp(s, "--prepare")) o->prepare = true;
         else if (!strcmp(s, "--report-only")) o->report_only = true;
@@ -633,12 +699,14 @@ static int parse_args(int argc, char **argv, opts *o) {
 
 /* Builds the rung list: types x modes. */
 static int build_rungs(const opts *o, ladder_rung *r, int *n) {
-    int modes[IQF_MODE_COUNT], nm = 0;
+    int modes[LADDER_N_MODES], nm = 0;
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", o->modes ? o->modes : "compat");
     for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-        int m = iqf_mode_from_name(t);
-        if (m < 0) return cli_error("ladder: --mode: unknown mode '%s' (available: compat, best)", t), 2;
+        int m = ladder_mode_from_name(t);
+        if (m < 0) return cli_error("ladder: --mode: unknown mode '%s' (available: compat, best, feedback, full)", t), 2;
+        if (m >= IQF_MODE_COUNT && o->simulate)
+            return cli_error("ladder: --mode %s needs whole files (not --simulate)", t), 2;
         bool dup = false;
         for (int k = 0; k < nm; k++) dup |= modes[k] == m;
         if (!dup) modes[nm++] = m;
@@ -699,7 +767,7 @@ static bool selected(const opts *o, const ladder_rung *r) {
         const char *s = o->only[i], *colon = strchr(s, ':');
         size_t len = colon ? (size_t)(colon - s) : strlen(s);
         if (strlen(r->name) != len || strncasecmp(r->name, s, len)) continue;
-        if (!colon || !strcasecmp(colon + 1, iqf_mode_name(r->mode))) return true;
+        if (!colon || !strcasecmp(colon + 1, ladder_mode_str(r->mode))) return true;
     }
     return false;
 }
@@ -713,6 +781,9 @@ int cmd_ladder(int argc, char **argv) {
     static ladder_rung rungs[MAX_RUNGS];
     int n = 0;
     if ((rc = build_rungs(&o, rungs, &n))) return rc;
+    for (int k = 0; k < n; k++) o.need_hessian |= rungs[k].mode >= IQF_MODE_COUNT;
+    if (o.need_hessian && !o.hessian && !o.calibration)
+        return cli_error("ladder: the feedback and full series need --hessian FILE or --calibration TEXT"), 2;
     for (int i = 0; i < o.n_only; i++) {
         bool any = false;
         for (int k = 0; k < n; k++) {
@@ -727,7 +798,7 @@ int cmd_ladder(int argc, char **argv) {
         if (!any) return cli_error("ladder: --test-break %s names no rung of this ladder", o.test_break), 2;
     }
 
-    char path[4096], kld_path[4096], txt_path[4096], im_path[4096];
+    char path[4096], kld_path[4096], txt_path[4096], im_path[4096], hess_path[4096];
     if (!o.report_only) iqf_outfile_install_signal_cleanup("iqforge ladder");
     if (make_dir(o.dir)) return 1;
     path_fmt(path, sizeof path, "%s/rungs", o.dir);
@@ -749,7 +820,7 @@ int cmd_ladder(int argc, char **argv) {
     char base_key[32];
     snprintf(base_key, sizeof base_key, "%016llx", (unsigned long long)hb);
 
-    bench b = { &o, kld_path, o.imatrix, 0, NULL, NULL, { false, 0, 0, -1 } };
+    bench b = { &o, kld_path, o.imatrix, o.hessian, rungs, n, 0, NULL, NULL, { false, 0, 0, -1 } };
     if (o.calibration) {
         uint64_t hc = hm;
         if (!hash_file(o.calibration, &hc, NULL)) return cli_error("%s: cannot read: %s", o.calibration, strerror(errno));
@@ -757,10 +828,14 @@ int cmd_ladder(int argc, char **argv) {
         char ikey[32];
         snprintf(ikey, sizeof ikey, "%016llx", (unsigned long long)hc);
         path_fmt(im_path, sizeof im_path, "%s/imatrix.gguf", o.dir);
+        if (o.need_hessian && !o.hessian) {
+            path_fmt(hess_path, sizeof hess_path, "%s/hessian.gguf", o.dir);
+            b.hessian = hess_path;
+        }
         path_fmt(txt_path, sizeof txt_path, "%s/imatrix.txt", o.dir);
         if (!o.report_only) {
             if (!o.quiet && isatty(2)) fprintf(stderr, "ladder: importance matrix from %s ...\n", o.calibration);
-            if (prepare_imatrix(&o, ikey, im_path, txt_path)) return 1;
+            if (prepare_imatrix(&o, ikey, im_path, b.hessian, txt_path)) return 1;
         }
         b.imatrix = im_path;
     }
@@ -769,6 +844,8 @@ int cmd_ladder(int argc, char **argv) {
         if (!hash_file(b.imatrix, &hr, NULL) && !o.report_only)
             return cli_error("%s: cannot read: %s", b.imatrix, strerror(errno));
     }
+    if (b.hessian && !hash_file(b.hessian, &hr, NULL) && !o.report_only)
+        return cli_error("%s: cannot read: %s", b.hessian, strerror(errno));
     hr = hash_str(hr, o.prompt);
     hr = hash_str(hr, o.expect);
     hr = ladder_fnv1a(hr, &o.smoke_tokens, sizeof o.smoke_tokens);
@@ -805,7 +882,7 @@ int cmd_ladder(int argc, char **argv) {
     int todo = 0;
     for (int i = 0; i < n; i++) {
         ladder_rung *r = &rungs[i];
-        path_fmt(path, sizeof path, "%s/rungs/%s.%s.txt", o.dir, r->name, iqf_mode_name(r->mode));
+        path_fmt(path, sizeof path, "%s/rungs/%s.%s.txt", o.dir, r->name, ladder_mode_str(r->mode));
         if (!ladder_rung_load(path, rung_key, r)) todo += !o.report_only && selected(&o, r);
     }
     const bool show = !o.quiet && isatty(2);
@@ -821,13 +898,13 @@ int cmd_ladder(int argc, char **argv) {
         b.prog.n = todo;
         b.prog.eta = done_now ? (iqf_now() - t_start) / done_now * (todo - done_now) : -1;
         char gguf_out[4096];
-        path_fmt(gguf_out, sizeof gguf_out, "%s/%s.%s.gguf", o.dir, r->name, iqf_mode_name(r->mode));
+        path_fmt(gguf_out, sizeof gguf_out, "%s/%s.%s.gguf", o.dir, r->name, ladder_mode_str(r->mode));
         measure(&b, r, gguf_out, &flt);
         if (!o.simulate && !o.keep) unlink(gguf_out);
         r->done = true;
         done_now++;
         if (!r->failed) {
-            path_fmt(path, sizeof path, "%s/rungs/%s.%s.txt", o.dir, r->name, iqf_mode_name(r->mode));
+            path_fmt(path, sizeof path, "%s/rungs/%s.%s.txt", o.dir, r->name, ladder_mode_str(r->mode));
             if (ladder_rung_save(path, rung_key, r, err, sizeof err)) {
                 rc = cli_error("%s", err);
                 break;

@@ -186,19 +186,19 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
 /* Reports                                                                                    */
 
 void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_finding *fd, int nf) {
-    fprintf(f, "| %-8s | %-6s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", "type", "mode",
+    fprintf(f, "| %-8s | %-8s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", "type", "mode",
             "bytes", "bpw", "PPL", "mean KLD", "KLD p99", "same top", "quant s", "eval s", "status");
-    fprintf(f, "|----------|--------|-----------:|--------:|----------------------|------------------------|"
+    fprintf(f, "|----------|----------|-----------:|--------:|----------------------|------------------------|"
                "----------:|---------:|--------:|--------:|--------|\n");
     for (int i = 0; i < n; i++) {
         const ladder_rung *x = &r[i];
         if (!x->done) {
-            fprintf(f, "| %-8s | %-6s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", x->name,
+            fprintf(f, "| %-8s | %-8s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", x->name,
                     ladder_mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "todo");
             continue;
         }
         if (x->failed) {
-            fprintf(f, "| %-8s | %-6s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", x->name,
+            fprintf(f, "| %-8s | %-8s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", x->name,
                     ladder_mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "FAILED");
             continue;
         }
@@ -207,7 +207,7 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
         snprintf(kld, sizeof kld, "%.6f +/- %.6f", x->kld, x->kld_err);
         snprintf(top, sizeof top, "%.3f%%", 100.0 * x->same_top);
         const char *st = x->alarm ? "ALARM" : x->smoke_run ? "ok+sm" : "ok";
-        fprintf(f, "| %-8s | %-6s | %10llu | %7.4f | %-20s | %-22s | %9.6f | %8s | %7.2f | %7.2f | %-6s |\n",
+        fprintf(f, "| %-8s | %-8s | %10llu | %7.4f | %-20s | %-22s | %9.6f | %8s | %7.2f | %7.2f | %-6s |\n",
                 x->name, ladder_mode_str(x->mode), (unsigned long long)x->file_bytes, x->bpw, ppl, kld, x->kld_p99, top,
                 x->quantize_s, x->eval_s, st);
     }
@@ -215,10 +215,10 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
     bool other = false;
     for (int i = 0; i < n; i++) other |= r[i].mode != IQF_MODE_COMPAT && ladder_usable(&r[i]);
     if (other) {
-        fprintf(f, "\n| %-8s | %-22s | %-6s | %-22s | %8s |\n", "type", "compat KLD", "mode", "KLD", "x compat");
-        fprintf(f, "|----------|------------------------|--------|------------------------|---------:|\n");
-        double lsum[IQF_MODE_COUNT] = { 0 };
-        int cnt[IQF_MODE_COUNT] = { 0 };
+        fprintf(f, "\n| %-8s | %-22s | %-8s | %-22s | %8s |\n", "type", "compat KLD", "mode", "KLD", "x compat");
+        fprintf(f, "|----------|------------------------|----------|------------------------|---------:|\n");
+        double lsum[LADDER_N_MODES] = { 0 };
+        int cnt[LADDER_N_MODES] = { 0 };
         for (int c = 0; c < n; c++) {
             const ladder_rung *C = &r[c];
             if (!ladder_usable(C) || C->mode != IQF_MODE_COMPAT) continue;
@@ -229,14 +229,14 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
                 snprintf(ck, sizeof ck, "%.6f +/- %.6f", C->kld, C->kld_err);
                 snprintf(ak, sizeof ak, "%.6f +/- %.6f", A->kld, A->kld_err);
                 const double ratio = C->kld > 0 ? A->kld / C->kld : 1.0;
-                fprintf(f, "| %-8s | %-22s | %-6s | %-22s | %8.4f |\n", C->name, ck, ladder_mode_str(A->mode), ak, ratio);
-                if ((unsigned)A->mode < IQF_MODE_COUNT && ratio > 0) {
+                fprintf(f, "| %-8s | %-22s | %-8s | %-22s | %8.4f |\n", C->name, ck, ladder_mode_str(A->mode), ak, ratio);
+                if ((unsigned)A->mode < LADDER_N_MODES && ratio > 0) {
                     lsum[A->mode] += log(ratio);
                     cnt[A->mode]++;
                 }
             }
         }
-        for (int m = 1; m < IQF_MODE_COUNT; m++)
+        for (int m = 1; m < LADDER_N_MODES; m++)
             if (cnt[m])
                 fprintf(f, "geometric mean of %s/compat KLD over %d types: %.4f\n", ladder_mode_str(m), cnt[m],
                         exp(lsum[m] / cnt[m]));

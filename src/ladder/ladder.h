@@ -34,11 +34,23 @@ ladder_family ladder_family_of_ftype(int ftype);
 ladder_family ladder_family_of_type(int type);
 const char *ladder_family_name(ladder_family f);
 
+/* The ladder's series (ladder_rung.mode): the encoder modes (IQF_MODE_COMPAT, IQF_MODE_BEST),
+ * then two series of iqforge's full pipeline on the same file types:
+ *  - feedback: best mode with error feedback from a captured Hessian (quantize --hessian);
+ *  - full: per-tensor types chosen for the compat rung's file bytes (--target-size) with best
+ *    mode and error feedback: what iqforge makes at llama-quantize's size. */
+#define LADDER_MODE_FEEDBACK IQF_MODE_COUNT
+#define LADDER_MODE_FULL (IQF_MODE_COUNT + 1)
+#define LADDER_N_MODES (IQF_MODE_COUNT + 2)
+/* "compat", "best", "feedback", "full" ("?" for another); and back (-1: unknown). */
+const char *ladder_mode_str(int mode);
+int ladder_mode_from_name(const char *name);
+
 typedef struct ladder_rung {
     char name[16];          /* "IQ3_XXS" (a file type) or "iq3_xxs" (a simulated tensor type) */
     int ftype;              /* IQF_FTYPE_*, or -1 for a simulated rung */
     int ttype;              /* IQF_TYPE_* of a simulated rung, else -1 */
-    int mode;               /* IQF_MODE_* */
+    int mode;               /* IQF_MODE_* or LADDER_MODE_* (a series) */
     ladder_family family;
     bool done;              /* measured (or loaded from the cache) */
     bool failed;            /* quantize or evaluation failed: `error` says why */

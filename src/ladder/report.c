@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <strings.h>
 
 void ladder_put(ladder_rep *o, const char *fmt, ...) {
     if (o->bad) return;
@@ -41,6 +42,14 @@ int ladder_rep_close(ladder_rep *o, char *err, size_t errlen) {
 }
 
 const char *ladder_mode_str(int m) {
+    if (m == LADDER_MODE_FEEDBACK) return "feedback";
+    if (m == LADDER_MODE_FULL) return "full";
     const char *s = iqf_mode_name(m);
     return s ? s : "?";
+}
+
+int ladder_mode_from_name(const char *name) {
+    for (int m = 0; m < LADDER_N_MODES; m++)
+        if (!strcasecmp(name, ladder_mode_str(m))) return m;
+    return -1;
 }

@@ -25,7 +25,5 @@ int ladder_rep_close(ladder_rep *o, char *err, size_t errlen);
 
 /* A rung with numbers to report: done and not failed. */
 static inline bool ladder_usable(const ladder_rung *r) { return r->done && !r->failed; }
-/* The mode's name, "?" for an unknown one. */
-const char *ladder_mode_str(int mode);
 
 #endif

@@ -119,7 +119,7 @@ static bool place_label(placer *pl, double px, double py, const char *text, doub
 typedef struct plot {
     const ladder_rung *r;
     int n;
-    bool modes[IQF_MODE_COUNT];
+    bool modes[LADDER_N_MODES];
     axis X;
     double x_step;
 } plot;
@@ -198,11 +198,11 @@ static void draw_series(ladder_rep *o, const plot *pl, const axis *Y, double (*v
         }
     }
     int label_mode = -1;
-    for (int m = 0; m < IQF_MODE_COUNT && label_mode < 0; m++) {
+    for (int m = 0; m < LADDER_N_MODES && label_mode < 0; m++) {
         int tmp[1];
         if (pl->modes[m] && series(pl, m, val, tmp, 1)) label_mode = m;
     }
-    for (int m = 0; m < IQF_MODE_COUNT; m++) {
+    for (int m = 0; m < LADDER_N_MODES; m++) {
         if (!pl->modes[m]) continue;
         int idx[512];
         int k = series(pl, m, val, idx, 512);
@@ -241,7 +241,7 @@ static void draw_series(ladder_rep *o, const plot *pl, const axis *Y, double (*v
 
 static void legend(ladder_rep *o, const plot *pl) {
     double ly = 70;
-    for (int m = 0; m < IQF_MODE_COUNT; m++) {
+    for (int m = 0; m < LADDER_N_MODES; m++) {
         if (!pl->modes[m]) continue;
         ladder_put(o, "<rect x=\"880\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/><text class=\"legend\" x=\"896\" "
                       "y=\"%.1f\">%s</text>\n", ly, mode_colour[m % 4], ly + 10, ladder_mode_str(m));
@@ -270,7 +270,7 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
     for (int i = 0; i < n; i++) {
         const ladder_rung *x = &r[i];
         if (!ladder_usable(x)) continue;
-        if ((unsigned)x->mode < IQF_MODE_COUNT) pl.modes[x->mode] = true;
+        if ((unsigned)x->mode < LADDER_N_MODES) pl.modes[x->mode] = true;
         bmin = fmin(bmin, x->bpw), bmax = fmax(bmax, x->bpw);
         if (x->kld > 0) kmin = fmin(kmin, x->kld), kmax = fmax(kmax, x->kld);
         pmin = fmin(pmin, x->ppl), pmax = fmax(pmax, x->ppl);

@@ -32,7 +32,7 @@ expect missing_model "none\.gguf: cannot read" "$T/out"
 [ $rc -eq 0 ] && ok || { bad "healthy ladder: exit $rc"; cat "$T/h.out" "$T/h.err" >&2; }
 [ -s "$T/h.err" ] && bad "stderr not empty off a terminal: $(head -3 "$T/h.err")" || ok
 expect header "^\| type +\| mode +\| +bytes \| +bpw \| PPL +\| mean KLD" "$T/h.out"
-expect row_iq3 "^\| IQ3_XXS +\| compat \| +15186[0-9]{2} \| +3\.30[0-9]{2} \| [0-9.]+ \+/- [0-9.]+ +\| 0\.[0-9]{6} \+/- 0\.[0-9]{6}" "$T/h.out"
+expect row_iq3 "^\| IQ3_XXS +\| compat +\| +15186[0-9]{2} \| +3\.30[0-9]{2} \| [0-9.]+ \+/- [0-9.]+ +\| 0\.[0-9]{6} \+/- 0\.[0-9]{6}" "$T/h.out"
 expect row_best "^\| Q4_K_M +\| best " "$T/h.out"
 reject no_alarm "^ALARM" "$T/h.out"
 for f in ladder.json ladder.csv ladder.svg base.kld; do [ -s "$T/h/$f" ] && ok || bad "missing $f"; done
@@ -111,7 +111,7 @@ expect smoke_alarm "^ALARM: Q8_0 \(compat\): smoke test failed: the greedy conti
 S=$SRC/tests/data/stories260K/stories260K-f32.gguf
 "$CLI" ladder -m "$S" -f "$SRC/tests/data/text/tinystories-valid-excerpt.txt" -c 256 --chunks 4 --simulate \
     --types q4_K,q8_0 --mode compat,best -o "$T/sim" -t 2 >"$T/sim.out" 2>&1 && ok || { bad "--simulate exit"; cat "$T/sim.out" >&2; }
-expect sim_row "^\| q4_K +\| compat \| +[0-9]+ \| +[0-9.]+ \| " "$T/sim.out"
+expect sim_row "^\| q4_K +\| compat +\| +[0-9]+ \| +[0-9.]+ \| " "$T/sim.out"
 expect sim_header "simulated" "$T/sim.out"
 # The whole default simulated ladder of stories260K with llama.cpp's imatrix is healthy: quiet.
 if [ "${IQF_SANITIZED:-}" != 1 ]; then

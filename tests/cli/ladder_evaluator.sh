@@ -32,7 +32,7 @@ L=("$CLI" ladder -m "$M" -f "$E" -c 256 --chunks 2 --imatrix "$I" -t 2 --types Q
 "${L[@]}" --evaluator "llama-perplexity=$T/fake-llama-perplexity" -o "$T/f" >"$T/f.out" 2>&1; rc=$?
 [ $rc -eq 0 ] && ok || { bad "stand-in ladder: exit $rc"; cat "$T/f.out" >&2; }
 expect base_ppl "base PPL 20\.5437 \+/- 1\.45041" "$T/f.out"
-expect row_q4 "^\| Q4_K_M +\| compat \| +[0-9]+ \| +[0-9.]+ \| 20\.7339 \+/- 1\.4640 +\| 0\.007025 \+/- 0\.000355" "$T/f.out"
+expect row_q4 "^\| Q4_K_M +\| compat +\| +[0-9]+ \| +[0-9.]+ \| 20\.7339 \+/- 1\.4640 +\| 0\.007025 \+/- 0\.000355" "$T/f.out"
 expect row_q8 "^\| Q8_0 +\| compat .*0\.007025 \+/- 0\.000355" "$T/f.out"
 [ "$(grep -c -- '--kl-divergence-base' "$T/fake.args")" -eq 3 ] && ok || bad "want 1 base + 2 rung runs"
 expect base_args "^-m $M -f $E -c 256 -t 2 --chunks 2 --kl-divergence-base $T/f/base\.llama\.kld$" "$T/fake.args"
