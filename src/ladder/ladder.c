@@ -4,6 +4,7 @@
 #include "iqforge.h"
 #include "util/error.h"
 #include "util/outfile.h"
+#include "util/traits.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,39 +12,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-ladder_family ladder_family_of_ftype(int ftype) {
-    switch (ftype) {
-    case IQF_FTYPE_MOSTLY_Q4_0: case IQF_FTYPE_MOSTLY_Q4_1: case IQF_FTYPE_MOSTLY_Q5_0:
-    case IQF_FTYPE_MOSTLY_Q5_1: case IQF_FTYPE_MOSTLY_Q8_0:
-        return LADDER_FAMILY_LEGACY;
-    case IQF_FTYPE_MOSTLY_Q2_K: case IQF_FTYPE_MOSTLY_Q2_K_S: case IQF_FTYPE_MOSTLY_Q3_K_S:
-    case IQF_FTYPE_MOSTLY_Q3_K_M: case IQF_FTYPE_MOSTLY_Q3_K_L: case IQF_FTYPE_MOSTLY_Q4_K_S:
-    case IQF_FTYPE_MOSTLY_Q4_K_M: case IQF_FTYPE_MOSTLY_Q5_K_S: case IQF_FTYPE_MOSTLY_Q5_K_M:
-    case IQF_FTYPE_MOSTLY_Q6_K:
-        return LADDER_FAMILY_K;
-    case IQF_FTYPE_ALL_F32: case IQF_FTYPE_MOSTLY_F16: case IQF_FTYPE_MOSTLY_BF16:
-        return LADDER_FAMILY_FLOAT;
-    default:
-        return LADDER_FAMILY_IQ;
+ladder_family ladder_family_of_type(int type) {
+    const iqf_type_traits *tr = iqf_traits(type);
+    switch (tr ? tr->family : IQF_FAMILY_NONE) {
+    case IQF_FAMILY_IQ: return LADDER_FAMILY_IQ;
+    case IQF_FAMILY_K: return LADDER_FAMILY_K;
+    case IQF_FAMILY_LEGACY: return LADDER_FAMILY_LEGACY;
+    case IQF_FAMILY_FLOAT: return LADDER_FAMILY_FLOAT;
+    case IQF_FAMILY_FP4: return LADDER_FAMILY_FP4;
+    case IQF_FAMILY_LOWBIT: return LADDER_FAMILY_LOWBIT;
+    case IQF_FAMILY_NONE: case IQF_FAMILY_OTHER: break;
     }
+    return LADDER_FAMILY_OTHER;
 }
 
-ladder_family ladder_family_of_type(int type) {
-    switch (type) {
-    case IQF_TYPE_Q4_0: case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_0: case IQF_TYPE_Q5_1: case IQF_TYPE_Q8_0:
-        return LADDER_FAMILY_LEGACY;
-    case IQF_TYPE_Q2_K: case IQF_TYPE_Q3_K: case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: case IQF_TYPE_Q6_K:
-        return LADDER_FAMILY_K;
-    case IQF_TYPE_F32: case IQF_TYPE_F16: case IQF_TYPE_BF16:
-        return LADDER_FAMILY_FLOAT;
-    default:
-        return LADDER_FAMILY_IQ;
-    }
-}
+/* A file type's family is that of the type it defaults to (IQ3_XS: iq3_s, Q2_K_S: q2_K). */
+ladder_family ladder_family_of_ftype(int ftype) { return ladder_family_of_type(iqf_ftype_default_type(ftype)); }
 
 const char *ladder_family_name(ladder_family f) {
-    static const char *const names[] = { "IQ", "K", "legacy", "float" };
-    return (unsigned)f < 4 ? names[f] : "?";
+    static const char *const names[LADDER_FAMILY_COUNT] = { "IQ", "K", "legacy", "float", "FP4", "low-bit", "other" };
+    return (unsigned)f < LADDER_FAMILY_COUNT ? names[f] : "?";
 }
 
 ladder_limits ladder_default_limits(void) {
@@ -430,7 +418,7 @@ int ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, s
  * mode, a point per rung labelled with its type, alarms drawn as a red ring and listed. */
 
 static const char *const mode_colour[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd" };
-static const char *const family_dash[] = { "none", "6,3", "2,3", "1,1" };
+static const char *const family_dash[LADDER_FAMILY_COUNT] = { "none", "6,3", "2,3", "1,1", "8,2,2,2", "4,1,1,1", "1,3" };
 
 typedef struct axis {
     double lo, hi;
@@ -532,7 +520,7 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
                     int t = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = t;
                 }
             /* One line per format family (dash pattern), so a family's ladder reads as a curve. */
-            for (int fam = 0; fam < 4; fam++) {
+            for (int fam = 0; fam < LADDER_FAMILY_COUNT; fam++) {
                 int cnt = 0;
                 for (int a = 0; a < k; a++) cnt += (int)r[idx[a]].family == fam;
                 if (cnt < 2) continue;
@@ -571,10 +559,16 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
     put(&o, "<circle cx=\"886\" cy=\"%.1f\" r=\"6\" fill=\"none\" stroke=\"red\" stroke-width=\"2.5\"/><text "
             "class=\"legend\" x=\"896\" y=\"%.1f\">alarm</text>\n", ly + 6, ly + 10);
     ly += 30;
-    for (int fam = 0; fam < 3; fam++, ly += 18)
+    /* IQ, K and legacy always; the other families when a rung is of one */
+    for (int fam = 0; fam < LADDER_FAMILY_COUNT; fam++) {
+        bool shown = fam < 3;
+        for (int i = 0; i < n && !shown; i++) shown = (int)r[i].family == fam && fam != LADDER_FAMILY_FLOAT;
+        if (!shown) continue;
         put(&o, "<line x1=\"872\" y1=\"%.1f\" x2=\"892\" y2=\"%.1f\" stroke=\"#444\" stroke-dasharray=\"%s\"/>"
                 "<text class=\"legend\" x=\"896\" y=\"%.1f\">%s</text>\n", ly, ly, family_dash[fam], ly + 4,
             ladder_family_name((ladder_family)fam));
+        ly += 18;
+    }
     put(&o, "</svg>\n");
     return rep_close(&o, err, errlen);
 }

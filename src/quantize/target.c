@@ -27,6 +27,7 @@
 #include "../util/outfile.h"
 #include "../util/parallel.h"
 #include "../util/progress.h"
+#include "../util/traits.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -73,9 +74,9 @@ int iqf_target_candidates(const char *name, int64_t ncols, bool has_imatrix, int
         const iqf_type_info *ti = iqf_type_get(t);
         if (!ti || ncols % ti->blck_size != 0 || !iqf_can_encode(t)) continue;
         if (!has_imatrix) {
-            if (iqf_requires_imatrix(t)) continue;
-            if (!is_embd_or_output(name) && (t == IQF_TYPE_IQ3_XXS || t == IQF_TYPE_IQ2_S || t == IQF_TYPE_IQ1_M))
-                continue;
+            /* ggml refuses these without one; llama-quantize the others except on embd/output */
+            const iqf_type_traits *tr = iqf_traits(t);
+            if (!tr || tr->ggml_imatrix || (tr->llama_imatrix && !is_embd_or_output(name))) continue;
         }
         out[n++] = t;
     }
@@ -746,27 +747,10 @@ static int cmp_tensor(const void *a, const void *b) {
 
 /* The llama file type recorded for a plan whose bytes are mostly of `type`. */
 static int label_ftype(int type) {
-    switch (type) {
-    case IQF_TYPE_IQ1_S: return IQF_FTYPE_MOSTLY_IQ1_S;
-    case IQF_TYPE_IQ1_M: return IQF_FTYPE_MOSTLY_IQ1_M;
-    case IQF_TYPE_IQ2_XXS: return IQF_FTYPE_MOSTLY_IQ2_XXS;
-    case IQF_TYPE_IQ2_XS: return IQF_FTYPE_MOSTLY_IQ2_XS;
-    case IQF_TYPE_IQ2_S: return IQF_FTYPE_MOSTLY_IQ2_S;
-    case IQF_TYPE_IQ3_XXS: return IQF_FTYPE_MOSTLY_IQ3_XXS;
-    case IQF_TYPE_IQ3_S: return IQF_FTYPE_MOSTLY_IQ3_S;
-    case IQF_TYPE_IQ4_XS: return IQF_FTYPE_MOSTLY_IQ4_XS;
-    case IQF_TYPE_IQ4_NL: return IQF_FTYPE_MOSTLY_IQ4_NL;
-    case IQF_TYPE_Q2_K: return IQF_FTYPE_MOSTLY_Q2_K;
-    case IQF_TYPE_Q3_K: return IQF_FTYPE_MOSTLY_Q3_K_M;
-    case IQF_TYPE_Q4_K: return IQF_FTYPE_MOSTLY_Q4_K_M;
-    case IQF_TYPE_Q5_K: return IQF_FTYPE_MOSTLY_Q5_K_M;
-    case IQF_TYPE_Q6_K: return IQF_FTYPE_MOSTLY_Q6_K;
-    case IQF_TYPE_Q4_0: return IQF_FTYPE_MOSTLY_Q4_0;
-    case IQF_TYPE_Q4_1: return IQF_FTYPE_MOSTLY_Q4_1;
-    case IQF_TYPE_Q5_0: return IQF_FTYPE_MOSTLY_Q5_0;
-    case IQF_TYPE_Q5_1: return IQF_FTYPE_MOSTLY_Q5_1;
-    default: return IQF_FTYPE_MOSTLY_Q8_0; /* q8_0, f16: the override needs a quantized default */
-    }
+    /* q8_0, f16: the override needs a quantized default */
+    const iqf_type_traits *tr = iqf_traits(type);
+    const iqf_type_info *ti = iqf_type_get(type);
+    return tr && ti && ti->is_quantized && tr->ftype >= 0 ? tr->ftype : IQF_FTYPE_MOSTLY_Q8_0;
 }
 
 void iqf_target_plan_free(iqf_target_plan *p) {
