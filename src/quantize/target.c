@@ -58,13 +58,17 @@ static bool is_embd_or_output(const char *n) {
 }
 
 int iqf_target_candidates(const char *name, int64_t ncols, bool has_imatrix, int *out, int cap) {
+    /* (the ternary/binary and FP4 types last, so the lists of the other types keep their order) */
     static const int k256[] = {
         IQF_TYPE_IQ1_S, IQF_TYPE_IQ1_M, IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S, IQF_TYPE_Q2_K,
         IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S, IQF_TYPE_Q3_K, IQF_TYPE_IQ4_XS, IQF_TYPE_Q4_K, IQF_TYPE_Q5_K,
-        IQF_TYPE_Q6_K, IQF_TYPE_Q8_0, IQF_TYPE_F16,
+        IQF_TYPE_Q6_K, IQF_TYPE_Q8_0, IQF_TYPE_F16, IQF_TYPE_Q1_0, IQF_TYPE_TQ1_0, IQF_TYPE_TQ2_0,
+        IQF_TYPE_Q2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
     };
+    /* rows that are not a multiple of 256: the 32-blocks, and those of 64 and 128 where they fit */
     static const int k32[] = {
         IQF_TYPE_IQ4_NL, IQF_TYPE_Q4_0, IQF_TYPE_Q4_1, IQF_TYPE_Q5_0, IQF_TYPE_Q5_1, IQF_TYPE_Q8_0, IQF_TYPE_F16,
+        IQF_TYPE_Q1_0, IQF_TYPE_Q2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
     };
     const int *list = ncols % 256 == 0 ? k256 : k32;
     const int nl = ncols % 256 == 0 ? (int)(sizeof k256 / sizeof k256[0]) : (int)(sizeof k32 / sizeof k32[0]);
