@@ -370,7 +370,53 @@ static void test_reports(void) {
     rmdir(dir);
 }
 
+/* A stock llama-perplexity's output (tests/data/ladder: the kjv-3m base and its Q4_K_M file over
+ * 4 chunks of 512, as llama.cpp's own build printed them, model-loading lines left out) reads
+ * into exactly the numbers it prints; damaged output is refused, naming the line. */
+static void test_llama_output(void) {
+    size_t n;
+    char *base = read_file(src_path("tests/data/ladder/llama-perplexity-base.log"), &n);
+    char *kld = read_file(src_path("tests/data/ladder/llama-perplexity-kld.log"), &n);
+    CHECK(base && kld, "llama-perplexity fixtures missing");
+    if (!base || !kld) { free(base); free(kld); return; }
+    char err[256];
+    double ppl = 0, ppl_err = 0;
+    CHECK(ladder_parse_llama_base(base, &ppl, &ppl_err, err, sizeof err) == 0, "base: %s", err);
+    CHECK(ppl == 20.5437 && ppl_err == 1.45041, "base PPL %.6f +/- %.6f", ppl, ppl_err);
+    ladder_rung r;
+    memset(&r, 0, sizeof r);
+    CHECK(ladder_parse_llama_kld(kld, &r, err, sizeof err) == 0, "kld: %s", err);
+    CHECK(r.n_chunks == 4, "chunks %d", r.n_chunks);
+    CHECK(r.ppl == 20.733853 && r.ppl_err == 1.464007, "PPL(Q) %.6f +/- %.6f", r.ppl, r.ppl_err);
+    CHECK(r.ppl_ratio == 1.009255 && r.ppl_ratio_err == 0.004088, "ratio %.6f +/- %.6f", r.ppl_ratio, r.ppl_ratio_err);
+    CHECK(r.kld == 0.007025 && r.kld_err == 0.000355, "KLD %.6f +/- %.6f", r.kld, r.kld_err);
+    CHECK(r.kld_p99 == 0.058742 && r.kld_max == 0.115621, "KLD p99 %.6f max %.6f", r.kld_p99, r.kld_max);
+    CHECK(fabs(r.same_top - 0.95392) < 1e-12 && fabs(r.same_top_err - 0.00657) < 1e-12, "same top %.6f +/- %.6f",
+          r.same_top, r.same_top_err);
+    /* Damage: a missing statistics line, a value that is not a number, no output at all. */
+    char *cut = strstr(kld, "Mean    KLD");
+    if (cut) {
+        char saved = *cut;
+        *cut = 0;
+        ladder_rung z = r;
+        CHECK(ladder_parse_llama_kld(kld, &z, err, sizeof err) != 0 && strstr(err, "KLD"), "truncated output: %s", err);
+        CHECK(z.kld == r.kld, "a failed parse left the rung untouched");
+        *cut = saved;
+    }
+    char *num = strstr(kld, "0.007025");
+    if (num) {
+        memcpy(num, "nan     ", 8);
+        CHECK(ladder_parse_llama_kld(kld, &r, err, sizeof err) != 0, "a NaN KLD is refused");
+    }
+    CHECK(ladder_parse_llama_base("", &ppl, &ppl_err, err, sizeof err) != 0 && strstr(err, "Final estimate"),
+          "empty output: %s", err);
+    CHECK(ladder_parse_llama_kld("Mean    KLD:   0.1 ± 0.01\n", &r, err, sizeof err) != 0, "partial output refused");
+    free(base);
+    free(kld);
+}
+
 int main(void) {
+    test_llama_output();
     test_families();
     test_healthy_kjv();
     test_healthy_stories();
