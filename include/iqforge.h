@@ -496,6 +496,12 @@ typedef enum iqf_ftype {
     IQF_FTYPE_MOSTLY_IQ4_XS = 30,
     IQF_FTYPE_MOSTLY_IQ1_M = 31,
     IQF_FTYPE_MOSTLY_BF16 = 32,
+    IQF_FTYPE_MOSTLY_TQ1_0 = 36,
+    IQF_FTYPE_MOSTLY_TQ2_0 = 37,
+    IQF_FTYPE_MOSTLY_MXFP4_MOE = 38,
+    IQF_FTYPE_MOSTLY_NVFP4 = 39,
+    IQF_FTYPE_MOSTLY_Q1_0 = 40,
+    IQF_FTYPE_MOSTLY_Q2_0 = 41,
 } iqf_ftype;
 
 /* The file type for a llama-quantize type name ("IQ3_XXS", "q4_k_m", aliases "Q4_K" = Q4_K_M,

@@ -111,6 +111,19 @@ static void test_families(void) {
     CHECK(ladder_family_of_type(IQF_TYPE_Q3_K) == LADDER_FAMILY_K, "q3_K is K");
     CHECK(ladder_family_of_type(IQF_TYPE_IQ4_NL) == LADDER_FAMILY_IQ, "iq4_nl is IQ");
     CHECK(ladder_family_of_type(IQF_TYPE_Q4_0) == LADDER_FAMILY_LEGACY, "q4_0 is legacy");
+    CHECK(ladder_family_of_type(IQF_TYPE_MXFP4) == LADDER_FAMILY_FP4 && ladder_family_of_type(IQF_TYPE_NVFP4) == LADDER_FAMILY_FP4,
+          "mxfp4 and nvfp4 are FP4");
+    CHECK(ladder_family_of_type(IQF_TYPE_TQ1_0) == LADDER_FAMILY_LOWBIT && ladder_family_of_type(IQF_TYPE_Q1_0) == LADDER_FAMILY_LOWBIT,
+          "tq1_0 and q1_0 are low-bit");
+    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_MXFP4_MOE) == LADDER_FAMILY_FP4, "MXFP4_MOE is FP4");
+    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_TQ2_0) == LADDER_FAMILY_LOWBIT &&
+              ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q2_0) == LADDER_FAMILY_LOWBIT,
+          "TQ2_0 and Q2_0 are low-bit");
+    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_IQ3_XS) == LADDER_FAMILY_IQ &&
+              ladder_family_of_ftype(IQF_FTYPE_MOSTLY_F16) == LADDER_FAMILY_FLOAT && ladder_family_of_type(IQF_TYPE_Q8_K) == LADDER_FAMILY_OTHER,
+          "IQ3_XS is IQ, F16 float, q8_K not a weight");
+    CHECK(!strcmp(ladder_family_name(LADDER_FAMILY_FP4), "FP4") && !strcmp(ladder_family_name(LADDER_FAMILY_LOWBIT), "low-bit"),
+          "family names");
 }
 
 /* llama.cpp's own kjv-3m ladder is healthy: no alarm; its known inversions are notes. */

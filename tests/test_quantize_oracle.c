@@ -6,7 +6,8 @@
  * Model: the generated Mistral-shaped model (tests/gen) at scale 1/16 (n_embd 256, n_ff 896,
  * 32/8 heads, vocab 2000), 4 layers (1 under IQF_SANITIZED), F16, with its imatrix.
  * argv[1] picks a subset of file types (iq2, iq3; none: K/legacy + options), see main();
- * "shared" runs the two tiny models of ../shared/models (CI-only), "full" full Mistral shapes. n_ff 896 is not a multiple of 256,
+ * "shared" runs the two tiny models of ../shared/models (CI-only), "full" full Mistral shapes,
+ * "new" the file types of the newer types (TQ1_0 TQ2_0 Q1_0 Q2_0 MXFP4_MOE). n_ff 896 is not a multiple of 256,
  * so ffn_down also exercises the shape fallbacks. A BF16 and an F32 variant run for two types.
  * Every file type is compared; one this build cannot encode is a failure, and every run_pair
  * result (also of the option, requantize and input-type cases) is counted.
@@ -246,6 +247,58 @@ static int full_shapes(lo_api *api, bool sanitized) {
     return test_finish("test_quantize_oracle_full");
 }
 
+/* "new": the file types of ggml's newer types, TQ1_0 TQ2_0 Q1_0 Q2_0 on the dense model (rows of
+ * 256 and 896: multiples of 128, so Q1_0 has every tensor) and MXFP4_MOE on a qwen3moe model (3-D
+ * experts -> mxfp4, the rest q8_0) and on the dense one (all q8_0). NVFP4: llama 0.25.1 refuses
+ * file type 39 (llama_ftype_get_default_type has no case for it), so there is no reference;
+ * checked here is only that the oracle does refuse it. Until this build encodes those types (the
+ * codecs are another branch's) the subset is skipped, naming them. */
+static int new_types(lo_api *api, bool sanitized) {
+    static const int types[] = { IQF_TYPE_TQ1_0, IQF_TYPE_TQ2_0, IQF_TYPE_Q1_0, IQF_TYPE_Q2_0, IQF_TYPE_MXFP4 };
+    char missing[128] = "";
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        if (!iqf_can_encode(types[k]))
+            snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %s", iqf_type_get(types[k])->name);
+    if (missing[0]) {
+        fprintf(stderr, "skip: this build cannot encode%s yet\n", missing);
+        return 77;
+    }
+    char err[512];
+    iqf_genmodel_opts go = iqf_genmodel_default_opts();
+    go.scale = 16;
+    go.n_layer = sanitized ? 1 : 2;
+    char model_s[512], moe_s[512];
+    snprintf(model_s, sizeof model_s, "%s", tmp("n16.gguf"));
+    snprintf(moe_s, sizeof moe_s, "%s", tmp("n16moe.gguf"));
+    CHECK(iqf_genmodel_write(&go, model_s, NULL, NULL, err, sizeof err) == IQF_OK, "genmodel: %s", err);
+    go.arch = "qwen3moe";
+    go.n_expert = 4;
+    CHECK(iqf_genmodel_write(&go, moe_s, NULL, NULL, err, sizeof err) == IQF_OK, "genmodel moe: %s", err);
+    int n_ok = 0, n_bad = 0;
+    static const char *const fts[] = { "TQ1_0", "TQ2_0", "Q1_0", "Q2_0", "MXFP4_MOE" };
+    for (size_t i = 0; i < sizeof fts / sizeof fts[0]; i++) {
+        run r = { model_s, NULL, iqf_ftype_from_name(fts[i]), 1 + (int)(i % 3), false, false, -1, -1, NULL, 0, false };
+        add_result(run_pair(api, &r, fts[i]), fts[i], &n_ok, &n_bad);
+    }
+    run rm = { moe_s, NULL, IQF_FTYPE_MOSTLY_MXFP4_MOE, 2, false, false, -1, -1, NULL, 0, false };
+    add_result(run_pair(api, &rm, "MXFP4_MOE (qwen3moe)"), "MXFP4_MOE-moe", &n_ok, &n_bad);
+    run rp = { moe_s, NULL, IQF_FTYPE_MOSTLY_Q2_0, 2, true, false, -1, -1, NULL, 0, false };
+    add_result(run_pair(api, &rp, "Q2_0 --pure (qwen3moe)"), "Q2_0-pure", &n_ok, &n_bad);
+    /* the oracle has no NVFP4 file type */
+    lo_opts o;
+    memset(&o, 0, sizeof o);
+    o.ftype = IQF_FTYPE_MOSTLY_NVFP4;
+    o.nthread = 1;
+    o.output_tensor_type = o.token_embedding_type = -1;
+    const char *ref = tmp("nvfp4.gguf");
+    CHECK(lo_quantize(api, model_s, ref, &o) != 0, "llama 0.25.1 refuses file type NVFP4 (39)");
+    unlink(ref);
+    fprintf(stderr, "verified against the oracle (%d):%s\nfailed (%d):%s\n", n_ok, verified, n_bad, unverified);
+    unlink(model_s);
+    unlink(moe_s);
+    return test_finish("test_quantize_oracle");
+}
+
 int main(int argc, char **argv) {
     const char *subset = argc > 1 ? argv[1] : NULL;
     const bool sanitized = getenv("IQF_SANITIZED") && atoi(getenv("IQF_SANITIZED")) > 0;
@@ -265,6 +318,11 @@ int main(int argc, char **argv) {
     if (!mkdtemp(dir)) return 1;
     if (subset && (!strcmp(subset, "shared") || !strcmp(subset, "full"))) {
         int rc = !strcmp(subset, "shared") ? shared_models(api, sanitized) : full_shapes(api, sanitized);
+        rmdir(dir);
+        return rc;
+    }
+    if (subset && !strcmp(subset, "new")) {
+        int rc = new_types(api, sanitized);
         rmdir(dir);
         return rc;
     }

@@ -110,6 +110,14 @@ int main(void) {
     CHECK(!strcmp(iqf_ftype_name(IQF_FTYPE_MOSTLY_Q3_K_M), "Q3_K_M"), "name of 12");
     CHECK(iqf_ftype_default_type(IQF_FTYPE_MOSTLY_IQ2_S) == IQF_TYPE_IQ2_XS, "IQ2_S -> iq2_xs");
     CHECK(iqf_ftype_default_type(IQF_FTYPE_MOSTLY_IQ3_M) == IQF_TYPE_IQ3_S, "IQ3_M -> iq3_s");
+    /* the file types of llama.h's ids 36..41 */
+    CHECK(iqf_ftype_from_name("mxfp4_moe") == 38 && iqf_ftype_from_name("TQ1_0") == 36 && iqf_ftype_from_name("TQ2_0") == 37 &&
+              iqf_ftype_from_name("NVFP4") == 39 && iqf_ftype_from_name("Q1_0") == 40 && iqf_ftype_from_name("41") == 41,
+          "new file type ids");
+    CHECK(iqf_ftype_default_type(IQF_FTYPE_MOSTLY_MXFP4_MOE) == IQF_TYPE_MXFP4 &&
+              iqf_ftype_default_type(IQF_FTYPE_MOSTLY_Q2_0) == IQF_TYPE_Q2_0 &&
+              iqf_ftype_default_type(IQF_FTYPE_MOSTLY_TQ1_0) == IQF_TYPE_TQ1_0 && !strcmp(iqf_ftype_name(39), "NVFP4"),
+          "new file types' default types");
     CHECK(iqf_recipe_name_cmp("output.weight", "blk.0.attn_q.weight") < 0, "non-blk first");
     CHECK(iqf_recipe_name_cmp("blk.2.ffn_up.weight", "blk.10.attn_q.weight") < 0, "numeric layer order");
     CHECK(iqf_recipe_name_cmp("blk.1.attn_q.weight", "blk.1.attn_k.weight") > 0, "then by name");

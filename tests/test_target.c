@@ -139,6 +139,15 @@ static void test_candidates(void) {
     CHECK(!has(t, n, IQF_TYPE_Q4_K) && !has(t, n, IQF_TYPE_IQ3_XXS) && has(t, n, IQF_TYPE_IQ4_NL) &&
               has(t, n, IQF_TYPE_Q4_0) && has(t, n, IQF_TYPE_Q8_0) && has(t, n, IQF_TYPE_F16),
           "rows of 896: IQ4_NL and the legacy 32-blocks");
+    /* the ternary/binary and FP4 types, once this build encodes them, where their blocks fit */
+    static const int newer[] = { IQF_TYPE_Q1_0, IQF_TYPE_Q2_0, IQF_TYPE_TQ1_0, IQF_TYPE_TQ2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4 };
+    n = iqf_target_candidates("blk.0.attn_q.weight", 4096, false, t, IQF_TARGET_MAX_CAND);
+    for (int k = 0; k < 6; k++)
+        CHECK(has(t, n, newer[k]) == iqf_can_encode(newer[k]), "rows of 4096: %s", iqf_type_get(newer[k])->name);
+    n = iqf_target_candidates("blk.0.attn_q.weight", 896, false, t, IQF_TARGET_MAX_CAND);
+    for (int k = 0; k < 6; k++)
+        CHECK(has(t, n, newer[k]) == (iqf_can_encode(newer[k]) && 896 % iqf_type_get(newer[k])->blck_size == 0),
+              "rows of 896: %s", iqf_type_get(newer[k])->name);
     n = iqf_target_candidates("x.weight", 100, true, t, IQF_TARGET_MAX_CAND);
     CHECK(n == 1 && t[0] == IQF_TYPE_F16, "rows of 100: f16 only");
     char pat[128];

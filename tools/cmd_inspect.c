@@ -212,6 +212,11 @@ int cmd_inspect(int argc, char **argv) {
         iqf_gguf_get_str(g, "quantize.mode", &mode, NULL);
         printf("encoder mode: %s\n", mode ? mode : "compat");
     }
+    int64_t ftype;
+    if (iqf_gguf_get_int(g, "general.file_type", &ftype)) {
+        const char *fn = ftype >= 0 && ftype <= INT32_MAX ? iqf_ftype_name((int)ftype) : NULL;
+        printf("file type: %s (%" PRId64 ")\n", fn ? fn : "unknown", ftype);
+    }
     iqf_gguf_close(g);
     if (schema_bad) {
         printf("\n!! this file fails llama.cpp's schema: %s\n", schema_err);

@@ -56,7 +56,9 @@ static void usage(FILE *f) {
             "  (--dry-run prints the plan: tensor, type, bytes, predicted error, and the file size)\n\n"
             "TYPE (file types): IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_NL\n"
             "  IQ4_XS Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K Q8_0 Q4_0 Q4_1\n"
-            "  Q5_0 Q5_1 F16 BF16 F32 (aliases Q3_K, Q4_K, Q5_K; or the numeric llama ftype id).\n"
+            "  Q5_0 Q5_1 MXFP4_MOE (experts mxfp4, the rest q8_0) NVFP4 Q1_0 Q2_0 TQ1_0 TQ2_0 F16 BF16 F32\n"
+            "  (aliases Q3_K, Q4_K, Q5_K; or the numeric llama ftype id). Q1_0 and NVFP4 have no fallback:\n"
+            "  every quantized row must be a multiple of 128 (Q1_0) or 64 (NVFP4) weights.\n"
             "Without OUT, the output is ggml-model-TYPE.gguf next to the input. A split model (gguf-split\n"
             "parts NAME-00001-of-0000N.gguf ...) is read from its first part.\n");
 }

@@ -8,6 +8,7 @@
 #include "../util/error.h"
 
 #include "../util/parallel.h"
+#include "../util/traits.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -41,7 +42,8 @@ bool iqf_can_decode(int type) {
 }
 
 bool iqf_requires_imatrix(int type) {
-    return type == IQF_TYPE_IQ2_XXS || type == IQF_TYPE_IQ2_XS || type == IQF_TYPE_IQ1_S;
+    const iqf_type_traits *tr = iqf_traits(type);
+    return tr && tr->ggml_imatrix;
 }
 
 

@@ -5,6 +5,7 @@
 #include "iqforge.h"
 #include "util/error.h"
 #include "util/outfile.h"
+#include "util/traits.h"
 
 #include <errno.h>
 #include <math.h>
@@ -12,39 +13,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-ladder_family ladder_family_of_ftype(int ftype) {
-    switch (ftype) {
-    case IQF_FTYPE_MOSTLY_Q4_0: case IQF_FTYPE_MOSTLY_Q4_1: case IQF_FTYPE_MOSTLY_Q5_0:
-    case IQF_FTYPE_MOSTLY_Q5_1: case IQF_FTYPE_MOSTLY_Q8_0:
-        return LADDER_FAMILY_LEGACY;
-    case IQF_FTYPE_MOSTLY_Q2_K: case IQF_FTYPE_MOSTLY_Q2_K_S: case IQF_FTYPE_MOSTLY_Q3_K_S:
-    case IQF_FTYPE_MOSTLY_Q3_K_M: case IQF_FTYPE_MOSTLY_Q3_K_L: case IQF_FTYPE_MOSTLY_Q4_K_S:
-    case IQF_FTYPE_MOSTLY_Q4_K_M: case IQF_FTYPE_MOSTLY_Q5_K_S: case IQF_FTYPE_MOSTLY_Q5_K_M:
-    case IQF_FTYPE_MOSTLY_Q6_K:
-        return LADDER_FAMILY_K;
-    case IQF_FTYPE_ALL_F32: case IQF_FTYPE_MOSTLY_F16: case IQF_FTYPE_MOSTLY_BF16:
-        return LADDER_FAMILY_FLOAT;
-    default:
-        return LADDER_FAMILY_IQ;
+ladder_family ladder_family_of_type(int type) {
+    const iqf_type_traits *tr = iqf_traits(type);
+    switch (tr ? tr->family : IQF_FAMILY_NONE) {
+    case IQF_FAMILY_IQ: return LADDER_FAMILY_IQ;
+    case IQF_FAMILY_K: return LADDER_FAMILY_K;
+    case IQF_FAMILY_LEGACY: return LADDER_FAMILY_LEGACY;
+    case IQF_FAMILY_FLOAT: return LADDER_FAMILY_FLOAT;
+    case IQF_FAMILY_FP4: return LADDER_FAMILY_FP4;
+    case IQF_FAMILY_LOWBIT: return LADDER_FAMILY_LOWBIT;
+    case IQF_FAMILY_NONE: case IQF_FAMILY_OTHER: break;
     }
+    return LADDER_FAMILY_OTHER;
 }
 
-ladder_family ladder_family_of_type(int type) {
-    switch (type) {
-    case IQF_TYPE_Q4_0: case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_0: case IQF_TYPE_Q5_1: case IQF_TYPE_Q8_0:
-        return LADDER_FAMILY_LEGACY;
-    case IQF_TYPE_Q2_K: case IQF_TYPE_Q3_K: case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: case IQF_TYPE_Q6_K:
-        return LADDER_FAMILY_K;
-    case IQF_TYPE_F32: case IQF_TYPE_F16: case IQF_TYPE_BF16:
-        return LADDER_FAMILY_FLOAT;
-    default:
-        return LADDER_FAMILY_IQ;
-    }
-}
+/* A file type's family is that of the type it defaults to (IQ3_XS: iq3_s, Q2_K_S: q2_K). */
+ladder_family ladder_family_of_ftype(int ftype) { return ladder_family_of_type(iqf_ftype_default_type(ftype)); }
 
 const char *ladder_family_name(ladder_family f) {
-    static const char *const names[] = { "IQ", "K", "legacy", "float" };
-    return (unsigned)f < 4 ? names[f] : "?";
+    static const char *const names[LADDER_FAMILY_COUNT] = { "IQ", "K", "legacy", "float", "FP4", "low-bit", "other" };
+    return (unsigned)f < LADDER_FAMILY_COUNT ? names[f] : "?";
 }
 
 ladder_limits ladder_default_limits(void) {

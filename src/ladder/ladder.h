@@ -4,7 +4,8 @@
  * numbers; `iqforge ladder` (tools/cmd_ladder.c) does the quantizing and measuring.
  *
  * The alarm's contract (docs/LADDER.md states it for users):
- *  - family rule: rungs A and B of the same format family (IQ types; K-quant mixes; legacy) and
+ *  - family rule: rungs A and B of the same format family (IQ types; K-quant mixes; legacy;
+ *    FP4; ternary/binary low-bit) and
  *    the same mode, A larger than B (file bytes), A's mean KLD worse than B's by more than
  *    z * sqrt(errA^2 + errB^2) (the two measurements' combined error) AND by more than the
  *    relative margin (KLD_A > KLD_B * (1 + margin));
@@ -27,6 +28,10 @@ typedef enum ladder_family {
     LADDER_FAMILY_K = 1,
     LADDER_FAMILY_LEGACY = 2,
     LADDER_FAMILY_FLOAT = 3,
+    LADDER_FAMILY_FP4 = 4,    /* mxfp4, nvfp4 */
+    LADDER_FAMILY_LOWBIT = 5, /* ternary and binary: tq1_0, tq2_0, q1_0, q2_0 */
+    LADDER_FAMILY_OTHER = 6,  /* not a weight type (or unknown) */
+    LADDER_FAMILY_COUNT = 7,
 } ladder_family;
 
 /* The family of a llama file type (IQF_FTYPE_*), or of a tensor type (IQF_TYPE_*). */

@@ -11,6 +11,7 @@
 #include "model.h"
 
 #include "codec/codec.h"
+#include "util/traits.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -202,24 +203,8 @@ void iqf_axpy_f32(iqf_simd s, float a, const float *x, float *y, int64_t n) {
 /* vec_dot_type before the dot products; the float path rounds them the same way (x' = d * q)    */
 
 int iqf_mm_act_type(int wtype) {
-    switch (wtype) {
-    case IQF_TYPE_Q4_0: case IQF_TYPE_Q5_0: case IQF_TYPE_Q8_0: case IQF_TYPE_IQ4_NL:
-    case IQF_TYPE_MXFP4: case IQF_TYPE_NVFP4: case IQF_TYPE_Q1_0: case IQF_TYPE_Q2_0:
-        return IQF_TYPE_Q8_0;
-    case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_1:
-        return IQF_TYPE_Q8_1;
-    case IQF_TYPE_Q2_K: case IQF_TYPE_Q3_K: case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K:
-    case IQF_TYPE_Q6_K: case IQF_TYPE_IQ2_XXS: case IQF_TYPE_IQ2_XS: case IQF_TYPE_IQ2_S:
-    case IQF_TYPE_IQ3_XXS: case IQF_TYPE_IQ3_S: case IQF_TYPE_IQ1_S: case IQF_TYPE_IQ1_M:
-    case IQF_TYPE_IQ4_XS: case IQF_TYPE_TQ1_0: case IQF_TYPE_TQ2_0:
-        return IQF_TYPE_Q8_K;
-    case IQF_TYPE_F16:
-        return IQF_TYPE_F16;
-    case IQF_TYPE_BF16:
-        return IQF_TYPE_BF16;
-    default:
-        return -1;
-    }
+    const iqf_type_traits *tr = iqf_traits(wtype);
+    return tr && tr->act_type != IQF_TYPE_F32 ? tr->act_type : -1;
 }
 
 /* Q8_0 / Q8_1 as ggml's x86 quantize_row_q8_0/q8_1 (AVX2 path): d = amax/127 stored as fp16,

@@ -11,6 +11,7 @@
 #include "fb_blocks.h"
 #include "../codec/iq3_grids.h"
 #include "../codec/iqgrid.h"
+#include "../util/traits.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -161,24 +162,23 @@ static void scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
     }
 }
 
-bool fb_block_supported(int type) {
-    switch (type) {
-    case IQF_TYPE_Q4_0: case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_0: case IQF_TYPE_Q5_1: case IQF_TYPE_Q8_0:
-    case IQF_TYPE_Q2_K: case IQF_TYPE_Q3_K: case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: case IQF_TYPE_Q6_K:
-    case IQF_TYPE_IQ4_NL: case IQF_TYPE_IQ4_XS:
-        return true;
-    case IQF_TYPE_IQ3_XXS: case IQF_TYPE_IQ2_XS: case IQF_TYPE_IQ2_XXS: case IQF_TYPE_IQ3_S: case IQF_TYPE_IQ2_S:
-        pthread_once(&grids_once, grids_init);
-        return grids_ok;
-    default:
-        return false;
-    }
+static iqf_fb_kind fb_kind(int type) {
+    const iqf_type_traits *tr = iqf_traits(type);
+    return tr ? tr->fb : IQF_FB_NONE;
 }
 
-static bool grid_type(int type) {
-    return type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ2_XS || type == IQF_TYPE_IQ2_XXS || type == IQF_TYPE_IQ3_S ||
-           type == IQF_TYPE_IQ2_S;
+bool fb_block_supported(int type) {
+    switch (fb_kind(type)) {
+    case IQF_FB_SCALAR: return true;
+    case IQF_FB_GRID:
+        pthread_once(&grids_once, grids_init);
+        return grids_ok;
+    case IQF_FB_NONE: break;
+    }
+    return false;
 }
+
+static bool grid_type(int type) { return fb_kind(type) == IQF_FB_GRID; }
 
 int fb_block_group(int type) { return grid_type(type) ? 8 : 1; }
 

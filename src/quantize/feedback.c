@@ -4,6 +4,7 @@
 #include "hessian_file.h"
 #include "../util/error.h"
 #include "../util/parallel.h"
+#include "../util/traits.h"
 #include "../codec/kq_best.h"
 #include "../codec/iq_refine.h"
 
@@ -206,8 +207,9 @@ done:
 
 /* Legacy encoders whose importance weighting uses a row-wide sigma2 (best mode's q8_0 too). */
 static bool row_context(int type, const float *imatrix, iqf_mode mode) {
-    return imatrix && (type == IQF_TYPE_Q4_0 || type == IQF_TYPE_Q4_1 || type == IQF_TYPE_Q5_0 ||
-                       type == IQF_TYPE_Q5_1 || (type == IQF_TYPE_Q8_0 && mode == IQF_MODE_BEST));
+    const iqf_type_traits *tr = iqf_traits(type);
+    if (!imatrix || !tr) return false;
+    return tr->fb_sigma2 == IQF_FB_SIGMA2_ALWAYS || (tr->fb_sigma2 == IQF_FB_SIGMA2_BEST && mode == IQF_MODE_BEST);
 }
 
 #define FB_ROWS 8 /* rows processed together (fb_range) */
@@ -974,9 +976,9 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
     fbjob j = { f, type, src, dst, ncols, ti->blck_size, iqf_row_size(type, ncols), ti->type_size, im,
                 row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), false, resolve_simd(qp.simd), 0, 0, 0, NULL };
     /* q3_K keeps full re-encodings: warm-started ones cost it ~0.8% KLD on kjv-3m Q3_K_M */
-    if (qp.mode == IQF_MODE_BEST && (type == IQF_TYPE_Q2_K || type == IQF_TYPE_Q4_K || type == IQF_TYPE_Q5_K ||
-                                     type == IQF_TYPE_Q6_K))
-        j.refine = FB_REFINE_NIT;
+    const iqf_type_traits *tr = iqf_traits(type);
+    if (!tr) return iqf_fail(err, errlen, IQF_E_UNSUPPORTED, "type %s has no traits row", ti->name);
+    if (qp.mode == IQF_MODE_BEST && tr->fb_refine) j.refine = FB_REFINE_NIT;
     j.grid = fb_block_group(type) > 1;
     /* The grid types' re-encodings are warm-started from the current block: the encoder's search
      * at the one candidate scale nearest each sub-block's current scale (iq_refine.h). On kjv-3m
@@ -985,16 +987,16 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
      * second only after a gain of 2% (IQ2_XS 0.08055, two full ones 0.07965), for feedback
      * within 3x best's time at the 7B shape (docs/PERFORMANCE.md). IQ3_S keeps two full
      * re-encodings: warm ones cost the IQ3_S file 1.5-2% KLD. */
-    if (j.grid && j.reround && type != IQF_TYPE_IQ3_S) {
+    if (j.grid && j.reround && tr->fb_warm_iters > 0) {
         j.iq_nw = FB_IQ_WINDOW;
-        j.iters = type == IQF_TYPE_IQ3_XXS ? 1 : 2;
-        j.tau = type == IQF_TYPE_IQ3_XXS ? 0 : 0.02;
+        j.iters = tr->fb_warm_iters;
+        j.tau = tr->fb_warm_tau;
     }
     /* q3_K's re-encodings are the full encoder (above): the second only after a gain of 5%
      * (kjv-3m Q3_K_M 0.011867 vs 0.011846). One full re-encoding: Q3_K_M 0.011881, Q3_K_S
      * 0.016624 (+0.7%), for no time at the 7B shape, where the gate never opens; warm-started
      * ones with 2 or 3 alternations: Q3_K_M 0.01202 / 0.01198. */
-    if (type == IQF_TYPE_Q3_K) j.tau = 0.05;
+    if (tr->fb_tau > 0) j.tau = tr->fb_tau;
     j.s = calloc((size_t)nt, sizeof *j.s);
     iqf_status st = IQF_OK;
     if (!j.s) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");

@@ -6,7 +6,9 @@
  */
 #include "recipe.h"
 #include "../util/error.h"
+#include "../util/traits.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +24,17 @@ typedef struct ftype_entry {
 } ftype_entry;
 
 /* Order as llama-quantize's QUANT_OPTIONS (aliases before the full names), so a numeric id
- * resolves to the same name. Types iqforge has no codec family for are left out. */
+ * resolves to the same name. */
 static const ftype_entry ftypes[] = {
+    { "Q1_0", IQF_FTYPE_MOSTLY_Q1_0, IQF_TYPE_Q1_0 },
+    { "Q2_0", IQF_FTYPE_MOSTLY_Q2_0, IQF_TYPE_Q2_0 },
     { "Q4_0", IQF_FTYPE_MOSTLY_Q4_0, IQF_TYPE_Q4_0 },
     { "Q4_1", IQF_FTYPE_MOSTLY_Q4_1, IQF_TYPE_Q4_1 },
+    { "MXFP4_MOE", IQF_FTYPE_MOSTLY_MXFP4_MOE, IQF_TYPE_MXFP4 },
+    /* Not in llama-quantize's list, and llama 0.25.1's llama_ftype_get_default_type has no case for
+     * it (llama_model_quantize refuses file type 39): iqforge's NVFP4 file is the general rules
+     * with nvfp4 as the default type. */
+    { "NVFP4", IQF_FTYPE_MOSTLY_NVFP4, IQF_TYPE_NVFP4 },
     { "Q5_0", IQF_FTYPE_MOSTLY_Q5_0, IQF_TYPE_Q5_0 },
     { "Q5_1", IQF_FTYPE_MOSTLY_Q5_1, IQF_TYPE_Q5_1 },
     { "IQ2_XXS", IQF_FTYPE_MOSTLY_IQ2_XXS, IQF_TYPE_IQ2_XXS },
@@ -34,6 +43,8 @@ static const ftype_entry ftypes[] = {
     { "IQ2_M", IQF_FTYPE_MOSTLY_IQ2_M, IQF_TYPE_IQ2_S },
     { "IQ1_S", IQF_FTYPE_MOSTLY_IQ1_S, IQF_TYPE_IQ1_S },
     { "IQ1_M", IQF_FTYPE_MOSTLY_IQ1_M, IQF_TYPE_IQ1_M },
+    { "TQ1_0", IQF_FTYPE_MOSTLY_TQ1_0, IQF_TYPE_TQ1_0 },
+    { "TQ2_0", IQF_FTYPE_MOSTLY_TQ2_0, IQF_TYPE_TQ2_0 },
     { "Q2_K", IQF_FTYPE_MOSTLY_Q2_K, IQF_TYPE_Q2_K },
     { "Q2_K_S", IQF_FTYPE_MOSTLY_Q2_K_S, IQF_TYPE_Q2_K },
     { "IQ3_XXS", IQF_FTYPE_MOSTLY_IQ3_XXS, IQF_TYPE_IQ3_XXS },
@@ -222,13 +233,20 @@ static bool get_type_impl(state *s, int *io_type, const iqf_recipe_tensor *t, ca
             new_type = s->o->output_tensor_type;
         } else {
             const int64_t nx = t->ne[0];
-            if (s->falcon || nx % blck(new_type) != 0) new_type = IQF_TYPE_Q8_0;
+            if (FT(MXFP4_MOE)) new_type = IQF_TYPE_Q8_0;
+            else if (s->falcon || nx % blck(new_type) != 0) new_type = IQF_TYPE_Q8_0;
             else if (FT(IQ2_XXS) || FT(IQ2_XS) || FT(IQ3_XXS) || FT(IQ1_S) || FT(IQ2_S) || FT(IQ2_M) ||
                      FT(IQ1_M))
                 new_type = IQF_TYPE_Q5_K;
             else if (new_type != IQF_TYPE_Q8_0)
                 new_type = IQF_TYPE_Q6_K;
         }
+    } else if (FT(MXFP4_MOE)) {
+        /* 3-D (expert) tensors -> mxfp4, the others q8_0; bailingmoe3's MLA projections are 3-D
+         * too, so there only the FFN roles count as experts */
+        const bool bailing = !strcmp(s->m->arch, "bailingmoe3");
+        const bool ffn = cat == CAT_FFN_UP || cat == CAT_FFN_GATE || cat == CAT_FFN_DOWN;
+        new_type = t->ne[2] > 1 && (!bailing || ffn) ? IQF_TYPE_MXFP4 : IQF_TYPE_Q8_0;
     } else if (cat == CAT_TOKEN_EMBD) {
         if (s->o->token_embedding_type >= 0) {
             new_type = s->o->token_embedding_type;
@@ -236,6 +254,7 @@ static bool get_type_impl(state *s, int *io_type, const iqf_recipe_tensor *t, ca
             if (FT(IQ2_XXS) || FT(IQ2_XS) || FT(IQ1_S) || FT(IQ1_M)) new_type = IQF_TYPE_Q2_K;
             else if (FT(IQ2_S) || FT(IQ2_M)) new_type = IQF_TYPE_IQ3_S;
             else if (FT(IQ3_XXS)) new_type = IQF_TYPE_IQ3_S;
+            else if (FT(TQ1_0) || FT(TQ2_0) || FT(Q2_0)) new_type = IQF_TYPE_Q4_K;
         }
     } else if (FT(IQ2_XXS) || FT(IQ2_XS) || FT(IQ1_S) || FT(IQ2_S) || FT(IQ2_M) || FT(IQ1_M)) {
         if (cat_is_attn_v(cat)) {
@@ -351,30 +370,14 @@ static bool fallback(state *s, const iqf_recipe_tensor *t, int *io_type, bool *f
     if (ncols % qk == 0) return true;
     *fell = true;
     ++s->n_fallback;
-    switch (target) {
-    case IQF_TYPE_IQ1_S:
-    case IQF_TYPE_IQ1_M:
-    case IQF_TYPE_IQ2_XXS:
-    case IQF_TYPE_IQ2_XS:
-    case IQF_TYPE_IQ2_S:
-    case IQF_TYPE_IQ3_XXS:
-    case IQF_TYPE_IQ3_S:
-    case IQF_TYPE_IQ4_XS: ret = IQF_TYPE_IQ4_NL; break;
-    case IQF_TYPE_Q2_0:
-    case IQF_TYPE_Q2_K:
-    case IQF_TYPE_Q3_K:
-    case IQF_TYPE_TQ1_0:
-    case IQF_TYPE_TQ2_0: ret = IQF_TYPE_Q4_0; break;
-    case IQF_TYPE_Q4_K: ret = IQF_TYPE_Q5_0; break;
-    case IQF_TYPE_Q5_K: ret = IQF_TYPE_Q5_1; break;
-    case IQF_TYPE_Q6_K: ret = IQF_TYPE_Q8_0; break;
-    default:
-        if (qk <= 32) {
-            ret = target;
-            break;
-        }
-        snprintf(s->err, s->errlen, "no tensor type fallback is defined for type %s",
-                 iqf_type_get(target) ? iqf_type_get(target)->name : "?");
+    const iqf_type_traits *tr = iqf_traits(target);
+    ret = tr ? tr->fallback : IQF_NO_FALLBACK;
+    if (ret == IQF_NO_FALLBACK) {
+        const char *tn = iqf_type_get(target) ? iqf_type_get(target)->name : "?";
+        snprintf(s->err, s->errlen,
+                 "tensor %s: row length %" PRId64 " is not a multiple of %s's block of %" PRId64
+                 " weights, and %s has no fallback type (llama-quantize has none either)",
+                 t->name, ncols, tn, qk, tn);
         return false;
     }
     if (ncols % blck(ret) != 0) ret = IQF_TYPE_F16;
@@ -384,16 +387,9 @@ static bool fallback(state *s, const iqf_recipe_tensor *t, int *io_type, bool *f
 
 static bool requires_imatrix(const char *name, int type, int ftype) {
     if (is_token_embd(name) || is_output(name)) return false;
-    switch (type) {
-    case IQF_TYPE_IQ3_XXS:
-    case IQF_TYPE_IQ2_XXS:
-    case IQF_TYPE_IQ2_XS:
-    case IQF_TYPE_IQ2_S:
-    case IQF_TYPE_IQ1_M:
-    case IQF_TYPE_IQ1_S: return true;
-    case IQF_TYPE_Q2_K: return ftype == IQF_FTYPE_MOSTLY_Q2_K_S;
-    default: return false;
-    }
+    if (type == IQF_TYPE_Q2_K && ftype == IQF_FTYPE_MOSTLY_Q2_K_S) return true;
+    const iqf_type_traits *tr = iqf_traits(type);
+    return tr && tr->llama_imatrix;
 }
 
 static bool override_match(const iqf_recipe_opts *o, const char *name, int *type) {

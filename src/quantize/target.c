@@ -27,6 +27,7 @@
 #include "../util/outfile.h"
 #include "../util/parallel.h"
 #include "../util/progress.h"
+#include "../util/traits.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -57,13 +58,17 @@ static bool is_embd_or_output(const char *n) {
 }
 
 int iqf_target_candidates(const char *name, int64_t ncols, bool has_imatrix, int *out, int cap) {
+    /* (the ternary/binary and FP4 types last, so the lists of the other types keep their order) */
     static const int k256[] = {
         IQF_TYPE_IQ1_S, IQF_TYPE_IQ1_M, IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S, IQF_TYPE_Q2_K,
         IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S, IQF_TYPE_Q3_K, IQF_TYPE_IQ4_XS, IQF_TYPE_Q4_K, IQF_TYPE_Q5_K,
-        IQF_TYPE_Q6_K, IQF_TYPE_Q8_0, IQF_TYPE_F16,
+        IQF_TYPE_Q6_K, IQF_TYPE_Q8_0, IQF_TYPE_F16, IQF_TYPE_Q1_0, IQF_TYPE_TQ1_0, IQF_TYPE_TQ2_0,
+        IQF_TYPE_Q2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
     };
+    /* rows that are not a multiple of 256: the 32-blocks, and those of 64 and 128 where they fit */
     static const int k32[] = {
         IQF_TYPE_IQ4_NL, IQF_TYPE_Q4_0, IQF_TYPE_Q4_1, IQF_TYPE_Q5_0, IQF_TYPE_Q5_1, IQF_TYPE_Q8_0, IQF_TYPE_F16,
+        IQF_TYPE_Q1_0, IQF_TYPE_Q2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
     };
     const int *list = ncols % 256 == 0 ? k256 : k32;
     const int nl = ncols % 256 == 0 ? (int)(sizeof k256 / sizeof k256[0]) : (int)(sizeof k32 / sizeof k32[0]);
@@ -73,9 +78,9 @@ int iqf_target_candidates(const char *name, int64_t ncols, bool has_imatrix, int
         const iqf_type_info *ti = iqf_type_get(t);
         if (!ti || ncols % ti->blck_size != 0 || !iqf_can_encode(t)) continue;
         if (!has_imatrix) {
-            if (iqf_requires_imatrix(t)) continue;
-            if (!is_embd_or_output(name) && (t == IQF_TYPE_IQ3_XXS || t == IQF_TYPE_IQ2_S || t == IQF_TYPE_IQ1_M))
-                continue;
+            /* ggml refuses these without one; llama-quantize the others except on embd/output */
+            const iqf_type_traits *tr = iqf_traits(t);
+            if (!tr || tr->ggml_imatrix || (tr->llama_imatrix && !is_embd_or_output(name))) continue;
         }
         out[n++] = t;
     }
@@ -746,27 +751,10 @@ static int cmp_tensor(const void *a, const void *b) {
 
 /* The llama file type recorded for a plan whose bytes are mostly of `type`. */
 static int label_ftype(int type) {
-    switch (type) {
-    case IQF_TYPE_IQ1_S: return IQF_FTYPE_MOSTLY_IQ1_S;
-    case IQF_TYPE_IQ1_M: return IQF_FTYPE_MOSTLY_IQ1_M;
-    case IQF_TYPE_IQ2_XXS: return IQF_FTYPE_MOSTLY_IQ2_XXS;
-    case IQF_TYPE_IQ2_XS: return IQF_FTYPE_MOSTLY_IQ2_XS;
-    case IQF_TYPE_IQ2_S: return IQF_FTYPE_MOSTLY_IQ2_S;
-    case IQF_TYPE_IQ3_XXS: return IQF_FTYPE_MOSTLY_IQ3_XXS;
-    case IQF_TYPE_IQ3_S: return IQF_FTYPE_MOSTLY_IQ3_S;
-    case IQF_TYPE_IQ4_XS: return IQF_FTYPE_MOSTLY_IQ4_XS;
-    case IQF_TYPE_IQ4_NL: return IQF_FTYPE_MOSTLY_IQ4_NL;
-    case IQF_TYPE_Q2_K: return IQF_FTYPE_MOSTLY_Q2_K;
-    case IQF_TYPE_Q3_K: return IQF_FTYPE_MOSTLY_Q3_K_M;
-    case IQF_TYPE_Q4_K: return IQF_FTYPE_MOSTLY_Q4_K_M;
-    case IQF_TYPE_Q5_K: return IQF_FTYPE_MOSTLY_Q5_K_M;
-    case IQF_TYPE_Q6_K: return IQF_FTYPE_MOSTLY_Q6_K;
-    case IQF_TYPE_Q4_0: return IQF_FTYPE_MOSTLY_Q4_0;
-    case IQF_TYPE_Q4_1: return IQF_FTYPE_MOSTLY_Q4_1;
-    case IQF_TYPE_Q5_0: return IQF_FTYPE_MOSTLY_Q5_0;
-    case IQF_TYPE_Q5_1: return IQF_FTYPE_MOSTLY_Q5_1;
-    default: return IQF_FTYPE_MOSTLY_Q8_0; /* q8_0, f16: the override needs a quantized default */
-    }
+    /* q8_0, f16: the override needs a quantized default */
+    const iqf_type_traits *tr = iqf_traits(type);
+    const iqf_type_info *ti = iqf_type_get(type);
+    return tr && ti && ti->is_quantized && tr->ftype >= 0 ? tr->ftype : IQF_FTYPE_MOSTLY_Q8_0;
 }
 
 void iqf_target_plan_free(iqf_target_plan *p) {
