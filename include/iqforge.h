@@ -822,7 +822,7 @@ int iqf_calib_weight(const iqf_calib *c, const char *name, int64_t ncols, int64_
 void iqf_calib_view(iqf_calib *c, int id, int type, const void *data);
 
 /* ---------------------------------------------------------------------------------------------
- * Size-targeted quantization: `quantize --target-size S | --target-bpw B` (src/quantize/target.c)
+ * Size-targeted quantization: `quantize --target-size S | --target-bpw B` (src/quantize/target*.c)
  *
  * For every quantizable tensor and every candidate type (the IQ and K types its row width allows,
  * IQ4_NL and the legacy 32-blocks for other widths, Q8_0, F16; minus the types that need an
@@ -893,7 +893,8 @@ typedef struct iqf_target_entry {
 } iqf_target_entry;
 
 typedef struct iqf_target_plan {
-    int n;                    /* every tensor of the model, in the output (loader) order */
+    int n;                    /* every output tensor (after --prune-layers), in the output order,
+                                 named as in the output */
     iqf_target_entry *e;
     uint64_t budget;          /* the target, bytes */
     uint64_t file_size;       /* the output file's size with this plan, exact */
@@ -929,8 +930,8 @@ iqf_status iqf_target_plan_save(const iqf_target_plan *p, const char *path, char
  * Errors: IQF_E_IO, IQF_E_FORMAT (a word that is not "^NAME$=TYPE" with a known type). */
 iqf_status iqf_target_plan_load(const char *path, char (**names)[IQF_GGUF_MAX_NAME], int **types,
                                 int *n, char *err, size_t errlen);
-/* Quantizes `in` to `out` with the plan (the plan's types become exact-name --tensor-type
- * patterns after qp's own), then checks the written file's size equals plan->file_size and is
+/* Quantizes `in` to `out` with the plan (its chosen types an exact per-tensor array; the fixed
+ * tensors keep qp's choices), then checks the written file's size equals plan->file_size and is
  * within the budget (else the file is removed and IQF_E_FORMAT returned). Errors: those of
  * iqf_model_quantize. */
 iqf_status iqf_target_quantize(const char *in, const char *out, const iqf_model_quantize_params *qp,

@@ -84,12 +84,12 @@ static iqf_status rows_to_f32(const iqf_gguf_tensor *t, int64_t r0, int64_t nrow
     return st;
 }
 
-/* Everything one run of iqf_model_quantize holds. The stages below fill it in the order the data
- * flows (open and validate -> load the statistics -> order the tensors -> plan the types -> write
- * the header -> encode slab by slab -> commit), each returning IQF_OK or a status with err set;
- * job_free releases whatever the stages reached. Invariant: nothing is written to the output
- * before plan_types has accepted every tensor, and nothing is visible under the output's name
- * before commit_output. */
+/* Everything one run of iqf_model_quantize holds. The stages fill it in the order the data flows
+ * (the plan: open and validate -> load the statistics -> order the tensors -> choose the types;
+ * then write the header -> encode slab by slab -> commit), each returning IQF_OK or a status with
+ * err set; job_free releases whatever the stages reached. Invariant: nothing is written to the
+ * output before iqf_plan_types has accepted every tensor, and nothing is visible under the
+ * output's name before commit_output. */
 typedef struct quant_job {
     const char *in, *out;
     const iqf_model_quantize_params *p;
