@@ -9,6 +9,7 @@
 #include "kld.h"
 #include "tokenizer.h"
 #include "../util/error.h"
+#include "../util/infile.h"
 
 #include <errno.h>
 #include <math.h>
@@ -42,32 +43,13 @@ void iqf_calib_free(iqf_calib *c) {
     free(c);
 }
 
-/* The whole file at `path`, NUL-terminated, in *out (*len bytes; at most about 512 MiB read). */
-static iqf_status read_text(const char *path, char **out, size_t *len_out, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return iqf_fail(err, errlen, IQF_E_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, len = 0;
-    char *text = malloc(cap + 1);
-    while (text) {
-        size_t r = fread(text + len, 1, cap - len, f);
-        len += r;
-        if (len < cap) break;
-        if (cap > (256u << 20)) break;
-        char *t2 = realloc(text, cap * 2 + 1);
-        if (!t2) break;
-        text = t2;
-        cap *= 2;
-    }
-    const bool rerr = ferror(f);
-    fclose(f);
-    if (!text || rerr) {
-        free(text);
-        return iqf_fail(err, errlen, text ? IQF_E_IO : IQF_E_NOMEM, "%s: cannot read", path);
-    }
-    text[len] = 0;
-    *out = text;
-    *len_out = len;
-    return IQF_OK;
+/* The whole calibration text (at most about 512 MiB read). */
+static iqf_status read_text(const char *path, char **out, size_t *len, char *err, size_t errlen) {
+    int why = 0;
+    *out = iqf_read_file(path, 256u << 20, len, &why);
+    if (*out) return IQF_OK;
+    if (why == IQF_READ_OPEN) return iqf_fail(err, errlen, IQF_E_IO, "%s: cannot open: %s", path, strerror(errno));
+    return iqf_fail(err, errlen, why == IQF_READ_NOMEM ? IQF_E_NOMEM : IQF_E_IO, "%s: cannot read", path);
 }
 
 /* The calibration text file tokenized with the model's vocabulary into c->tok (*ntok tokens). */
