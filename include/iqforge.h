@@ -460,6 +460,14 @@ uint64_t iqf_gguf_writer_data_remaining(const iqf_gguf_writer *w);
 /* Commit. On failure the temp file is removed and the message is written to err. Frees w. */
 iqf_status iqf_gguf_writer_finish(iqf_gguf_writer *w, char *err, size_t errlen);
 void iqf_gguf_writer_abort(iqf_gguf_writer *w); /* NULL is fine */
+/* A writer with no file: KVs and tensors are declared as on any writer, and
+ * iqf_gguf_writer_size says how many bytes the file would have; write_header and write_data
+ * fail on it (IQF_E_INVALID_ARG). Release it with iqf_gguf_writer_abort. NULL: out of memory. */
+iqf_gguf_writer *iqf_gguf_writer_open_sizing(void);
+/* The size of the file as declared so far (header + KVs + tensor infos padded to the alignment,
+ * then every tensor's data padded): the whole file returned, the metadata part in *meta (may be
+ * NULL), the alignment in *align (may be NULL). 0 after an error or on an invalid alignment. */
+uint64_t iqf_gguf_writer_size(const iqf_gguf_writer *w, uint64_t *meta, uint64_t *align);
 
 /* ---------------------------------------------------------------------------------------------
  * Model quantization: recipes and importance matrices (src/quantize)
@@ -790,7 +798,37 @@ iqf_status iqf_imatrix_collect_ex(iqf_context *c, const int32_t *tokens, size_t 
 void iqf_imatrix_data_free(iqf_imatrix_data *d);
 
 /* ---------------------------------------------------------------------------------------------
- * Size-targeted quantization: `quantize --target-size S | --target-bpw B` (src/quantize/target.c)
+ * Calibration (src/model/calib.c): a model's next-token distributions on a text, and how far
+ * they move when some of its weight matrices are viewed as other data (a quantized copy).
+ * --target-size's KLD sensitivities are measured with it.
+ * ------------------------------------------------------------------------------------------- */
+typedef struct iqf_calib iqf_calib;
+
+typedef struct iqf_calib_params {
+    const char *text;   /* text file; NULL: text sampled from the model (temperature 1 from BOS,
+                           fixed seed) */
+    int n_ctx;          /* tokens per chunk (<= 0: 128; capped at the model's context, >= 8) */
+    int n_chunks;       /* chunks (<= 0: 8; fewer if the text is shorter) */
+    int n_threads;      /* <= 0: one per CPU */
+} iqf_calib_params;
+
+/* Loads the model, tokenizes (or samples) the text, and stores the model's log-probabilities on
+ * the second half of each chunk. Errors: those of iqf_model_load, IQF_E_IO / IQF_E_FORMAT for
+ * the text, IQF_E_INVALID_ARG (fewer tokens than one chunk), IQF_E_NOMEM. */
+iqf_status iqf_calib_open(const char *model, const iqf_calib_params *p, iqf_calib **out, char *err,
+                          size_t errlen);
+void iqf_calib_free(iqf_calib *c); /* NULL is fine; views are dropped */
+/* The mean KL(stored || now) over the scored positions, with the weights as viewed now. */
+iqf_status iqf_calib_kld(iqf_calib *c, double *kld, char *err, size_t errlen);
+/* The id of the engine's weight matrix `name` (token_embd, output, the layers' attention and
+ * feed-forward matrices) if it has ncols x nrows, else -1 (a tensor the engine does not use). */
+int iqf_calib_weight(const iqf_calib *c, const char *name, int64_t ncols, int64_t nrows);
+/* Views weight `id` as its nrows rows of `type` at `data` (the caller keeps data alive while it
+ * is viewed); data NULL: the model's own again. A tied output follows token_embd. */
+void iqf_calib_view(iqf_calib *c, int id, int type, const void *data);
+
+/* ---------------------------------------------------------------------------------------------
+ * Size-targeted quantization: `quantize --target-size S | --target-bpw B` (src/quantize/target*.c)
  *
  * For every quantizable tensor and every candidate type (the IQ and K types its row width allows,
  * IQ4_NL and the legacy 32-blocks for other widths, Q8_0, F16; minus the types that need an
@@ -861,7 +899,8 @@ typedef struct iqf_target_entry {
 } iqf_target_entry;
 
 typedef struct iqf_target_plan {
-    int n;                    /* every tensor of the model, in the output (loader) order */
+    int n;                    /* every output tensor (after --prune-layers), in the output order,
+                                 named as in the output */
     iqf_target_entry *e;
     uint64_t budget;          /* the target, bytes */
     uint64_t file_size;       /* the output file's size with this plan, exact */
@@ -897,8 +936,8 @@ iqf_status iqf_target_plan_save(const iqf_target_plan *p, const char *path, char
  * Errors: IQF_E_IO, IQF_E_FORMAT (a word that is not "^NAME$=TYPE" with a known type). */
 iqf_status iqf_target_plan_load(const char *path, char (**names)[IQF_GGUF_MAX_NAME], int **types,
                                 int *n, char *err, size_t errlen);
-/* Quantizes `in` to `out` with the plan (the plan's types become exact-name --tensor-type
- * patterns after qp's own), then checks the written file's size equals plan->file_size and is
+/* Quantizes `in` to `out` with the plan (its chosen types an exact per-tensor array; the fixed
+ * tensors keep qp's choices), then checks the written file's size equals plan->file_size and is
  * within the budget (else the file is removed and IQF_E_FORMAT returned). Errors: those of
  * iqf_model_quantize. */
 iqf_status iqf_target_quantize(const char *in, const char *out, const iqf_model_quantize_params *qp,

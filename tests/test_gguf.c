@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1269,6 +1270,44 @@ static void test_scale(void) {
     free(b.p);
 }
 
+/* A sizing writer declared like a real one predicts the real file's size exactly (header, KVs,
+ * tensor infos, padding, data), also with general.alignment; it refuses to write. */
+static void test_sizing(void) {
+    for (int pass = 0; pass < 2; pass++) {
+        char err[256];
+        iqf_gguf_writer *ws = iqf_gguf_writer_open_sizing();
+        iqf_gguf_writer *w = iqf_gguf_writer_open(tpath("sizing.gguf"), err, sizeof err);
+        CHECK(ws && w, "sizing: open: %s", err);
+        if (!ws || !w) return;
+        iqf_gguf_writer *both[2] = { ws, w };
+        const int64_t ne_a[2] = { 256, 3 }, ne_b[1] = { 33 };
+        static const float zeros[256 * 3];
+        for (int k = 0; k < 2; k++) {
+            iqf_gguf_writer *x = both[k];
+            iqf_gguf_writer_set_str(x, "general.name", "a name of some length");
+            if (pass) iqf_gguf_writer_set_u32(x, "general.alignment", 64);
+            const char *sv[2] = { "x", "yy" };
+            iqf_gguf_writer_set_arr_str(x, "strs", sv, NULL, 2);
+            iqf_gguf_writer_set_u64(x, "n", 7);
+            iqf_gguf_writer_add_tensor(x, "t.a", 2, ne_a, IQF_TYPE_Q4_K);
+            iqf_gguf_writer_add_tensor(x, "t.b", 1, ne_b, IQF_TYPE_F32);
+        }
+        uint64_t meta = 0, align = 0;
+        const uint64_t size = iqf_gguf_writer_size(ws, &meta, &align);
+        CHECK(iqf_gguf_writer_write_header(ws) == IQF_E_INVALID_ARG, "sizing: a sizing writer wrote a header");
+        iqf_gguf_writer_abort(ws);
+        iqf_status st = iqf_gguf_writer_write_header(w);
+        if (!st) st = iqf_gguf_writer_write_data(w, zeros, iqf_row_size(IQF_TYPE_Q4_K, 256) * 3);
+        if (!st) st = iqf_gguf_writer_write_data(w, zeros, 33 * sizeof(float));
+        CHECK(st == IQF_OK && iqf_gguf_writer_finish(w, err, sizeof err) == IQF_OK, "sizing: write: %s", err);
+        struct stat sb;
+        CHECK(stat(tpath("sizing.gguf"), &sb) == 0 && (uint64_t)sb.st_size == size,
+              "sizing: predicted %" PRIu64 " bytes, wrote %lld", size, (long long)sb.st_size);
+        CHECK(align == (pass ? 64u : 32u) && meta % align == 0 && meta < size, "sizing: meta %" PRIu64 " align %" PRIu64, meta, align);
+        unlink(tpath("sizing.gguf"));
+    }
+}
+
 int main(void) {
     const char *base = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/iqf_test_gguf.XXXXXX", base && *base ? base : "/tmp");
@@ -1281,6 +1320,7 @@ int main(void) {
     test_writer_failures();
     test_scale();
     test_split();
+    test_sizing();
 
     const bool oracle_loaded = oracle_load();
     bool have_oracle = oracle_loaded && oracle_gguf_load();

@@ -3,6 +3,7 @@
 
 #include "cli.h"
 #include "model/tokenizer.h"
+#include "util/infile.h"
 #include "quantize/imatrix.h"
 
 #include <errno.h>
@@ -174,30 +175,9 @@ void model_cli_eval_progress(void *user, int done, int total, double seconds) {
 }
 
 char *model_cli_read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error("%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (n < cap) break;
-        char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) { free(buf); buf = NULL; break; }
-        buf = nb;
-        cap *= 2;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        cli_error("%s: read error", path);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
+    int why = 0;
+    char *buf = iqf_read_file(path, 0, len, &why);
+    if (!buf && why == IQF_READ_OPEN) cli_error("%s: %s", path, strerror(errno));
+    else if (!buf) cli_error("%s: read error", path);
     return buf;
 }

@@ -139,12 +139,20 @@ iqf_gguf_writer *iqf_gguf_writer_open(const char *path, char *err, size_t errlen
     return w;
 }
 
+iqf_gguf_writer *iqf_gguf_writer_open_sizing(void) {
+    iqf_gguf_writer *w = calloc(1, sizeof *w);
+    if (w) w->align = IQF_GGUF_DEFAULT_ALIGN;
+    return w;
+}
+
+static bool is_sizing(const iqf_gguf_writer *w) { return !w->of.path; }
+
 const char *iqf_gguf_writer_error(const iqf_gguf_writer *w) { return w ? w->err : ""; }
 
 iqf_status iqf_gguf_writer_set_input(iqf_gguf_writer *w, const char *input_path) {
     if (!w) return IQF_E_INVALID_ARG;
     if (w->status) return w->status;
-    if (input_path && iqf_same_file(input_path, w->of.path))
+    if (input_path && !is_sizing(w) && iqf_same_file(input_path, w->of.path))
         return wfail(w, IQF_E_INVALID_ARG, "is the same file as the input %s", input_path);
     return IQF_OK;
 }
@@ -429,22 +437,52 @@ static iqf_status out_str(iqf_gguf_writer *w, const char *s) {
     return out(w, s, (size_t)n);
 }
 
+/* The alignment general.alignment asks for (the default without it); 0: the key is invalid
+ * (message in msg). */
+static size_t declared_align(const iqf_gguf_writer *w, char *msg, size_t msglen) {
+    int64_t ai = hash_lookup(w, w->kv_hash, w->kv_hmask, "general.alignment", kv_key_at);
+    if (ai < 0) return IQF_GGUF_DEFAULT_ALIGN;
+    const wkv *kv = &w->kv[ai];
+    int32_t t;
+    memcpy(&t, kv->val, 4);
+    if (t != IQF_GGUF_U32) {
+        snprintf(msg, msglen, "general.alignment must be a u32");
+        return 0;
+    }
+    uint32_t a;
+    memcpy(&a, kv->val + 4, 4);
+    if (a == 0 || (a & (a - 1)) || a > IQF_GGUF_MAX_ALIGN) {
+        snprintf(msg, msglen, "general.alignment %" PRIu32 " is not a power of two in 1..%u", a, IQF_GGUF_MAX_ALIGN);
+        return 0;
+    }
+    return a;
+}
+
+uint64_t iqf_gguf_writer_size(const iqf_gguf_writer *w, uint64_t *meta, uint64_t *align) {
+    char msg[128];
+    if (meta) *meta = 0;
+    if (align) *align = 0;
+    if (!w || w->status) return 0;
+    const uint64_t a = declared_align(w, msg, sizeof msg);
+    if (!a) return 0;
+    uint64_t s = 4 + 4 + 8 + 8; /* magic, version, tensor count, KV count */
+    for (int64_t i = 0; i < w->n_kv; i++) s += 8 + strlen(w->kv[i].key) + w->kv[i].len;
+    for (int64_t i = 0; i < w->n_t; i++) s += 8 + strlen(w->t[i].name) + 4 + 8 * (uint64_t)w->t[i].n_dims + 4 + 8;
+    s = (s + a - 1) / a * a;
+    if (meta) *meta = s;
+    if (align) *align = a;
+    for (int64_t i = 0; i < w->n_t; i++) s += (w->t[i].nbytes + a - 1) / a * a;
+    return s;
+}
+
 iqf_status iqf_gguf_writer_write_header(iqf_gguf_writer *w) {
     if (!w) return IQF_E_INVALID_ARG;
     if (w->status) return w->status;
+    if (is_sizing(w)) return wfail(w, IQF_E_INVALID_ARG, "a sizing writer writes no header");
     if (w->state != ST_DECLARE) return wfail(w, IQF_E_INVALID_ARG, "header written twice");
-    int64_t ai = hash_lookup(w, w->kv_hash, w->kv_hmask, "general.alignment", kv_key_at);
-    if (ai >= 0) {
-        const wkv *kv = &w->kv[ai];
-        int32_t t;
-        memcpy(&t, kv->val, 4);
-        if (t != IQF_GGUF_U32) return wfail(w, IQF_E_INVALID_ARG, "general.alignment must be a u32");
-        uint32_t a;
-        memcpy(&a, kv->val + 4, 4);
-        if (a == 0 || (a & (a - 1)) || a > IQF_GGUF_MAX_ALIGN)
-            return wfail(w, IQF_E_INVALID_ARG, "general.alignment %" PRIu32 " is not a power of two in 1..%u", a, IQF_GGUF_MAX_ALIGN);
-        w->align = a;
-    }
+    char amsg[128];
+    w->align = declared_align(w, amsg, sizeof amsg);
+    if (!w->align) return wfail(w, IQF_E_INVALID_ARG, "%s", amsg);
     uint64_t off = 0;
     for (int64_t i = 0; i < w->n_t; i++) {
         w->t[i].offset = off;

@@ -96,6 +96,15 @@ iqf_status iqf_kld_read_tokens(FILE *f, const iqf_kld_header *h, const char *nam
     return IQF_OK;
 }
 
+void iqf_log_softmax(const float *l, int nv, float *out) {
+    float mx = l[0];
+    for (int v = 1; v < nv; v++) mx = fmaxf(mx, l[v]);
+    double s = 0;
+    for (int v = 0; v < nv; v++) s += exp((double)(l[v] - mx));
+    const double ls = log(s);
+    for (int v = 0; v < nv; v++) out[v] = (float)((double)(l[v] - mx) - ls);
+}
+
 double iqf_nll_row(const float *l, int nvoc, int tok) {
     float mx = l[0];
     for (int v = 1; v < nvoc; v++) mx = fmaxf(mx, l[v]);

@@ -56,6 +56,10 @@ typedef struct iqf_kld_row {
 } iqf_kld_row;
 void iqf_kld_score_row(const float *logits, int n_vocab, int tok, const uint16_t *base, iqf_kld_row *r);
 
+/* The log-probabilities of one row of nv logits (out[v] = l[v] - max - log sum exp(l - max),
+ * summed in double): the calibration's distributions (calib.c). */
+void iqf_log_softmax(const float *l, int nv, float *out);
+
 /* -log p(tok) of one row of logits (llama-perplexity's log_softmax). */
 double iqf_nll_row(const float *logits, int n_vocab, int tok);
 

@@ -516,3 +516,5 @@ iqf_status iqf_recipe_overrides_compile(const char *const *patterns, const int *
 void iqf_recipe_overrides_free(iqf_recipe_override *ov, int n_ov) {
     for (int i = 0; ov && i < n_ov; i++) regfree(&ov[i].re);
 }
+
+bool iqf_recipe_requires_imatrix(const char *name, int type, int ftype) { return requires_imatrix(name, type, ftype); }

@@ -76,4 +76,8 @@ iqf_status iqf_recipe_plan(const iqf_recipe_model *model, const iqf_recipe_opts 
                            const iqf_recipe_tensor *tensors, int n, iqf_recipe_choice *out,
                            int *n_fallback, char *err, size_t errlen);
 
+/* tensor_requires_imatrix: whether llama-quantize refuses `type` for tensor `name` without an
+ * importance matrix in file type `ftype` (iqf_recipe_plan's requires_imatrix). */
+bool iqf_recipe_requires_imatrix(const char *name, int type, int ftype);
+
 #endif

@@ -1,5 +1,5 @@
 /*
- * target.h - internals of size-targeted quantization (target.c), shared with the tests.
+ * target.h - internals of size-targeted quantization (target*.c), shared with the tests.
  */
 #ifndef IQF_QUANTIZE_TARGET_H
 #define IQF_QUANTIZE_TARGET_H
@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define IQF_TARGET_MAX_CAND 24
 
@@ -18,16 +19,65 @@
  * llama-quantize refuses without one (iq3_xxs, iq2_s, iq1_m). Returns the count written. */
 int iqf_target_candidates(const char *name, int64_t ncols, bool has_imatrix, int *out, int cap);
 
-/* Bytes of the output file's metadata (header, KVs, tensor infos, padding) as iqf_model_quantize
- * writes it for the input `g`: its KVs minus split.*, plus quantization_version, file_type, the
- * imatrix keys (imatrix_file, dataset (NULL: none), entries, chunks > 0), quantize.mode when mode
- * is not compat, the quantize.feedback.* keys when hessian_file is not NULL (error feedback).
- * *align receives the data alignment. */
-uint64_t iqf_target_meta_size(const iqf_gguf *g, const char *imatrix_file, const char *dataset,
-                              bool have_imatrix, int chunk_count, int mode, const char *hessian_file,
-                              uint64_t *align);
-
 /* "^blk\.0\.attn_q\.weight$": regex special characters escaped. */
 void iqf_target_pattern(const char *name, char *out, size_t cap);
+
+/* The files of --target-size and what they share:
+ *   target.c          the plan: fixed and free tensors (from plan.c), the budget, the stages
+ *   target_measure.c  each free tensor's error in each candidate type
+ *   target_calib.c    KLD sensitivities with the engine (iqf_calib), in-context rounds
+ *   target_alloc.c    the allocation under the budget
+ *   target_io.c       the plan printed, saved, loaded, and quantized (an exact type array) */
+typedef struct iqf_target_cand {
+    int type;
+    uint64_t bytes;  /* padded */
+    double err, se;  /* raw imatrix-weighted error of the tensor, its standard error */
+    double sens;     /* cost per unit of err */
+    double kld;      /* calibration: measured KLD when probed, else -1 */
+} iqf_target_cand;
+
+typedef struct iqf_target_item {
+    const iqf_gguf_tensor *t;
+    const char *name;          /* its output name (after --prune-layers) */
+    bool quantizable, fixed;
+    int type;                  /* fixed type, or the chosen one */
+    const float *im;           /* ne0 * ne2, or NULL */
+    int n_cand;
+    iqf_target_cand c[IQF_TARGET_MAX_CAND];
+    double signal;             /* sum im * w^2 over the tensor (estimate) */
+    double weight;             /* sensitivity */
+    int chosen;                /* candidate index */
+} iqf_target_item;
+
+/* Buffers for whole tensors: the weights (f32), a decoded copy (deq), blocks (q), experts (ex). */
+typedef struct iqf_target_buf {
+    float *f32, *deq;
+    uint8_t *q;
+    int64_t *ex;
+    size_t fcap, qcap, ecap;
+} iqf_target_buf;
+void iqf_target_buf_free(iqf_target_buf *b);
+
+/* Item it's whole tensor as floats in b->f32 (and the expert of each row in b->ex). */
+iqf_status iqf_target_load_tensor(const iqf_target_item *it, iqf_target_buf *b, int n_threads, char *err,
+                                  size_t errlen);
+/* b->f32 encoded as `type` into q (NULL: b->q, grown as needed), decoded into b->deq; *e receives
+ * the imatrix-weighted squared error of the whole tensor. */
+iqf_status iqf_target_roundtrip(const iqf_target_item *it, int type, iqf_target_buf *b, uint8_t *q,
+                                const iqf_quantize_params *qp, double *e, char *err, size_t errlen);
+/* Measures every candidate of the free item it (rows sampled as tp says): c[].bytes, err, se
+ * and it->signal. */
+iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, const iqf_quantize_params *qp,
+                              uint64_t align, char *err, size_t errlen);
+
+/* KLD calibration (target_calib.c): loads the engine on the input, measures each free tensor
+ * alone at its probe types and sets every candidate's sens; *out keeps the engine for
+ * iqf_target_calib_context. */
+iqf_status iqf_target_calibrate(const char *in, iqf_target_item *items, int nt, const iqf_target_params *tp,
+                                const iqf_quantize_params *qp, FILE *log, iqf_calib **out, char *err, size_t errlen);
+/* One in-context round: every free tensor at its chosen type at once, the joint KLD in *joint,
+ * each tensor's curve rescaled to its marginal KLD. */
+iqf_status iqf_target_calib_context(iqf_calib *cb, iqf_target_item *items, int nt, const iqf_quantize_params *qp,
+                                    FILE *log, double *joint, char *err, size_t errlen);
 
 #endif

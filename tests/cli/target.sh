@@ -72,4 +72,26 @@ sz=$(stat -c %s "$T/kfb.gguf" 2>/dev/null || echo 0)
 "$CLI" inspect --no-tensors "$T/kfb.gguf" >"$T/kfb.ins" 2>&1
 grep -q 'quantize.feedback.file' "$T/kfb.ins" && grep -q 'quantize.mode .*"best"' "$T/kfb.ins" && ok || bad "target + feedback: metadata"
 
+# --target-size with --prune-layers, --override-kv (long keys and values: the metadata grows),
+# --tensor-type and --hessian together (kjv-3m, 4 layers): the dry run's size is the written
+# file's, the plan names the renumbered layers, the user's type is kept, the keys are written.
+KS="--imatrix $KJ/imatrix.gguf --hessian $T/kh.gguf --mode best --no-calibrate --target-bpw 4.25 --prune-layers 1,2
+    --override-kv general.name=str:pruned-$(printf 'x%.0s' $(seq 100)) --override-kv extra.count=int:7
+    --tensor-type ffn_down=q6_K"
+"$CLI" quantize --dry-run $KS "$KJ/kjv-3m-f32.gguf" "$T/kc.gguf" >"$T/kc.dry" 2>&1 && ok || { bad "combined dry run exit"; cat "$T/kc.dry" >&2; }
+csize=$(sed -n 's/^total: file \([0-9]*\) bytes.*/\1/p' "$T/kc.dry")
+"$CLI" quantize $KS --plan-out "$T/kc.txt" "$KJ/kjv-3m-f32.gguf" "$T/kc.gguf" >"$T/kc.out" 2>&1 && ok || { bad "combined run exit"; cat "$T/kc.out" >&2; }
+got=$(stat -c %s "$T/kc.gguf" 2>/dev/null || echo 0)
+[ -n "$csize" ] && [ "$got" = "$csize" ] && ok || bad "combined: file has $got bytes, the plan said '$csize'"
+reject combined_predicted "the plan predicted" "$T/kc.out"
+reject combined_plan_layers '^\^blk\\\.[23]\\\.' "$T/kc.txt"
+expect combined_plan_user '^\^blk\\\.1\\\.ffn_down\\\.weight\$=q6_K$' "$T/kc.txt"
+"$CLI" inspect "$T/kc.gguf" >"$T/kc.ins" 2>&1
+expect combined_blocks '^  llama\.block_count +u32 += 2$' "$T/kc.ins"
+expect combined_name '^  general\.name +str += "pruned-xxxx' "$T/kc.ins"
+expect combined_kv '^  extra\.count ' "$T/kc.ins"
+expect combined_feedback 'quantize\.feedback\.file' "$T/kc.ins"
+expect combined_user ' blk\.1\.ffn_down\.weight +[0-9 x]+ +q6_K ' "$T/kc.ins"
+reject combined_old_layers ' blk\.[23]\.' "$T/kc.ins"
+
 finish target

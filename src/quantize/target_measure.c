@@ -1,0 +1,192 @@
+/*
+ * target_measure.c - --target-size's measurement: each free tensor's error in every candidate
+ * type, and the whole-tensor round trips the calibration needs.
+ *
+ * The rows measured are all rows, or for a tensor of more than 2^20 weights and more than
+ * sample_min rows max(sample_min, ceil(sample * nrows)) rows spaced evenly (row
+ * floor((k + 0.5) * nrows / n)); the tensor's error is nrows times the mean row error, its
+ * standard error nrows * sqrt(var / n * (1 - n / nrows)). Encoding goes through iqf_quantize with
+ * the run's mode (compat or best), one call per run of rows of one expert, so measured blocks
+ * are the blocks the file will hold (error feedback changes the encoder of a whole tensor;
+ * encode_rows is the one place that would call it).
+ */
+#include "target.h"
+#include "../util/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* tensors of at most this many weights are measured on all rows */
+#define SAMPLE_ALL_WEIGHTS (1 << 20)
+
+static const char *tname(int type) {
+    const iqf_type_info *t = iqf_type_get(type);
+    return t ? t->name : "?";
+}
+
+static uint64_t padded(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
+
+static int64_t n_rows(const iqf_gguf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
+/* e plus the sum over the row of w * (x - y)^2 (w: the imatrix row of the row's expert, or 1),
+ * added in column order */
+static double row_err(double e, const float *xr, const float *yr, const float *w, int64_t ncols) {
+    for (int64_t j = 0; j < ncols; j++) {
+        const double d = (double)xr[j] - (double)yr[j];
+        e += (w ? (double)w[j] : 1.0) * d * d;
+    }
+    return e;
+}
+
+/* Encodes rows (each row r has expert ex[r]) with one iqf_quantize call per run of one expert. */
+static iqf_status encode_rows(int type, const float *x, void *q, int64_t n, int64_t ncols, const int64_t *ex,
+                              const float *im, const iqf_quantize_params *qp, char *msg, size_t msglen) {
+    const size_t rs = iqf_row_size(type, ncols);
+    for (int64_t r = 0; r < n;) {
+        int64_t e = r + 1;
+        while (e < n && ex[e] == ex[r]) e++;
+        const float *imx = im ? im + ex[r] * ncols : NULL;
+        iqf_status st = iqf_quantize(type, x + r * ncols, (uint8_t *)q + (size_t)r * rs, e - r, ncols, imx, qp, msg, msglen);
+        if (st) return st;
+        r = e;
+    }
+    return IQF_OK;
+}
+
+iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, const iqf_quantize_params *qp,
+                              uint64_t align, char *err, size_t errlen) {
+    const iqf_gguf_tensor *t = it->t;
+    const int64_t ncols = t->ne[0], nrows = n_rows(t);
+    const int smin = tp->sample_min > 0 ? tp->sample_min : 128;
+    const double frac = tp->sample > 0 ? tp->sample : 1.0 / 32;
+    int64_t n = nrows;
+    if (frac < 1 && nrows > smin && nrows * ncols > SAMPLE_ALL_WEIGHTS) {
+        n = (int64_t)ceil(frac * (double)nrows);
+        if (n < smin) n = smin;
+        if (n > nrows) n = nrows;
+    }
+    char msg[512];
+    iqf_status st = IQF_OK;
+    float *x = malloc(sizeof(float) * (size_t)(n * ncols));
+    float *y = malloc(sizeof(float) * (size_t)(n * ncols));
+    int64_t *ex = malloc(sizeof(int64_t) * (size_t)n);
+    double *re = malloc(sizeof(double) * (size_t)n);
+    size_t maxrs = 0;
+    for (int c = 0; c < it->n_cand; c++) {
+        size_t rs = iqf_row_size(it->c[c].type, ncols);
+        if (rs > maxrs) maxrs = rs;
+    }
+    uint8_t *q = malloc(maxrs * (size_t)n + 1);
+    if (!x || !y || !ex || !re || !q) {
+        st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (measuring %s)", t->name);
+        goto done;
+    }
+    const size_t src_rs = iqf_row_size(t->type, ncols);
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t r = n == nrows ? k : (int64_t)(((double)k + 0.5) * (double)nrows / (double)n);
+        ex[k] = r / t->ne[1];
+        const uint8_t *src = (const uint8_t *)t->data + (size_t)r * src_rs;
+        if (t->type == IQF_TYPE_F32) memcpy(x + k * ncols, src, sizeof(float) * (size_t)ncols);
+        else if ((st = iqf_dequantize(t->type, src, x + k * ncols, 1, ncols, 1, msg, sizeof msg))) {
+            st = iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
+            goto done;
+        }
+    }
+    /* signal energy */
+    double sig = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const float *w = it->im ? it->im + ex[k] * ncols : NULL;
+        const float *xr = x + k * ncols;
+        double s = 0;
+        for (int64_t j = 0; j < ncols; j++) s += (w ? (double)w[j] : 1.0) * (double)xr[j] * (double)xr[j];
+        sig += s;
+    }
+    it->signal = sig * (double)nrows / (double)n;
+    for (int c = 0; c < it->n_cand; c++) {
+        iqf_target_cand *cd = &it->c[c];
+        cd->bytes = padded((uint64_t)iqf_row_size(cd->type, ncols) * (uint64_t)nrows, align);
+        st = encode_rows(cd->type, x, q, n, ncols, ex, it->im, qp, msg, sizeof msg);
+        if (!st) st = iqf_dequantize(cd->type, q, y, n, ncols, qp->n_threads, msg, sizeof msg);
+        if (st) {
+            st = iqf_fail(err, errlen, st, "tensor %s as %s: %s", t->name, tname(cd->type), msg);
+            goto done;
+        }
+        double sum = 0, sum2 = 0;
+        for (int64_t k = 0; k < n; k++) {
+            const float *w = it->im ? it->im + ex[k] * ncols : NULL;
+            const double e = row_err(0, x + k * ncols, y + k * ncols, w, ncols);
+            re[k] = e;
+            sum += e;
+        }
+        const double mean = sum / (double)n;
+        for (int64_t k = 0; k < n; k++) sum2 += (re[k] - mean) * (re[k] - mean);
+        cd->err = sum * (double)nrows / (double)n;
+        cd->se = 0;
+        if (n < nrows && n > 1) {
+            const double var = sum2 / (double)(n - 1);
+            cd->se = (double)nrows * sqrt(var / (double)n * (1.0 - (double)n / (double)nrows));
+        }
+    }
+done:
+    free(x), free(y), free(ex), free(re), free(q);
+    return st;
+}
+
+void iqf_target_buf_free(iqf_target_buf *b) {
+    free(b->f32), free(b->deq), free(b->q), free(b->ex);
+    memset(b, 0, sizeof *b);
+}
+
+iqf_status iqf_target_load_tensor(const iqf_target_item *it, iqf_target_buf *b, int n_threads, char *err,
+                                  size_t errlen) {
+    char msg[512];
+    const iqf_gguf_tensor *t = it->t;
+    const int64_t ncols = t->ne[0], nrows = n_rows(t);
+    const size_t need = (size_t)(nrows * ncols);
+    if (need > b->fcap) {
+        free(b->f32), free(b->deq);
+        b->f32 = malloc(need * sizeof(float));
+        b->deq = malloc(need * sizeof(float));
+        b->fcap = b->f32 && b->deq ? need : 0;
+    }
+    if ((size_t)nrows > b->ecap) {
+        free(b->ex);
+        b->ex = malloc((size_t)nrows * sizeof(int64_t));
+        b->ecap = b->ex ? (size_t)nrows : 0;
+    }
+    if (b->fcap < need || b->ecap < (size_t)nrows)
+        return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibrating %s)", t->name);
+    for (int64_t r = 0; r < nrows; r++) b->ex[r] = r / t->ne[1];
+    if (t->type == IQF_TYPE_F32) memcpy(b->f32, t->data, need * sizeof(float));
+    else {
+        iqf_status st = iqf_dequantize(t->type, t->data, b->f32, nrows, ncols, n_threads, msg, sizeof msg);
+        if (st) return iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
+    }
+    return IQF_OK;
+}
+
+iqf_status iqf_target_roundtrip(const iqf_target_item *it, int type, iqf_target_buf *b, uint8_t *q,
+                                const iqf_quantize_params *qp, double *e, char *err, size_t errlen) {
+    char msg[512];
+    const iqf_gguf_tensor *t = it->t;
+    const int64_t ncols = t->ne[0], nrows = n_rows(t);
+    if (!q) {
+        const size_t qneed = iqf_row_size(type, ncols) * (size_t)nrows;
+        if (qneed > b->qcap) {
+            free(b->q);
+            b->q = malloc(qneed ? qneed : 1);
+            b->qcap = b->q ? qneed : 0;
+        }
+        if (b->qcap < qneed) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibrating %s)", t->name);
+        q = b->q;
+    }
+    iqf_status st = encode_rows(type, b->f32, q, nrows, ncols, b->ex, it->im, qp, msg, sizeof msg);
+    if (!st) st = iqf_dequantize(type, q, b->deq, nrows, ncols, qp->n_threads, msg, sizeof msg);
+    if (st) return iqf_fail(err, errlen, st, "tensor %s as %s: %s", t->name, tname(type), msg);
+    double sum = 0;
+    for (int64_t r = 0; r < nrows; r++)
+        sum = row_err(sum, b->f32 + r * ncols, b->deq + r * ncols, it->im ? it->im + (r / t->ne[1]) * ncols : NULL, ncols);
+    *e = sum;
+    return IQF_OK;
+}
