@@ -13,8 +13,8 @@
 #include "iqforge.h"
 #include "model/hessian.h"
 #include "model/model.h"
-#include "quantize/hessian_file.h"
-#include "quantize/imatrix.h"
+#include "stats/hessian_file.h"
+#include "stats/imatrix.h"
 #include "testutil.h"
 
 #include <math.h>

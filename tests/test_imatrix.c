@@ -4,7 +4,7 @@
  * llama-imatrix from the same run (35 entries, 511 chunks of 256 tokens).
  * Reference semantics: llama 0.25.1 common/imatrix-loader.cpp + tools/quantize/quantize.cpp.
  */
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 #include "testutil.h"
 
 #include <math.h>

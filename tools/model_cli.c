@@ -3,7 +3,7 @@
 
 #include "cli.h"
 #include "model/tokenizer.h"
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
 #include "../util/error.h"
 
 #include "feedback.h"
-#include "imatrix.h"
+#include "../stats/imatrix.h"
 #include "override.h"
 #include "recipe.h"
 

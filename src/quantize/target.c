@@ -20,7 +20,7 @@
 #include "target.h"
 #include "../util/error.h"
 
-#include "imatrix.h"
+#include "../stats/imatrix.h"
 #include "recipe.h"
 #include "../model/model.h"
 #include "../model/tokenizer.h"
