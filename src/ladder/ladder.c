@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-ladder_family ladder_family_of_ftype(int ftype) {
+ladder_family iqf_ladder_family_of_ftype(int ftype) {
     switch (ftype) {
     case IQF_FTYPE_MOSTLY_Q4_0: case IQF_FTYPE_MOSTLY_Q4_1: case IQF_FTYPE_MOSTLY_Q5_0:
     case IQF_FTYPE_MOSTLY_Q5_1: case IQF_FTYPE_MOSTLY_Q8_0:
@@ -28,7 +28,7 @@ ladder_family ladder_family_of_ftype(int ftype) {
     }
 }
 
-ladder_family ladder_family_of_type(int type) {
+ladder_family iqf_ladder_family_of_type(int type) {
     switch (type) {
     case IQF_TYPE_Q4_0: case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_0: case IQF_TYPE_Q5_1: case IQF_TYPE_Q8_0:
         return LADDER_FAMILY_LEGACY;
@@ -41,12 +41,12 @@ ladder_family ladder_family_of_type(int type) {
     }
 }
 
-const char *ladder_family_name(ladder_family f) {
+const char *iqf_ladder_family_name(ladder_family f) {
     static const char *const names[] = { "IQ", "K", "legacy", "float" };
     return (unsigned)f < 4 ? names[f] : "?";
 }
 
-ladder_limits ladder_default_limits(void) {
+ladder_limits iqf_ladder_default_limits(void) {
     ladder_limits l;
     memset(&l, 0, sizeof l);
     l.z = 2.0;
@@ -95,7 +95,7 @@ static const char *mode_str(int m) {
     return s ? s : "?";
 }
 
-int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding *out, int max,
+int iqf_ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding *out, int max,
                  int *n_alarms) {
     finding_sink alarms = { out, max, 0, 0 };
     /* Notes are collected behind the alarms: first count the alarms' room, so do two passes. */
@@ -133,7 +133,7 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
                 "%s (%s, %.4f bpw) has mean KLD %.6f +/- %.6f, %.2fx that of the smaller %s (%.4f bpw) "
                 "%.6f +/- %.6f in the same family (%s): a broken encoder, not a quality cliff",
                 A->name, mode_str(A->mode), A->bpw, A->kld, A->kld_err, wf, B->name, B->bpw, B->kld,
-                B->kld_err, ladder_family_name(A->family));
+                B->kld_err, iqf_ladder_family_name(A->family));
         }
         if (worst_cross >= 0) {
             const ladder_rung *B = &r[worst_cross];
@@ -142,7 +142,7 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
                 "%s (%s, %.4f bpw) has mean KLD %.6f +/- %.6f, %.2fx that of the smaller %s (%.4f bpw, "
                 "%s family) %.6f +/- %.6f (limit %.2fx)",
                 A->name, mode_str(A->mode), A->bpw, A->kld, A->kld_err, wc, B->name, B->bpw,
-                ladder_family_name(B->family), B->kld, B->kld_err, lim->cross_factor);
+                iqf_ladder_family_name(B->family), B->kld, B->kld_err, lim->cross_factor);
         }
         const double pl = ppl_limit_for(lim, A);
         if (pl > 0 && A->ppl_ratio > pl) {
@@ -190,7 +190,7 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
 /* ------------------------------------------------------------------------------------------ */
 /* Reports                                                                                    */
 
-void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_finding *fd, int nf) {
+void iqf_ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_finding *fd, int nf) {
     fprintf(f, "| %-8s | %-6s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", "type", "mode",
             "bytes", "bpw", "PPL", "mean KLD", "KLD p99", "same top", "quant s", "eval s", "status");
     fprintf(f, "|----------|--------|-----------:|--------:|----------------------|------------------------|"
@@ -324,7 +324,7 @@ static const char *kind_name(ladder_finding_kind k) {
     return "?";
 }
 
-int ladder_write_json(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
+int iqf_ladder_write_json(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
                       const ladder_finding *fd, int nf, int n_alarms, char *err, size_t errlen) {
     rep o;
     if (rep_open(&o, path, err, errlen)) return -1;
@@ -358,7 +358,7 @@ int ladder_write_json(const char *path, const ladder_inputs *in, const ladder_ru
         put(&o, ", \"mode\": ");
         put_jstr(&o, mode_str(x->mode));
         put(&o, ", \"family\": ");
-        put_jstr(&o, ladder_family_name(x->family));
+        put_jstr(&o, iqf_ladder_family_name(x->family));
         put(&o, ", \"done\": %s, \"failed\": %s", x->done ? "true" : "false", x->failed ? "true" : "false");
         if (x->failed) {
             put(&o, ", \"error\": ");
@@ -403,7 +403,7 @@ int ladder_write_json(const char *path, const ladder_inputs *in, const ladder_ru
     return rep_close(&o, err, errlen);
 }
 
-int ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, size_t errlen) {
+int iqf_ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, size_t errlen) {
     rep o;
     if (rep_open(&o, path, err, errlen)) return -1;
     put(&o, "type,mode,family,bytes,bpw,ppl,ppl_err,ppl_ratio,ppl_ratio_err,kld,kld_err,kld_p99,kld_max,"
@@ -412,12 +412,12 @@ int ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, s
         const ladder_rung *x = &r[i];
         const char *status = !x->done ? "todo" : x->failed ? "failed" : "ok";
         if (!x->done || x->failed) {
-            put(&o, "%s,%s,%s,,,,,,,,,,,,,,,,,%d,%s\n", x->name, mode_str(x->mode), ladder_family_name(x->family),
+            put(&o, "%s,%s,%s,,,,,,,,,,,,,,,,,%d,%s\n", x->name, mode_str(x->mode), iqf_ladder_family_name(x->family),
                 x->alarm ? 1 : 0, status);
             continue;
         }
         put(&o, "%s,%s,%s,%llu,%.6f,%.6f,%.6f,%.6f,%.6f,%.8f,%.8f,%.8f,%.8f,%.6f,%.6f,%.3f,%.3f,%d,%s,%d,%s\n",
-            x->name, mode_str(x->mode), ladder_family_name(x->family), (unsigned long long)x->file_bytes, x->bpw,
+            x->name, mode_str(x->mode), iqf_ladder_family_name(x->family), (unsigned long long)x->file_bytes, x->bpw,
             x->ppl, x->ppl_err, x->ppl_ratio, x->ppl_ratio_err, x->kld, x->kld_err, x->kld_p99, x->kld_max,
             x->same_top, x->same_top_err, x->quantize_s, x->eval_s, x->n_chunks,
             !x->smoke_run ? "" : x->smoke_ok ? "pass" : "fail", x->alarm ? 1 : 0, status);
@@ -455,7 +455,7 @@ static void put_xml(rep *o, const char *s) {
     }
 }
 
-int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_rung *r, int n, char *err,
+int iqf_ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_rung *r, int n, char *err,
                      size_t errlen) {
     double bmin = INFINITY, bmax = -INFINITY, kmin = INFINITY, kmax = -INFINITY, pmin = INFINITY, pmax = -INFINITY;
     bool modes[IQF_MODE_COUNT] = { false };
@@ -538,7 +538,7 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
                 if (cnt < 2) continue;
                 put(&o, "<polyline class=\"family\" data-family=\"%s\" fill=\"none\" stroke=\"%s\" "
                         "stroke-width=\"1.2\" stroke-dasharray=\"%s\" points=\"",
-                    ladder_family_name((ladder_family)fam), col, family_dash[fam]);
+                    iqf_ladder_family_name((ladder_family)fam), col, family_dash[fam]);
                 for (int a = 0; a < k; a++)
                     if ((int)r[idx[a]].family == fam)
                         put(&o, "%.1f,%.1f ", ax_map(&X, r[idx[a]].bpw), ax_map(A, p ? r[idx[a]].ppl : r[idx[a]].kld));
@@ -574,7 +574,7 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
     for (int fam = 0; fam < 3; fam++, ly += 18)
         put(&o, "<line x1=\"872\" y1=\"%.1f\" x2=\"892\" y2=\"%.1f\" stroke=\"#444\" stroke-dasharray=\"%s\"/>"
                 "<text class=\"legend\" x=\"896\" y=\"%.1f\">%s</text>\n", ly, ly, family_dash[fam], ly + 4,
-            ladder_family_name((ladder_family)fam));
+            iqf_ladder_family_name((ladder_family)fam));
     put(&o, "</svg>\n");
     return rep_close(&o, err, errlen);
 }
@@ -582,7 +582,7 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
 /* ------------------------------------------------------------------------------------------ */
 /* The cache record                                                                           */
 
-uint64_t ladder_fnv1a(uint64_t h, const void *data, size_t n) {
+uint64_t iqf_ladder_fnv1a(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
     for (size_t i = 0; i < n; i++) {
         h ^= p[i];
@@ -596,7 +596,7 @@ uint64_t ladder_fnv1a(uint64_t h, const void *data, size_t n) {
     X(bpw) X(ppl) X(ppl_err) X(ppl_ratio) X(ppl_ratio_err) X(kld) X(kld_err) X(kld_p99) X(kld_max)   \
     X(same_top) X(same_top_err) X(quantize_s) X(eval_s)
 
-int ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen) {
+int iqf_ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen) {
     rep o;
     if (rep_open(&o, path, err, errlen)) return -1;
     put(&o, "iqforge-ladder-rung 1\nkey %s\nname %s\nmode %d\nfile_bytes %llu\nn_chunks %d\n", key, r->name,
@@ -614,7 +614,7 @@ int ladder_rung_save(const char *path, const char *key, const ladder_rung *r, ch
     return rep_close(&o, err, errlen);
 }
 
-bool ladder_rung_load(const char *path, const char *key, ladder_rung *r) {
+bool iqf_ladder_rung_load(const char *path, const char *key, ladder_rung *r) {
     FILE *f = fopen(path, "rb");
     if (!f) return false;
     char line[600];

@@ -30,9 +30,9 @@ typedef enum ladder_family {
 } ladder_family;
 
 /* The family of a llama file type (IQF_FTYPE_*), or of a tensor type (IQF_TYPE_*). */
-ladder_family ladder_family_of_ftype(int ftype);
-ladder_family ladder_family_of_type(int type);
-const char *ladder_family_name(ladder_family f);
+ladder_family iqf_ladder_family_of_ftype(int ftype);
+ladder_family iqf_ladder_family_of_type(int type);
+const char *iqf_ladder_family_name(ladder_family f);
 
 typedef struct ladder_rung {
     char name[16];          /* "IQ3_XXS" (a file type) or "iq3_xxs" (a simulated tensor type) */
@@ -69,7 +69,7 @@ typedef struct ladder_limits {
     double ppl_limit[64];
 } ladder_limits;
 
-ladder_limits ladder_default_limits(void);
+ladder_limits iqf_ladder_default_limits(void);
 
 typedef enum ladder_finding_kind {
     LADDER_NOTE_INVERSION = 0,     /* healthy-looking inversion, shown as a note */
@@ -90,7 +90,7 @@ typedef struct ladder_finding {
 /* Judges the rungs (done ones only). Writes up to max findings (alarms first in rung order,
  * then notes), sets rungs[i].alarm, returns the number of findings written; *n_alarms gets the
  * alarm count (over all findings, also those beyond max). */
-int ladder_judge(ladder_rung *rungs, int n, const ladder_limits *lim, ladder_finding *out,
+int iqf_ladder_judge(ladder_rung *rungs, int n, const ladder_limits *lim, ladder_finding *out,
                  int max, int *n_alarms);
 
 /* Inputs and versions recorded with the results. */
@@ -107,22 +107,22 @@ typedef struct ladder_inputs {
 /* Reports. Each returns 0 or -1 (I/O error: errno set). The table goes to an open stream; the
  * files are written through the atomic output helper (whole or not at all) by the caller-given
  * path. */
-void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_finding *fd, int nf);
-int ladder_write_json(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
+void iqf_ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_finding *fd, int nf);
+int iqf_ladder_write_json(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
                       const ladder_finding *fd, int nf, int n_alarms, char *err, size_t errlen);
-int ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, size_t errlen);
-int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
+int iqf_ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, size_t errlen);
+int iqf_ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
                      char *err, size_t errlen);
 
-/* The cache record of one rung: a small "key value" text file. ladder_rung_save writes it
- * atomically; ladder_rung_load reads it back and returns true only if it parses completely and
+/* The cache record of one rung: a small "key value" text file. iqf_ladder_rung_save writes it
+ * atomically; iqf_ladder_rung_load reads it back and returns true only if it parses completely and
  * its recorded key, name and mode equal r's (r->name, r->mode are set by the caller) (anything else: false, treated as absent;
  * the file is input from disk and is parsed as hostile). */
-int ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen);
-bool ladder_rung_load(const char *path, const char *key, ladder_rung *r);
+int iqf_ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen);
+bool iqf_ladder_rung_load(const char *path, const char *key, ladder_rung *r);
 
 /* 64-bit FNV-1a, for the inputs' key. */
-uint64_t ladder_fnv1a(uint64_t h, const void *data, size_t n);
+uint64_t iqf_ladder_fnv1a(uint64_t h, const void *data, size_t n);
 #define LADDER_FNV_INIT 0xcbf29ce484222325ull
 
 #endif
