@@ -440,6 +440,7 @@ static int get_code(int type, const uint8_t *x, int i) {
     }
 }
 
+#ifndef NDEBUG
 /* fb_blocks.h's contract of iqf_fb_block_set_many: strictly ascending positions in the block. */
 static inline bool positions_ok(int type, const int16_t *pos, int n) {
     const int64_t B = iqf_type_get(type)->blck_size;
@@ -447,6 +448,7 @@ static inline bool positions_ok(int type, const int16_t *pos, int n) {
         if (pos[k] < 0 || pos[k] >= B || (k > 0 && pos[k] <= pos[k - 1])) return false;
     return true;
 }
+#endif
 
 void iqf_fb_block_set_many(int type, uint8_t *x, const int16_t *pos, const int16_t *code, int n) {
     assert(n >= 0 && positions_ok(type, pos, n));
