@@ -4,7 +4,7 @@
  * exactly its size (ASan catches any read past it); an accepted matrix has every entry looked up
  * and touched, and goes through the include/exclude filters.
  */
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 
 #include <stdint.h>
 #include <stdlib.h>

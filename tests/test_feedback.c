@@ -4,7 +4,7 @@
  *    every encodable quantized type, in compat and best mode;
  *  - the in-block code access (fb_blocks.c) agrees with the decoder: re-rounding every weight of an
  *    encoder's block to its own decoded value leaves the decoded block unchanged; writing a block's
- *    codes at once (fb_block_set_many) gives the bytes of writing them one by one;
+ *    codes at once (iqf_fb_block_set_many) gives the bytes of writing them one by one;
  *  - with a correlated H the H-weighted output error trace((W-Q) H (W-Q)^T) is lower with feedback
  *    than without, for every type; bytes identical at 1 and 2 threads and at every SIMD level
  *    (full H, and 8-blocks: not a multiple of the 16-column panel);
@@ -23,9 +23,9 @@
 #include "model/tokenizer.h"
 #include "codec/kq_best.h"
 #include "codec/iq_refine.h"
-#include "quantize/fb_blocks.h"
+#include "codec/fb_blocks.h"
 #include "quantize/feedback.h"
-#include "quantize/hessian_file.h"
+#include "stats/hessian_file.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -109,19 +109,19 @@ static void block_access(void) {
     char err[256];
     for (int ti = 0; ti < NTYPES; ti++) {
         const int t = TYPES[ti];
-        if (!fb_block_supported(t)) continue;
+        if (!iqf_fb_block_supported(t)) continue;
         const int64_t B = iqf_type_get(t)->blck_size;
         for (int64_t u0 = 0; u0 < n; u0 += B) {
             CHECK(iqf_quantize(t, x + u0, blk, 1, B, im + u0, NULL, err, sizeof err) == IQF_OK, "%s", err);
             iqf_dequantize(t, blk, y, 1, B, 1, err, sizeof err);
-            fb_block f;
-            CHECK(fb_block_parse(t, blk, &f), "parse %s", iqf_type_get(t)->name);
+            iqf_fb_block f;
+            CHECK(iqf_fb_block_parse(t, blk, &f), "parse %s", iqf_type_get(t)->name);
             memcpy(cp, blk, iqf_type_get(t)->type_size);
-            const int G = fb_block_group(t);
+            const int G = iqf_fb_block_group(t);
             float v[8];
             int bad = 0;
             for (int i = 0; i < B; i += G) {
-                fb_block_round_group(t, &f, cp, i, y + i, NULL, v);
+                iqf_fb_block_round_group(t, &f, cp, i, y + i, NULL, v);
                 for (int k = 0; k < G; k++) bad += fabsf(v[k] - y[i + k]) > 1e-6f * (fabsf(y[i + k]) + 1e-3f);
             }
             iqf_dequantize(t, cp, y2, 1, B, 1, err, sizeof err);
@@ -130,18 +130,18 @@ static void block_access(void) {
             if (G == 1) {
                 if (f.table) continue;
                 /* linear types (the feedback loop relies on it, feedback.c reround_rows): the
-                 * value fb_block_value_linear gives a code is the decoder's (bit for bit where
+                 * value iqf_fb_block_value_linear gives a code is the decoder's (bit for bit where
                  * dec_exact: all but q4_0/q5_0's signed zeros), for the
-                 * codes fb_block_nearest_linear picks for targets off the block's values, also
+                 * codes iqf_fb_block_nearest_linear picks for targets off the block's values, also
                  * zero codes under negative scales */
                 float vals[256];
                 memcpy(cp, blk, iqf_type_get(t)->type_size);
                 for (int i = 0; i < B; i++) {
                     const int sb = i / f.sub;
                     const float tg = i % 7 == 0 ? 0.f : y[i] + 0.5f * (float)tu_normal(&rng) * (fabsf(y[i]) + 0.05f);
-                    const int c = fb_block_nearest_linear(&f, sb, tg);
-                    fb_block_set(t, cp, i, c);
-                    vals[i] = fb_block_value_linear(&f, sb, c);
+                    const int c = iqf_fb_block_nearest_linear(&f, sb, tg);
+                    iqf_fb_block_set(t, cp, i, c);
+                    vals[i] = iqf_fb_block_value_linear(&f, sb, c);
                 }
                 iqf_dequantize(t, cp, y2, 1, B, 1, err, sizeof err);
                 int lv_bad = 0;
@@ -151,31 +151,31 @@ static void block_access(void) {
                 continue;
             }
             /* grid types (the feedback loop relies on it, feedback.c reround_rows): the values of
-             * fb_block_group_values and of fb_block_round_group are the decoder's bit for bit, also
+             * iqf_fb_block_group_values and of iqf_fb_block_round_group are the decoder's bit for bit, also
              * for targets off the block's values and with an importance */
             float vals[256], t2[256];
             int gv_bad = 0;
             for (int i = 0; i < B; i += G) {
-                fb_block_group_values(t, &f, blk, i, v);
+                iqf_fb_block_group_values(t, &f, blk, i, v);
                 gv_bad += memcmp(v, y + i, sizeof(float) * (size_t)G) != 0;
             }
             for (int i = 0; i < B; i++) t2[i] = y[i] + 0.3f * (float)tu_normal(&rng) * (fabsf(y[i]) + 0.05f);
             memcpy(cp, blk, iqf_type_get(t)->type_size);
-            for (int i = 0; i < B; i += G) fb_block_round_group(t, &f, cp, i, t2 + i, im + u0 + i, vals + i);
+            for (int i = 0; i < B; i += G) iqf_fb_block_round_group(t, &f, cp, i, t2 + i, im + u0 + i, vals + i);
             iqf_dequantize(t, cp, y2, 1, B, 1, err, sizeof err);
             for (int i = 0; i < B; i += G) {
-                fb_block_group_values(t, &f, cp, i, v);
+                iqf_fb_block_group_values(t, &f, cp, i, v);
                 gv_bad += memcmp(v, vals + i, sizeof(float) * (size_t)G) != 0;
             }
             CHECK(!gv_bad && !memcmp(vals, y2, sizeof(float) * (size_t)B), "%s: group values are not the decoder's (%d groups)",
                   iqf_type_get(t)->name, gv_bad);
         }
     }
-    CHECK(fb_block_supported(IQF_TYPE_IQ3_XXS) && fb_block_supported(IQF_TYPE_Q4_K), "supported set");
+    CHECK(iqf_fb_block_supported(IQF_TYPE_IQ3_XXS) && iqf_fb_block_supported(IQF_TYPE_Q4_K), "supported set");
 }
 
-/* fb_block_set_many (its whole-block packing for q4_K/q5_K/q6_K and the per-type loops) writes
- * the bytes of fb_block_set called weight by weight, on random bytes, for every position set and
+/* iqf_fb_block_set_many (its whole-block packing for q4_K/q5_K/q6_K and the per-type loops) writes
+ * the bytes of iqf_fb_block_set called weight by weight, on random bytes, for every position set and
  * for a strictly ascending subset. */
 static void set_many(void) {
     static const int ts[] = { IQF_TYPE_Q4_0, IQF_TYPE_Q4_1, IQF_TYPE_Q5_0, IQF_TYPE_Q5_1, IQF_TYPE_Q8_0, IQF_TYPE_Q2_K,
@@ -190,8 +190,8 @@ static void set_many(void) {
             for (size_t k = 0; k < info->type_size; k++) a[k] = (uint8_t)tu_next(&rng);
             a[0] = 0x00, a[1] = 0x3C; /* a finite fp16 scale where the block has one first */
             memcpy(b, a, info->type_size);
-            fb_block f;
-            CHECK(fb_block_parse(t, a, &f), "parse %s", info->name);
+            iqf_fb_block f;
+            CHECK(iqf_fb_block_parse(t, a, &f), "parse %s", info->name);
             int16_t pos[256], code[256];
             int n = 0;
             for (int i = 0; i < B; i++)
@@ -199,9 +199,9 @@ static void set_many(void) {
                     pos[n] = (int16_t)i;
                     code[n++] = (int16_t)(f.cmin + (int)(tu_next(&rng) % (uint64_t)(f.cmax - f.cmin + 1)));
                 }
-            for (int k = 0; k < n; k++) fb_block_set(t, a, pos[k], code[k]);
-            fb_block_set_many(t, b, pos, code, n);
-            CHECK(!memcmp(a, b, info->type_size), "%s: fb_block_set_many differs from fb_block_set (%d of %d set)", info->name, n, B);
+            for (int k = 0; k < n; k++) iqf_fb_block_set(t, a, pos[k], code[k]);
+            iqf_fb_block_set_many(t, b, pos, code, n);
+            CHECK(!memcmp(a, b, info->type_size), "%s: iqf_fb_block_set_many differs from iqf_fb_block_set (%d of %d set)", info->name, n, B);
         }
     }
 }
@@ -265,7 +265,7 @@ static void correlated(void) {
                e1 / e0, e2, e2 / e0);
         CHECK(e1 < e0, "%s: feedback %g >= plain %g", iqf_type_get(t)->name, e1, e0);
         /* iq1_s / iq1_m: no in-block rounding, and 256-blocks of H give no feedback across units */
-        if (fb_block_supported(t))
+        if (iqf_fb_block_supported(t))
             CHECK(e2 < e0, "%s: block-diagonal feedback %g >= plain %g", iqf_type_get(t)->name, e2, e0);
         else
             CHECK(e2 <= e0, "%s: block-diagonal feedback %g > plain %g", iqf_type_get(t)->name, e2, e0);
@@ -359,7 +359,7 @@ static void every_tensor(const iqf_model *m, const int32_t *toks, int n_tok, int
             lower += e1 < e0;
             worst = fmax(worst, e1 / e0);
             /* iq1_s / iq1_m have no in-block rounding: a row of one super-block cannot change */
-            if (!fb_block_supported(t) && n <= iqf_type_get(t)->blck_size)
+            if (!iqf_fb_block_supported(t) && n <= iqf_type_get(t)->blck_size)
                 CHECK(e1 <= e0, "%s %s %s: feedback %g > plain %g", what, w->name, iqf_type_get(t)->name, e1, e0);
             else
                 CHECK(e1 < e0, "%s %s %s: feedback %g >= plain %g", what, w->name, iqf_type_get(t)->name, e1, e0);

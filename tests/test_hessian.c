@@ -1,6 +1,6 @@
 /*
  * test_hessian.c - Hessian capture (src/model/hessian.c) and the Hessian file
- * (src/quantize/hessian_file.c), on the bundled stories260K.
+ * (src/stats/hessian_file.c), on the bundled stories260K.
  *  - iqf_hessian_accumulate on synthetic batches against a float64 accumulation in this file
  *    (full and block-diagonal slots, rows not a multiple of 16), tolerance 2e-6 of sum|x_i x_j|;
  *    bit-identical at 1 and 2 threads and on the scalar, AVX2 and AVX-512 paths; symmetric.
@@ -13,8 +13,8 @@
 #include "iqforge.h"
 #include "model/hessian.h"
 #include "model/model.h"
-#include "quantize/hessian_file.h"
-#include "quantize/imatrix.h"
+#include "stats/hessian_file.h"
+#include "stats/imatrix.h"
 #include "testutil.h"
 
 #include <math.h>

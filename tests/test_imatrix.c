@@ -1,10 +1,10 @@
 /*
- * test_imatrix.c - importance matrix readers and writers (src/quantize/imatrix*.c).
+ * test_imatrix.c - importance matrix readers and writers (src/stats/imatrix*.c).
  * Fixtures: tests/data/stories260K/imatrix-groups_merged-c256.{dat,gguf}, written by
  * llama-imatrix from the same run (35 entries, 511 chunks of 256 tokens).
  * Reference semantics: llama 0.25.1 common/imatrix-loader.cpp + tools/quantize/quantize.cpp.
  */
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 #include "testutil.h"
 
 #include <math.h>

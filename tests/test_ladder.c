@@ -63,7 +63,7 @@ static ladder_rung make(const char *name, int mode, uint64_t bytes, double ppl, 
     r.ftype = iqf_ftype_from_name(name);
     r.ttype = -1;
     r.mode = mode;
-    r.family = ladder_family_of_ftype(r.ftype);
+    r.family = iqf_ladder_family_of_ftype(r.ftype);
     r.done = true;
     r.file_bytes = bytes;
     r.bpw = 8.0 * (double)bytes / KJV_WEIGHTS;
@@ -102,27 +102,27 @@ static bool has_finding(const ladder_finding *f, int nf, ladder_finding_kind k, 
 }
 
 static void test_families(void) {
-    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_IQ3_XXS) == LADDER_FAMILY_IQ, "IQ3_XXS is IQ");
-    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_IQ2_M) == LADDER_FAMILY_IQ, "IQ2_M is IQ");
-    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q4_K_M) == LADDER_FAMILY_K, "Q4_K_M is K");
-    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q2_K_S) == LADDER_FAMILY_K, "Q2_K_S is K");
-    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q8_0) == LADDER_FAMILY_LEGACY, "Q8_0 is legacy");
-    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q5_1) == LADDER_FAMILY_LEGACY, "Q5_1 is legacy");
-    CHECK(ladder_family_of_type(IQF_TYPE_Q3_K) == LADDER_FAMILY_K, "q3_K is K");
-    CHECK(ladder_family_of_type(IQF_TYPE_IQ4_NL) == LADDER_FAMILY_IQ, "iq4_nl is IQ");
-    CHECK(ladder_family_of_type(IQF_TYPE_Q4_0) == LADDER_FAMILY_LEGACY, "q4_0 is legacy");
-    CHECK(ladder_family_of_type(IQF_TYPE_MXFP4) == LADDER_FAMILY_FP4 && ladder_family_of_type(IQF_TYPE_NVFP4) == LADDER_FAMILY_FP4,
+    CHECK(iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_IQ3_XXS) == LADDER_FAMILY_IQ, "IQ3_XXS is IQ");
+    CHECK(iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_IQ2_M) == LADDER_FAMILY_IQ, "IQ2_M is IQ");
+    CHECK(iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q4_K_M) == LADDER_FAMILY_K, "Q4_K_M is K");
+    CHECK(iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q2_K_S) == LADDER_FAMILY_K, "Q2_K_S is K");
+    CHECK(iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q8_0) == LADDER_FAMILY_LEGACY, "Q8_0 is legacy");
+    CHECK(iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q5_1) == LADDER_FAMILY_LEGACY, "Q5_1 is legacy");
+    CHECK(iqf_ladder_family_of_type(IQF_TYPE_Q3_K) == LADDER_FAMILY_K, "q3_K is K");
+    CHECK(iqf_ladder_family_of_type(IQF_TYPE_IQ4_NL) == LADDER_FAMILY_IQ, "iq4_nl is IQ");
+    CHECK(iqf_ladder_family_of_type(IQF_TYPE_Q4_0) == LADDER_FAMILY_LEGACY, "q4_0 is legacy");
+    CHECK(iqf_ladder_family_of_type(IQF_TYPE_MXFP4) == LADDER_FAMILY_FP4 && iqf_ladder_family_of_type(IQF_TYPE_NVFP4) == LADDER_FAMILY_FP4,
           "mxfp4 and nvfp4 are FP4");
-    CHECK(ladder_family_of_type(IQF_TYPE_TQ1_0) == LADDER_FAMILY_LOWBIT && ladder_family_of_type(IQF_TYPE_Q1_0) == LADDER_FAMILY_LOWBIT,
+    CHECK(iqf_ladder_family_of_type(IQF_TYPE_TQ1_0) == LADDER_FAMILY_LOWBIT && iqf_ladder_family_of_type(IQF_TYPE_Q1_0) == LADDER_FAMILY_LOWBIT,
           "tq1_0 and q1_0 are low-bit");
-    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_MXFP4_MOE) == LADDER_FAMILY_FP4, "MXFP4_MOE is FP4");
-    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_TQ2_0) == LADDER_FAMILY_LOWBIT &&
-              ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q2_0) == LADDER_FAMILY_LOWBIT,
+    CHECK(iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_MXFP4_MOE) == LADDER_FAMILY_FP4, "MXFP4_MOE is FP4");
+    CHECK(iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_TQ2_0) == LADDER_FAMILY_LOWBIT &&
+              iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_Q2_0) == LADDER_FAMILY_LOWBIT,
           "TQ2_0 and Q2_0 are low-bit");
-    CHECK(ladder_family_of_ftype(IQF_FTYPE_MOSTLY_IQ3_XS) == LADDER_FAMILY_IQ &&
-              ladder_family_of_ftype(IQF_FTYPE_MOSTLY_F16) == LADDER_FAMILY_FLOAT && ladder_family_of_type(IQF_TYPE_Q8_K) == LADDER_FAMILY_OTHER,
+    CHECK(iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_IQ3_XS) == LADDER_FAMILY_IQ &&
+              iqf_ladder_family_of_ftype(IQF_FTYPE_MOSTLY_F16) == LADDER_FAMILY_FLOAT && iqf_ladder_family_of_type(IQF_TYPE_Q8_K) == LADDER_FAMILY_OTHER,
           "IQ3_XS is IQ, F16 float, q8_K not a weight");
-    CHECK(!strcmp(ladder_family_name(LADDER_FAMILY_FP4), "FP4") && !strcmp(ladder_family_name(LADDER_FAMILY_LOWBIT), "low-bit"),
+    CHECK(!strcmp(iqf_ladder_family_name(LADDER_FAMILY_FP4), "FP4") && !strcmp(iqf_ladder_family_name(LADDER_FAMILY_LOWBIT), "low-bit"),
           "family names");
 }
 
@@ -130,10 +130,10 @@ static void test_families(void) {
 static void test_healthy_kjv(void) {
     ladder_rung r[64];
     int n = load_kjv(r, IQF_MODE_COMPAT);
-    ladder_limits lim = ladder_default_limits();
+    ladder_limits lim = iqf_ladder_default_limits();
     ladder_finding f[256];
     int na = -1;
-    int nf = ladder_judge(r, n, &lim, f, 256, &na);
+    int nf = iqf_ladder_judge(r, n, &lim, f, 256, &na);
     CHECK(na == 0, "healthy kjv-3m ladder: %d alarms", na);
     for (int i = 0; i < n; i++) CHECK(!r[i].alarm, "%s alarmed on a healthy ladder", r[i].name);
     CHECK(has_finding(f, nf, LADDER_NOTE_INVERSION, r, "Q2_K", "IQ2_S"), "Q2_K above IQ2_S is a note");
@@ -142,7 +142,7 @@ static void test_healthy_kjv(void) {
     n += load_kjv(r + n, IQF_MODE_BEST);
     int q = find(r, n, "Q4_0", IQF_MODE_BEST);
     r[q].kld = 0.0075;
-    nf = ladder_judge(r, n, &lim, f, 256, &na);
+    nf = iqf_ladder_judge(r, n, &lim, f, 256, &na);
     CHECK(na == 0, "two healthy modes: %d alarms", na);
     CHECK(has_finding(f, nf, LADDER_NOTE_MODE, r, "Q4_0", "Q4_0"), "best worse than compat on Q4_0 is a note");
 }
@@ -162,13 +162,13 @@ static void test_healthy_stories(void) {
         snprintf(x.name, sizeof x.name, "%s", s[i].t);
         x.ftype = -1;
         x.ttype = iqf_type_from_name(s[i].t);
-        x.family = ladder_family_of_type(x.ttype);
+        x.family = iqf_ladder_family_of_type(x.ttype);
         r[n++] = x;
     }
-    ladder_limits lim = ladder_default_limits();
+    ladder_limits lim = iqf_ladder_default_limits();
     ladder_finding f[64];
     int na = -1;
-    ladder_judge(r, n, &lim, f, 64, &na);
+    iqf_ladder_judge(r, n, &lim, f, 64, &na);
     CHECK(na == 0, "healthy stories260K ladder: %d alarms", na);
 }
 
@@ -178,10 +178,10 @@ static void test_seed_case(void) {
     int n = load_kjv(r, IQF_MODE_COMPAT);
     int i3 = find(r, n, "IQ3_XXS", IQF_MODE_COMPAT);
     r[i3].kld = 0.30, r[i3].kld_err = 0.002, r[i3].ppl = 35.0;
-    ladder_limits lim = ladder_default_limits();
+    ladder_limits lim = iqf_ladder_default_limits();
     ladder_finding f[256];
     int na = 0;
-    int nf = ladder_judge(r, n, &lim, f, 256, &na);
+    int nf = iqf_ladder_judge(r, n, &lim, f, 256, &na);
     CHECK(na >= 1, "broken IQ3_XXS: %d alarms", na);
     CHECK(r[i3].alarm, "IQ3_XXS marked");
     CHECK(has_finding(f, nf, LADDER_ALARM_FAMILY, r, "IQ3_XXS", "IQ2_M"),
@@ -196,32 +196,32 @@ static void test_seed_case(void) {
     n = load_kjv(r, IQF_MODE_COMPAT);
     int ixs = find(r, n, "IQ3_XS", IQF_MODE_COMPAT);
     r[ixs].kld = 0.034380 * 1.05;
-    nf = ladder_judge(r, n, &lim, f, 256, &na);
+    nf = iqf_ladder_judge(r, n, &lim, f, 256, &na);
     CHECK(na == 0 && has_finding(f, nf, LADDER_NOTE_INVERSION, r, "IQ3_XS", "IQ3_XXS"), "5%% inversion is a note");
     /* The same with a zero margin: the statistical test alone decides: alarm, and so does
      * llama.cpp's own Q4_K_M / Q4_K_S inversion (1.8%, 2.2 combined sigma): why the margin exists. */
     lim.margin = 0;
-    ladder_judge(r, n, &lim, f, 256, &na);
+    iqf_ladder_judge(r, n, &lim, f, 256, &na);
     CHECK(na == 2 && r[ixs].alarm && r[find(r, n, "Q4_K_M", IQF_MODE_COMPAT)].alarm,
           "margin 0: the 5%% and the 1.8%% inversions beyond 2 sigma alarm (%d)", na);
     /* 20% worse but within the combined error (a noisy measurement): no alarm. */
-    lim = ladder_default_limits();
+    lim = iqf_ladder_default_limits();
     r[ixs].kld = 0.034380 * 1.2;
     r[ixs].kld_err = 0.01;
-    ladder_judge(r, n, &lim, f, 256, &na);
+    iqf_ladder_judge(r, n, &lim, f, 256, &na);
     CHECK(na == 0, "an inversion within the combined error is no alarm (%d)", na);
 }
 
 static void test_other_rules(void) {
     ladder_rung r[64];
     int n = load_kjv(r, IQF_MODE_COMPAT);
-    ladder_limits lim = ladder_default_limits();
+    ladder_limits lim = iqf_ladder_default_limits();
     ladder_finding f[256];
     int na;
     /* Cross family: Q3_K_M 3x IQ3_XXS's KLD. */
     int q3 = find(r, n, "Q3_K_M", IQF_MODE_COMPAT);
     r[q3].kld = 3 * 0.034380;
-    int nf = ladder_judge(r, n, &lim, f, 256, &na);
+    int nf = iqf_ladder_judge(r, n, &lim, f, 256, &na);
     CHECK(r[q3].alarm && has_finding(f, nf, LADDER_ALARM_CROSS, r, "Q3_K_M", NULL), "cross-family alarm");
     CHECK(has_finding(f, nf, LADDER_ALARM_FAMILY, r, "Q3_K_M", "Q3_K_S"), "and the family alarm (Q3_K_S)");
     /* PPL ratio limit for one type, then for all. */
@@ -229,16 +229,16 @@ static void test_other_rules(void) {
     lim.n_ppl_limits = 1;
     lim.ppl_limit_ftype[0] = IQF_FTYPE_MOSTLY_Q4_K_M;
     lim.ppl_limit[0] = 1.001;
-    nf = ladder_judge(r, n, &lim, f, 256, &na);
+    nf = iqf_ladder_judge(r, n, &lim, f, 256, &na);
     CHECK(na == 1 && has_finding(f, nf, LADDER_ALARM_PPL, r, "Q4_K_M", NULL), "per-type PPL limit (%d)", na);
     lim.n_ppl_limits = 0;
     lim.max_ppl_ratio = 1.10;
-    nf = ladder_judge(r, n, &lim, f, 256, &na);
+    nf = iqf_ladder_judge(r, n, &lim, f, 256, &na);
     int want = 0;
     for (int i = 0; i < n; i++) want += r[i].ppl / KJV_BASE_PPL > 1.10;
     CHECK(na == want && want == 4, "global PPL limit: %d alarms, want %d", na, want);
     /* Smoke and failure. */
-    lim = ladder_default_limits();
+    lim = iqf_ladder_default_limits();
     n = load_kjv(r, IQF_MODE_COMPAT);
     int i4 = find(r, n, "IQ4_XS", IQF_MODE_COMPAT);
     r[i4].smoke_run = true;
@@ -247,12 +247,12 @@ static void test_other_rules(void) {
     int i6 = find(r, n, "Q6_K", IQF_MODE_COMPAT);
     r[i6].failed = true;
     snprintf(r[i6].error, sizeof r[i6].error, "quantize: disk full");
-    nf = ladder_judge(r, n, &lim, f, 256, &na);
+    nf = iqf_ladder_judge(r, n, &lim, f, 256, &na);
     CHECK(na == 2, "smoke + failure: %d alarms", na);
     CHECK(has_finding(f, nf, LADDER_ALARM_SMOKE, r, "IQ4_XS", NULL), "smoke alarm");
     CHECK(has_finding(f, nf, LADDER_ALARM_FAILED, r, "Q6_K", NULL), "failure alarm");
     /* Only max findings are written; the alarm count is complete. */
-    nf = ladder_judge(r, n, &lim, f, 1, &na);
+    nf = iqf_ladder_judge(r, n, &lim, f, 1, &na);
     CHECK(nf == 1 && na == 2, "truncated findings: %d written, %d alarms", nf, na);
 }
 
@@ -269,24 +269,24 @@ static void test_cache_record(void) {
     a.smoke_ok = true;
     snprintf(a.smoke_text, sizeof a.smoke_text, " God, and he\thath");
     char err[256];
-    CHECK(ladder_rung_save(path, "00112233aabbccdd", &a, err, sizeof err) == 0, "save: %s", err);
+    CHECK(iqf_ladder_rung_save(path, "00112233aabbccdd", &a, err, sizeof err) == 0, "save: %s", err);
     ladder_rung b;
     memset(&b, 0, sizeof b);
     snprintf(b.name, sizeof b.name, "IQ3_XXS");
     b.mode = IQF_MODE_BEST;
-    CHECK(ladder_rung_load(path, "00112233aabbccdd", &b), "load");
+    CHECK(iqf_ladder_rung_load(path, "00112233aabbccdd", &b), "load");
     CHECK(b.done && b.cached && b.kld == a.kld && b.kld_err == a.kld_err && b.ppl == a.ppl &&
               b.bpw == a.bpw && b.file_bytes == a.file_bytes && b.n_chunks == 471 && b.smoke_ok &&
               b.quantize_s == a.quantize_s,
           "exact round trip");
     CHECK(!strcmp(b.smoke_text, " God, and he hath"), "continuation kept on one line: '%s'", b.smoke_text);
     ladder_rung c = b;
-    CHECK(!ladder_rung_load(path, "00112233aabbccde", &c), "another key is not this rung");
+    CHECK(!iqf_ladder_rung_load(path, "00112233aabbccde", &c), "another key is not this rung");
     snprintf(c.name, sizeof c.name, "IQ2_XS");
-    CHECK(!ladder_rung_load(path, "00112233aabbccdd", &c), "another rung's name");
+    CHECK(!iqf_ladder_rung_load(path, "00112233aabbccdd", &c), "another rung's name");
     c = b;
     c.mode = IQF_MODE_COMPAT;
-    CHECK(!ladder_rung_load(path, "00112233aabbccdd", &c), "another mode");
+    CHECK(!iqf_ladder_rung_load(path, "00112233aabbccdd", &c), "another mode");
     /* Every truncation and a few alterations are rejected. */
     size_t len;
     char *txt = read_file(path, &len);
@@ -295,7 +295,7 @@ static void test_cache_record(void) {
     for (size_t cut = 0; txt && cut < len; cut++) {
         write_file(path, txt, cut);
         c = b;
-        accepted += ladder_rung_load(path, "00112233aabbccdd", &c);
+        accepted += iqf_ladder_rung_load(path, "00112233aabbccdd", &c);
     }
     CHECK(accepted == 0, "%d truncated records accepted", accepted);
     const char *bad[] = { "kld nan\n", "kld 1e999\n", "file_bytes -3\n", "n_chunks 0\n", "bogus 1\n", "smoke 2 0\n" };
@@ -307,7 +307,7 @@ static void test_cache_record(void) {
         int m = snprintf(buf, sizeof buf, "%.*s%send\n", (int)head, txt, bad[k]);
         write_file(path, buf, (size_t)m);
         c = b;
-        CHECK(!ladder_rung_load(path, "00112233aabbccdd", &c), "altered record accepted: %s", bad[k]);
+        CHECK(!iqf_ladder_rung_load(path, "00112233aabbccdd", &c), "altered record accepted: %s", bad[k]);
     }
     free(txt);
     unlink(path);
@@ -354,10 +354,10 @@ static void test_reports(void) {
     r[i3].kld = 0.5;
     int t = find(r, n, "Q8_0", IQF_MODE_BEST);
     r[t].done = false; /* a rung still to do */
-    ladder_limits lim = ladder_default_limits();
+    ladder_limits lim = iqf_ladder_default_limits();
     ladder_finding f[256];
     int na;
-    int nf = ladder_judge(r, n, &lim, f, 256, &na);
+    int nf = iqf_ladder_judge(r, n, &lim, f, 256, &na);
     char dir[] = "/tmp/iqf-ladder-test-XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     char jp[256], cp[256], sp[256], err[256];
@@ -366,9 +366,9 @@ static void test_reports(void) {
     snprintf(sp, sizeof sp, "%s/ladder.svg", dir);
     ladder_inputs in = { "kjv-3m-f32.gguf", "heldout.txt", "imatrix.gguf", NULL, 14713632, 3672320, 256, -1, 2,
                          false, NULL, NULL, KJV_BASE_PPL, 0.20831, "0011" };
-    CHECK(ladder_write_json(jp, &in, r, n, f, nf, na, err, sizeof err) == 0, "json: %s", err);
-    CHECK(ladder_write_csv(cp, r, n, err, sizeof err) == 0, "csv: %s", err);
-    CHECK(ladder_write_svg(sp, &in, r, n, err, sizeof err) == 0, "svg: %s", err);
+    CHECK(iqf_ladder_write_json(jp, &in, r, n, f, nf, na, err, sizeof err) == 0, "json: %s", err);
+    CHECK(iqf_ladder_write_csv(cp, r, n, err, sizeof err) == 0, "csv: %s", err);
+    CHECK(iqf_ladder_write_svg(sp, &in, r, n, err, sizeof err) == 0, "svg: %s", err);
     size_t len;
     char *j = read_file(jp, &len);
     int rungs = 0, opens = 0, closes = 0;
@@ -418,11 +418,11 @@ static void test_llama_output(void) {
     if (!base || !kld) { free(base); free(kld); return; }
     char err[256];
     double ppl = 0, ppl_err = 0;
-    CHECK(ladder_parse_llama_base(base, &ppl, &ppl_err, err, sizeof err) == 0, "base: %s", err);
+    CHECK(iqf_ladder_parse_llama_base(base, &ppl, &ppl_err, err, sizeof err) == 0, "base: %s", err);
     CHECK(ppl == 20.5437 && ppl_err == 1.45041, "base PPL %.6f +/- %.6f", ppl, ppl_err);
     ladder_rung r;
     memset(&r, 0, sizeof r);
-    CHECK(ladder_parse_llama_kld(kld, &r, err, sizeof err) == 0, "kld: %s", err);
+    CHECK(iqf_ladder_parse_llama_kld(kld, &r, err, sizeof err) == 0, "kld: %s", err);
     CHECK(r.n_chunks == 4, "chunks %d", r.n_chunks);
     CHECK(r.ppl == 20.733853 && r.ppl_err == 1.464007, "PPL(Q) %.6f +/- %.6f", r.ppl, r.ppl_err);
     CHECK(r.ppl_ratio == 1.009255 && r.ppl_ratio_err == 0.004088, "ratio %.6f +/- %.6f", r.ppl_ratio, r.ppl_ratio_err);
@@ -436,18 +436,18 @@ static void test_llama_output(void) {
         char saved = *cut;
         *cut = 0;
         ladder_rung z = r;
-        CHECK(ladder_parse_llama_kld(kld, &z, err, sizeof err) != 0 && strstr(err, "KLD"), "truncated output: %s", err);
+        CHECK(iqf_ladder_parse_llama_kld(kld, &z, err, sizeof err) != 0 && strstr(err, "KLD"), "truncated output: %s", err);
         CHECK(z.kld == r.kld, "a failed parse left the rung untouched");
         *cut = saved;
     }
     char *num = strstr(kld, "0.007025");
     if (num) {
         memcpy(num, "nan     ", 8);
-        CHECK(ladder_parse_llama_kld(kld, &r, err, sizeof err) != 0, "a NaN KLD is refused");
+        CHECK(iqf_ladder_parse_llama_kld(kld, &r, err, sizeof err) != 0, "a NaN KLD is refused");
     }
-    CHECK(ladder_parse_llama_base("", &ppl, &ppl_err, err, sizeof err) != 0 && strstr(err, "Final estimate"),
+    CHECK(iqf_ladder_parse_llama_base("", &ppl, &ppl_err, err, sizeof err) != 0 && strstr(err, "Final estimate"),
           "empty output: %s", err);
-    CHECK(ladder_parse_llama_kld("Mean    KLD:   0.1 ± 0.01\n", &r, err, sizeof err) != 0, "partial output refused");
+    CHECK(iqf_ladder_parse_llama_kld("Mean    KLD:   0.1 ± 0.01\n", &r, err, sizeof err) != 0, "partial output refused");
     free(base);
     free(kld);
 }

@@ -11,7 +11,7 @@
 #include "iqforge.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 #include "testutil.h"
 
 #include <math.h>

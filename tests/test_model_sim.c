@@ -8,7 +8,7 @@
  */
 #include "iqforge.h"
 #include "model/tokenizer.h"
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 #include "testutil.h"
 
 #include <math.h>

@@ -4,7 +4,7 @@
 #include "iqforge.h"
 #include "model_cli.h"
 #include "model/hessian.h"
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 #include "util/outfile.h"
 
 #include <stdio.h>

@@ -9,7 +9,7 @@
  *   imatrix.gguf, imatrix.txt   the importance matrix captured from --calibration, with its key
  *   hessian.gguf                its Hessians, captured in the same pass when a feedback or full
  *                               series needs them and no --hessian was given
- *   rungs/NAME.MODE.txt         one finished rung (ladder_rung_save); reused when the key matches
+ *   rungs/NAME.MODE.txt         one finished rung (iqf_ladder_rung_save); reused when the key matches
  *   NAME.MODE.gguf              a rung's quantized file, kept with --keep-files
  *   ladder.json/.csv/.svg       the reports over every finished rung found in DIR
  *   base.llama.kld, logs/       with --evaluator llama-perplexity: its base log-probabilities and
@@ -23,7 +23,7 @@
 #include "ladder/ladder.h"
 #include "model/hessian.h"
 #include "model/tokenizer.h"
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 #include "util/outfile.h"
 #include "util/progress.h"
 
@@ -142,7 +142,7 @@ static bool hash_file(const char *path, uint64_t *h, uint64_t *size) {
     size_t n;
     uint64_t tot = 0;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        *h = ladder_fnv1a(*h, buf, n);
+        *h = iqf_ladder_fnv1a(*h, buf, n);
         tot += n;
     }
     bool ok = !ferror(f);
@@ -168,18 +168,18 @@ static bool hash_model(const char *path, uint64_t *h, uint64_t *size) {
         while (left > 0) {
             size_t n = fread(buf, 1, left < sizeof buf ? (size_t)left : sizeof buf, f);
             if (!n) { ok = false; break; }
-            *h = ladder_fnv1a(*h, buf, n);
+            *h = iqf_ladder_fnv1a(*h, buf, n);
             left -= n;
         }
     }
     fclose(f);
-    *h = ladder_fnv1a(*h, &sz, sizeof sz);
+    *h = iqf_ladder_fnv1a(*h, &sz, sizeof sz);
     *size = sz;
     return ok;
 }
 
 static uint64_t hash_str(uint64_t h, const char *s) {
-    h = ladder_fnv1a(h, s ? s : "", s ? strlen(s) + 1 : 1);
+    h = iqf_ladder_fnv1a(h, s ? s : "", s ? strlen(s) + 1 : 1);
     return h;
 }
 
@@ -280,7 +280,7 @@ static void stage(const ladder_prog *p, const ladder_rung *r, const char *what) 
     if (!p->show) return;
     char eta[16];
     fmt_time(p->eta, eta, sizeof eta);
-    fprintf(stderr, "\r\033[K[rung %d/%d] %s (%s): %s  ETA %s", p->i, p->n, r->name, ladder_mode_str(r->mode), what,
+    fprintf(stderr, "\r\033[K[rung %d/%d] %s (%s): %s  ETA %s", p->i, p->n, r->name, iqf_ladder_mode_str(r->mode), what,
             p->eta >= 0 ? eta : "--:--");
     fflush(stderr);
 }
@@ -413,7 +413,7 @@ static ladder_eval_args eval_args(const opts *o, const char *model, const char *
 static int measure_external(const bench *b, ladder_rung *r, const char *gguf_out) {
     const opts *o = b->o;
     char err[1024], log_path[4096];
-    path_fmt(log_path, sizeof log_path, "%s/logs/%s.%s.log", o->dir, r->name, ladder_mode_str(r->mode));
+    path_fmt(log_path, sizeof log_path, "%s/logs/%s.%s.log", o->dir, r->name, iqf_ladder_mode_str(r->mode));
     const ladder_eval_args a = eval_args(o, gguf_out, b->base_kld, log_path);
     r->bpw = b->n_weights ? 8.0 * (double)r->file_bytes / (double)b->n_weights : 0;
     stage(&b->prog, r, "evaluating (llama-perplexity)");
@@ -465,7 +465,7 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
             return 0;
         }
     } else {
-        model_cli_sim sim = { r->name, b->imatrix, ladder_mode_str(r->mode) };
+        model_cli_sim sim = { r->name, b->imatrix, iqf_ladder_mode_str(r->mode) };
         if (model_cli_load(o->model, &sim, (int)o->n_threads, &m)) {
             set_error(r, "simulated quantization failed (see above)");
             return 0;
@@ -634,7 +634,7 @@ static int parse_args(int argc, char **argv, opts *o) {
     memset(o, 0, sizeof *o);
     o->smoke_tokens = 32;
     o->dir = "ladder";
-    o->lim = ladder_default_limits();
+    o->lim = iqf_ladder_default_limits();
     model_cli_opts *mop = &o->mo;
     model_cli_opts_init(mop, 512, 4, 1 << 20);
     for (int i = 1; i < argc; i++) {
@@ -703,7 +703,7 @@ static int build_rungs(const opts *o, ladder_rung *r, int *n) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", o->modes ? o->modes : "compat");
     for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-        int m = ladder_mode_from_name(t);
+        int m = iqf_ladder_mode_from_name(t);
         if (m < 0) return cli_error("ladder: --mode: unknown mode '%s' (available: compat, best, feedback, full)", t), 2;
         if (m >= IQF_MODE_COUNT && o->simulate)
             return cli_error("ladder: --mode %s needs whole files (not --simulate)", t), 2;
@@ -743,14 +743,14 @@ static int build_rungs(const opts *o, ladder_rung *r, int *n) {
                     return cli_error("ladder: --types: '%s' is not a quantized tensor type this build encodes", names[t]), 2;
                 x->ftype = -1;
                 x->ttype = ty;
-                x->family = ladder_family_of_type(ty);
+                x->family = iqf_ladder_family_of_type(ty);
                 snprintf(x->name, sizeof x->name, "%s", ti->name);
             } else {
                 int ft = iqf_ftype_from_name(names[t]);
                 if (ft < 0) return cli_error("ladder: --types: unknown file type '%s'", names[t]), 2;
                 x->ftype = ft;
                 x->ttype = -1;
-                x->family = ladder_family_of_ftype(ft);
+                x->family = iqf_ladder_family_of_ftype(ft);
                 snprintf(x->name, sizeof x->name, "%s", iqf_ftype_name(ft));
             }
             for (int p = 0; p < *n - 1; p++)
@@ -767,7 +767,7 @@ static bool selected(const opts *o, const ladder_rung *r) {
         const char *s = o->only[i], *colon = strchr(s, ':');
         size_t len = colon ? (size_t)(colon - s) : strlen(s);
         if (strlen(r->name) != len || strncasecmp(r->name, s, len)) continue;
-        if (!colon || !strcasecmp(colon + 1, ladder_mode_str(r->mode))) return true;
+        if (!colon || !strcasecmp(colon + 1, iqf_ladder_mode_str(r->mode))) return true;
     }
     return false;
 }
@@ -810,9 +810,9 @@ int cmd_ladder(int argc, char **argv) {
     uint64_t hm = LADDER_FNV_INIT, model_bytes = 0, he = LADDER_FNV_INIT;
     if (!hash_model(o.model, &hm, &model_bytes)) return cli_error("%s: cannot read: %s", o.model, strerror(errno));
     if (!hash_file(o.eval, &he, NULL)) return cli_error("%s: cannot read: %s", o.eval, strerror(errno));
-    uint64_t hb = ladder_fnv1a(hm, &he, sizeof he);
+    uint64_t hb = iqf_ladder_fnv1a(hm, &he, sizeof he);
     int64_t geo[3] = { o.n_ctx, o.n_chunks, o.mo.kv_f16 };
-    hb = ladder_fnv1a(hb, geo, sizeof geo);
+    hb = iqf_ladder_fnv1a(hb, geo, sizeof geo);
     if (o.evaluator) { /* the evaluator is an input: its name and its executable's bytes */
         hb = hash_str(hb, "llama-perplexity");
         if (!hash_file(o.eval_tool, &hb, NULL)) return cli_error("%s: cannot read: %s", o.eval_tool, strerror(errno));
@@ -824,7 +824,7 @@ int cmd_ladder(int argc, char **argv) {
     if (o.calibration) {
         uint64_t hc = hm;
         if (!hash_file(o.calibration, &hc, NULL)) return cli_error("%s: cannot read: %s", o.calibration, strerror(errno));
-        hc = ladder_fnv1a(hc, &o.n_ctx, sizeof o.n_ctx);
+        hc = iqf_ladder_fnv1a(hc, &o.n_ctx, sizeof o.n_ctx);
         char ikey[32];
         snprintf(ikey, sizeof ikey, "%016llx", (unsigned long long)hc);
         path_fmt(im_path, sizeof im_path, "%s/imatrix.gguf", o.dir);
@@ -848,7 +848,7 @@ int cmd_ladder(int argc, char **argv) {
         return cli_error("%s: cannot read: %s", b.hessian, strerror(errno));
     hr = hash_str(hr, o.prompt);
     hr = hash_str(hr, o.expect);
-    hr = ladder_fnv1a(hr, &o.smoke_tokens, sizeof o.smoke_tokens);
+    hr = iqf_ladder_fnv1a(hr, &o.smoke_tokens, sizeof o.smoke_tokens);
     hr = hash_str(hr, o.simulate ? "simulate" : "files");
     hr = hash_str(hr, o.test_break);
     hr = hash_str(hr, IQF_VERSION);
@@ -882,8 +882,8 @@ int cmd_ladder(int argc, char **argv) {
     int todo = 0;
     for (int i = 0; i < n; i++) {
         ladder_rung *r = &rungs[i];
-        path_fmt(path, sizeof path, "%s/rungs/%s.%s.txt", o.dir, r->name, ladder_mode_str(r->mode));
-        if (!ladder_rung_load(path, rung_key, r)) todo += !o.report_only && selected(&o, r);
+        path_fmt(path, sizeof path, "%s/rungs/%s.%s.txt", o.dir, r->name, iqf_ladder_mode_str(r->mode));
+        if (!iqf_ladder_rung_load(path, rung_key, r)) todo += !o.report_only && selected(&o, r);
     }
     const bool show = !o.quiet && isatty(2);
     b.prog.show = show;
@@ -898,14 +898,14 @@ int cmd_ladder(int argc, char **argv) {
         b.prog.n = todo;
         b.prog.eta = done_now ? (iqf_now() - t_start) / done_now * (todo - done_now) : -1;
         char gguf_out[4096];
-        path_fmt(gguf_out, sizeof gguf_out, "%s/%s.%s.gguf", o.dir, r->name, ladder_mode_str(r->mode));
+        path_fmt(gguf_out, sizeof gguf_out, "%s/%s.%s.gguf", o.dir, r->name, iqf_ladder_mode_str(r->mode));
         measure(&b, r, gguf_out, &flt);
         if (!o.simulate && !o.keep) unlink(gguf_out);
         r->done = true;
         done_now++;
         if (!r->failed) {
-            path_fmt(path, sizeof path, "%s/rungs/%s.%s.txt", o.dir, r->name, ladder_mode_str(r->mode));
-            if (ladder_rung_save(path, rung_key, r, err, sizeof err)) {
+            path_fmt(path, sizeof path, "%s/rungs/%s.%s.txt", o.dir, r->name, iqf_ladder_mode_str(r->mode));
+            if (iqf_ladder_rung_save(path, rung_key, r, err, sizeof err)) {
                 rc = cli_error("%s", err);
                 break;
             }
@@ -919,10 +919,10 @@ int cmd_ladder(int argc, char **argv) {
     /* Judge and report. */
     static ladder_finding fd[1024];
     int n_alarms = 0;
-    int nf = ladder_judge(rungs, n, &o.lim, fd, 1024, &n_alarms);
+    int nf = iqf_ladder_judge(rungs, n, &o.lim, fd, 1024, &n_alarms);
     printf("iqforge ladder: %s on %s, -c %lld%s, base PPL %.4f +/- %.5f%s\n\n", o.model, o.eval, o.n_ctx,
            o.n_chunks > 0 ? "" : ", all chunks", base_ppl, base_ppl_err, o.simulate ? ", simulated" : "");
-    ladder_print_table(stdout, rungs, n, fd, nf);
+    iqf_ladder_print_table(stdout, rungs, n, fd, nf);
     ladder_inputs in = { o.model, o.eval, b.imatrix, o.calibration, model_bytes, b.n_weights,
                          (int)o.n_ctx, (int)o.n_chunks, (int)o.n_threads, o.simulate, o.prompt, o.expect,
                          base_ppl, base_ppl_err, rung_key };
@@ -930,8 +930,8 @@ int cmd_ladder(int argc, char **argv) {
     path_fmt(jp, sizeof jp, "%s/ladder.json", o.dir);
     path_fmt(cp, sizeof cp, "%s/ladder.csv", o.dir);
     path_fmt(sp, sizeof sp, "%s/ladder.svg", o.dir);
-    if (ladder_write_json(jp, &in, rungs, n, fd, nf, n_alarms, err, sizeof err) ||
-        ladder_write_csv(cp, rungs, n, err, sizeof err) || ladder_write_svg(sp, &in, rungs, n, err, sizeof err))
+    if (iqf_ladder_write_json(jp, &in, rungs, n, fd, nf, n_alarms, err, sizeof err) ||
+        iqf_ladder_write_csv(cp, rungs, n, err, sizeof err) || iqf_ladder_write_svg(sp, &in, rungs, n, err, sizeof err))
         return cli_error("%s", err);
     printf("\nwrote %s, %s, %s\n", jp, cp, sp);
     if (n_alarms) {

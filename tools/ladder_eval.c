@@ -137,11 +137,11 @@ typedef struct base_out { double *ppl, *ppl_err; } base_out;
 
 static int parse_base(const char *text, void *out, char *err, size_t errlen) {
     base_out *b = out;
-    return ladder_parse_llama_base(text, b->ppl, b->ppl_err, err, errlen);
+    return iqf_ladder_parse_llama_base(text, b->ppl, b->ppl_err, err, errlen);
 }
 
 static int parse_rung(const char *text, void *out, char *err, size_t errlen) {
-    return ladder_parse_llama_kld(text, out, err, errlen);
+    return iqf_ladder_parse_llama_kld(text, out, err, errlen);
 }
 
 int ladder_eval_base(const ladder_eval_args *a, const char *text_path, int n_chunks, double *ppl, double *ppl_err,

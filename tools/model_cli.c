@@ -4,7 +4,7 @@
 #include "cli.h"
 #include "model/tokenizer.h"
 #include "util/infile.h"
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 
 #include <errno.h>
 #include <stdio.h>

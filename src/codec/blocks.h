@@ -105,6 +105,8 @@ typedef struct {
     uint8_t qs[QK_K / 2];
 } block_iq4_xs;
 static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
+/* IQ4_NL / IQ4_XS levels: a weight is d * iqf_kvalues_iq4nl[index] (iq4.c; ggml's kvalues_iq4nl). */
+extern const int8_t iqf_kvalues_iq4nl[16];
 
 /* ---- FP4 blocks (E2M1 codes; kvalues_fp4 holds twice the E2M1 value) ---- */
 #define QK_MXFP4 32

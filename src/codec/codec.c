@@ -128,6 +128,16 @@ static int64_t first_nonfinite(iqf_simd simd, const float *x, int64_t n) {
     return -1;
 }
 
+#ifndef NDEBUG
+/* The contract codec.h states for quantize_row / dequantize_row (checked by assert in debug and
+ * sanitizer builds): a known type with that codec, whole blocks, rows of iqf_row_size bytes. */
+static inline bool row_contract_ok(const iqf_codec *c, int64_t ncols, size_t row_bytes) {
+    const iqf_type_info *t = iqf_type_get(c->type);
+    return t && iqf_codec_get(c->type) == c && ncols >= 0 && ncols % t->blck_size == 0 &&
+           row_bytes == iqf_row_size(c->type, ncols);
+}
+#endif
+
 /*
  * Rows are validated by the worker that encodes them, right before encoding, so the input is
  * read once (the fast encoders are memory-bound). The error names the FIRST bad row whatever the
@@ -156,6 +166,8 @@ static void quantize_range(void *arg, int64_t b, int64_t e, int tid) {
             while (r < cur && !atomic_compare_exchange_weak(&j->bad_row, &cur, r)) {}
             return;
         }
+        /* codec.h: quantize_row never fails, the registry has checked everything */
+        assert(row_contract_ok(j->c, j->ncols, j->row_bytes) && first_nonfinite(IQF_SIMD_SCALAR, x, j->ncols) < 0);
         j->c->quantize_row(&j->ctx, x, j->dst + (size_t)r * j->row_bytes, j->ncols, j->imatrix);
     }
 }
@@ -213,6 +225,7 @@ typedef struct djob {
 static void dequantize_range(void *arg, int64_t b, int64_t e, int tid) {
     (void)tid;
     const djob *j = arg;
+    assert(row_contract_ok(j->c, j->ncols, j->row_bytes));
     for (int64_t r = b; r < e; r++)
         j->c->dequantize_row(j->src + (size_t)r * j->row_bytes, j->dst + r * j->ncols, j->ncols);
 }

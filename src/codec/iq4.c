@@ -41,9 +41,9 @@
 /* 4.25 bpw: fp16 super-block scale, 8 6-bit sub-block scales (low 4 bits in scales_l nibbles,
  * high 2 bits in scales_h), 256 4-bit indices laid out per 32 as in IQ4_NL. */
 
-/* kvalues_iq4nl (MIT, ggml authors). */
-static const int8_t kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
-                                          1,    13,   25,  38,  53,  69,  89,  113 };
+/* kvalues_iq4nl (MIT, ggml authors); declared in blocks.h. */
+const int8_t iqf_kvalues_iq4nl[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+                                       1,    13,   25,  38,  53,  69,  89,  113 };
 
 #define IQ4_NTRY 7
 #define IQ4_NCAND 16 /* 1 initial + 2*IQ4_NTRY+1 */
@@ -67,7 +67,7 @@ static pthread_once_t iq4_once = PTHREAD_ONCE_INIT;
 
 /* The reference's nearest-value search (best_index_int8 with n = 16). */
 static inline int best_index_iq4(float x) {
-    const int8_t *val = kvalues_iq4nl;
+    const int8_t *val = iqf_kvalues_iq4nl;
     if (x <= val[0]) return 0;
     if (x >= val[15]) return 15;
     int ml = 0, mu = 15;
@@ -93,7 +93,7 @@ static inline float ord2f(int32_t o) {
 }
 
 static void iq4_build(void) {
-    for (int k = 0; k < 16; k++) kv_f[k] = (float)kvalues_iq4nl[k];
+    for (int k = 0; k < 16; k++) kv_f[k] = (float)iqf_kvalues_iq4nl[k];
     kthresh[0] = -INFINITY;
     for (int k = 1; k < 16; k++) {
         /* Bisection in the ordered-integer domain between v[k-1] (index k-1) and v[k]
@@ -106,7 +106,7 @@ static void iq4_build(void) {
         }
         kthresh[k] = ord2f((int32_t)hi);
     }
-    for (int c = 0; c < 16; c++) cand_num[c] = (float)(c - 8 + kvalues_iq4nl[0]);
+    for (int c = 0; c < 16; c++) cand_num[c] = (float)(c - 8 + iqf_kvalues_iq4nl[0]);
     for (int k = 0; k < 16; k++) {
         iq4_grid.thr[k] = kthresh[k];
         iq4_grid.v[k] = kv_f[k];
@@ -145,8 +145,8 @@ static void dequantize_row_iq4_nl(const void *vx, float *y, int64_t n) {
     for (int64_t i = 0; i < n / QK4_NL; i++) {
         const float d = IQF_FP16_TO_FP32(x[i].d);
         for (int j = 0; j < QK4_NL / 2; j++) {
-            y[j] = d * kvalues_iq4nl[x[i].qs[j] & 0xf];
-            y[j + QK4_NL / 2] = d * kvalues_iq4nl[x[i].qs[j] >> 4];
+            y[j] = d * iqf_kvalues_iq4nl[x[i].qs[j] & 0xf];
+            y[j + QK4_NL / 2] = d * iqf_kvalues_iq4nl[x[i].qs[j] >> 4];
         }
         y += QK4_NL;
     }
@@ -162,8 +162,8 @@ static void dequantize_row_iq4_xs(const void *vx, float *y, int64_t n) {
                            (((x[i].scales_h >> 2 * ib) & 3) << 4);
             const float dl = d * (ls - 32);
             for (int j = 0; j < 16; j++) {
-                y[j] = dl * kvalues_iq4nl[qs[j] & 0xf];
-                y[j + 16] = dl * kvalues_iq4nl[qs[j] >> 4];
+                y[j] = dl * iqf_kvalues_iq4nl[qs[j] & 0xf];
+                y[j + 16] = dl * iqf_kvalues_iq4nl[qs[j] >> 4];
             }
             y += 32;
             qs += 16;
@@ -191,10 +191,10 @@ typedef struct iq4_kernels {
 } iq4_kernels;
 
 static void cand_ids(float max, float *id) {
-    float d0 = -max / kvalues_iq4nl[0];
+    float d0 = -max / iqf_kvalues_iq4nl[0];
     id[0] = 1 / d0;
     for (int itry = -IQ4_NTRY; itry <= IQ4_NTRY; ++itry)
-        id[itry + IQ4_NTRY + 1] = (itry + kvalues_iq4nl[0]) / max;
+        id[itry + IQ4_NTRY + 1] = (itry + iqf_kvalues_iq4nl[0]) / max;
 }
 
 static void sumsq_scalar(const float *x, int stride, int len, int count, float *out) {
@@ -412,7 +412,7 @@ AVX512_TARGET static void cand_sums_avx512(const float *xb, const float *w, floa
     const __m512 qhl = _mm512_loadu_ps(bucket_qhi), qhh = _mm512_loadu_ps(bucket_qhi + 16);
     /* The candidates' inverse scales: lane 0 = 1/(-max/-127), lane c = (c-8-127)/max. */
     __m512 vid = _mm512_div_ps(_mm512_loadu_ps(cand_num), _mm512_set1_ps(max));
-    float d0 = -max / kvalues_iq4nl[0];
+    float d0 = -max / iqf_kvalues_iq4nl[0];
     vid = _mm512_mask_mov_ps(vid, 1, _mm512_set1_ps(1 / d0));
     __m512 sumqx = _mm512_setzero_ps(), sumq2 = _mm512_setzero_ps();
     for (int j = 0; j < 32; j++) {
@@ -581,7 +581,7 @@ static float iq4b_sub_scale(iqf_simd simd, const float *xa, const float *w) {
     if (amax < 1e-9f) return 0;
     float ids[64], sxq[64], sq2[64];
     int nc = 0;
-    for (int t = -15; t <= 15; t++) ids[nc++] = (t + kvalues_iq4nl[0]) / max; /* max -> -127 + t */
+    for (int t = -15; t <= 15; t++) ids[nc++] = (t + iqf_kvalues_iq4nl[0]) / max; /* max -> -127 + t */
     for (int t = -12; t <= 12; t += 2) ids[nc++] = (113 + t) / max;             /* max -> 113 + t */
     iqf_best_grid_cands(simd, &iq4_grid, xa, w, ids, nc, sxq, sq2);
     float best_sxq = 0, best_sq2 = 0;

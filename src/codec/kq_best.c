@@ -95,7 +95,7 @@ typedef int32_t kqb_v8i __attribute__((vector_size(32)));
 #undef KQB_VEC
 
 
-void kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *qw,
+void iqf_kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *qw,
                 const float *sref0, const float *mref0, kqb_rep *r) {
     const kqb_fmt *f = f0;
     /* q3_K without an imatrix: a cheaper schedule, to keep ggml's speed (its reference encoder

@@ -6,7 +6,7 @@
  *     y[i] = (d * k[j]) * q[i] - (dmin * m[j])      (j = the sub-block of i)
  * with d, dmin fp16, k/m the integer sub-block scale/min and q the integer code, evaluated in
  * float exactly as ggml's decoders do. kquants.c unpacks the compat encoder's block into this
- * form, kqb_search improves it, and kquants.c packs the result.
+ * form, iqf_kqb_search improves it, and kquants.c packs the result.
  */
 #ifndef IQF_KQ_BEST_H
 #define IQF_KQ_BEST_H
@@ -52,7 +52,7 @@ typedef struct kqb_rep {
  * sref0/mref0: the continuous per-sub-block scale (and min, y = s*q - mo) the compat search
  * found (mref0 unused, may be NULL, for symmetric types; sref0 unused when f->scan > 0).
  * Every simd level returns the same bits. */
-void kqb_search(iqf_simd simd, const kqb_fmt *f, const float *x, const float *qw,
+void iqf_kqb_search(iqf_simd simd, const kqb_fmt *f, const float *x, const float *qw,
                 const float *sref0, const float *mref0, kqb_rep *r);
 
 /* kquants.c: best mode's search for one q2_K..q6_K super-block blk (in place) from its own header

@@ -31,7 +31,7 @@ static bool group_max(int n, const float *x, int8_t *L, float *max) {
     return true;
 }
 
-float kq_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type, const float *qw) {
+float iqf_kq_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_type, const float *qw) {
     float max;
     if (!group_max(n, x, L, &max)) return 0.f;
     float iscale = -nmax / max;
@@ -86,7 +86,7 @@ float kq_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse_typ
     return scale;
 }
 
-float kq_make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_rmse) {
+float iqf_kq_make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_rmse) {
     float max;
     if (!group_max(n, x, L, &max)) return 0.f;
     float iscale = -nmax / max;
@@ -134,7 +134,7 @@ float kq_make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_rmse
     return 1 / iscale;
 }
 
-float kq_make_qkx_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+float iqf_kq_make_qkx_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
                          float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
                          bool use_mad) {
 #define KQ_KX_W(i) (weights ? weights[i] : x[i] * x[i])
@@ -209,7 +209,7 @@ float kq_make_qkx_quants(int n, int nmax, const float *x, const float *weights, 
     return scale;
 }
 
-float kq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights) {
+float iqf_kq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights) {
     float max = 0;
     for (int i = 0; i < n; ++i) max = KQ_MAX(max, x[i]);
     if (max < KQ_GROUP_MAX_EPS) {
@@ -325,30 +325,30 @@ static void run_batch(iqf_simd simd, const kq_search *s, int G, const float *x, 
     for (int g = 0; g < G; g++) {
         const float *xg = x + (size_t)g * n, *wg = w ? w + (size_t)g * n : NULL;
         void *Lg = (uint8_t *)L + (size_t)g * n;
-        if (s->kind == KQ_QX) scales[g] = kq_make_qx_quants(n, s->nmax, xg, Lg, 1, wg);
-        else if (s->kind == KQ_Q3) scales[g] = kq_make_q3_quants(n, s->nmax, xg, Lg, true);
-        else scales[g] = kq_make_qkx_quants(n, s->nmax, xg, wg, Lg, &mins[g], Laux, s->rmin, s->rdelta, s->nstep, s->use_mad);
+        if (s->kind == KQ_QX) scales[g] = iqf_kq_make_qx_quants(n, s->nmax, xg, Lg, 1, wg);
+        else if (s->kind == KQ_Q3) scales[g] = iqf_kq_make_q3_quants(n, s->nmax, xg, Lg, true);
+        else scales[g] = iqf_kq_make_qkx_quants(n, s->nmax, xg, wg, Lg, &mins[g], Laux, s->rmin, s->rdelta, s->nstep, s->use_mad);
     }
 }
 
-void kq_qx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *qw, int8_t *L,
+void iqf_kq_qx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *qw, int8_t *L,
                  float *scales) {
     const kq_search s = { KQ_QX, n, nmax, 0, 0, 0, false };
     run_batch(simd, &s, G, x, qw, L, scales, NULL);
 }
 
-void kq_q3_batch(iqf_simd simd, int G, int n, int nmax, const float *x, int8_t *L, float *scales) {
+void iqf_kq_q3_batch(iqf_simd simd, int G, int n, int nmax, const float *x, int8_t *L, float *scales) {
     const kq_search s = { KQ_Q3, n, nmax, 0, 0, 0, false };
     run_batch(simd, &s, G, x, NULL, L, scales, NULL);
 }
 
-void kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *w, uint8_t *L,
+void iqf_kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, const float *w, uint8_t *L,
                   float *scales, float *mins, float rmin, float rdelta, int nstep, bool use_mad) {
     const kq_search s = { KQ_QKX, n, nmax, rmin, rdelta, nstep, use_mad };
     run_batch(simd, &s, G, x, w, L, scales, mins);
 }
 
-void kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *qw, float sigma2, float *w) {
+void iqf_kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *qw, float sigma2, float *w) {
     int64_t j = 0;
 #ifdef KQ_HAVE_X86
     if (simd == IQF_SIMD_AVX512) j = impl_weights_avx512(n, x, qw, sigma2, w);
@@ -358,7 +358,7 @@ void kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *qw, 
     for (; j < n; ++j) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
 }
 
-void kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, const float *dm,
+void iqf_kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, const float *dm,
                 int lo, int hi, int off, uint8_t *L) {
 #ifdef KQ_HAVE_X86
     if (simd == IQF_SIMD_AVX512) { requant_avx512(ng, gs, x, d, dm, lo, hi, off, L); return; }

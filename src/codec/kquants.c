@@ -7,11 +7,11 @@
  * make_qx, make_q3) of a whole chunk of super-blocks go through kq_common's batch helpers, whose
  * SIMD paths run one sub-block per vector lane; the per-super-block parts (make_qp_quants, scale
  * packing) follow the reference directly, and the final re-quantization at the decoded fp16
- * scales goes through kq_requant (lanes over the values of a sub-block).
+ * scales goes through iqf_kq_requant (lanes over the values of a sub-block).
  *
  * IQF_MODE_BEST: every super-block's header (d, dmin, sub-block scales) is first chosen as compat
  * does; its codes are not re-rounded and packed: best_block below reads the header into kq_best's
- * (d, dmin, k, m, q) form, kqb_search starts from it (codes re-rounded at its decoded scales,
+ * (d, dmin, k, m, q) form, iqf_kqb_search starts from it (codes re-rounded at its decoded scales,
  * the error-optimal codes for that header) and searches for a better one, and the result is
  * packed.
  */
@@ -39,7 +39,7 @@ static void sb_impl_weights(iqf_simd simd, int ns, const float *xc, const float 
         const float *xs = xc + s * QK_K;
         const float sigma2 = fac * sb_sumx2(xs) / QK_K;
         float *ws = w + s * QK_K;
-        kq_impl_weights(simd, QK_K, xs, qw + s * QK_K, sigma2, ws);
+        iqf_kq_impl_weights(simd, QK_K, xs, qw + s * QK_K, sigma2, ws);
         for (int j = 0; j < QK_K / gs; ++j) {
             float sum = 0;
             for (int l = 0; l < gs; ++l) sum += ws[gs * j + l];
@@ -106,7 +106,7 @@ static void q2_K_finish(iqf_simd simd, const float *x, block_q2_K *y, uint8_t *L
         d[j] = d0 * (y->scales[j] & 0xF);
         dm[j] = m0 * (y->scales[j] >> 4);
     }
-    kq_requant(simd, 16, 16, x, d, dm, 0, 3, 0, L);
+    iqf_kq_requant(simd, 16, 16, x, d, dm, 0, 3, 0, L);
     pack_2bit(L, y->qs);
 }
 
@@ -118,7 +118,7 @@ static void q2_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, in
     if (ns < 1) return; /* never (k_row); tells the compiler that w is written below */
     if (!qw) {
         for (int j = 0; j < ns * QK_K; ++j) w[j] = fabsf(xc[j]);
-        kq_qkx_batch(ctx->simd, ns * 16, 16, 3, xc, w, L, scales, mins, -0.5f, 0.1f, 15, true);
+        iqf_kq_qkx_batch(ctx->simd, ns * 16, 16, 3, xc, w, L, scales, mins, -0.5f, 0.1f, 15, true);
         for (int s = 0; s < ns; s++) {
             const float *xs = xc + s * QK_K, *sc = scales + s * 16, *mn = mins + s * 16;
             block_q2_K *b = &y[s];
@@ -148,12 +148,12 @@ static void q2_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, in
     } else {
         float sw[NSB * 16];
         sb_impl_weights(ctx->simd, ns, xc, qw, 1.f, 16, w, sw);
-        kq_qkx_batch(ctx->simd, ns * 16, 16, 3, xc, w, L, scales, mins, -0.9f, 0.05f, 36, false);
+        iqf_kq_qkx_batch(ctx->simd, ns * 16, 16, 3, xc, w, L, scales, mins, -0.9f, 0.05f, 36, false);
         for (int s = 0; s < ns; s++) {
             block_q2_K *b = &y[s];
             uint8_t Ls[16], Lm[16];
-            float dm = kq_make_qp_quants(16, 15, scales + s * 16, Ls, sw + s * 16);
-            float mm = kq_make_qp_quants(16, 15, mins + s * 16, Lm, sw + s * 16);
+            float dm = iqf_kq_make_qp_quants(16, 15, scales + s * 16, Ls, sw + s * 16);
+            float mm = iqf_kq_make_qp_quants(16, 15, mins + s * 16, Lm, sw + s * 16);
             b->d = IQF_FP32_TO_FP16(dm);
             b->dmin = IQF_FP32_TO_FP16(mm);
             for (int j = 0; j < 16; ++j) b->scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
@@ -189,11 +189,6 @@ static void q3_K_pack_scale(uint8_t *scales, int j, int l) {
     scales[j % 4 + 8] = (uint8_t)(scales[j % 4 + 8] | (l << (2 * (j / 4))));
 }
 
-/* Sub-block scale j (-32..31) of the 12 packed scale bytes. */
-static int q3_K_scale(const uint8_t *scales, int j) {
-    int sc = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
-    return (sc | (((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-}
 
 /* Codes 0..7 (L, clobbered) into hmask and qs. */
 static void q3_K_pack_codes(block_q3_K *y, uint8_t *L) {
@@ -211,8 +206,8 @@ static void q3_K_finish(iqf_simd simd, const float *x, block_q3_K *y, int8_t *Ls
     uint8_t *L = (uint8_t *)Ls; /* values 0..7 */
     float d[16];
     const float d0 = IQF_FP16_TO_FP32(y->d);
-    for (int j = 0; j < QK_K / 16; ++j) d[j] = d0 * q3_K_scale(y->scales, j);
-    kq_requant(simd, 16, 16, x, d, NULL, -4, 3, 4, L);
+    for (int j = 0; j < QK_K / 16; ++j) d[j] = d0 * kq_q3_K_scale(y->scales, j);
+    iqf_kq_requant(simd, 16, 16, x, d, NULL, -4, 3, 4, L);
     q3_K_pack_codes(y, L);
 }
 
@@ -222,7 +217,7 @@ static void q3_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, in
     block_q3_K *y = yc;
     int8_t L[NSB * QK_K];
     if (!qw) {
-        kq_q3_batch(ctx->simd, ns * 16, 16, 4, xc, L, scales);
+        iqf_kq_q3_batch(ctx->simd, ns * 16, 16, 4, xc, L, scales);
         for (int s = 0; s < ns; s++) {
             block_q3_K *b = &y[s];
             const float *sc = scales + s * 16;
@@ -245,12 +240,12 @@ static void q3_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, in
     } else {
         float w[NSB * QK_K], sw[NSB * 16];
         sb_impl_weights(ctx->simd, ns, xc, qw, 2.f, 16, w, sw);
-        kq_qx_batch(ctx->simd, ns * 16, 16, 4, xc, w, L, scales);
+        iqf_kq_qx_batch(ctx->simd, ns * 16, 16, 4, xc, w, L, scales);
         for (int s = 0; s < ns; s++) {
             block_q3_K *b = &y[s];
             int8_t Ls[16];
             memset(b->scales, 0, 12);
-            float d_block = kq_make_qx_quants(16, 32, scales + s * 16, Ls, 1, sw + s * 16);
+            float d_block = iqf_kq_make_qx_quants(16, 32, scales + s * 16, Ls, 1, sw + s * 16);
             for (int j = 0; j < 16; ++j) q3_K_pack_scale(b->scales, j, Ls[j]);
             b->d = IQF_FP32_TO_FP16(d_block);
             if (ctx->mode != IQF_MODE_BEST) q3_K_finish(ctx->simd, xc + s * QK_K, b, L + s * QK_K);
@@ -332,7 +327,7 @@ static void k4_requant(iqf_simd simd, const float *x, iqf_half hd, iqf_half hdmi
         d[j] = d0 * sc;
         dm[j] = m0 * m;
     }
-    kq_requant(simd, 8, 32, x, d, dm, 0, nmax, 0, L);
+    iqf_kq_requant(simd, 8, 32, x, d, dm, 0, nmax, 0, L);
 }
 
 /* Scale search of ns super-blocks (8 sub-blocks of 32 each) for q4_K / q5_K. Fills
@@ -348,13 +343,13 @@ static void k4_search(const iqf_qctx *ctx, const float *xc, const float *qw, int
             for (int l = 0; l < 32; ++l) w[32 * g + l] = av_x + fabsf(xg[l]);
         }
         if (nmax == 15)
-            kq_qkx_batch(ctx->simd, ns * 8, 32, 15, xc, w, L, scales, mins, -1.f, 0.1f, 20, false);
+            iqf_kq_qkx_batch(ctx->simd, ns * 8, 32, 15, xc, w, L, scales, mins, -1.f, 0.1f, 20, false);
         else
-            kq_qkx_batch(ctx->simd, ns * 8, 32, 31, xc, w, L, scales, mins, -0.5f, 0.1f, 15, false);
+            iqf_kq_qkx_batch(ctx->simd, ns * 8, 32, 31, xc, w, L, scales, mins, -0.5f, 0.1f, 15, false);
         return;
     }
     sb_impl_weights(ctx->simd, ns, xc, qw, 2.f, 32, w, sw);
-    kq_qkx_batch(ctx->simd, ns * 8, 32, nmax, xc, w, L, scales, mins, -0.9f, 0.05f, 36, false);
+    iqf_kq_qkx_batch(ctx->simd, ns * 8, 32, nmax, xc, w, L, scales, mins, -0.9f, 0.05f, 36, false);
 }
 
 /* Block header (d, dmin, 12 scale bytes) of one q4_K/q5_K super-block. */
@@ -379,8 +374,8 @@ static void k4_header(const float *sc, const float *mn, const float *sw, bool im
         *hd = IQF_FP32_TO_FP16(max_scale / 63.f);
         *hdmin = IQF_FP32_TO_FP16(max_min / 63.f);
     } else {
-        float d_block = kq_make_qp_quants(8, 63, sc, ls, sw);
-        float m_block = kq_make_qp_quants(8, 63, mn, lm, sw);
+        float d_block = iqf_kq_make_qp_quants(8, 63, sc, ls, sw);
+        float m_block = iqf_kq_make_qp_quants(8, 63, mn, lm, sw);
         for (int j = 0; clamp63 && j < 8; ++j) { /* q5_K clamps, q4_K does not */
             ls[j] = ls[j] < 63 ? ls[j] : 63;
             lm[j] = lm[j] < 63 ? lm[j] : 63;
@@ -462,7 +457,7 @@ static void best_get(int t, const void *vb, kqb_rep *r) {
     case BQ3: {
         const block_q3_K *b = vb;
         r->hd = b->d;
-        for (int j = 0; j < 16; j++) r->k[j] = (int16_t)q3_K_scale(b->scales, j);
+        for (int j = 0; j < 16; j++) r->k[j] = (int16_t)kq_q3_K_scale(b->scales, j);
         break;
     }
     case BQ4:
@@ -518,13 +513,13 @@ static void best_put(int t, const kqb_rep *r, uint8_t *L, void *vb) {
     }
 }
 
-/* best mode for one super-block of type t: kqb_search from its compat header. */
+/* best mode for one super-block of type t: iqf_kqb_search from its compat header. */
 static void best_block(iqf_simd simd, int t, const float *x, const float *qw, const float *sref,
                        const float *mref, void *vb) {
     const kqb_fmt *f = &best_fmts[t][qw != NULL];
     kqb_rep r;
     best_get(t, vb, &r);
-    kqb_search(simd, f, x, qw, sref, f->mhi ? mref : NULL, &r);
+    iqf_kqb_search(simd, f, x, qw, sref, f->mhi ? mref : NULL, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] - f->qlo);
     best_put(t, &r, L, vb);
@@ -583,7 +578,7 @@ static void q6_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, in
     block_q6_K *y = yc;
     int8_t L[NSB * QK_K];
     /* ref: weights x*x (qw NULL); impl: the raw importance matrix. */
-    kq_qx_batch(ctx->simd, ns * 16, 16, 32, xc, qw, L, scales);
+    iqf_kq_qx_batch(ctx->simd, ns * 16, 16, 32, xc, qw, L, scales);
     for (int s = 0; s < ns; s++) {
         block_q6_K *b = &y[s];
         const float *xs = xc + s * QK_K, *sc = scales + s * 16;
@@ -604,7 +599,7 @@ static void q6_K_chunk(const iqf_qctx *ctx, const float *xc, const float *qw, in
         if (ctx->mode == IQF_MODE_BEST) continue; /* best_block re-rounds the codes */
         float d[16];
         for (int j = 0; j < 16; ++j) d[j] = IQF_FP16_TO_FP32(b->d) * b->scales[j];
-        kq_requant(ctx->simd, 16, 16, xs, d, NULL, -32, 31, 32, (uint8_t *)Ls);
+        iqf_kq_requant(ctx->simd, 16, 16, xs, d, NULL, -32, 31, 32, (uint8_t *)Ls);
         q6_K_pack_codes(b, (const uint8_t *)Ls);
     }
 }
@@ -687,7 +682,7 @@ bool iqf_kq_best_refine(iqf_simd simd, int type, const float *x, const float *qw
         sref[j] = d * (float)r.k[j];
         mref[j] = dm * (float)r.m[j];
     }
-    kqb_search(simd, &f, x, qw, sref, f.mhi ? mref : NULL, &r);
+    iqf_kqb_search(simd, &f, x, qw, sref, f.mhi ? mref : NULL, &r);
     uint8_t L[QK_K];
     for (int i = 0; i < QK_K; i++) L[i] = (uint8_t)(r.q[i] - f.qlo);
     best_put(t, &r, L, blk);

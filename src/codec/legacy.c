@@ -202,9 +202,9 @@ static inline __attribute__((always_inline)) void leg_quantize(const iqf_qctx *c
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK) {
         int G = (int)(nb - b0 < CHUNK ? nb - b0 : CHUNK);
         const float *xb = x + b0 * QK;
-        kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
-        if (f.asym) kq_qkx_batch(ctx->simd, G, QK, f.nmax, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
-        else kq_qx_batch(ctx->simd, G, QK, f.nmax, xb, w, (int8_t *)L, sc);
+        iqf_kq_impl_weights(ctx->simd, (int64_t)G * QK, xb, qw + b0 * QK, sigma2, w);
+        if (f.asym) iqf_kq_qkx_batch(ctx->simd, G, QK, f.nmax, xb, w, L, sc, mn, -0.9f, 0.05f, 36, false);
+        else iqf_kq_qx_batch(ctx->simd, G, QK, f.nmax, xb, w, (int8_t *)L, sc);
         for (int g = 0; g < G; g++) {
             const leg_blk b = leg_block(kind, vy, b0 + g);
             *b.d = IQF_FP32_TO_FP16(sc[g]);

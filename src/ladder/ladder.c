@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-ladder_family ladder_family_of_type(int type) {
+ladder_family iqf_ladder_family_of_type(int type) {
     const iqf_type_traits *tr = iqf_traits(type);
     switch (tr ? tr->family : IQF_FAMILY_NONE) {
     case IQF_FAMILY_IQ: return LADDER_FAMILY_IQ;
@@ -28,14 +28,14 @@ ladder_family ladder_family_of_type(int type) {
 }
 
 /* A file type's family is that of the type it defaults to (IQ3_XS: iq3_s, Q2_K_S: q2_K). */
-ladder_family ladder_family_of_ftype(int ftype) { return ladder_family_of_type(iqf_ftype_default_type(ftype)); }
+ladder_family iqf_ladder_family_of_ftype(int ftype) { return iqf_ladder_family_of_type(iqf_ftype_default_type(ftype)); }
 
-const char *ladder_family_name(ladder_family f) {
+const char *iqf_ladder_family_name(ladder_family f) {
     static const char *const names[LADDER_FAMILY_COUNT] = { "IQ", "K", "legacy", "float", "FP4", "low-bit", "other" };
     return (unsigned)f < LADDER_FAMILY_COUNT ? names[f] : "?";
 }
 
-ladder_limits ladder_default_limits(void) {
+ladder_limits iqf_ladder_default_limits(void) {
     ladder_limits l;
     memset(&l, 0, sizeof l);
     l.z = 2.0;
@@ -78,7 +78,7 @@ __attribute__((format(printf, 5, 6))) static void add(finding_sink *s, ladder_fi
     va_end(ap);
 }
 
-int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding *out, int max,
+int iqf_ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding *out, int max,
                  int *n_alarms) {
     finding_sink alarms = { out, max, 0, 0 };
     /* Notes are collected behind the alarms: first count the alarms' room, so do two passes. */
@@ -91,7 +91,7 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
         if (A->failed) {
             A->alarm = true;
             add(&alarms, LADDER_ALARM_FAILED, a, -1, "%s (%s): measurement failed: %s", A->name,
-                ladder_mode_str(A->mode), A->error);
+                iqf_ladder_mode_str(A->mode), A->error);
             continue;
         }
         /* The worst smaller rung of each rule. */
@@ -115,8 +115,8 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
             add(&alarms, LADDER_ALARM_FAMILY, a, worst_fam,
                 "%s (%s, %.4f bpw) has mean KLD %.6f +/- %.6f, %.2fx that of the smaller %s (%.4f bpw) "
                 "%.6f +/- %.6f in the same family (%s): a broken encoder, not a quality cliff",
-                A->name, ladder_mode_str(A->mode), A->bpw, A->kld, A->kld_err, wf, B->name, B->bpw, B->kld,
-                B->kld_err, ladder_family_name(A->family));
+                A->name, iqf_ladder_mode_str(A->mode), A->bpw, A->kld, A->kld_err, wf, B->name, B->bpw, B->kld,
+                B->kld_err, iqf_ladder_family_name(A->family));
         }
         if (worst_cross >= 0) {
             const ladder_rung *B = &r[worst_cross];
@@ -124,19 +124,19 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
             add(&alarms, LADDER_ALARM_CROSS, a, worst_cross,
                 "%s (%s, %.4f bpw) has mean KLD %.6f +/- %.6f, %.2fx that of the smaller %s (%.4f bpw, "
                 "%s family) %.6f +/- %.6f (limit %.2fx)",
-                A->name, ladder_mode_str(A->mode), A->bpw, A->kld, A->kld_err, wc, B->name, B->bpw,
-                ladder_family_name(B->family), B->kld, B->kld_err, lim->cross_factor);
+                A->name, iqf_ladder_mode_str(A->mode), A->bpw, A->kld, A->kld_err, wc, B->name, B->bpw,
+                iqf_ladder_family_name(B->family), B->kld, B->kld_err, lim->cross_factor);
         }
         const double pl = ppl_limit_for(lim, A);
         if (pl > 0 && A->ppl_ratio > pl) {
             A->alarm = true;
             add(&alarms, LADDER_ALARM_PPL, a, -1, "%s (%s): PPL(Q)/PPL(base) %.4f +/- %.4f exceeds the limit %.4f",
-                A->name, ladder_mode_str(A->mode), A->ppl_ratio, A->ppl_ratio_err, pl);
+                A->name, iqf_ladder_mode_str(A->mode), A->ppl_ratio, A->ppl_ratio_err, pl);
         }
         if (A->smoke_run && !A->smoke_ok) {
             A->alarm = true;
             add(&alarms, LADDER_ALARM_SMOKE, a, -1, "%s (%s): smoke test failed: the greedy continuation \"%s\" "
-                "does not contain the expected text", A->name, ladder_mode_str(A->mode), A->smoke_text);
+                "does not contain the expected text", A->name, iqf_ladder_mode_str(A->mode), A->smoke_text);
         }
         if (worst_fam >= 0 || worst_cross >= 0) continue;
         /* Inversions that are no alarm: notes. */
@@ -147,7 +147,7 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
             add(&nsink, LADDER_NOTE_INVERSION, a, b,
                 "inversion: %s (%s, %.4f bpw) KLD %.6f +/- %.6f is above the smaller %s's (%.4f bpw) "
                 "%.6f +/- %.6f (%s; within the alarm's limits)",
-                A->name, ladder_mode_str(A->mode), A->bpw, A->kld, A->kld_err, B->name, B->bpw, B->kld, B->kld_err,
+                A->name, iqf_ladder_mode_str(A->mode), A->bpw, A->kld, A->kld_err, B->name, B->bpw, B->kld, B->kld_err,
                 A->family == B->family ? "same family" : "across families");
         }
     }
@@ -160,7 +160,7 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
             if (!ladder_usable(C) || C->mode != IQF_MODE_COMPAT || strcmp(C->name, A->name)) continue;
             if (A->kld - C->kld > lim->z * combined(A, C))
                 add(&nsink, LADDER_NOTE_MODE, a, c, "%s: mode %s KLD %.6f +/- %.6f is worse than compat's %.6f +/- %.6f",
-                    A->name, ladder_mode_str(A->mode), A->kld, A->kld_err, C->kld, C->kld_err);
+                    A->name, iqf_ladder_mode_str(A->mode), A->kld, A->kld_err, C->kld, C->kld_err);
         }
     }
     int nw = alarms.n;
@@ -173,7 +173,7 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
 /* ------------------------------------------------------------------------------------------ */
 /* Reports                                                                                    */
 
-void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_finding *fd, int nf) {
+void iqf_ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_finding *fd, int nf) {
     fprintf(f, "| %-8s | %-8s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", "type", "mode",
             "bytes", "bpw", "PPL", "mean KLD", "KLD p99", "same top", "quant s", "eval s", "status");
     fprintf(f, "|----------|----------|-----------:|--------:|----------------------|------------------------|"
@@ -182,12 +182,12 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
         const ladder_rung *x = &r[i];
         if (!x->done) {
             fprintf(f, "| %-8s | %-8s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", x->name,
-                    ladder_mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "todo");
+                    iqf_ladder_mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "todo");
             continue;
         }
         if (x->failed) {
             fprintf(f, "| %-8s | %-8s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", x->name,
-                    ladder_mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "FAILED");
+                    iqf_ladder_mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "FAILED");
             continue;
         }
         char ppl[32], kld[40], top[16];
@@ -196,7 +196,7 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
         snprintf(top, sizeof top, "%.3f%%", 100.0 * x->same_top);
         const char *st = x->alarm ? "ALARM" : x->smoke_run ? "ok+sm" : "ok";
         fprintf(f, "| %-8s | %-8s | %10llu | %7.4f | %-20s | %-22s | %9.6f | %8s | %7.2f | %7.2f | %-6s |\n",
-                x->name, ladder_mode_str(x->mode), (unsigned long long)x->file_bytes, x->bpw, ppl, kld, x->kld_p99, top,
+                x->name, iqf_ladder_mode_str(x->mode), (unsigned long long)x->file_bytes, x->bpw, ppl, kld, x->kld_p99, top,
                 x->quantize_s, x->eval_s, st);
     }
     /* With several modes: each type's KLD side by side, as ratios to compat. */
@@ -217,7 +217,7 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
                 snprintf(ck, sizeof ck, "%.6f +/- %.6f", C->kld, C->kld_err);
                 snprintf(ak, sizeof ak, "%.6f +/- %.6f", A->kld, A->kld_err);
                 const double ratio = C->kld > 0 ? A->kld / C->kld : 1.0;
-                fprintf(f, "| %-8s | %-22s | %-8s | %-22s | %8.4f |\n", C->name, ck, ladder_mode_str(A->mode), ak, ratio);
+                fprintf(f, "| %-8s | %-22s | %-8s | %-22s | %8.4f |\n", C->name, ck, iqf_ladder_mode_str(A->mode), ak, ratio);
                 if ((unsigned)A->mode < LADDER_N_MODES && ratio > 0) {
                     lsum[A->mode] += log(ratio);
                     cnt[A->mode]++;
@@ -226,7 +226,7 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
         }
         for (int m = 1; m < LADDER_N_MODES; m++)
             if (cnt[m])
-                fprintf(f, "geometric mean of %s/compat KLD over %d types: %.4f\n", ladder_mode_str(m), cnt[m],
+                fprintf(f, "geometric mean of %s/compat KLD over %d types: %.4f\n", iqf_ladder_mode_str(m), cnt[m],
                         exp(lsum[m] / cnt[m]));
         fputc('\n', f);
     }
@@ -238,20 +238,20 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
 
 /* A JSON string literal (quotes included). */
 static void put_jstr(ladder_rep *o, const char *s) {
-    if (!s) { ladder_put(o, "null"); return; }
-    ladder_put(o, "\"");
+    if (!s) { iqf_ladder_put(o, "null"); return; }
+    iqf_ladder_put(o, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') ladder_put(o, "\\%c", *p);
-        else if (*p < 0x20) ladder_put(o, "\\u%04x", *p);
-        else ladder_put(o, "%c", *p);
+        if (*p == '"' || *p == '\\') iqf_ladder_put(o, "\\%c", *p);
+        else if (*p < 0x20) iqf_ladder_put(o, "\\u%04x", *p);
+        else iqf_ladder_put(o, "%c", *p);
     }
-    ladder_put(o, "\"");
+    iqf_ladder_put(o, "\"");
 }
 
 /* Non-finite numbers are not JSON: null. */
 static void put_jnum(ladder_rep *o, double v) {
-    if (isfinite(v)) ladder_put(o, "%.9g", v);
-    else ladder_put(o, "null");
+    if (isfinite(v)) iqf_ladder_put(o, "%.9g", v);
+    else iqf_ladder_put(o, "null");
 }
 
 static const char *kind_name(ladder_finding_kind k) {
@@ -267,48 +267,48 @@ static const char *kind_name(ladder_finding_kind k) {
     return "?";
 }
 
-int ladder_write_json(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
+int iqf_ladder_write_json(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
                       const ladder_finding *fd, int nf, int n_alarms, char *err, size_t errlen) {
     ladder_rep o;
-    if (ladder_rep_open(&o, path, err, errlen)) return -1;
-    ladder_put(&o, "{\n  \"tool\": \"iqforge ladder\",\n  \"version\": ");
+    if (iqf_ladder_rep_open(&o, path, err, errlen)) return -1;
+    iqf_ladder_put(&o, "{\n  \"tool\": \"iqforge ladder\",\n  \"version\": ");
     put_jstr(&o, IQF_VERSION);
-    ladder_put(&o, ",\n  \"inputs\": {\n    \"model\": ");
+    iqf_ladder_put(&o, ",\n  \"inputs\": {\n    \"model\": ");
     put_jstr(&o, in->model);
-    ladder_put(&o, ",\n    \"model_bytes\": %llu,\n    \"weights\": %llu,\n    \"eval_text\": ",
+    iqf_ladder_put(&o, ",\n    \"model_bytes\": %llu,\n    \"weights\": %llu,\n    \"eval_text\": ",
         (unsigned long long)in->model_bytes, (unsigned long long)in->n_weights);
     put_jstr(&o, in->eval_text);
-    ladder_put(&o, ",\n    \"imatrix\": ");
+    iqf_ladder_put(&o, ",\n    \"imatrix\": ");
     put_jstr(&o, in->imatrix);
-    ladder_put(&o, ",\n    \"calibration\": ");
+    iqf_ladder_put(&o, ",\n    \"calibration\": ");
     put_jstr(&o, in->calibration);
-    ladder_put(&o, ",\n    \"n_ctx\": %d,\n    \"chunks\": %d,\n    \"threads\": %d,\n    \"simulate\": %s,\n    \"prompt\": ",
+    iqf_ladder_put(&o, ",\n    \"n_ctx\": %d,\n    \"chunks\": %d,\n    \"threads\": %d,\n    \"simulate\": %s,\n    \"prompt\": ",
         in->n_ctx, in->n_chunks, in->n_threads, in->simulate ? "true" : "false");
     put_jstr(&o, in->prompt);
-    ladder_put(&o, ",\n    \"expect\": ");
+    iqf_ladder_put(&o, ",\n    \"expect\": ");
     put_jstr(&o, in->expect);
-    ladder_put(&o, ",\n    \"key\": ");
+    iqf_ladder_put(&o, ",\n    \"key\": ");
     put_jstr(&o, in->key);
-    ladder_put(&o, "\n  },\n  \"base\": { \"ppl\": ");
+    iqf_ladder_put(&o, "\n  },\n  \"base\": { \"ppl\": ");
     put_jnum(&o, in->base_ppl);
-    ladder_put(&o, ", \"ppl_err\": ");
+    iqf_ladder_put(&o, ", \"ppl_err\": ");
     put_jnum(&o, in->base_ppl_err);
-    ladder_put(&o, " },\n  \"rungs\": [");
+    iqf_ladder_put(&o, " },\n  \"rungs\": [");
     for (int i = 0; i < n; i++) {
         const ladder_rung *x = &r[i];
-        ladder_put(&o, "%s\n    { \"type\": ", i ? "," : "");
+        iqf_ladder_put(&o, "%s\n    { \"type\": ", i ? "," : "");
         put_jstr(&o, x->name);
-        ladder_put(&o, ", \"mode\": ");
-        put_jstr(&o, ladder_mode_str(x->mode));
-        ladder_put(&o, ", \"family\": ");
-        put_jstr(&o, ladder_family_name(x->family));
-        ladder_put(&o, ", \"done\": %s, \"failed\": %s", x->done ? "true" : "false", x->failed ? "true" : "false");
+        iqf_ladder_put(&o, ", \"mode\": ");
+        put_jstr(&o, iqf_ladder_mode_str(x->mode));
+        iqf_ladder_put(&o, ", \"family\": ");
+        put_jstr(&o, iqf_ladder_family_name(x->family));
+        iqf_ladder_put(&o, ", \"done\": %s, \"failed\": %s", x->done ? "true" : "false", x->failed ? "true" : "false");
         if (x->failed) {
-            ladder_put(&o, ", \"error\": ");
+            iqf_ladder_put(&o, ", \"error\": ");
             put_jstr(&o, x->error);
         }
         if (x->done && !x->failed) {
-            ladder_put(&o, ", \"bytes\": %llu, \"bpw\": ", (unsigned long long)x->file_bytes);
+            iqf_ladder_put(&o, ", \"bytes\": %llu, \"bpw\": ", (unsigned long long)x->file_bytes);
             put_jnum(&o, x->bpw);
             const struct { const char *k; double v; } nums[] = {
                 { "ppl", x->ppl }, { "ppl_err", x->ppl_err }, { "ppl_ratio", x->ppl_ratio },
@@ -317,61 +317,61 @@ int ladder_write_json(const char *path, const ladder_inputs *in, const ladder_ru
                 { "same_top_err", x->same_top_err }, { "quantize_s", x->quantize_s }, { "eval_s", x->eval_s },
             };
             for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
-                ladder_put(&o, ", \"%s\": ", nums[k].k);
+                iqf_ladder_put(&o, ", \"%s\": ", nums[k].k);
                 put_jnum(&o, nums[k].v);
             }
-            ladder_put(&o, ", \"chunks\": %d, \"cached\": %s", x->n_chunks, x->cached ? "true" : "false");
+            iqf_ladder_put(&o, ", \"chunks\": %d, \"cached\": %s", x->n_chunks, x->cached ? "true" : "false");
             if (x->smoke_run) {
-                ladder_put(&o, ", \"smoke_ok\": %s, \"smoke_text\": ", x->smoke_ok ? "true" : "false");
+                iqf_ladder_put(&o, ", \"smoke_ok\": %s, \"smoke_text\": ", x->smoke_ok ? "true" : "false");
                 put_jstr(&o, x->smoke_text);
             }
         }
-        ladder_put(&o, ", \"alarm\": %s }", x->alarm ? "true" : "false");
+        iqf_ladder_put(&o, ", \"alarm\": %s }", x->alarm ? "true" : "false");
     }
-    ladder_put(&o, "\n  ],\n  \"findings\": [");
+    iqf_ladder_put(&o, "\n  ],\n  \"findings\": [");
     for (int i = 0; i < nf; i++) {
-        ladder_put(&o, "%s\n    { \"kind\": ", i ? "," : "");
+        iqf_ladder_put(&o, "%s\n    { \"kind\": ", i ? "," : "");
         put_jstr(&o, kind_name(fd[i].kind));
-        ladder_put(&o, ", \"rung\": ");
+        iqf_ladder_put(&o, ", \"rung\": ");
         put_jstr(&o, r[fd[i].a].name);
-        ladder_put(&o, ", \"mode\": ");
-        put_jstr(&o, ladder_mode_str(r[fd[i].a].mode));
-        ladder_put(&o, ", \"other\": ");
+        iqf_ladder_put(&o, ", \"mode\": ");
+        put_jstr(&o, iqf_ladder_mode_str(r[fd[i].a].mode));
+        iqf_ladder_put(&o, ", \"other\": ");
         put_jstr(&o, fd[i].b >= 0 ? r[fd[i].b].name : NULL);
-        ladder_put(&o, ", \"text\": ");
+        iqf_ladder_put(&o, ", \"text\": ");
         put_jstr(&o, fd[i].text);
-        ladder_put(&o, " }");
+        iqf_ladder_put(&o, " }");
     }
-    ladder_put(&o, "\n  ],\n  \"alarms\": %d\n}\n", n_alarms);
-    return ladder_rep_close(&o, err, errlen);
+    iqf_ladder_put(&o, "\n  ],\n  \"alarms\": %d\n}\n", n_alarms);
+    return iqf_ladder_rep_close(&o, err, errlen);
 }
 
-int ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, size_t errlen) {
+int iqf_ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, size_t errlen) {
     ladder_rep o;
-    if (ladder_rep_open(&o, path, err, errlen)) return -1;
-    ladder_put(&o, "type,mode,family,bytes,bpw,ppl,ppl_err,ppl_ratio,ppl_ratio_err,kld,kld_err,kld_p99,kld_max,"
+    if (iqf_ladder_rep_open(&o, path, err, errlen)) return -1;
+    iqf_ladder_put(&o, "type,mode,family,bytes,bpw,ppl,ppl_err,ppl_ratio,ppl_ratio_err,kld,kld_err,kld_p99,kld_max,"
             "same_top,same_top_err,quantize_s,eval_s,chunks,smoke,alarm,status\n");
     for (int i = 0; i < n; i++) {
         const ladder_rung *x = &r[i];
         const char *status = !x->done ? "todo" : x->failed ? "failed" : "ok";
         if (!x->done || x->failed) {
-            ladder_put(&o, "%s,%s,%s,,,,,,,,,,,,,,,,,%d,%s\n", x->name, ladder_mode_str(x->mode), ladder_family_name(x->family),
+            iqf_ladder_put(&o, "%s,%s,%s,,,,,,,,,,,,,,,,,%d,%s\n", x->name, iqf_ladder_mode_str(x->mode), iqf_ladder_family_name(x->family),
                 x->alarm ? 1 : 0, status);
             continue;
         }
-        ladder_put(&o, "%s,%s,%s,%llu,%.6f,%.6f,%.6f,%.6f,%.6f,%.8f,%.8f,%.8f,%.8f,%.6f,%.6f,%.3f,%.3f,%d,%s,%d,%s\n",
-            x->name, ladder_mode_str(x->mode), ladder_family_name(x->family), (unsigned long long)x->file_bytes, x->bpw,
+        iqf_ladder_put(&o, "%s,%s,%s,%llu,%.6f,%.6f,%.6f,%.6f,%.6f,%.8f,%.8f,%.8f,%.8f,%.6f,%.6f,%.3f,%.3f,%d,%s,%d,%s\n",
+            x->name, iqf_ladder_mode_str(x->mode), iqf_ladder_family_name(x->family), (unsigned long long)x->file_bytes, x->bpw,
             x->ppl, x->ppl_err, x->ppl_ratio, x->ppl_ratio_err, x->kld, x->kld_err, x->kld_p99, x->kld_max,
             x->same_top, x->same_top_err, x->quantize_s, x->eval_s, x->n_chunks,
             !x->smoke_run ? "" : x->smoke_ok ? "pass" : "fail", x->alarm ? 1 : 0, status);
     }
-    return ladder_rep_close(&o, err, errlen);
+    return iqf_ladder_rep_close(&o, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------------ */
 /* The cache record                                                                           */
 
-uint64_t ladder_fnv1a(uint64_t h, const void *data, size_t n) {
+uint64_t iqf_ladder_fnv1a(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
     for (size_t i = 0; i < n; i++) {
         h ^= p[i];
@@ -385,25 +385,25 @@ uint64_t ladder_fnv1a(uint64_t h, const void *data, size_t n) {
     X(bpw) X(ppl) X(ppl_err) X(ppl_ratio) X(ppl_ratio_err) X(kld) X(kld_err) X(kld_p99) X(kld_max)   \
     X(same_top) X(same_top_err) X(quantize_s) X(eval_s)
 
-int ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen) {
+int iqf_ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen) {
     ladder_rep o;
-    if (ladder_rep_open(&o, path, err, errlen)) return -1;
-    ladder_put(&o, "iqforge-ladder-rung 1\nkey %s\nname %s\nmode %d\nfile_bytes %llu\nn_chunks %d\n", key, r->name,
+    if (iqf_ladder_rep_open(&o, path, err, errlen)) return -1;
+    iqf_ladder_put(&o, "iqforge-ladder-rung 1\nkey %s\nname %s\nmode %d\nfile_bytes %llu\nn_chunks %d\n", key, r->name,
         r->mode, (unsigned long long)r->file_bytes, r->n_chunks);
-#define PUT_FIELD(f) ladder_put(&o, #f " %a\n", r->f);
+#define PUT_FIELD(f) iqf_ladder_put(&o, #f " %a\n", r->f);
     RUNG_FIELDS(PUT_FIELD)
 #undef PUT_FIELD
-    ladder_put(&o, "smoke %d %d\n", r->smoke_run ? 1 : 0, r->smoke_ok ? 1 : 0);
+    iqf_ladder_put(&o, "smoke %d %d\n", r->smoke_run ? 1 : 0, r->smoke_ok ? 1 : 0);
     /* The continuation last, on its own line, control characters replaced. */
     char t[sizeof r->smoke_text];
     snprintf(t, sizeof t, "%s", r->smoke_text);
     for (char *c = t; *c; c++)
         if ((unsigned char)*c < 0x20) *c = ' ';
-    ladder_put(&o, "smoke_text %s\nend\n", t);
-    return ladder_rep_close(&o, err, errlen);
+    iqf_ladder_put(&o, "smoke_text %s\nend\n", t);
+    return iqf_ladder_rep_close(&o, err, errlen);
 }
 
-bool ladder_rung_load(const char *path, const char *key, ladder_rung *r) {
+bool iqf_ladder_rung_load(const char *path, const char *key, ladder_rung *r) {
     FILE *f = fopen(path, "rb");
     if (!f) return false;
     char line[600];

@@ -35,9 +35,9 @@ typedef enum ladder_family {
 } ladder_family;
 
 /* The family of a llama file type (IQF_FTYPE_*), or of a tensor type (IQF_TYPE_*). */
-ladder_family ladder_family_of_ftype(int ftype);
-ladder_family ladder_family_of_type(int type);
-const char *ladder_family_name(ladder_family f);
+ladder_family iqf_ladder_family_of_ftype(int ftype);
+ladder_family iqf_ladder_family_of_type(int type);
+const char *iqf_ladder_family_name(ladder_family f);
 
 /* The ladder's series (ladder_rung.mode): the encoder modes (IQF_MODE_COMPAT, IQF_MODE_BEST),
  * then two series of iqforge's full pipeline on the same file types:
@@ -48,8 +48,8 @@ const char *ladder_family_name(ladder_family f);
 #define LADDER_MODE_FULL (IQF_MODE_COUNT + 1)
 #define LADDER_N_MODES (IQF_MODE_COUNT + 2)
 /* "compat", "best", "feedback", "full" ("?" for another); and back (-1: unknown). */
-const char *ladder_mode_str(int mode);
-int ladder_mode_from_name(const char *name);
+const char *iqf_ladder_mode_str(int mode);
+int iqf_ladder_mode_from_name(const char *name);
 
 typedef struct ladder_rung {
     char name[16];          /* "IQ3_XXS" (a file type) or "iq3_xxs" (a simulated tensor type) */
@@ -86,7 +86,7 @@ typedef struct ladder_limits {
     double ppl_limit[64];
 } ladder_limits;
 
-ladder_limits ladder_default_limits(void);
+ladder_limits iqf_ladder_default_limits(void);
 
 typedef enum ladder_finding_kind {
     LADDER_NOTE_INVERSION = 0,     /* healthy-looking inversion, shown as a note */
@@ -107,7 +107,7 @@ typedef struct ladder_finding {
 /* Judges the rungs (done ones only). Writes up to max findings (alarms first in rung order,
  * then notes), sets rungs[i].alarm, returns the number of findings written; *n_alarms gets the
  * alarm count (over all findings, also those beyond max). */
-int ladder_judge(ladder_rung *rungs, int n, const ladder_limits *lim, ladder_finding *out,
+int iqf_ladder_judge(ladder_rung *rungs, int n, const ladder_limits *lim, ladder_finding *out,
                  int max, int *n_alarms);
 
 /* Inputs and versions recorded with the results. */
@@ -124,30 +124,30 @@ typedef struct ladder_inputs {
 /* Reports. Each returns 0 or -1 (I/O error: errno set). The table goes to an open stream; the
  * files are written through the atomic output helper (whole or not at all) by the caller-given
  * path. */
-void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_finding *fd, int nf);
-int ladder_write_json(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
+void iqf_ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_finding *fd, int nf);
+int iqf_ladder_write_json(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
                       const ladder_finding *fd, int nf, int n_alarms, char *err, size_t errlen);
-int ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, size_t errlen);
-int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
+int iqf_ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, size_t errlen);
+int iqf_ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
                      char *err, size_t errlen);
 
-/* The cache record of one rung: a small "key value" text file. ladder_rung_save writes it
- * atomically; ladder_rung_load reads it back and returns true only if it parses completely and
+/* The cache record of one rung: a small "key value" text file. iqf_ladder_rung_save writes it
+ * atomically; iqf_ladder_rung_load reads it back and returns true only if it parses completely and
  * its recorded key, name and mode equal r's (r->name, r->mode are set by the caller) (anything else: false, treated as absent;
  * the file is input from disk and is parsed as hostile). */
-int ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen);
-bool ladder_rung_load(const char *path, const char *key, ladder_rung *r);
+int iqf_ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen);
+bool iqf_ladder_rung_load(const char *path, const char *key, ladder_rung *r);
 
 /* A stock llama-perplexity's output (llama_output.c), for `ladder --evaluator llama-perplexity`:
- * ladder_parse_llama_base reads the base run's "Final estimate: PPL = X +/- Y";
- * ladder_parse_llama_kld reads a --kl-divergence run's statistics into r (ppl, ppl_ratio, kld,
+ * iqf_ladder_parse_llama_base reads the base run's "Final estimate: PPL = X +/- Y";
+ * iqf_ladder_parse_llama_kld reads a --kl-divergence run's statistics into r (ppl, ppl_ratio, kld,
  * kld_p99, kld_max, same_top with their errors, n_chunks). 0, or -1 with err naming the line
  * that is missing or malformed (r untouched). */
-int ladder_parse_llama_base(const char *text, double *ppl, double *ppl_err, char *err, size_t errlen);
-int ladder_parse_llama_kld(const char *text, ladder_rung *r, char *err, size_t errlen);
+int iqf_ladder_parse_llama_base(const char *text, double *ppl, double *ppl_err, char *err, size_t errlen);
+int iqf_ladder_parse_llama_kld(const char *text, ladder_rung *r, char *err, size_t errlen);
 
 /* 64-bit FNV-1a, for the inputs' key. */
-uint64_t ladder_fnv1a(uint64_t h, const void *data, size_t n);
+uint64_t iqf_ladder_fnv1a(uint64_t h, const void *data, size_t n);
 #define LADDER_FNV_INIT 0xcbf29ce484222325ull
 
 #endif

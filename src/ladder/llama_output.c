@@ -54,7 +54,7 @@ static bool read_pm(const char **p, double *v, double *e) {
     return read_num(p, e);
 }
 
-int ladder_parse_llama_base(const char *text, double *ppl, double *ppl_err, char *err, size_t errlen) {
+int iqf_ladder_parse_llama_base(const char *text, double *ppl, double *ppl_err, char *err, size_t errlen) {
     const char *p = after_label(text, "Final estimate: PPL");
     if (!p || !read_pm(&p, ppl, ppl_err)) {
         snprintf(err, errlen, "no 'Final estimate: PPL = X +/- Y' line in llama-perplexity's output");
@@ -63,7 +63,7 @@ int ladder_parse_llama_base(const char *text, double *ppl, double *ppl_err, char
     return 0;
 }
 
-int ladder_parse_llama_kld(const char *text, ladder_rung *r, char *err, size_t errlen) {
+int iqf_ladder_parse_llama_kld(const char *text, ladder_rung *r, char *err, size_t errlen) {
     static const char *const labels[] = { "Mean PPL(Q)                   :", "Mean PPL(Q)/PPL(base)         :",
                                           "Mean    KLD:", "Maximum KLD:", "99.0%   KLD:", "Same top p:" };
     double v[6] = { 0 }, e[6] = { 0 };

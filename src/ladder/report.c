@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <strings.h>
 
-void ladder_put(ladder_rep *o, const char *fmt, ...) {
+void iqf_ladder_put(ladder_rep *o, const char *fmt, ...) {
     if (o->bad) return;
     char buf[4096];
     va_list ap;
@@ -19,7 +19,7 @@ void ladder_put(ladder_rep *o, const char *fmt, ...) {
     if (iqf_outfile_write(&o->of, buf, (size_t)k)) o->bad = true;
 }
 
-int ladder_rep_open(ladder_rep *o, const char *path, char *err, size_t errlen) {
+int iqf_ladder_rep_open(ladder_rep *o, const char *path, char *err, size_t errlen) {
     o->bad = false;
     if (iqf_outfile_open(&o->of, path)) {
         snprintf(err, errlen, "%s", o->of.err);
@@ -28,7 +28,7 @@ int ladder_rep_open(ladder_rep *o, const char *path, char *err, size_t errlen) {
     return 0;
 }
 
-int ladder_rep_close(ladder_rep *o, char *err, size_t errlen) {
+int iqf_ladder_rep_close(ladder_rep *o, char *err, size_t errlen) {
     if (o->bad) {
         snprintf(err, errlen, "%s", o->of.err[0] ? o->of.err : "write failed");
         iqf_outfile_abort(&o->of);
@@ -41,15 +41,15 @@ int ladder_rep_close(ladder_rep *o, char *err, size_t errlen) {
     return 0;
 }
 
-const char *ladder_mode_str(int m) {
+const char *iqf_ladder_mode_str(int m) {
     if (m == LADDER_MODE_FEEDBACK) return "feedback";
     if (m == LADDER_MODE_FULL) return "full";
     const char *s = iqf_mode_name(m);
     return s ? s : "?";
 }
 
-int ladder_mode_from_name(const char *name) {
+int iqf_ladder_mode_from_name(const char *name) {
     for (int m = 0; m < LADDER_N_MODES; m++)
-        if (!strcasecmp(name, ladder_mode_str(m))) return m;
+        if (!strcasecmp(name, iqf_ladder_mode_str(m))) return m;
     return -1;
 }

@@ -12,16 +12,16 @@
 #include <stddef.h>
 
 /* A report being written: whole or not at all (util/outfile.h). After a failed write every
- * further ladder_put is a no-op and ladder_rep_close reports the error. */
+ * further iqf_ladder_put is a no-op and iqf_ladder_rep_close reports the error. */
 typedef struct ladder_rep {
     iqf_outfile of;
     bool bad;
 } ladder_rep;
 
-int ladder_rep_open(ladder_rep *o, const char *path, char *err, size_t errlen);
-__attribute__((format(printf, 2, 3))) void ladder_put(ladder_rep *o, const char *fmt, ...);
+int iqf_ladder_rep_open(ladder_rep *o, const char *path, char *err, size_t errlen);
+__attribute__((format(printf, 2, 3))) void iqf_ladder_put(ladder_rep *o, const char *fmt, ...);
 /* Commits the file (0), or removes it and returns -1 with err set. */
-int ladder_rep_close(ladder_rep *o, char *err, size_t errlen);
+int iqf_ladder_rep_close(ladder_rep *o, char *err, size_t errlen);
 
 /* A rung with numbers to report: done and not failed. */
 static inline bool ladder_usable(const ladder_rung *r) { return r->done && !r->failed; }

@@ -59,11 +59,11 @@ static axis lin_axis(double lo, double hi, int max_ticks, double p0, double p1, 
 
 static void put_xml(ladder_rep *o, const char *s) {
     for (; *s; s++) {
-        if (*s == '<') ladder_put(o, "&lt;");
-        else if (*s == '>') ladder_put(o, "&gt;");
-        else if (*s == '&') ladder_put(o, "&amp;");
-        else if (*s == '"') ladder_put(o, "&quot;");
-        else ladder_put(o, "%c", *s);
+        if (*s == '<') iqf_ladder_put(o, "&lt;");
+        else if (*s == '>') iqf_ladder_put(o, "&gt;");
+        else if (*s == '&') iqf_ladder_put(o, "&amp;");
+        else if (*s == '"') iqf_ladder_put(o, "&quot;");
+        else iqf_ladder_put(o, "%c", *s);
     }
 }
 
@@ -156,24 +156,24 @@ static double val_rel(const plot *pl, int i) {
 
 static void frame(ladder_rep *o, const plot *pl, const axis *Y, const char *id, const char *ylabel) {
     double top = fmin(Y->p0, Y->p1), bot = fmax(Y->p0, Y->p1);
-    ladder_put(o, "<g class=\"panel\" id=\"%s\">\n", id);
-    ladder_put(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"black\"/>\n", X0, top,
+    iqf_ladder_put(o, "<g class=\"panel\" id=\"%s\">\n", id);
+    iqf_ladder_put(o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"black\"/>\n", X0, top,
                X1 - X0, bot - top);
     for (double b = pl->X.lo; b <= pl->X.hi + 1e-9; b += pl->x_step) {
         double px = ax_map(&pl->X, b);
-        ladder_put(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", px, top, px, bot);
-        ladder_put(o, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", px, bot + 16, b);
+        iqf_ladder_put(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", px, top, px, bot);
+        iqf_ladder_put(o, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", px, bot + 16, b);
     }
-    ladder_put(o, "<text x=\"24\" y=\"%.1f\" transform=\"rotate(-90 24 %.1f)\" text-anchor=\"middle\">%s</text>\n",
+    iqf_ladder_put(o, "<text x=\"24\" y=\"%.1f\" transform=\"rotate(-90 24 %.1f)\" text-anchor=\"middle\">%s</text>\n",
                (top + bot) / 2, (top + bot) / 2, ylabel);
-    ladder_put(o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">bits per weight (file)</text>\n", (X0 + X1) / 2,
+    iqf_ladder_put(o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">bits per weight (file)</text>\n", (X0 + X1) / 2,
                bot + 34);
 }
 
 static void ytick(ladder_rep *o, const axis *Y, double v) {
     double py = ax_map(Y, v);
-    ladder_put(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", X0, py, X1, py);
-    ladder_put(o, "<text class=\"ytick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", X0 - 6, py + 4, v);
+    iqf_ladder_put(o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", X0, py, X1, py);
+    iqf_ladder_put(o, "<text class=\"ytick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", X0 - 6, py + 4, v);
 }
 
 /* Log-axis ticks: the decades, and 2x and 5x within them when the axis spans two decades or less. */
@@ -208,60 +208,60 @@ static void draw_series(ladder_rep *o, const plot *pl, const axis *Y, double (*v
         int k = series(pl, m, val, idx, 512);
         if (!k) continue;
         const char *col = mode_colour[m % 4];
-        ladder_put(o, "<g class=\"series\" data-mode=\"%s\">\n", ladder_mode_str(m));
+        iqf_ladder_put(o, "<g class=\"series\" data-mode=\"%s\">\n", iqf_ladder_mode_str(m));
         for (int fam = 0; fam < N_DASH; fam++) { /* a line per format family: a family's ladder reads as a curve */
             int cnt = 0;
             for (int a = 0; a < k; a++) cnt += (int)pl->r[idx[a]].family == fam;
             if (cnt < 2) continue;
-            ladder_put(o, "<polyline class=\"family\" data-family=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\" "
-                          "stroke-dasharray=\"%s\" points=\"", ladder_family_name((ladder_family)fam), col, family_dash[fam]);
+            iqf_ladder_put(o, "<polyline class=\"family\" data-family=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.2\" "
+                          "stroke-dasharray=\"%s\" points=\"", iqf_ladder_family_name((ladder_family)fam), col, family_dash[fam]);
             for (int a = 0; a < k; a++)
                 if ((int)pl->r[idx[a]].family == fam)
-                    ladder_put(o, "%.1f,%.1f ", ax_map(&pl->X, pl->r[idx[a]].bpw), ax_map(Y, val(pl, idx[a])));
-            ladder_put(o, "\"/>\n");
+                    iqf_ladder_put(o, "%.1f,%.1f ", ax_map(&pl->X, pl->r[idx[a]].bpw), ax_map(Y, val(pl, idx[a])));
+            iqf_ladder_put(o, "\"/>\n");
         }
         for (int a = 0; a < k; a++) {
             const ladder_rung *x = &pl->r[idx[a]];
             double px = ax_map(&pl->X, x->bpw), py = ax_map(Y, val(pl, idx[a]));
-            ladder_put(o, "<circle class=\"%s\" data-type=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", cls,
+            iqf_ladder_put(o, "<circle class=\"%s\" data-type=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", cls,
                        x->name, px, py, col);
             if (x->alarm)
-                ladder_put(o, "<circle class=\"alarm\" data-type=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"9\" fill=\"none\" "
+                iqf_ladder_put(o, "<circle class=\"alarm\" data-type=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"9\" fill=\"none\" "
                               "stroke=\"red\" stroke-width=\"2.5\"/>\n", x->name, px, py);
             if (m != label_mode) continue;
             double lx, ly;
             bool end = place_label(&P, px, py, x->name, &lx, &ly);
-            ladder_put(o, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" font-size=\"9\" fill=\"#444\"%s>%s</text>\n", lx, ly,
+            iqf_ladder_put(o, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" font-size=\"9\" fill=\"#444\"%s>%s</text>\n", lx, ly,
                        end ? " text-anchor=\"end\"" : "", x->name);
         }
-        ladder_put(o, "</g>\n");
+        iqf_ladder_put(o, "</g>\n");
     }
-    ladder_put(o, "</g>\n");
+    iqf_ladder_put(o, "</g>\n");
 }
 
 static void legend(ladder_rep *o, const plot *pl) {
     double ly = 70;
     for (int m = 0; m < LADDER_N_MODES; m++) {
         if (!pl->modes[m]) continue;
-        ladder_put(o, "<rect x=\"880\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/><text class=\"legend\" x=\"896\" "
-                      "y=\"%.1f\">%s</text>\n", ly, mode_colour[m % 4], ly + 10, ladder_mode_str(m));
+        iqf_ladder_put(o, "<rect x=\"880\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/><text class=\"legend\" x=\"896\" "
+                      "y=\"%.1f\">%s</text>\n", ly, mode_colour[m % 4], ly + 10, iqf_ladder_mode_str(m));
         ly += 18;
     }
-    ladder_put(o, "<circle cx=\"886\" cy=\"%.1f\" r=\"6\" fill=\"none\" stroke=\"red\" stroke-width=\"2.5\"/><text "
+    iqf_ladder_put(o, "<circle cx=\"886\" cy=\"%.1f\" r=\"6\" fill=\"none\" stroke=\"red\" stroke-width=\"2.5\"/><text "
                   "class=\"legend\" x=\"896\" y=\"%.1f\">alarm</text>\n", ly + 6, ly + 10);
     ly += 30;
     for (int fam = 0; fam < N_DASH; fam++) {
         bool used = false;
         for (int i = 0; i < pl->n; i++) used |= ladder_usable(&pl->r[i]) && (int)pl->r[i].family == fam;
         if (!used) continue;
-        ladder_put(o, "<line x1=\"872\" y1=\"%.1f\" x2=\"892\" y2=\"%.1f\" stroke=\"#444\" stroke-dasharray=\"%s\"/>"
+        iqf_ladder_put(o, "<line x1=\"872\" y1=\"%.1f\" x2=\"892\" y2=\"%.1f\" stroke=\"#444\" stroke-dasharray=\"%s\"/>"
                       "<text class=\"legend\" x=\"896\" y=\"%.1f\">%s</text>\n", ly, ly, family_dash[fam], ly + 4,
-                   ladder_family_name((ladder_family)fam));
+                   iqf_ladder_family_name((ladder_family)fam));
         ly += 18;
     }
 }
 
-int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_rung *r, int n, char *err,
+int iqf_ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_rung *r, int n, char *err,
                      size_t errlen) {
     plot pl = { .r = r, .n = n };
     double bmin = INFINITY, bmax = -INFINITY, kmin = INFINITY, kmax = -INFINITY, pmin = INFINITY, pmax = -INFINITY;
@@ -289,15 +289,15 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
     axis R = lin_axis(fmin(rmin, 1) - 0.02, fmax(rmax, 1) + 0.02, 5, 980, 780, &rs);
     const int height = rel ? 1060 : 800;
     ladder_rep o;
-    if (ladder_rep_open(&o, path, err, errlen)) return -1;
-    ladder_put(&o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    if (iqf_ladder_rep_open(&o, path, err, errlen)) return -1;
+    iqf_ladder_put(&o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                    "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                    "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n<title>"
                    "iqforge ladder: ", W, height, W, height, W, height);
     put_xml(&o, in->model ? in->model : "");
-    ladder_put(&o, "</title>\n<text x=\"480\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">iqforge ladder: ");
+    iqf_ladder_put(&o, "</title>\n<text x=\"480\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">iqforge ladder: ");
     put_xml(&o, in->model ? in->model : "");
-    ladder_put(&o, "</text>\n");
+    iqf_ladder_put(&o, "</text>\n");
     frame(&o, &pl, &K, "kld", "mean KLD (log scale)");
     log_ticks(&o, &K);
     draw_series(&o, &pl, &K, val_kld, "rung");
@@ -308,11 +308,11 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
         frame(&o, &pl, &R, "relative", "KLD / compat's (same type)");
         for (double v = R.lo; v <= R.hi + rs * 1e-6; v += rs) ytick(&o, &R, v);
         double y1 = ax_map(&R, 1);
-        ladder_put(&o, "<line class=\"compat-level\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f77b4\" "
+        iqf_ladder_put(&o, "<line class=\"compat-level\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1f77b4\" "
                        "stroke-dasharray=\"4,3\"/>\n", X0, y1, X1, y1);
         draw_series(&o, &pl, &R, val_rel, "ratio");
     }
     legend(&o, &pl);
-    ladder_put(&o, "</svg>\n");
-    return ladder_rep_close(&o, err, errlen);
+    iqf_ladder_put(&o, "</svg>\n");
+    return iqf_ladder_rep_close(&o, err, errlen);
 }

@@ -115,6 +115,54 @@ static void kld_line(FILE *log, int chunk, const kldsum *k) {
     fflush(log);
 }
 
+/* One scored row of a --kld run into the sums. */
+static void kld_add(kldsum *ks, const rowres *r) {
+    ks->nll += r->nll_f;
+    ks->nll2 += (double)(r->nll_f * r->nll_f);
+    ks->nllb += r->nll_base;
+    ks->nllb2 += (double)(r->nll_base * r->nll_base);
+    ks->nllnllb += (double)(r->nll_f * r->nll_base);
+    ks->kld += r->kld;
+    ks->kld2 += r->kld * r->kld;
+    ks->pd += r->p_diff;
+    double d2 = (double)(r->p_diff * r->p_diff);
+    ks->pd2 += d2;
+    ks->pd4 += d2 * d2;
+    ks->same += (size_t)r->same_top;
+    ks->count++;
+}
+
+/* A --kld run's results from its sums and the ks->count row KLDs kvals (sorted here). */
+static void kld_results(const kldsum *ks, float *kvals, iqf_ppl_result *res) {
+    double lpm, lpu, lbm, lbu;
+    mean_unc(ks->nll, ks->nll2, ks->count, &lpm, &lpu);
+    mean_unc(ks->nllb, ks->nllb2, ks->count, &lbm, &lbu);
+    res->ppl = exp(lpm);
+    res->ppl_err = res->ppl * lpu;
+    res->ppl_base = exp(lbm);
+    res->ppl_base_err = res->ppl_base * lbu;
+    double cov = covariance(ks->nll, ks->nllb, ks->nllnllb, ks->count);
+    res->ln_ppl_ratio = lpm - lbm;
+    res->ln_ppl_ratio_err = sqrt(fmax(0, lpu * lpu + lbu * lbu - 2.0 * cov));
+    res->ppl_ratio = exp(res->ln_ppl_ratio);
+    res->ppl_ratio_err = res->ppl_ratio * res->ln_ppl_ratio_err;
+    mean_unc(ks->kld, ks->kld2, ks->count, &res->kld_mean, &res->kld_err);
+    double mse, mseu;
+    mean_unc(ks->pd2, ks->pd4, ks->count, &mse, &mseu);
+    res->dp_rms = sqrt(mse);
+    res->dp_rms_err = res->dp_rms > 0 ? 0.5 / res->dp_rms * mseu : 0;
+    res->same_top = ks->count ? (double)ks->same / (double)ks->count : 0;
+    res->same_top_err = ks->count > 1 ? sqrt(res->same_top * (1 - res->same_top) / (double)(ks->count - 1)) : 0;
+    size_t n = ks->count;
+    if (n > 0) {
+        qsort(kvals, n, sizeof(float), cmp_float);
+        res->kld_max = kvals[n - 1];
+        res->kld_median = n % 2 == 0 ? 0.5f * (kvals[n / 2] + kvals[n / 2 - 1]) : kvals[n / 2];
+        res->kld_p99 = percentile(kvals, n, 0.99f);
+        res->kld_p999 = percentile(kvals, n, 0.999f);
+    }
+}
+
 iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens,
                           const iqf_ppl_params *p, iqf_ppl_result *res, char *err, size_t errlen) {
     if (!c || !p || !res) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
@@ -214,19 +262,7 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
         for (int i = 0; i < n_score; i++) {
             if (mode == 2) {
                 const rowres *r = &rr[i];
-                ks.nll += r->nll_f;
-                ks.nll2 += (double)(r->nll_f * r->nll_f);
-                ks.nllb += r->nll_base;
-                ks.nllb2 += (double)(r->nll_base * r->nll_base);
-                ks.nllnllb += (double)(r->nll_f * r->nll_base);
-                ks.kld += r->kld;
-                ks.kld2 += r->kld * r->kld;
-                ks.pd += r->p_diff;
-                double d2 = (double)(r->p_diff * r->p_diff);
-                ks.pd2 += d2;
-                ks.pd4 += d2 * d2;
-                ks.same += (size_t)r->same_top;
-                ks.count++;
+                kld_add(&ks, r);
                 kvals[(size_t)ch * n_score + i] = (float)r->kld;
                 pvals[(size_t)ch * n_score + i] = r->p_diff;
             } else {
@@ -253,33 +289,7 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
     res->n_scored = count;
     res->tokens_per_second = res->seconds > 0 ? (double)n_chunk * n_ctx / res->seconds : 0;
     if (mode == 2) {
-        double lpm, lpu, lbm, lbu;
-        mean_unc(ks.nll, ks.nll2, ks.count, &lpm, &lpu);
-        mean_unc(ks.nllb, ks.nllb2, ks.count, &lbm, &lbu);
-        res->ppl = exp(lpm);
-        res->ppl_err = res->ppl * lpu;
-        res->ppl_base = exp(lbm);
-        res->ppl_base_err = res->ppl_base * lbu;
-        double cov = covariance(ks.nll, ks.nllb, ks.nllnllb, ks.count);
-        res->ln_ppl_ratio = lpm - lbm;
-        res->ln_ppl_ratio_err = sqrt(fmax(0, lpu * lpu + lbu * lbu - 2.0 * cov));
-        res->ppl_ratio = exp(res->ln_ppl_ratio);
-        res->ppl_ratio_err = res->ppl_ratio * res->ln_ppl_ratio_err;
-        mean_unc(ks.kld, ks.kld2, ks.count, &res->kld_mean, &res->kld_err);
-        double mse, mseu;
-        mean_unc(ks.pd2, ks.pd4, ks.count, &mse, &mseu);
-        res->dp_rms = sqrt(mse);
-        res->dp_rms_err = res->dp_rms > 0 ? 0.5 / res->dp_rms * mseu : 0;
-        res->same_top = ks.count ? (double)ks.same / (double)ks.count : 0;
-        res->same_top_err = ks.count > 1 ? sqrt(res->same_top * (1 - res->same_top) / (double)(ks.count - 1)) : 0;
-        size_t n = ks.count;
-        if (n > 0) {
-            qsort(kvals, n, sizeof(float), cmp_float);
-            res->kld_max = kvals[n - 1];
-            res->kld_median = n % 2 == 0 ? 0.5f * (kvals[n / 2] + kvals[n / 2 - 1]) : kvals[n / 2];
-            res->kld_p99 = percentile(kvals, n, 0.99f);
-            res->kld_p999 = percentile(kvals, n, 0.999f);
-        }
+        kld_results(&ks, kvals, res);
     } else if (count > 0) {
         nll /= (double)count;
         nll2 /= (double)count;

@@ -13,7 +13,7 @@
 #define IQF_MODEL_HESSIAN_H
 
 #include "model.h"
-#include "quantize/hessian_file.h"
+#include "stats/hessian_file.h"
 
 typedef struct iqf_hess_slot {
     char name[IQF_GGUF_MAX_NAME];  /* "blk.0.attn_qkv.hessian" */

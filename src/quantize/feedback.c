@@ -1,7 +1,8 @@
 /* feedback.c - GPTQ-style error feedback into the stock formats (see feedback.h). */
 #include "feedback.h"
-#include "fb_blocks.h"
-#include "hessian_file.h"
+#include "fb_panel.h"
+#include "../codec/fb_blocks.h"
+#include "../stats/hessian_file.h"
 #include "../util/error.h"
 #include "../util/parallel.h"
 #include "../util/traits.h"
@@ -13,185 +14,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------------------------------ */
-/* Factor                                                                                     */
-
-/* sum_k x[k] y[k], k < n, in four interleaved partial sums (a fixed order: the same result on
- * every machine and thread count). */
-static double dot(const double *x, const double *y, int64_t n) {
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t k = 0;
-    for (; k + 4 <= n; k += 4) {
-        s0 += x[k] * y[k];
-        s1 += x[k + 1] * y[k + 1];
-        s2 += x[k + 2] * y[k + 2];
-        s3 += x[k + 3] * y[k + 3];
-    }
-    for (; k < n; k++) s0 += x[k] * y[k];
-    return (s0 + s1) + (s2 + s3);
-}
-
-/* In-place lower Cholesky of the n x n matrix a (row-major; only the lower part is read). False
- * if a pivot is not positive. */
-static bool cholesky(double *a, int64_t n) {
-    for (int64_t j = 0; j < n; j++) {
-        double *aj = a + j * n;
-        const double d = aj[j] - dot(aj, aj, j);
-        if (!(d > 0) || !isfinite(d)) return false;
-        const double r = sqrt(d);
-        aj[j] = r;
-        for (int64_t i = j + 1; i < n; i++) {
-            double *ai = a + i * n;
-            ai[j] = (ai[j] - dot(ai, aj, j)) / r;
-        }
-    }
-    return true;
-}
-
-/* U upper with U^T U = A^-1 for one bs x bs block. With J the reversal of the index order and
- * J A J = L L^T (Cholesky), A^-1 = J L^-T L^-1 J, so U = J L^-1 J (upper, positive diagonal:
- * the unique such factor). a: the dampened block in row-major order (destroyed); t: scratch. */
-static bool block_factor(double *a, double *t, int64_t bs, float *U) {
-    /* t = J a J (lower part), then its Cholesky factor in place */
-    for (int64_t i = 0; i < bs; i++)
-        for (int64_t j = 0; j <= i; j++) t[i * bs + j] = a[(bs - 1 - i) * bs + (bs - 1 - j)];
-    if (!cholesky(t, bs)) return false;
-    /* a = (L^-1)^T, stored transposed so that every inner loop runs over contiguous memory:
-     * a[c][i] = (L^-1)[i][c] = -sum_{k=c}^{i-1} L[i][k] (L^-1)[k][c] / L[i][i] */
-    for (int64_t c = 0; c < bs; c++) {
-        double *ac = a + c * bs;
-        ac[c] = 1.0 / t[c * bs + c];
-        for (int64_t i = c + 1; i < bs; i++) {
-            const double *li = t + i * bs;
-            ac[i] = -dot(li + c, ac + c, i - c) / li[i];
-        }
-    }
-    /* U[i][j] = (L^-1)[bs-1-i][bs-1-j] = a[bs-1-j][bs-1-i] for j >= i */
-    for (int64_t i = 0; i < bs; i++)
-        for (int64_t j = 0; j < bs; j++) U[i * bs + j] = j >= i ? (float)a[(bs - 1 - j) * bs + (bs - 1 - i)] : 0.f;
-    for (int64_t i = 0; i < bs; i++)
-        if (!(U[i * bs + i] > 0) || !isfinite(U[i * bs + i])) return false;
-    return true;
-}
-
-void iqf_fb_factor_free(iqf_fb_factor *f) {
-    if (!f) return;
-    free(f->U);
-    free(f->diag);
-    memset(f, 0, sizeof *f);
-}
-
-/* The blocks of one factor, shared out over threads (every block is independent). */
-typedef struct factor_job {
-    const float *H;
-    int64_t bs;
-    double mean, lambda;
-    float *U;
-    double **a, **t;    /* per thread: bs x bs scratch */
-    int64_t *bad;       /* per block: 1 not finite, 2 not positive definite */
-    int *dead;          /* per block: columns with H_ii == 0 */
-} factor_job;
-
-static void factor_range(void *arg, int64_t b, int64_t e, int tid) {
-    const factor_job *j = arg;
-    const int64_t bs = j->bs;
-    double *a = j->a[tid], *t = j->t[tid];
-    for (int64_t k = b; k < e; k++) {
-        const float *hb = j->H + k * bs * bs;
-        bool fin = true;
-        for (int64_t i = 0; i < bs; i++)
-            for (int64_t c = 0; c < bs; c++) {
-                const double v = 0.5 * ((double)hb[i * bs + c] + (double)hb[c * bs + i]);
-                if (!isfinite(v)) fin = false;
-                a[i * bs + c] = v;
-            }
-        if (!fin) {
-            j->bad[k] = 1;
-            continue;
-        }
-        for (int64_t i = 0; i < bs; i++) {
-            if (a[i * bs + i] == 0) { /* a dead input: nothing constrains it (GPTQ sets it to 1) */
-                a[i * bs + i] = j->mean;
-                j->dead[k]++;
-            }
-            a[i * bs + i] += j->lambda;
-        }
-        if (!block_factor(a, t, bs, j->U + k * bs * bs)) j->bad[k] = 2;
-    }
-}
-
-iqf_status iqf_fb_factor_make(const float *H, int64_t n, int64_t bs, double damp, int n_threads, iqf_fb_factor *f,
-                              char *err, size_t errlen) {
-    memset(f, 0, sizeof *f);
-    if (!H || n < 1 || bs < 1 || n % bs || !(damp >= 0) || !isfinite(damp))
-        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "bad Hessian factor arguments (n %" PRId64 ", block %" PRId64 ", damp %g)",
-                        n, bs, damp);
-    const int64_t nb = n / bs;
-    int nt = n_threads > 0 ? n_threads : iqf_cpu_count();
-    if (nt > nb) nt = (int)nb;
-    f->n = n;
-    f->bs = bs;
-    f->U = malloc((size_t)(n * bs) * sizeof(float));
-    f->diag = malloc((size_t)n * sizeof(float));
-    factor_job j = { H, bs, 0, 0, f->U, calloc((size_t)nt, sizeof(double *)), calloc((size_t)nt, sizeof(double *)),
-                     calloc((size_t)nb, sizeof(int64_t)), calloc((size_t)nb, sizeof(int)) };
-    iqf_status st = IQF_OK;
-    bool ok = f->U && f->diag && j.a && j.t && j.bad && j.dead;
-    for (int i = 0; ok && i < nt; i++) {
-        j.a[i] = malloc((size_t)(bs * bs) * sizeof(double));
-        j.t[i] = malloc((size_t)(bs * bs) * sizeof(double));
-        ok = j.a[i] && j.t[i];
-    }
-    if (!ok) {
-        st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for a Hessian factor of %" PRId64 " x %" PRId64, n, bs);
-        goto done;
-    }
-    double mean = 0;
-    for (int64_t r = 0; r < n; r++) {
-        const float d = H[r * bs + r % bs];
-        if (!isfinite(d) || d < 0) {
-            st = iqf_fail(err, errlen, IQF_E_NONFINITE, "Hessian diagonal %" PRId64 " is %g", r, (double)d);
-            goto done;
-        }
-        f->diag[r] = d;
-        mean += d;
-    }
-    mean /= (double)n;
-    if (!(mean > 0)) {
-        st = iqf_fail(err, errlen, IQF_E_NONFINITE, "the Hessian is zero (singular)");
-        goto done;
-    }
-    j.mean = mean;
-    j.lambda = damp * mean;
-    if (iqf_parallel_for(nt, nb, 1, factor_range, &j)) {
-        st = iqf_fail(err, errlen, IQF_E_NOMEM, "could not start worker threads");
-        goto done;
-    }
-    for (int64_t k = 0; k < nb; k++) {
-        f->n_dead += j.dead[k];
-        if (j.bad[k] == 1) {
-            st = iqf_fail(err, errlen, IQF_E_NONFINITE, "Hessian block %" PRId64 " has a value that is not finite", k);
-            goto done;
-        }
-        if (j.bad[k] == 2) {
-            st = iqf_fail(err, errlen, IQF_E_NONFINITE,
-                          "the Hessian is singular (not positive definite after dampening %g, block %" PRId64 ")", damp, k);
-            goto done;
-        }
-    }
-done:
-    for (int i = 0; i < nt && j.a && j.t; i++) {
-        free(j.a[i]);
-        free(j.t[i]);
-    }
-    free(j.a);
-    free(j.t);
-    free(j.bad);
-    free(j.dead);
-    if (st) iqf_fb_factor_free(f);
-    return st;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Rows                                                                                       */
@@ -251,157 +73,6 @@ static iqf_simd resolve_simd(iqf_simd want) {
     return want == IQF_SIMD_AUTO || want > have ? have : want;
 }
 
-/* ------------------------------------------------------------------------------------------ */
-/* The GPTQ recursion over one unit, in panels                                                */
-
-/* Columns are swept in panels of FB_PANEL: the errors of a panel's columns are applied at once
- * to the panel's later columns (immediately, one by one) and then, lazily, to all columns after
- * the panel (a P x n matrix product). Per element the updates still come in ascending column
- * order, each a float multiply and then a subtraction, on every SIMD level (no fused
- * multiply-add): the same bits as the plain column-by-column loop. */
-#define FB_PANEL 16
-
-/* t[c] -= sum_k e[k] * Ub[k*bs + c] for c < n, k ascending (P rows of U starting at Ub). */
-static void apply_scalar(float *t, const float *Ub, int64_t bs, const float *e, int P, int64_t n) {
-    for (int64_t c = 0; c < n; c++) {
-        float x = t[c];
-        for (int k = 0; k < P; k++) x -= e[k] * Ub[k * bs + c];
-        t[c] = x;
-    }
-}
-
-/* One body for both vector widths (W floats: 8 AVX2, 16 AVX-512): t[c] -= e[k] * Ub[k][c] over k in
- * order, a multiply then a subtract per term as apply_scalar; 4 vectors per pass, then one, then
- * TAIL (the next narrower path) for the rest. */
-#define FB_APPLY_BODY(W, VEC, LOADU, STOREU, SET1, MUL, SUB, TAIL)                                    \
-    int64_t c = 0;                                                                                    \
-    for (; c + 4 * (W) <= n; c += 4 * (W)) {                                                          \
-        VEC x[4];                                                                                     \
-        for (int v = 0; v < 4; v++) x[v] = LOADU(t + c + v * (W));                                    \
-        for (int k = 0; k < P; k++) {                                                                 \
-            const VEC ek = SET1(e[k]);                                                                \
-            const float *u = Ub + k * bs + c;                                                         \
-            for (int v = 0; v < 4; v++) x[v] = SUB(x[v], MUL(ek, LOADU(u + v * (W))));               \
-        }                                                                                             \
-        for (int v = 0; v < 4; v++) STOREU(t + c + v * (W), x[v]);                                    \
-    }                                                                                                 \
-    for (; c + (W) <= n; c += (W)) {                                                                  \
-        VEC x0 = LOADU(t + c);                                                                        \
-        for (int k = 0; k < P; k++) x0 = SUB(x0, MUL(SET1(e[k]), LOADU(Ub + k * bs + c)));            \
-        STOREU(t + c, x0);                                                                            \
-    }                                                                                                 \
-    if (c < n) TAIL(t + c, Ub + c, bs, e, P, n - c);
-
-__attribute__((target("avx2"))) static void apply_avx2(float *t, const float *Ub, int64_t bs, const float *e, int P,
-                                                     int64_t n) {
-    FB_APPLY_BODY(8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_mul_ps, _mm256_sub_ps,
-                  apply_scalar)
-}
-
-__attribute__((target("avx512f"))) static void apply_avx512(float *t, const float *Ub, int64_t bs, const float *e,
-                                                          int P, int64_t n) {
-    FB_APPLY_BODY(16, __m512, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_mul_ps, _mm512_sub_ps,
-                  apply_avx2)
-}
-
-static void apply(iqf_simd simd, float *t, const float *Ub, int64_t bs, const float *e, int P, int64_t n) {
-    if (simd >= IQF_SIMD_AVX512) apply_avx512(t, Ub, bs, e, P, n);
-    else if (simd >= IQF_SIMD_AVX2) apply_avx2(t, Ub, bs, e, P, n);
-    else apply_scalar(t, Ub, bs, e, P, n);
-}
-
-/* apply() for FB_APPLY_R rows at once, t_r[c] -= sum_k e_r[k] * Ub[k*bs + c] (ts[r], es[r]): each
- * vector of U is loaded once for all rows instead of once per row. Per element the same
- * operations in the same order as apply_scalar (the same bits). One body for both widths: NV
- * vectors of W floats per row and pass (AVX-512 2, AVX2 1: the accumulators stay in registers),
- * then single vectors, then TAIL row by row for the rest. */
-#define FB_APPLY_R 8
-/* The rows spelled out (FB_R8), so that their accumulators are registers, not an array; the
- * width W, vectors per row NV, the vector type and its operations are passed down as macro
- * arguments. */
-#define FB_R8(M, ...) M(0, __VA_ARGS__) M(1, __VA_ARGS__) M(2, __VA_ARGS__) M(3, __VA_ARGS__) \
-    M(4, __VA_ARGS__) M(5, __VA_ARGS__) M(6, __VA_ARGS__) M(7, __VA_ARGS__)
-#define FB_AR_LOAD(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB) \
-    VEC x##r[NV];                                                 \
-    for (int v = 0; v < NV; v++) x##r[v] = LOADU(ts[r] + c + v * W);
-#define FB_AR_STEP(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                \
-    {                                                                           \
-        const VEC ek = SET1(es[r][k]);                                          \
-        for (int v = 0; v < NV; v++) x##r[v] = SUB(x##r[v], MUL(ek, u[v]));     \
-    }
-#define FB_AR_STORE(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB) \
-    for (int v = 0; v < NV; v++) STOREU(ts[r] + c + v * W, x##r[v]);
-#define FB_AR_LOAD1(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB) VEC y##r = LOADU(ts[r] + c);
-#define FB_AR_STEP1(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB) y##r = SUB(y##r, MUL(SET1(es[r][k]), u));
-#define FB_AR_STORE1(r, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB) STOREU(ts[r] + c, y##r);
-#define FB_APPLY_ROWS_BODY(TAIL, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                            \
-    int64_t c = 0;                                                                                    \
-    for (; c + NV * W <= n; c += NV * W) {                                                            \
-        FB_R8(FB_AR_LOAD, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                                  \
-        for (int k = 0; k < P; k++) {                                                                 \
-            VEC u[NV];                                                                                \
-            for (int v = 0; v < NV; v++) u[v] = LOADU(Ub + k * bs + c + v * W);                       \
-            FB_R8(FB_AR_STEP, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                              \
-        }                                                                                             \
-        FB_R8(FB_AR_STORE, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                                 \
-    }                                                                                                 \
-    for (; c + W <= n; c += W) {                                                                      \
-        FB_R8(FB_AR_LOAD1, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                                 \
-        for (int k = 0; k < P; k++) {                                                                 \
-            const VEC u = LOADU(Ub + k * bs + c);                                                     \
-            FB_R8(FB_AR_STEP1, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                             \
-        }                                                                                             \
-        FB_R8(FB_AR_STORE1, W, NV, VEC, LOADU, STOREU, SET1, MUL, SUB)                                \
-    }                                                                                                 \
-    if (c < n)                                                                                        \
-        for (int r = 0; r < FB_APPLY_R; r++) TAIL(ts[r] + c, Ub + c, bs, es[r], P, n - c);
-
-__attribute__((target("avx2"))) static void apply_rows_avx2(float *const *ts, const float *Ub, int64_t bs,
-                                                          const float (*es)[FB_PANEL], int P, int64_t n) {
-    FB_APPLY_ROWS_BODY(apply_scalar, 8, 1, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_mul_ps,
-                       _mm256_sub_ps)
-}
-
-__attribute__((target("avx512f"))) static void apply_rows_avx512(float *const *ts, const float *Ub, int64_t bs,
-                                                               const float (*es)[FB_PANEL], int P, int64_t n) {
-    FB_APPLY_ROWS_BODY(apply_avx2, 16, 2, __m512, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_mul_ps,
-                       _mm512_sub_ps)
-}
-
-/* apply() to R rows: ts[r] at the same columns, es[r] their errors (P <= FB_PANEL of them). */
-static void apply_rows(iqf_simd simd, int R, float *const *ts, const float *Ub, int64_t bs,
-                       const float (*es)[FB_PANEL], int P, int64_t n) {
-    if (R == FB_APPLY_R && simd >= IQF_SIMD_AVX512) apply_rows_avx512(ts, Ub, bs, es, P, n);
-    else if (R == FB_APPLY_R && simd >= IQF_SIMD_AVX2) apply_rows_avx2(ts, Ub, bs, es, P, n);
-    else
-        for (int r = 0; r < R; r++) apply(simd, ts[r], Ub, bs, es[r], P, n);
-}
-
-/* x[c] -= e * u[c] for the panel's columns c in (k, FB_PANEL): the same operations as the scalar
- * loop, lane by lane (masked lanes are left untouched). */
-__attribute__((target("avx2"))) static void panel_update_avx2(float *x, const float *u, int k, float e) {
-    const __m256 ev = _mm256_set1_ps(e);
-    const __m256i kk = _mm256_set1_epi32(k), lo = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                  hi = _mm256_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15);
-    const __m256 m0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lo, kk)), m1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(hi, kk));
-    const __m256 x0 = _mm256_loadu_ps(x), x1 = _mm256_loadu_ps(x + 8);
-    const __m256 r0 = _mm256_sub_ps(x0, _mm256_mul_ps(ev, _mm256_loadu_ps(u)));
-    const __m256 r1 = _mm256_sub_ps(x1, _mm256_mul_ps(ev, _mm256_loadu_ps(u + 8)));
-    _mm256_storeu_ps(x, _mm256_blendv_ps(x0, r0, m0));
-    _mm256_storeu_ps(x + 8, _mm256_blendv_ps(x1, r1, m1));
-}
-
-__attribute__((target("avx512f"))) static void panel_update_avx512(float *x, const float *u, int k, float e) {
-    const __mmask16 m = (__mmask16)(0xFFFFu << (k + 1));
-    const __m512 xv = _mm512_loadu_ps(x);
-    _mm512_storeu_ps(x, _mm512_mask_sub_ps(xv, m, xv, _mm512_mul_ps(_mm512_set1_ps(e), _mm512_loadu_ps(u))));
-}
-
-static void panel_update(iqf_simd simd, float *x, const float *u, int k, float e) {
-    if (simd >= IQF_SIMD_AVX512) panel_update_avx512(x, u, k, e);
-    else panel_update_avx2(x, u, k, e);
-}
-
 /* a and b hold the same n floats bit for bit. */
 static bool same_bits(const float *a, const float *b, int n) {
     for (int k = 0; k < n; k++) {
@@ -416,7 +87,7 @@ static bool same_bits(const float *a, const float *b, int n) {
 /* In-unit re-rounding (reround_unit): the block being rewritten and its scales. */
 typedef struct rr_state {
     int type, G;
-    fb_block fbk;
+    iqf_fb_block fbk;
     uint8_t *blk;
     const float *w0; /* the unit's weights before the sweep */
     const float *im; /* the unit's importance */
@@ -440,9 +111,9 @@ typedef struct rr_state {
  * values (the grid types' q is not decoded, encode_unit; q[l] for single weights). */
 static void group_values(rr_state *rr, int l, const float *x, const float *q, float *v) {
     if (!same_bits(x, &rr->w0[l], rr->G))
-        fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, x, rr->im + l, v);
+        iqf_fb_block_round_group(rr->type, &rr->fbk, rr->blk, l, x, rr->im + l, v);
     else if (rr->G > 1)
-        fb_block_group_values(rr->type, &rr->fbk, rr->blk, l, v);
+        iqf_fb_block_group_values(rr->type, &rr->fbk, rr->blk, l, v);
     else
         v[0] = q[l];
 }
@@ -482,9 +153,9 @@ __attribute__((target("avx2"))) static inline void tr8_store(float *const *p, in
  * 8 lanes of a vector, so the recursion's per-column work (the error, loss, the panel's update;
  * for linear types also the comparison with the weights, the nearest code and its value) is one
  * vector operation for all 8 rows instead of one scalar sequence per row. A grid group is still
- * rounded row by row (fb_block_round_group, from the group's targets transposed back to rows).
- * Each lane runs exactly the scalar path's operations (fb_block_nearest_linear,
- * fb_block_value_linear, the error and loss, x_c -= e_i * U_ic in the same order): the same bits
+ * rounded row by row (iqf_fb_block_round_group, from the group's targets transposed back to rows).
+ * Each lane runs exactly the scalar path's operations (iqf_fb_block_nearest_linear,
+ * iqf_fb_block_value_linear, the error and loss, x_c -= e_i * U_ic in the same order): the same bits
  * as sweep_rows row by row (test_feedback's SIMD-level checks compare it with the scalar level).
  * The panel's columns are transposed in and out; the update of the columns after the panel stays
  * apply_rows on the rows. */
@@ -492,7 +163,7 @@ __attribute__((target("avx2"))) static void sweep_lanes8(iqf_simd simd, const fl
                                                        int64_t u0, int64_t B, int64_t lim, const float *const *qs,
                                                        rr_state *const *rrs, float *const *eouts, float *const *vouts,
                                                        double *loss, bool grid, int sh, int *nset) {
-    const fb_block *f0 = &rrs[0]->fbk;
+    const iqf_fb_block *f0 = &rrs[0]->fbk;
     const int nsb = grid ? 0 : (int)(B >> sh) < 16 ? (int)(B >> sh) : 16;
     float At[16][8], Bt[16][8], It[16][8];
     int Zt[16][8]; /* lanes whose a is 0 */
@@ -610,7 +281,7 @@ __attribute__((target("avx2"))) static void sweep_lanes8(iqf_simd simd, const fl
         const int64_t pend = p0 + FB_PANEL < end ? p0 + FB_PANEL : end;
         if (pend < end) {
             for (int r = 0; r < 8; r++) ts[r] = xs[r] + (pend - u0);
-            apply_rows(simd, 8, ts, U + p0 * bs + (pend - k0), bs, (const float (*)[FB_PANEL])e, FB_PANEL, end - pend);
+            iqf_fb_apply_rows(simd, 8, ts, U + p0 * bs + (pend - k0), bs, (const float (*)[FB_PANEL])e, FB_PANEL, end - pend);
         }
     }
     double lv[8];
@@ -649,7 +320,7 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
     if (lanes8) {
         sweep_lanes8(simd, U, bs, xs, u0, B, lim, qs, rrs, eouts, vouts, loss, grid8, sh[0], nset);
         for (int r = 0; r < R; r++)
-            if (nset[r]) fb_block_set_many(rrs[r]->type, rrs[r]->blk, rrs[r]->pos, rrs[r]->code, nset[r]);
+            if (nset[r]) iqf_fb_block_set_many(rrs[r]->type, rrs[r]->blk, rrs[r]->pos, rrs[r]->code, nset[r]);
         return;
     }
     for (int64_t p0 = u0; p0 < u0 + B; p0 += P) {
@@ -671,12 +342,12 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                     if (same_bits(&x[l], &rr->w0[l], 1)) {
                         vi = q[l];
                     } else {
-                        const fb_block *f = &rr->fbk;
+                        const iqf_fb_block *f = &rr->fbk;
                         const int sb = sh[r] >= 0 ? l >> sh[r] : l / f->sub;
-                        const int c = fb_block_nearest_linear(f, sb, x[l]);
+                        const int c = iqf_fb_block_nearest_linear(f, sb, x[l]);
                         rr->code[nset[r]] = (int16_t)c;
                         rr->pos[nset[r]++] = (int16_t)l;
-                        vi = fb_block_value_linear(f, sb, c);
+                        vi = iqf_fb_block_value_linear(f, sb, c);
                     }
                 } else if (rr) {
                     const int g = l & gm[r];
@@ -691,7 +362,7 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                 if (eouts && eouts[r]) eouts[r][l] = ei;
                 if (vouts && vouts[r]) vouts[r][l] = vi;
                 if (P == FB_PANEL && simd >= IQF_SIMD_AVX2)
-                    panel_update(simd, x + (p0 - u0), ur + p0, k, ei);
+                    iqf_fb_panel_update(simd, x + (p0 - u0), ur + p0, k, ei);
                 else
                     for (int64_t c = i + 1; c < pend; c++) x[c - u0] -= ei * ur[c];
             }
@@ -699,13 +370,13 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
         if (pend < end) {
             float *ts[FB_MAXR];
             for (int r = 0; r < R; r++) ts[r] = xs[r] + (pend - u0);
-            apply_rows(simd, R, ts, U + p0 * bs + (pend - k0), bs, (const float (*)[FB_PANEL])e, P, end - pend);
+            iqf_fb_apply_rows(simd, R, ts, U + p0 * bs + (pend - k0), bs, (const float (*)[FB_PANEL])e, P, end - pend);
         }
     }
     for (int r = 0; r < R; r++)
         if (nset[r]) {
             rr_state *rr = rrs[r];
-            fb_block_set_many(rr->type, rr->blk, rr->pos, rr->code, nset[r]);
+            iqf_fb_block_set_many(rr->type, rr->blk, rr->pos, rr->code, nset[r]);
         }
 }
 
@@ -756,7 +427,7 @@ static void feed_beyond(iqf_simd simd, const float *U, int64_t bs, float *w, int
     const int64_t c0 = u0 + B;
     for (int64_t p0 = u0; p0 < u0 + B; p0 += P) {
         const int64_t k0 = p0 - p0 % bs, end = k0 + bs < n ? k0 + bs : n;
-        if (end > c0) apply(simd, w + c0, U + p0 * bs + (c0 - k0), bs, e + (p0 - u0), P, end - c0);
+        if (end > c0) iqf_fb_apply(simd, w + c0, U + p0 * bs + (c0 - k0), bs, e + (p0 - u0), P, end - c0);
     }
 }
 
@@ -784,10 +455,10 @@ static iqf_status reround_rows(const fbjob *j, fbscratch *s, int m, const int *i
         const int g = ids[k];
         rr_state *rr = &s->rr[g];
         have[g] = false;
-        if (!fb_block_parse(j->type, blk[g], &rr->fbk)) continue;
+        if (!iqf_fb_block_parse(j->type, blk[g], &rr->fbk)) continue;
         rr->fbk.simd = j->simd;
         rr->type = j->type;
-        rr->G = fb_block_group(j->type);
+        rr->G = iqf_fb_block_group(j->type);
         rr->blk = blk[g];
         rr->w0 = w[g] + u0;
         rr->im = j->im + u0;
@@ -804,7 +475,7 @@ static iqf_status reround_rows(const fbjob *j, fbscratch *s, int m, const int *i
         const int g = gs[r];
         if (rrs[r]->G > 1 || (!rrs[r]->fbk.table && rrs[r]->fbk.dec_exact)) {
             /* grid types: a group's values are the decoder's (the same products of the block's
-             * scale and grid point); linear types: fb_block_value_linear is the decoder's value
+             * scale and grid point); linear types: iqf_fb_block_value_linear is the decoder's value
              * of the code (test_feedback's block_access checks both bit for bit). So the block
              * decodes to the values steered by. */
             memcpy(q[g], vs[r], (size_t)B * sizeof(float));
@@ -974,12 +645,12 @@ iqf_status iqf_fb_quantize_rows(const iqf_fb_factor *f, int type, const float *s
     const float *im = imatrix ? imatrix : f->diag;
 
     fbjob j = { f, type, src, dst, ncols, ti->blck_size, iqf_row_size(type, ncols), ti->type_size, im,
-                row_context(type, im, qp.mode), qp, FB_ITERS, fb_block_supported(type), false, resolve_simd(qp.simd), 0, 0, 0, NULL };
+                row_context(type, im, qp.mode), qp, FB_ITERS, iqf_fb_block_supported(type), false, resolve_simd(qp.simd), 0, 0, 0, NULL };
     /* q3_K keeps full re-encodings: warm-started ones cost it ~0.8% KLD on kjv-3m Q3_K_M */
     const iqf_type_traits *tr = iqf_traits(type);
     if (!tr) return iqf_fail(err, errlen, IQF_E_UNSUPPORTED, "type %s has no traits row", ti->name);
     if (qp.mode == IQF_MODE_BEST && tr->fb_refine) j.refine = FB_REFINE_NIT;
-    j.grid = fb_block_group(type) > 1;
+    j.grid = iqf_fb_block_group(type) > 1;
     /* The grid types' re-encodings are warm-started from the current block: the encoder's search
      * at the one candidate scale nearest each sub-block's current scale (iq_refine.h). On kjv-3m
      * (docs/QUALITY.md) that is better than the full encoder for IQ3_XXS (0.02144 with one
@@ -1052,146 +723,4 @@ iqf_status iqf_quantize_feedback(int type, const float *src, void *dst, int64_t 
     st = iqf_fb_quantize_rows(&f, type, src, dst, nrows, ncols, imatrix, params, err, errlen);
     iqf_fb_factor_free(&f);
     return st;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* Pipeline handle                                                                            */
-
-#define FB_CACHE 4
-
-struct iqf_feedback {
-    iqf_hessian_file hf;
-    double damp;
-    FILE *log;
-    struct {
-        char name[IQF_GGUF_MAX_NAME + 16];
-        iqf_fb_factor f;
-        bool bad;          /* singular: plain encoder */
-        uint64_t used;
-    } cache[FB_CACHE];
-    uint64_t tick;
-    char last_tensor[IQF_GGUF_MAX_NAME + 16]; /* the tensor the last note was about */
-};
-
-void iqf_feedback_free(iqf_feedback *fb) {
-    if (!fb) return;
-    for (int i = 0; i < FB_CACHE; i++) iqf_fb_factor_free(&fb->cache[i].f);
-    iqf_hessian_close(&fb->hf);
-    free(fb);
-}
-
-iqf_status iqf_feedback_open(const char *path, const void *model, double damp, FILE *log,
-                             iqf_feedback **out, char *err, size_t errlen) {
-    *out = NULL;
-    const iqf_gguf *g = model;
-    if (!path || !g) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
-    if (!(damp >= 0) || !isfinite(damp) || damp > 100)
-        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "Hessian dampening %g must be in [0, 100]", damp);
-    iqf_feedback *fb = calloc(1, sizeof *fb);
-    if (!fb) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
-    fb->damp = damp;
-    fb->log = log;
-    iqf_status st = iqf_hessian_open(path, &fb->hf, err, errlen);
-    if (st) {
-        free(fb);
-        return st;
-    }
-    iqf_hessian_model_id id;
-    iqf_hessian_model_id_get(g, &id);
-    const iqf_hessian_model_id *h = &fb->hf.model;
-    if (strcmp(id.arch, h->arch) || strcmp(id.name, h->name) || id.n_embd != h->n_embd || id.n_layer != h->n_layer) {
-        st = iqf_fail(err, errlen, IQF_E_SHAPE,
-                      "%s: Hessian made for another model ('%s', %s, n_embd %" PRId64 ", %" PRId64 " layers), not '%s' (%s, n_embd %" PRId64
-                      ", %" PRId64 " layers)",
-                      path, h->name, h->arch, h->n_embd, h->n_layer, id.name, id.arch, id.n_embd, id.n_layer);
-        goto fail;
-    }
-    int matched = 0;
-    for (int64_t i = 0; i < iqf_gguf_n_tensors(g); i++) {
-        const iqf_gguf_tensor *t = iqf_gguf_tensor_at(g, i);
-        char hn[IQF_GGUF_MAX_NAME + 16];
-        int64_t n, bs;
-        if (t->n_dims < 2 || !iqf_hessian_name_for(t->name, hn, sizeof hn) || !iqf_hessian_find(&fb->hf, hn, &n, &bs)) continue;
-        if (n != t->ne[0]) {
-            st = iqf_fail(err, errlen, IQF_E_SHAPE, "%s: %s is %" PRId64 " wide, but %s has %" PRId64 " columns (wrong size)", path,
-                          hn, n, t->name, t->ne[0]);
-            goto fail;
-        }
-        matched++;
-    }
-    if (!matched) {
-        st = iqf_fail(err, errlen, IQF_E_SHAPE, "%s: no entry matches a weight of the model (Hessian made for another model?)", path);
-        goto fail;
-    }
-    *out = fb;
-    return IQF_OK;
-fail:
-    iqf_feedback_free(fb);
-    return st;
-}
-
-iqf_status iqf_feedback_write_meta(const iqf_feedback *fb, iqf_gguf_writer *w) {
-    char s[128];
-    snprintf(s, sizeof s, "%s", fb->hf.path);
-    iqf_status st = iqf_gguf_writer_set_str(w, "quantize.feedback.file", s);
-    if (!st) st = iqf_gguf_writer_set_u64(w, "quantize.feedback.token_count", fb->hf.token_count);
-    if (!st) st = iqf_gguf_writer_set_f32(w, "quantize.feedback.damp", (float)fb->damp);
-    return st;
-}
-
-/* One log line per tensor (the first of its slabs). */
-static void note(iqf_feedback *fb, const char *tensor, const char *what) {
-    if (!fb->log || !strcmp(fb->last_tensor, tensor)) return;
-    snprintf(fb->last_tensor, sizeof fb->last_tensor, "%s", tensor);
-    fprintf(fb->log, "feedback: %s: %s\n", tensor, what);
-    fflush(fb->log);
-}
-
-iqf_status iqf_feedback_quantize(iqf_feedback *fb, const char *tensor, int type, const float *src,
-                                 void *dst, int64_t nrows, int64_t ncols, const float *imatrix,
-                                 const iqf_quantize_params *params, char *err, size_t errlen) {
-    char hn[IQF_GGUF_MAX_NAME + 16];
-    int64_t n, bs;
-    const iqf_type_info *ti = iqf_type_get(type);
-    if (!ti || !ti->is_quantized || !iqf_hessian_name_for(tensor, hn, sizeof hn) || !iqf_hessian_find(&fb->hf, hn, &n, &bs) ||
-        n != ncols) {
-        if (ti && ti->is_quantized) note(fb, tensor, "no Hessian, plain encoder");
-        return iqf_quantize(type, src, dst, nrows, ncols, imatrix, params, err, errlen);
-    }
-    int slot = -1;
-    for (int i = 0; i < FB_CACHE; i++)
-        if (fb->cache[i].name[0] && !strcmp(fb->cache[i].name, hn)) slot = i;
-    if (slot < 0) {
-        slot = 0;
-        for (int i = 1; i < FB_CACHE; i++)
-            if (fb->cache[i].used < fb->cache[slot].used) slot = i;
-        iqf_fb_factor_free(&fb->cache[slot].f);
-        snprintf(fb->cache[slot].name, sizeof fb->cache[slot].name, "%s", hn);
-        fb->cache[slot].bad = false;
-        float *H = malloc((size_t)(n * bs) * sizeof(float));
-        if (!H) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for %s", hn);
-        iqf_hessian_read(&fb->hf, hn, H);
-        char msg[256];
-        iqf_status st = iqf_fb_factor_make(H, n, bs, fb->damp, params ? params->n_threads : 0, &fb->cache[slot].f, msg, sizeof msg);
-        free(H);
-        if (st == IQF_E_NOMEM) {
-            fb->cache[slot].name[0] = 0;
-            return iqf_fail(err, errlen, st, "%s: %s", hn, msg);
-        }
-        if (st) {
-            fb->cache[slot].bad = true;
-            if (fb->log) fprintf(fb->log, "feedback: %s: %s; plain encoder for the tensors that use it\n", hn, msg);
-        }
-    }
-    fb->cache[slot].used = ++fb->tick;
-    if (fb->cache[slot].bad) {
-        note(fb, tensor, "Hessian singular, plain encoder");
-        return iqf_quantize(type, src, dst, nrows, ncols, imatrix, params, err, errlen);
-    }
-    if (fb->log && strcmp(fb->last_tensor, tensor)) {
-        char what[160];
-        snprintf(what, sizeof what, "error feedback with %s (%" PRId64 " x %" PRId64 "%s)", hn, n, bs, bs == n ? ", full" : " blocks");
-        note(fb, tensor, what);
-    }
-    return iqf_fb_quantize_rows(&fb->cache[slot].f, type, src, dst, nrows, ncols, imatrix, params, err, errlen);
 }

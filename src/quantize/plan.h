@@ -19,7 +19,7 @@
 
 #include "iqforge.h"
 #include "feedback.h"
-#include "imatrix.h"
+#include "../stats/imatrix.h"
 #include "recipe.h"
 
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-/* cpu.c - runtime instruction-set detection. */
+/* cpu.c - runtime instruction-set detection and the online CPU count. */
 #include "iqforge.h"
 
 iqf_simd iqf_simd_detect(void) {
@@ -21,4 +21,12 @@ const char *iqf_simd_name(iqf_simd s) {
     case IQF_SIMD_AVX512: return "avx512";
     }
     return "?";
+}
+
+/* The online CPU count (the thread pools' default, util/pool.c and util/parallel.c). */
+#include <unistd.h>
+
+int iqf_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
 }

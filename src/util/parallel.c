@@ -2,13 +2,6 @@
 
 #include "iqforge.h"
 
-#include <unistd.h>
-
-int iqf_cpu_count(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : (int)n;
-}
-
 /* The one-shot form of the pool (pool.c): workers for this loop only. */
 int iqf_parallel_for(int n_threads, int64_t n, int64_t grain, iqf_range_fn fn, void *arg) {
     if (n <= 0) return 0;

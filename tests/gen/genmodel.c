@@ -10,7 +10,7 @@
  */
 #include "genmodel.h"
 
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 #include "util/parallel.h"
 
 #include <math.h>

@@ -12,7 +12,7 @@
 #define IQF_LLAMA_ORACLE_H
 
 #include "oracle.h"
-#include "quantize/imatrix.h"
+#include "stats/imatrix.h"
 
 #include <dlfcn.h>
 #include <stdbool.h>

@@ -1,28 +1,29 @@
 /*
- * fb_blocks.c - per-weight access to the codes of the K-quant and legacy blocks under their
- * stored scales, for the in-block part of the error feedback (feedback.c).
+ * fb_blocks.c - per-weight access to the codes of the K-quant, legacy and IQ blocks under their
+ * stored scales, for the in-block part of the error feedback (src/quantize/feedback.c).
  *
- * fb_block_parse reads a block's (sub-block) scales into value = a[s] * code + b[s], code in
- * [cmin, cmax]; fb_block_set writes one weight's code. The layouts are ggml's (block_q4_0 ...
- * block_q6_K); only the code bits are rewritten, so the block stays valid for every decoder.
- * The values a*code+b are only used to steer the rounding; the feedback loop decodes the block
- * with iqf_dequantize afterwards.
+ * iqf_fb_block_parse reads a block's (sub-block) scales into value = a[s] * code + b[s], code in
+ * [cmin, cmax]; iqf_fb_block_set writes one weight's code. The layouts are blocks.h's structs
+ * (ggml's block_q4_0 ... block_iq2_s), the scales unpacked by the codecs' own helpers
+ * (kq_common.h) and the grids the codecs' tables (iq3_grids.h, iqgrid.h); only the code bits are
+ * rewritten, so the block stays valid for every decoder. The values a*code+b are only used to
+ * steer the rounding; the feedback loop decodes the block with iqf_dequantize afterwards.
  */
 #include "fb_blocks.h"
-#include "../codec/iq3_grids.h"
-#include "../codec/iqgrid.h"
+#include "blocks.h"
+#include "codec.h"
+#include "iq3_grids.h"
+#include "iqgrid.h"
+#include "kq_common.h"
 #include "../util/traits.h"
 
-#include <immintrin.h>
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
 
-/* IQ4_NL / IQ4_XS levels (kvalues_iq4nl). */
-static const int8_t kv4[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
-
-/* The IQ3_XXS (256 x 4) and IQ2_XS (512 x 8) grids, read once through the public decoder from
- * crafted blocks (d = 1, scale 0, no signs), so no codec table is needed here. */
+/* The grids as bytes per point: the IQ3 decoder tables (iq3_grids.h) and the IQ2 grids decoded
+ * from their keys at levels 8, 25, 43 (iqgrid.h, as iq2.c's decoder). */
 static uint8_t grid3[256][4], grid2[512][8], grid2xxs[256][8], grid3s[512][4], grid2s[1024][8];
 static bool grids_ok;
 static pthread_once_t grids_once = PTHREAD_ONCE_INIT;
@@ -82,92 +83,34 @@ static bool tab_init(grid_tab *g) {
     return true;
 }
 
+/* The 8-point IQ2 grid of `keys` as bytes (ggml-common.h's iq2xxs/iq2xs/iq2s_grid). */
+static void iq2_grid_bytes(const uint16_t *keys, int size, uint8_t (*out)[8]) {
+    static const int8_t lev[3] = { 8, 25, 43 };
+    uint64_t tab[1024];
+    iqf_iqgrid_decode_table(keys, size, lev, tab);
+    for (int p = 0; p < size; p++)
+        for (int k = 0; k < 8; k++) out[p][k] = (uint8_t)(tab[p] >> 8 * k);
+}
+
 static void grids_init(void) {
-    uint8_t blk[98];
-    float y[256];
-    bool ok = true;
-    for (int b = 0; b < 4 && ok; b++) {
-        memset(blk, 0, sizeof blk);
-        blk[0] = 0x00, blk[1] = 0x3C; /* fp16 1.0 */
-        for (int g = 0; g < 64; g++) blk[2 + g] = (uint8_t)(64 * b + g);
-        ok = iqf_dequantize(IQF_TYPE_IQ3_XXS, blk, y, 1, 256, 1, NULL, 0) == IQF_OK;
-        for (int g = 0; g < 64 && ok; g++)
-            for (int k = 0; k < 4; k++) grid3[64 * b + g][k] = (uint8_t)(y[4 * g + k] * 4.0f + 0.5f); /* db = 1/4 */
-    }
-    uint8_t b2[74];
-    for (int b = 0; b < 16 && ok; b++) {
-        memset(b2, 0, sizeof b2);
-        b2[0] = 0x00, b2[1] = 0x3C;
-        for (int g = 0; g < 32; g++) {
-            uint16_t v = (uint16_t)(32 * b + g);
-            memcpy(b2 + 2 + 2 * g, &v, 2);
-        }
-        ok = iqf_dequantize(IQF_TYPE_IQ2_XS, b2, y, 1, 256, 1, NULL, 0) == IQF_OK;
-        for (int g = 0; g < 32 && ok; g++)
-            for (int k = 0; k < 8; k++) grid2[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f); /* db = 1/8 */
-    }
-    uint8_t b3[110];
-    for (int b = 0; b < 8 && ok; b++) { /* IQ3_S: d = 1, scales 0 -> db = 1 */
-        memset(b3, 0, sizeof b3);
-        b3[0] = 0x00, b3[1] = 0x3C;
-        for (int g = 0; g < 64; g++) {
-            const int idx = 64 * b + g;
-            b3[2 + g] = (uint8_t)(idx & 255);
-            if (idx & 256) b3[66 + g / 8] |= (uint8_t)(1 << (g % 8));
-        }
-        ok = iqf_dequantize(IQF_TYPE_IQ3_S, b3, y, 1, 256, 1, NULL, 0) == IQF_OK;
-        for (int g = 0; g < 64 && ok; g++)
-            for (int k = 0; k < 4; k++) grid3s[64 * b + g][k] = (uint8_t)(y[4 * g + k] + 0.5f);
-    }
-    uint8_t bx[66];
-    for (int b = 0; b < 8 && ok; b++) { /* IQ2_XXS: d = 1, scale 0 -> db = 1/8 */
-        memset(bx, 0, sizeof bx);
-        bx[0] = 0x00, bx[1] = 0x3C;
-        for (int ib = 0; ib < 8; ib++)
-            for (int l = 0; l < 4; l++) bx[2 + 8 * ib + l] = (uint8_t)(32 * b + 4 * ib + l);
-        ok = iqf_dequantize(IQF_TYPE_IQ2_XXS, bx, y, 1, 256, 1, NULL, 0) == IQF_OK;
-        for (int g = 0; g < 32 && ok; g++)
-            for (int k = 0; k < 8; k++) grid2xxs[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f);
-    }
-    uint8_t bs2[82];
-    for (int b = 0; b < 32 && ok; b++) { /* IQ2_S: d = 1, scales 0 -> db = 1/8 */
-        memset(bs2, 0, sizeof bs2);
-        bs2[0] = 0x00, bs2[1] = 0x3C;
-        for (int g = 0; g < 32; g++) {
-            const int idx = 32 * b + g;
-            bs2[2 + g] = (uint8_t)(idx & 255);
-            bs2[66 + g / 4] |= (uint8_t)(((idx >> 8) & 3) << (2 * (g % 4)));
-        }
-        ok = iqf_dequantize(IQF_TYPE_IQ2_S, bs2, y, 1, 256, 1, NULL, 0) == IQF_OK;
-        for (int g = 0; g < 32 && ok; g++)
-            for (int k = 0; k < 8; k++) grid2s[32 * b + g][k] = (uint8_t)(y[8 * g + k] * 8.0f + 0.5f);
-    }
-    ok = ok && tab_init(&tab3) && tab_init(&tab2) && tab_init(&tab2xxs) && tab_init(&tab3s) && tab_init(&tab2s);
-    grids_ok = ok;
+    for (int p = 0; p < 256; p++)
+        for (int k = 0; k < 4; k++) grid3[p][k] = (uint8_t)(iqf_iq3xxs_grid[p] >> 8 * k);
+    for (int p = 0; p < 512; p++)
+        for (int k = 0; k < 4; k++) grid3s[p][k] = (uint8_t)(iqf_iq3s_grid[p] >> 8 * k);
+    iq2_grid_bytes(iqf_iq2xs_keys, 512, grid2);
+    iq2_grid_bytes(iqf_iq2xxs_keys, 256, grid2xxs);
+    iq2_grid_bytes(iqf_iq2s_keys, 1024, grid2s);
+    grids_ok = tab_init(&tab3) && tab_init(&tab2) && tab_init(&tab2xxs) && tab_init(&tab3s) && tab_init(&tab2s);
 }
 
-static float h2f(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return iqf_fp16_to_fp32(h);
-}
-
-static void scale_min_k4(int j, const uint8_t *q, int *d, int *m) {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4);
-    }
-}
+static float h2f(iqf_half h) { return iqf_fp16_to_fp32(h); }
 
 static iqf_fb_kind fb_kind(int type) {
     const iqf_type_traits *tr = iqf_traits(type);
     return tr ? tr->fb : IQF_FB_NONE;
 }
 
-bool fb_block_supported(int type) {
+bool iqf_fb_block_supported(int type) {
     switch (fb_kind(type)) {
     case IQF_FB_SCALAR: return true;
     case IQF_FB_GRID:
@@ -180,127 +123,135 @@ bool fb_block_supported(int type) {
 
 static bool grid_type(int type) { return fb_kind(type) == IQF_FB_GRID; }
 
-int fb_block_group(int type) { return grid_type(type) ? 8 : 1; }
+int iqf_fb_block_group(int type) { return grid_type(type) ? 8 : 1; }
 
-static bool parse(int type, const uint8_t *x, fb_block *f) {
+/* A block's (sub-block) scale bytes of IQ2_XS / IQ2_S / IQ3_S: 4-bit field j of scales. */
+static int nibble(const uint8_t *scales, int j) { return (scales[j / 2] >> 4 * (j % 2)) & 0xf; }
+
+/* The 32-bit word ib of IQ2_XXS's and IQ3_XXS's 7-bit signs and 4-bit scale (LE, unaligned). */
+static uint32_t aux32(const uint8_t *p) {
+    uint32_t a;
+    memcpy(&a, p, 4);
+    return a;
+}
+
+/* Where each super-block's signs-and-scale words start: IQ3_XXS after the 64 grid bytes; IQ2_XXS
+ * the second word of each sub-block's pair. */
+static const uint8_t *iq3xxs_aux(const block_iq3_xxs *b, int ib) { return b->qs + QK_K / 4 + 4 * ib; }
+static const uint8_t *iq2xxs_bytes(const block_iq2_xxs *b) { return (const uint8_t *)b->qs; }
+
+static bool parse(int type, const uint8_t *x, iqf_fb_block *f) {
     memset(f, 0, sizeof *f);
     f->dec_exact = type != IQF_TYPE_Q4_0 && type != IQF_TYPE_Q5_0;
     switch (type) {
-    case IQF_TYPE_Q4_0: { /* d; qs[16] */
-        const float d = h2f(x);
+    case IQF_TYPE_Q4_0: {
+        const float d = h2f(((const block_q4_0 *)x)->d);
         f->sub = 32; f->cmin = 0; f->cmax = 15; f->a[0] = d; f->b[0] = -8 * d;
         return true;
     }
-    case IQF_TYPE_Q4_1: { /* d, m; qs[16] */
-        f->sub = 32; f->cmin = 0; f->cmax = 15; f->a[0] = h2f(x); f->b[0] = h2f(x + 2);
+    case IQF_TYPE_Q4_1: {
+        const block_q4_1 *b = (const block_q4_1 *)x;
+        f->sub = 32; f->cmin = 0; f->cmax = 15; f->a[0] = h2f(b->d); f->b[0] = h2f(b->m);
         return true;
     }
-    case IQF_TYPE_Q5_0: { /* d; qh[4]; qs[16] */
-        const float d = h2f(x);
+    case IQF_TYPE_Q5_0: {
+        const float d = h2f(((const block_q5_0 *)x)->d);
         f->sub = 32; f->cmin = 0; f->cmax = 31; f->a[0] = d; f->b[0] = -16 * d;
         return true;
     }
-    case IQF_TYPE_Q5_1: { /* d, m; qh[4]; qs[16] */
-        f->sub = 32; f->cmin = 0; f->cmax = 31; f->a[0] = h2f(x); f->b[0] = h2f(x + 2);
+    case IQF_TYPE_Q5_1: {
+        const block_q5_1 *b = (const block_q5_1 *)x;
+        f->sub = 32; f->cmin = 0; f->cmax = 31; f->a[0] = h2f(b->d); f->b[0] = h2f(b->m);
         return true;
     }
-    case IQF_TYPE_Q8_0: { /* d; qs[32] */
-        f->sub = 32; f->cmin = -127; f->cmax = 127; f->a[0] = h2f(x); f->no_b = true;
+    case IQF_TYPE_Q8_0: {
+        f->sub = 32; f->cmin = -127; f->cmax = 127; f->a[0] = h2f(((const block_q8_0 *)x)->d); f->no_b = true;
         return true;
     }
-    case IQF_TYPE_Q2_K: { /* scales[16]; qs[64]; d; dmin */
-        const float d = h2f(x + 80), dm = h2f(x + 82);
+    case IQF_TYPE_Q2_K: {
+        const block_q2_K *b = (const block_q2_K *)x;
+        const float d = h2f(b->d), dm = h2f(b->dmin);
         f->sub = 16; f->cmin = 0; f->cmax = 3;
         for (int s = 0; s < 16; s++) {
-            f->a[s] = d * (float)(x[s] & 0xF);
-            f->b[s] = -(dm * (float)(x[s] >> 4));
+            f->a[s] = d * (float)(b->scales[s] & 0xF);
+            f->b[s] = -(dm * (float)(b->scales[s] >> 4));
         }
         return true;
     }
-    case IQF_TYPE_Q3_K: { /* hmask[32]; qs[64]; scales[12]; d */
-        const float d = h2f(x + 108);
-        uint32_t aux[4];
-        memcpy(aux, x + 96, 12);
-        const uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f, tmp = aux[2];
-        aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-        aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-        aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-        aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-        int8_t sc[16];
-        memcpy(sc, aux, 16);
+    case IQF_TYPE_Q3_K: {
+        const block_q3_K *b = (const block_q3_K *)x;
+        const float d = h2f(b->d);
         f->sub = 16; f->cmin = -4; f->cmax = 3;
-        for (int s = 0; s < 16; s++) f->a[s] = d * (float)(sc[s] - 32);
+        for (int s = 0; s < 16; s++) f->a[s] = d * (float)kq_q3_K_scale(b->scales, s);
         f->no_b = true;
         return true;
     }
-    case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: { /* d; dmin; scales[12]; [qh[32]]; qs[128] */
-        const float d = h2f(x), dm = h2f(x + 2);
+    case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: { /* the same d, dmin, scales[12] first */
+        const block_q4_K *b = (const block_q4_K *)x;
+        const float d = h2f(b->d), dm = h2f(b->dmin);
         f->sub = 32; f->cmin = 0; f->cmax = type == IQF_TYPE_Q4_K ? 15 : 31;
         for (int s = 0; s < 8; s++) {
-            int sc, m;
-            scale_min_k4(s, x + 4, &sc, &m);
+            uint8_t sc, m;
+            kq_get_scale_min_k4(s, b->scales, &sc, &m);
             f->a[s] = d * (float)sc;
             f->b[s] = -(dm * (float)m);
         }
         return true;
     }
-    case IQF_TYPE_IQ4_NL: { /* d; qs[16] */
-        f->sub = 32; f->cmin = 0; f->cmax = 15; f->a[0] = h2f(x); f->table = kv4;
+    case IQF_TYPE_IQ4_NL: {
+        f->sub = 32; f->cmin = 0; f->cmax = 15; f->a[0] = h2f(((const block_iq4_nl *)x)->d); f->table = iqf_kvalues_iq4nl;
         return true;
     }
-    case IQF_TYPE_IQ4_XS: { /* d; scales_h (u16); scales_l[4]; qs[128] */
-        const float d = h2f(x);
-        uint16_t sh;
-        memcpy(&sh, x + 2, 2);
-        f->sub = 32; f->cmin = 0; f->cmax = 15; f->table = kv4;
+    case IQF_TYPE_IQ4_XS: {
+        const block_iq4_xs *b = (const block_iq4_xs *)x;
+        const float d = h2f(b->d);
+        f->sub = 32; f->cmin = 0; f->cmax = 15; f->table = iqf_kvalues_iq4nl;
         for (int ib = 0; ib < 8; ib++) {
-            const int ls = ((x[4 + ib / 2] >> 4 * (ib % 2)) & 0xf) | (((sh >> 2 * ib) & 3) << 4);
+            const int ls = nibble(b->scales_l, ib) | (((b->scales_h >> 2 * ib) & 3) << 4);
             f->a[ib] = d * (float)(ls - 32);
         }
         return true;
     }
-    case IQF_TYPE_IQ3_XXS: { /* d; qs[64]; scales_and_signs[8] */
-        const float d = h2f(x);
+    case IQF_TYPE_IQ3_XXS: {
+        const block_iq3_xxs *b = (const block_iq3_xxs *)x;
+        const float d = h2f(b->d);
         f->sub = 32;
-        for (int ib = 0; ib < 8; ib++) {
-            uint32_t a;
-            memcpy(&a, x + 66 + 4 * ib, 4);
-            f->a[ib] = d * (0.5f + (float)(a >> 28)) * 0.5f;
-        }
+        for (int ib = 0; ib < 8; ib++) f->a[ib] = d * (0.5f + (float)(aux32(iq3xxs_aux(b, ib)) >> 28)) * 0.5f;
         return true;
     }
-    case IQF_TYPE_IQ2_XXS: { /* d; per 32: 4 grid bytes, u32 signs/scale */
-        const float d = h2f(x);
+    case IQF_TYPE_IQ2_XXS: {
+        const block_iq2_xxs *b = (const block_iq2_xxs *)x;
+        const float d = h2f(b->d);
         f->sub = 32;
-        for (int ib = 0; ib < 8; ib++) {
-            uint32_t a;
-            memcpy(&a, x + 2 + 8 * ib + 4, 4);
-            f->a[ib] = d * (0.5f + (float)(a >> 28)) * 0.25f;
-        }
+        for (int ib = 0; ib < 8; ib++) f->a[ib] = d * (0.5f + (float)(aux32(iq2xxs_bytes(b) + 8 * ib + 4) >> 28)) * 0.25f;
         return true;
     }
-    case IQF_TYPE_IQ3_S: { /* d; qs[64]; qh[8]; signs[32]; scales[4] */
-        const float d = h2f(x);
+    case IQF_TYPE_IQ3_S: {
+        const block_iq3_s *b = (const block_iq3_s *)x;
+        const float d = h2f(b->d);
         f->sub = 32;
-        for (int ib = 0; ib < 8; ib++) f->a[ib] = d * (float)(1 + 2 * ((x[106 + ib / 2] >> 4 * (ib % 2)) & 0xf));
+        for (int ib = 0; ib < 8; ib++) f->a[ib] = d * (float)(1 + 2 * nibble(b->scales, ib));
         return true;
     }
-    case IQF_TYPE_IQ2_S: { /* d; qs[32]; signs[32]; qh[8]; scales[8] */
-        const float d = h2f(x);
+    case IQF_TYPE_IQ2_S: {
+        const block_iq2_s *b = (const block_iq2_s *)x;
+        const float d = h2f(b->d);
         f->sub = 16;
-        for (int s = 0; s < 16; s++) f->a[s] = d * (0.5f + (float)((x[74 + s / 2] >> 4 * (s % 2)) & 0xf)) * 0.25f;
+        for (int s = 0; s < 16; s++) f->a[s] = d * (0.5f + (float)nibble(b->scales, s)) * 0.25f;
         return true;
     }
-    case IQF_TYPE_IQ2_XS: { /* d; qs[32] (u16); scales[8] */
-        const float d = h2f(x);
+    case IQF_TYPE_IQ2_XS: {
+        const block_iq2_xs *b = (const block_iq2_xs *)x;
+        const float d = h2f(b->d);
         f->sub = 16;
-        for (int s = 0; s < 16; s++) f->a[s] = d * (0.5f + (float)((x[66 + s / 2] >> 4 * (s % 2)) & 0xf)) * 0.25f;
+        for (int s = 0; s < 16; s++) f->a[s] = d * (0.5f + (float)nibble(b->scales, s)) * 0.25f;
         return true;
     }
-    case IQF_TYPE_Q6_K: { /* ql[128]; qh[64]; scales[16] (int8); d */
-        const float d = h2f(x + 208);
+    case IQF_TYPE_Q6_K: {
+        const block_q6_K *b = (const block_q6_K *)x;
+        const float d = h2f(b->d);
         f->sub = 16; f->cmin = -32; f->cmax = 31;
-        for (int s = 0; s < 16; s++) f->a[s] = d * (float)(int8_t)x[192 + s];
+        for (int s = 0; s < 16; s++) f->a[s] = d * (float)b->scales[s];
         f->no_b = true;
         return true;
     }
@@ -309,7 +260,7 @@ static bool parse(int type, const uint8_t *x, fb_block *f) {
     }
 }
 
-bool fb_block_parse(int type, const uint8_t *x, fb_block *f) {
+bool iqf_fb_block_parse(int type, const uint8_t *x, iqf_fb_block *f) {
     if (!parse(type, x, f)) return false;
     for (int s = 0; s < 16; s++) f->ia[s] = f->a[s] != 0 ? 1.f / f->a[s] : 0.f;
     return true;
@@ -326,55 +277,59 @@ static void set_bit(uint8_t *p, int bit, int v) {
 static inline __attribute__((always_inline)) void set_code(int type, uint8_t *x, int i, int code) {
     switch (type) {
     case IQF_TYPE_IQ4_NL:
-        set_nibble(&x[2 + i % 16], i >= 16, code);
+        set_nibble(&((block_iq4_nl *)x)->qs[i % 16], i >= 16, code);
         return;
     case IQF_TYPE_IQ4_XS:
-        set_nibble(&x[8 + 16 * (i / 32) + i % 16], (i % 32) >= 16, code);
+        set_nibble(&((block_iq4_xs *)x)->qs[16 * (i / 32) + i % 16], (i % 32) >= 16, code);
         return;
     case IQF_TYPE_Q4_0: case IQF_TYPE_Q4_1: {
-        uint8_t *qs = x + (type == IQF_TYPE_Q4_0 ? 2 : 4);
+        uint8_t *qs = type == IQF_TYPE_Q4_0 ? ((block_q4_0 *)x)->qs : ((block_q4_1 *)x)->qs;
         set_nibble(&qs[i % 16], i >= 16, code);
         return;
     }
     case IQF_TYPE_Q5_0: case IQF_TYPE_Q5_1: {
-        uint8_t *qh = x + (type == IQF_TYPE_Q5_0 ? 2 : 4), *qs = qh + 4;
+        uint8_t *qh = type == IQF_TYPE_Q5_0 ? ((block_q5_0 *)x)->qh : ((block_q5_1 *)x)->qh;
+        uint8_t *qs = type == IQF_TYPE_Q5_0 ? ((block_q5_0 *)x)->qs : ((block_q5_1 *)x)->qs;
         set_nibble(&qs[i % 16], i >= 16, code & 15);
         set_bit(&qh[i / 8], i % 8, code >> 4);
         return;
     }
     case IQF_TYPE_Q8_0:
-        x[2 + i] = (uint8_t)(int8_t)code;
+        ((block_q8_0 *)x)->qs[i] = (int8_t)code;
         return;
     case IQF_TYPE_Q2_K: {
         const int n = i / 128, r = i % 128, j = r / 32, h = (r % 32) / 16, l = r % 16;
-        uint8_t *p = &x[16 + 32 * n + 16 * h + l];
+        uint8_t *p = &((block_q2_K *)x)->qs[32 * n + 16 * h + l];
         *p = (uint8_t)((*p & ~(3u << (2 * j))) | ((unsigned)code << (2 * j)));
         return;
     }
     case IQF_TYPE_Q3_K: {
+        block_q3_K *b = (block_q3_K *)x;
         const int n = i / 128, r = i % 128, j = r / 32, h = (r % 32) / 16, l = r % 16;
         const int c4 = code + 4;
-        uint8_t *p = &x[32 + 32 * n + 16 * h + l];
+        uint8_t *p = &b->qs[32 * n + 16 * h + l];
         *p = (uint8_t)((*p & ~(3u << (2 * j))) | ((unsigned)(c4 & 3) << (2 * j)));
-        set_bit(&x[16 * h + l], 4 * n + j, c4 >> 2);
+        set_bit(&b->hmask[16 * h + l], 4 * n + j, c4 >> 2);
         return;
     }
     case IQF_TYPE_Q4_K: {
         const int c = i / 64, h = (i % 64) / 32, l = i % 32;
-        set_nibble(&x[16 + 32 * c + l], h, code);
+        set_nibble(&((block_q4_K *)x)->qs[32 * c + l], h, code);
         return;
     }
     case IQF_TYPE_Q5_K: {
+        block_q5_K *b = (block_q5_K *)x;
         const int c = i / 64, h = (i % 64) / 32, l = i % 32;
-        set_nibble(&x[48 + 32 * c + l], h, code & 15);
-        set_bit(&x[16 + l], 2 * c + h, code >> 4);
+        set_nibble(&b->qs[32 * c + l], h, code & 15);
+        set_bit(&b->qh[l], 2 * c + h, code >> 4);
         return;
     }
     case IQF_TYPE_Q6_K: {
+        block_q6_K *b = (block_q6_K *)x;
         const int n = i / 128, r = i % 128, g = r / 32, l = r % 32;
         const int c6 = code + 32;
-        set_nibble(&x[64 * n + l + 32 * (g & 1)], g >> 1, c6 & 15);
-        uint8_t *p = &x[128 + 32 * n + l];
+        set_nibble(&b->ql[64 * n + l + 32 * (g & 1)], g >> 1, c6 & 15);
+        uint8_t *p = &b->qh[32 * n + l];
         *p = (uint8_t)((*p & ~(3u << (2 * g))) | ((unsigned)(c6 >> 4) << (2 * g)));
         return;
     }
@@ -383,16 +338,16 @@ static inline __attribute__((always_inline)) void set_code(int type, uint8_t *x,
     }
 }
 
-void fb_block_set(int type, uint8_t *x, int i, int code) { set_code(type, x, i, code); }
+void iqf_fb_block_set(int type, uint8_t *x, int i, int code) { set_code(type, x, i, code); }
 
 /* One loop per type (the type's case of set_code inlined with a constant type): the same
- * writes in the same order as n calls of fb_block_set. */
+ * writes in the same order as n calls of iqf_fb_block_set. */
 #define FB_SET_MANY_CASE(T)                                                 \
     case T:                                                                 \
         for (int k = 0; k < n; k++) set_code(T, x, pos[k], code[k]);        \
         return;
 /* Every weight of a 256-weight super-block set, in order (pos[k] == k): the code bytes packed
- * whole. The bytes are those n calls of fb_block_set write (only the code bits of each byte,
+ * whole. The bytes are those n calls of iqf_fb_block_set write (only the code bits of each byte,
  * all of which are rewritten). q2_K..q6_K; false for another type. */
 static bool set_all(int type, uint8_t *x, const int16_t *code) {
     switch (type) {
@@ -400,7 +355,8 @@ static bool set_all(int type, uint8_t *x, const int16_t *code) {
     case IQF_TYPE_Q3_K: {
         /* weight i = 128 n + 32 j + m: bits 2j of qs[32 n + m]; q3_K's third bit (of code + 4) is
          * bit i / 32 of hmask[m] */
-        const int off = type == IQF_TYPE_Q2_K ? 16 : 32, add = type == IQF_TYPE_Q2_K ? 0 : 4;
+        uint8_t *qs = type == IQF_TYPE_Q2_K ? ((block_q2_K *)x)->qs : ((block_q3_K *)x)->qs;
+        const int add = type == IQF_TYPE_Q2_K ? 0 : 4;
         for (int m = 0; m < 32; m++) {
             unsigned hm = 0;
             for (int n = 0; n < 2; n++) {
@@ -410,37 +366,43 @@ static bool set_all(int type, uint8_t *x, const int16_t *code) {
                     b |= (c & 3) << (2 * j);
                     hm |= (c >> 2 & 1) << (4 * n + j);
                 }
-                x[off + 32 * n + m] = (uint8_t)b;
+                qs[32 * n + m] = (uint8_t)b;
             }
-            if (type == IQF_TYPE_Q3_K) x[m] = (uint8_t)hm;
+            if (type == IQF_TYPE_Q3_K) ((block_q3_K *)x)->hmask[m] = (uint8_t)hm;
         }
         return true;
     }
-    case IQF_TYPE_Q4_K:
+    case IQF_TYPE_Q4_K: {
+        uint8_t *qs = ((block_q4_K *)x)->qs;
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++)
-                x[16 + 32 * c + l] = (uint8_t)((code[64 * c + l] & 15) | (code[64 * c + 32 + l] & 15) << 4);
+                qs[32 * c + l] = (uint8_t)((code[64 * c + l] & 15) | (code[64 * c + 32 + l] & 15) << 4);
         return true;
-    case IQF_TYPE_Q5_K:
+    }
+    case IQF_TYPE_Q5_K: {
+        block_q5_K *b = (block_q5_K *)x;
         for (int l = 0; l < 32; l++) {
             unsigned hb = 0;
             for (int c = 0; c < 4; c++) {
-                x[48 + 32 * c + l] = (uint8_t)((code[64 * c + l] & 15) | (code[64 * c + 32 + l] & 15) << 4);
+                b->qs[32 * c + l] = (uint8_t)((code[64 * c + l] & 15) | (code[64 * c + 32 + l] & 15) << 4);
                 hb |= (unsigned)(code[64 * c + l] >> 4 & 1) << (2 * c) | (unsigned)(code[64 * c + 32 + l] >> 4 & 1) << (2 * c + 1);
             }
-            x[16 + l] = (uint8_t)hb;
+            b->qh[l] = (uint8_t)hb;
         }
         return true;
-    case IQF_TYPE_Q6_K:
+    }
+    case IQF_TYPE_Q6_K: {
+        block_q6_K *b = (block_q6_K *)x;
         for (int n = 0; n < 2; n++)
             for (int l = 0; l < 32; l++) {
                 int c6[4];
                 for (int g = 0; g < 4; g++) c6[g] = code[128 * n + 32 * g + l] + 32;
-                x[64 * n + l] = (uint8_t)((c6[0] & 15) | (c6[2] & 15) << 4);
-                x[64 * n + 32 + l] = (uint8_t)((c6[1] & 15) | (c6[3] & 15) << 4);
-                x[128 + 32 * n + l] = (uint8_t)((c6[0] >> 4 & 3) | (c6[1] >> 4 & 3) << 2 | (c6[2] >> 4 & 3) << 4 | (c6[3] >> 4 & 3) << 6);
+                b->ql[64 * n + l] = (uint8_t)((c6[0] & 15) | (c6[2] & 15) << 4);
+                b->ql[64 * n + 32 + l] = (uint8_t)((c6[1] & 15) | (c6[3] & 15) << 4);
+                b->qh[32 * n + l] = (uint8_t)((c6[0] >> 4 & 3) | (c6[1] >> 4 & 3) << 2 | (c6[2] >> 4 & 3) << 4 | (c6[3] >> 4 & 3) << 6);
             }
         return true;
+    }
     default:
         return false;
     }
@@ -452,30 +414,44 @@ static int get_code(int type, const uint8_t *x, int i) {
     switch (type) {
     case IQF_TYPE_Q2_K: {
         const int n = i / 128, r = i % 128, j = r / 32, m = r % 32;
-        return x[16 + 32 * n + m] >> (2 * j) & 3;
+        return ((const block_q2_K *)x)->qs[32 * n + m] >> (2 * j) & 3;
     }
     case IQF_TYPE_Q3_K: {
+        const block_q3_K *b = (const block_q3_K *)x;
         const int n = i / 128, r = i % 128, j = r / 32, m = r % 32;
-        return ((x[32 + 32 * n + m] >> (2 * j) & 3) | (x[m] >> (4 * n + j) & 1) << 2) - 4;
+        return ((b->qs[32 * n + m] >> (2 * j) & 3) | (b->hmask[m] >> (4 * n + j) & 1) << 2) - 4;
     }
     case IQF_TYPE_Q4_K: {
         const int c = i / 64, h = (i % 64) / 32, l = i % 32;
-        return x[16 + 32 * c + l] >> (4 * h) & 15;
+        return ((const block_q4_K *)x)->qs[32 * c + l] >> (4 * h) & 15;
     }
     case IQF_TYPE_Q5_K: {
+        const block_q5_K *b = (const block_q5_K *)x;
         const int c = i / 64, h = (i % 64) / 32, l = i % 32;
-        return (x[48 + 32 * c + l] >> (4 * h) & 15) | (x[16 + l] >> (2 * c + h) & 1) << 4;
+        return (b->qs[32 * c + l] >> (4 * h) & 15) | (b->qh[l] >> (2 * c + h) & 1) << 4;
     }
     case IQF_TYPE_Q6_K: {
+        const block_q6_K *b = (const block_q6_K *)x;
         const int n = i / 128, r = i % 128, g = r / 32, l = r % 32;
-        return ((x[64 * n + l + 32 * (g & 1)] >> (4 * (g >> 1)) & 15) | (x[128 + 32 * n + l] >> (2 * g) & 3) << 4) - 32;
+        return ((b->ql[64 * n + l + 32 * (g & 1)] >> (4 * (g >> 1)) & 15) | (b->qh[32 * n + l] >> (2 * g) & 3) << 4) - 32;
     }
     default:
         return -1000;
     }
 }
 
-void fb_block_set_many(int type, uint8_t *x, const int16_t *pos, const int16_t *code, int n) {
+#ifndef NDEBUG
+/* fb_blocks.h's contract of iqf_fb_block_set_many: strictly ascending positions in the block. */
+static inline bool positions_ok(int type, const int16_t *pos, int n) {
+    const int64_t B = iqf_type_get(type)->blck_size;
+    for (int k = 0; k < n; k++)
+        if (pos[k] < 0 || pos[k] >= B || (k > 0 && pos[k] <= pos[k - 1])) return false;
+    return true;
+}
+#endif
+
+void iqf_fb_block_set_many(int type, uint8_t *x, const int16_t *pos, const int16_t *code, int n) {
+    assert(n >= 0 && positions_ok(type, pos, n));
     if (n == 256 && pos[0] == 0 && pos[255] == 255) { /* ascending and distinct: every weight, in order */
         if (set_all(type, x, code)) return;
     }
@@ -504,7 +480,7 @@ void fb_block_set_many(int type, uint8_t *x, const int16_t *pos, const int16_t *
     }
 }
 
-int fb_block_nearest(const fb_block *f, int i, float t) {
+int iqf_fb_block_nearest(const iqf_fb_block *f, int i, float t) {
     const int s = i / f->sub;
     const float a = f->a[s], b = f->b[s];
     if (f->table) {
@@ -516,12 +492,12 @@ int fb_block_nearest(const fb_block *f, int i, float t) {
         }
         return best;
     }
-    return fb_block_nearest_linear(f, s, t);
+    return iqf_fb_block_nearest_linear(f, s, t);
 }
 
-float fb_block_value(const fb_block *f, int i, int code) {
+float iqf_fb_block_value(const iqf_fb_block *f, int i, int code) {
     const int s = i / f->sub;
-    if (!f->table) return fb_block_value_linear(f, s, code);
+    if (!f->table) return iqf_fb_block_value_linear(f, s, code);
     const float p = f->a[s] * (float)f->table[code];
     return f->no_b ? p : p + f->b[s];
 }
@@ -578,7 +554,7 @@ static int grid_terms_ref(const grid_tab *g, const float *u, const float *imp, f
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma")))
 #define VL_SFX(name) name##_avx2
-#include "../codec/vec_lanes.h"
+#include "vec_lanes.h"
 #include "fb_grid_lanes.h"
 #undef VL_W
 #undef VL_TGT
@@ -587,7 +563,7 @@ static int grid_terms_ref(const grid_tab *g, const float *u, const float *imp, f
 #define VL_W 16
 #define VL_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define VL_SFX(name) name##_avx512
-#include "../codec/vec_lanes.h"
+#include "vec_lanes.h"
 #include "fb_grid_lanes.h"
 #undef VL_W
 #undef VL_TGT
@@ -634,57 +610,71 @@ static int nearest_point(const grid_tab *g, const float *u, const float *imp, fl
     return best;
 }
 
-void fb_block_group_values(int type, const fb_block *f, const uint8_t *x, int i0, float *v) {
+/* Group l's 7 stored sign bits in the little-endian word at p (IQ3_XXS, IQ2_XXS). */
+static void set_signs7(uint8_t *p, int l, int neg) {
+    uint32_t a = aux32(p);
+    a = (a & ~(127u << (7 * l))) | ((uint32_t)(neg & 127) << (7 * l));
+    memcpy(p, &a, 4);
+}
+
+void iqf_fb_block_group_values(int type, const iqf_fb_block *f, const uint8_t *x, int i0, float *v) {
+    assert(i0 >= 0 && i0 % 8 == 0 && i0 < 256 && grid_type(type));
     const float db = f->a[i0 / f->sub];
     const int ib = i0 / 32, l = (i0 % 32) / 8;
     int neg, g0, g1 = 0;
     const uint8_t *grid;
     bool w4 = false;
-    uint32_t a;
-    uint16_t q;
     switch (type) {
-    case IQF_TYPE_IQ3_XXS:
+    case IQF_TYPE_IQ3_XXS: {
+        const block_iq3_xxs *b = (const block_iq3_xxs *)x;
         grid = &grid3[0][0], w4 = true;
-        g0 = x[2 + 8 * ib + 2 * l], g1 = x[2 + 8 * ib + 2 * l + 1];
-        memcpy(&a, x + 66 + 4 * ib, 4);
-        neg = (int)((a >> (7 * l)) & 127);
-        break;
-    case IQF_TYPE_IQ3_S:
-        grid = &grid3s[0][0], w4 = true;
-        g0 = x[2 + 8 * ib + 2 * l] | ((x[66 + ib] >> (2 * l)) & 1) << 8;
-        g1 = x[2 + 8 * ib + 2 * l + 1] | ((x[66 + ib] >> (2 * l + 1)) & 1) << 8;
-        neg = x[74 + 4 * ib + l];
-        break;
-    case IQF_TYPE_IQ2_XS:
-        grid = &grid2[0][0];
-        memcpy(&q, x + 2 + 2 * (i0 / 8), 2);
-        g0 = q & 511, neg = q >> 9;
-        break;
-    case IQF_TYPE_IQ2_XXS:
-        grid = &grid2xxs[0][0];
-        g0 = x[2 + 8 * ib + l];
-        memcpy(&a, x + 2 + 8 * ib + 4, 4);
-        neg = (int)((a >> (7 * l)) & 127);
-        break;
-    default: /* IQ2_S */
-        grid = &grid2s[0][0];
-        g0 = x[2 + 4 * ib + l] | ((x[66 + ib] >> (2 * l)) & 3) << 8;
-        neg = x[34 + 4 * ib + l];
+        g0 = b->qs[8 * ib + 2 * l], g1 = b->qs[8 * ib + 2 * l + 1];
+        neg = (int)((aux32(iq3xxs_aux(b, ib)) >> (7 * l)) & 127);
         break;
     }
+    case IQF_TYPE_IQ3_S: {
+        const block_iq3_s *b = (const block_iq3_s *)x;
+        grid = &grid3s[0][0], w4 = true;
+        g0 = b->qs[8 * ib + 2 * l] | ((b->qh[ib] >> (2 * l)) & 1) << 8;
+        g1 = b->qs[8 * ib + 2 * l + 1] | ((b->qh[ib] >> (2 * l + 1)) & 1) << 8;
+        neg = b->signs[4 * ib + l];
+        break;
+    }
+    case IQF_TYPE_IQ2_XS: {
+        const uint16_t q = ((const block_iq2_xs *)x)->qs[i0 / 8];
+        grid = &grid2[0][0];
+        g0 = q & 511, neg = q >> 9;
+        break;
+    }
+    case IQF_TYPE_IQ2_XXS: {
+        const uint8_t *q = iq2xxs_bytes((const block_iq2_xxs *)x);
+        grid = &grid2xxs[0][0];
+        g0 = q[8 * ib + l];
+        neg = (int)((aux32(q + 8 * ib + 4) >> (7 * l)) & 127);
+        break;
+    }
+    default: { /* IQ2_S: the 32 grid bytes, then the 32 sign bytes */
+        const block_iq2_s *b = (const block_iq2_s *)x;
+        grid = &grid2s[0][0];
+        g0 = b->qs[4 * ib + l] | ((b->qh[ib] >> (2 * l)) & 3) << 8;
+        neg = b->qs[QK_K / 8 + 4 * ib + l];
+        break;
+    }
+    }
     if (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ2_XS || type == IQF_TYPE_IQ2_XXS)
-        neg |= (__builtin_popcount((unsigned)neg) & 1) << 7; /* even parity */
+        neg = iqf_iq3_ksigns[neg]; /* the 8th bit by even parity */
     for (int k = 0; k < 8; k++) {
         const float m = db * (float)(w4 ? (k < 4 ? grid[g0 * 4 + k] : grid[g1 * 4 + k - 4]) : grid[g0 * 8 + k]);
         v[k] = flip_sign(m, (unsigned)neg >> k);
     }
 }
 
-void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const float *t, const float *imp, float *v) {
+void iqf_fb_block_round_group(int type, const iqf_fb_block *f, uint8_t *x, int i0, const float *t, const float *imp, float *v) {
+    assert(i0 >= 0 && i0 % iqf_fb_block_group(type) == 0 && i0 < iqf_type_get(type)->blck_size);
     if (!grid_type(type)) {
-        const int c = fb_block_nearest(f, i0, t[0]);
-        fb_block_set(type, x, i0, c);
-        v[0] = fb_block_value(f, i0, c);
+        const int c = iqf_fb_block_nearest(f, i0, t[0]);
+        iqf_fb_block_set(type, x, i0, c);
+        v[0] = iqf_fb_block_value(f, i0, c);
         return;
     }
     float u[8];
@@ -708,19 +698,18 @@ void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const
         const int g1 = nearest_point(gtab, u + 4, imp ? imp + 4 : NULL, db, f->simd);
         for (int k = 0; k < 8; k++) m[k] = db * (float)(k < 4 ? grid[g0 * 4 + k] : grid[g1 * 4 + k - 4]);
         if (type == IQF_TYPE_IQ3_XXS) {
-            x[2 + 8 * ib + 2 * l] = (uint8_t)g0;
-            x[2 + 8 * ib + 2 * l + 1] = (uint8_t)g1;
-            uint32_t a;
-            memcpy(&a, x + 66 + 4 * ib, 4);
-            a = (a & ~(127u << (7 * l))) | ((uint32_t)(neg & 127) << (7 * l));
-            memcpy(x + 66 + 4 * ib, &a, 4);
+            block_iq3_xxs *b = (block_iq3_xxs *)x;
+            b->qs[8 * ib + 2 * l] = (uint8_t)g0;
+            b->qs[8 * ib + 2 * l + 1] = (uint8_t)g1;
+            set_signs7(b->qs + QK_K / 4 + 4 * ib, l, neg);
         } else {
+            block_iq3_s *b = (block_iq3_s *)x;
             const int k0 = 2 * l;
-            x[2 + 8 * ib + k0] = (uint8_t)(g0 & 255);
-            x[2 + 8 * ib + k0 + 1] = (uint8_t)(g1 & 255);
-            uint8_t *qh = &x[66 + ib];
+            b->qs[8 * ib + k0] = (uint8_t)(g0 & 255);
+            b->qs[8 * ib + k0 + 1] = (uint8_t)(g1 & 255);
+            uint8_t *qh = &b->qh[ib];
             *qh = (uint8_t)((*qh & ~(3u << k0)) | ((unsigned)(g0 >> 8) << k0) | ((unsigned)(g1 >> 8) << (k0 + 1)));
-            x[74 + 4 * ib + l] = (uint8_t)neg;
+            b->signs[4 * ib + l] = (uint8_t)neg;
         }
     } else {
         const grid_tab *gtab = type == IQF_TYPE_IQ2_XS ? &tab2 : type == IQF_TYPE_IQ2_XXS ? &tab2xxs : &tab2s;
@@ -728,18 +717,16 @@ void fb_block_round_group(int type, const fb_block *f, uint8_t *x, int i0, const
         const int g = nearest_point(gtab, u, imp, db, f->simd);
         for (int k = 0; k < 8; k++) m[k] = db * (float)grid[g * 8 + k];
         if (type == IQF_TYPE_IQ2_XS) {
-            const uint16_t q = (uint16_t)(g | ((neg & 127) << 9));
-            memcpy(x + 2 + 2 * (i0 / 8), &q, 2);
+            ((block_iq2_xs *)x)->qs[i0 / 8] = (uint16_t)(g | ((neg & 127) << 9));
         } else if (type == IQF_TYPE_IQ2_XXS) {
-            x[2 + 8 * ib + l] = (uint8_t)g;
-            uint32_t a;
-            memcpy(&a, x + 2 + 8 * ib + 4, 4);
-            a = (a & ~(127u << (7 * l))) | ((uint32_t)(neg & 127) << (7 * l));
-            memcpy(x + 2 + 8 * ib + 4, &a, 4);
+            uint8_t *q = (uint8_t *)((block_iq2_xxs *)x)->qs;
+            q[8 * ib + l] = (uint8_t)g;
+            set_signs7(q + 8 * ib + 4, l, neg);
         } else {
-            x[2 + 4 * ib + l] = (uint8_t)(g & 255);
-            x[34 + 4 * ib + l] = (uint8_t)neg;
-            uint8_t *qh = &x[66 + ib];
+            block_iq2_s *b = (block_iq2_s *)x;
+            b->qs[4 * ib + l] = (uint8_t)(g & 255);
+            b->qs[QK_K / 8 + 4 * ib + l] = (uint8_t)neg;
+            uint8_t *qh = &b->qh[ib];
             *qh = (uint8_t)((*qh & ~(3u << (2 * l))) | ((unsigned)(g >> 8) << (2 * l)));
         }
     }

@@ -7,8 +7,8 @@
  *   legacy: value[j] = stored[j] / ncall                                  (stored if ncall <= 0)
  * Readers treat the file as hostile: every count, length and size is checked.
  */
-#ifndef IQF_QUANTIZE_IMATRIX_H
-#define IQF_QUANTIZE_IMATRIX_H
+#ifndef IQF_STATS_IMATRIX_H
+#define IQF_STATS_IMATRIX_H
 
 #include "iqforge.h"
 

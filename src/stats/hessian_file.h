@@ -22,8 +22,8 @@
  * The reader treats the file as hostile: every key type, shape and value (finite, diagonal >= 0)
  * is checked at open; values are then read on demand from the mapping.
  */
-#ifndef IQF_QUANTIZE_HESSIAN_FILE_H
-#define IQF_QUANTIZE_HESSIAN_FILE_H
+#ifndef IQF_STATS_HESSIAN_FILE_H
+#define IQF_STATS_HESSIAN_FILE_H
 
 #include "iqforge.h"
 
