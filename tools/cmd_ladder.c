@@ -16,8 +16,6 @@
 
 #include "iqforge.h"
 #include "ladder/ladder.h"
-#include "model/tokenizer.h"
-#include "quantize/imatrix.h"
 #include "util/outfile.h"
 #include "util/progress.h"
 

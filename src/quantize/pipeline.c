@@ -590,7 +590,7 @@ static void job_free(quant_job *j) {
 }
 
 iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_quantize_params *params,
-                              iqf_model_quantize_report *report, void *logp, char *err, size_t errlen) {
+                              iqf_model_quantize_report *report, FILE *logp, char *err, size_t errlen) {
     const double t0 = iqf_now();
     if (!in || !params || (!out && !params->dry_run))
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "missing input or output path");
