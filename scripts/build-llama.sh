@@ -10,6 +10,9 @@ dir="${IQF_LLAMA_DIR:-$HOME/.cache/iqforge/llama-src}"
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(llama-quantize llama-perplexity llama-imatrix test-llama-archs)
 mkdir -p "$dir"
+# One build at a time (tests running in parallel may all ask for it).
+exec 9>"$dir/.lock"
+flock 9
 if [ ! -f "$dir/node_modules/node-llama-cpp/llama/gitRelease.bundle" ]; then
   command -v npm >/dev/null 2>&1 || bash "$(dirname "$0")/install-oracle.sh"
   npm install --prefix "$dir" --no-audit --no-fund --ignore-scripts --loglevel=error node-llama-cpp@3.22.1 >&2

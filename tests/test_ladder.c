@@ -301,6 +301,38 @@ static void test_cache_record(void) {
     rmdir(dir);
 }
 
+/* The plot as a person reads it: every tick value is round (at most two significant digits:
+ * 1, 2, 5 x 10^k or a whole multiple of the step), and no two type labels overprint each other
+ * (boxes at the width the placer assumes, 5.4 px per character at 9 px). */
+static void check_svg_ticks_and_labels(const char *s) {
+    int ticks = 0, bad_ticks = 0;
+    for (const char *p = s; p && (p = strstr(p, "class=\"ytick\"")); p++) {
+        const char *t = strchr(p, '>');
+        if (!t) break;
+        double v = strtod(t + 1, NULL);
+        ticks++;
+        double m = v / pow(10, floor(log10(fabs(v))) - 1); /* two leading digits */
+        if (v != 0 && fabs(m - floor(m + 0.5)) > 1e-6) bad_ticks++, fprintf(stderr, "tick %.*s\n", 12, t + 1);
+    }
+    CHECK(ticks >= 8 && bad_ticks == 0, "svg: %d of %d y ticks are not round numbers", bad_ticks, ticks);
+    double bx[512][4];
+    int nb = 0, clashes = 0;
+    for (const char *p = s; p && (p = strstr(p, "class=\"label\"")) && nb < 512; p++) {
+        double x = 0, y = 0;
+        const char *q = strstr(p, "x=\""), *r = strstr(p, "y=\""), *t = strchr(p, '>');
+        if (!q || !r || !t) break;
+        x = strtod(q + 3, NULL), y = strtod(r + 3, NULL);
+        bool end = strstr(p, "text-anchor=\"end\"") && strstr(p, "text-anchor=\"end\"") < t;
+        double w = 5.4 * (double)(strchr(t, '<') - t - 1) + 2;
+        double b[4] = { end ? x - w : x, y - 8, end ? x : x + w, y + 2 };
+        for (int k = 0; k < nb; k++)
+            if (fmin(b[2], bx[k][2]) - fmax(b[0], bx[k][0]) > 0.5 && fmin(b[3], bx[k][3]) - fmax(b[1], bx[k][1]) > 0.5)
+                clashes++;
+        memcpy(bx[nb++], b, sizeof b);
+    }
+    CHECK(nb >= 20 && clashes == 0, "svg: %d labels, %d overlapping pairs", nb, clashes);
+}
+
 static void test_reports(void) {
     ladder_rung r[64];
     int n = load_kjv(r, IQF_MODE_COMPAT);
@@ -343,11 +375,16 @@ static void test_reports(void) {
     int pts = 0, alarms = 0;
     for (const char *p = s; p && (p = strstr(p, "class=\"rung\"")); p++) pts++;
     for (const char *p = s; p && (p = strstr(p, "class=\"alarm\"")); p++) alarms++;
-    /* Two panels (KLD, PPL) x the done rungs. */
+    /* Two panels (KLD, PPL) x the done rungs, and the relative panel: one point per best rung
+     * with a compat twin (the alarmed IQ3_XXS among them). */
+    int ratios = 0;
+    for (const char *p = s; p && (p = strstr(p, "class=\"ratio\"")); p++) ratios++;
     CHECK(s && pts == 2 * (n - 1), "svg: %d points, want %d", pts, 2 * (n - 1));
-    CHECK(s && alarms == 2, "svg: %d alarm marks, want 2 (one per panel)", alarms);
-    CHECK(s && strstr(s, "mean KLD (log scale)") && strstr(s, "perplexity") && strstr(s, "bits per weight"),
-          "svg axis titles");
+    CHECK(s && ratios == n / 2 - 1, "svg: %d ratio points, want %d", ratios, n / 2 - 1);
+    CHECK(s && alarms == 3, "svg: %d alarm marks, want 3 (one per panel)", alarms);
+    CHECK(s && strstr(s, "mean KLD (log scale)") && strstr(s, "perplexity") && strstr(s, "bits per weight") &&
+          strstr(s, "KLD / compat's"), "svg axis titles");
+    check_svg_ticks_and_labels(s);
     CHECK(s && strstr(s, "data-mode=\"compat\"") && strstr(s, "data-mode=\"best\""), "svg: one series per mode");
     CHECK(s && strstr(s, "</svg>\n"), "svg complete");
     free(s);
@@ -357,7 +394,53 @@ static void test_reports(void) {
     rmdir(dir);
 }
 
+/* A stock llama-perplexity's output (tests/data/ladder: the kjv-3m base and its Q4_K_M file over
+ * 4 chunks of 512, as llama.cpp's own build printed them, model-loading lines left out) reads
+ * into exactly the numbers it prints; damaged output is refused, naming the line. */
+static void test_llama_output(void) {
+    size_t n;
+    char *base = read_file(src_path("tests/data/ladder/llama-perplexity-base.log"), &n);
+    char *kld = read_file(src_path("tests/data/ladder/llama-perplexity-kld.log"), &n);
+    CHECK(base && kld, "llama-perplexity fixtures missing");
+    if (!base || !kld) { free(base); free(kld); return; }
+    char err[256];
+    double ppl = 0, ppl_err = 0;
+    CHECK(ladder_parse_llama_base(base, &ppl, &ppl_err, err, sizeof err) == 0, "base: %s", err);
+    CHECK(ppl == 20.5437 && ppl_err == 1.45041, "base PPL %.6f +/- %.6f", ppl, ppl_err);
+    ladder_rung r;
+    memset(&r, 0, sizeof r);
+    CHECK(ladder_parse_llama_kld(kld, &r, err, sizeof err) == 0, "kld: %s", err);
+    CHECK(r.n_chunks == 4, "chunks %d", r.n_chunks);
+    CHECK(r.ppl == 20.733853 && r.ppl_err == 1.464007, "PPL(Q) %.6f +/- %.6f", r.ppl, r.ppl_err);
+    CHECK(r.ppl_ratio == 1.009255 && r.ppl_ratio_err == 0.004088, "ratio %.6f +/- %.6f", r.ppl_ratio, r.ppl_ratio_err);
+    CHECK(r.kld == 0.007025 && r.kld_err == 0.000355, "KLD %.6f +/- %.6f", r.kld, r.kld_err);
+    CHECK(r.kld_p99 == 0.058742 && r.kld_max == 0.115621, "KLD p99 %.6f max %.6f", r.kld_p99, r.kld_max);
+    CHECK(fabs(r.same_top - 0.95392) < 1e-12 && fabs(r.same_top_err - 0.00657) < 1e-12, "same top %.6f +/- %.6f",
+          r.same_top, r.same_top_err);
+    /* Damage: a missing statistics line, a value that is not a number, no output at all. */
+    char *cut = strstr(kld, "Mean    KLD");
+    if (cut) {
+        char saved = *cut;
+        *cut = 0;
+        ladder_rung z = r;
+        CHECK(ladder_parse_llama_kld(kld, &z, err, sizeof err) != 0 && strstr(err, "KLD"), "truncated output: %s", err);
+        CHECK(z.kld == r.kld, "a failed parse left the rung untouched");
+        *cut = saved;
+    }
+    char *num = strstr(kld, "0.007025");
+    if (num) {
+        memcpy(num, "nan     ", 8);
+        CHECK(ladder_parse_llama_kld(kld, &r, err, sizeof err) != 0, "a NaN KLD is refused");
+    }
+    CHECK(ladder_parse_llama_base("", &ppl, &ppl_err, err, sizeof err) != 0 && strstr(err, "Final estimate"),
+          "empty output: %s", err);
+    CHECK(ladder_parse_llama_kld("Mean    KLD:   0.1 ± 0.01\n", &r, err, sizeof err) != 0, "partial output refused");
+    free(base);
+    free(kld);
+}
+
 int main(void) {
+    test_llama_output();
     test_families();
     test_healthy_kjv();
     test_healthy_stories();

@@ -11,10 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Types the golden vectors must cover once every codec has landed (all 19 in the manifest). */
+/* Types the golden vectors must cover (all 25 in the manifest). */
 static const char *const required[] = {
     "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K",
     "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "iq1_m",
+    "tq1_0", "tq2_0", "mxfp4", "nvfp4", "q1_0", "q2_0",
 };
 
 static void check_vector(const char *dist, const char *tname, const char *imat, int rows, int cols,
@@ -129,6 +130,6 @@ int main(void) {
     printf("test_refvec: %d vectors checked, %d skipped for missing codecs, %d of %zu types absent\n",
            checked, missing_codec, absent, sizeof required / sizeof required[0]);
     CHECK(absent == 0 && missing_codec == 0, "%d required types have no codec", absent);
-    CHECK(checked == 210, "%d of the 210 golden vectors checked", checked);
+    CHECK(checked == 282, "%d of the 282 golden vectors checked", checked);
     return test_finish("test_refvec");
 }

@@ -10,8 +10,11 @@
  *   rungs/NAME.MODE.txt         one finished rung (ladder_rung_save); reused when the key matches
  *   NAME.MODE.gguf              a rung's quantized file, kept with --keep-files
  *   ladder.json/.csv/.svg       the reports over every finished rung found in DIR
+ *   base.llama.kld, logs/       with --evaluator llama-perplexity: its base log-probabilities and
+ *                               each run's output (base.log, NAME.MODE.log)
  */
 #include "cli.h"
+#include "ladder_eval.h"
 #include "model_cli.h"
 
 #include "iqforge.h"
@@ -56,6 +59,11 @@ static void usage(FILE *f) {
             "  -t THREADS        threads (default all CPUs; results do not depend on it)\n"
             "  --kv-type T       f16 (default): llama.cpp's default F16 cache and flash-attention roundings;\n"
             "                    f32: the plain float graph\n"
+            "  --evaluator E     iqforge (default: the built-in engine) or llama-perplexity[=PATH]: score\n"
+            "                    the base and every rung with a stock llama-perplexity (any build: CPU,\n"
+            "                    CUDA, Metal; --kl-divergence-base once, --kl-divergence per rung), for\n"
+            "                    architectures the engine lacks; its output is kept in DIR/logs/.\n"
+            "                    The smoke test and --calibration still use the built-in engine\n"
             "  -o DIR            results folder (default ladder)\n"
             "  --simulate        quantize in memory (blk.* matrices, rows of 256) instead of whole\n"
             "                    files: for models whose rows do not fit the formats\n"
@@ -93,6 +101,8 @@ static const char *const default_sim_types[] = {
 typedef struct opts {
     const char *model, *eval, *imatrix, *calibration, *types, *modes, *dir, *prompt, *expect;
     const char *test_break;
+    const char *evaluator;   /* NULL: the built-in engine */
+    char eval_tool[4096];    /* the external evaluator's executable */
     long long n_ctx, n_chunks, n_threads, smoke_tokens;
     bool simulate, prepare, report_only, keep, quiet;
     const char *only[MAX_RUNGS];
@@ -341,6 +351,36 @@ static uint64_t simulated_bytes(const iqf_gguf *g, int type) {
     return tot;
 }
 
+/* The external evaluator's arguments for one run (tools/ladder_eval.h); log_path is set. */
+static ladder_eval_args eval_args(const opts *o, const char *model, const char *base_kld, const char *log_path) {
+    ladder_eval_args a = { o->eval_tool, model, base_kld, log_path, (int)o->n_ctx, (int)o->n_threads, o->mo.kv_f16 };
+    return a;
+}
+
+/* A quantized rung scored by the external evaluator, then smoke-tested by the built-in engine
+ * when --prompt asks for it. Failures set r->failed; returns 0. */
+static int measure_external(const bench *b, ladder_rung *r, const char *gguf_out) {
+    const opts *o = b->o;
+    char err[1024], log_path[4096];
+    path_fmt(log_path, sizeof log_path, "%s/logs/%s.%s.log", o->dir, r->name, iqf_mode_name(r->mode));
+    const ladder_eval_args a = eval_args(o, gguf_out, b->base_kld, log_path);
+    r->bpw = b->n_weights ? 8.0 * (double)r->file_bytes / (double)b->n_weights : 0;
+    stage(&b->prog, r, "evaluating (llama-perplexity)");
+    double t1 = iqf_now();
+    if (ladder_eval_rung(&a, r, err, sizeof err)) {
+        set_error(r, "evaluation: %s", err);
+        return 0;
+    }
+    r->eval_s = iqf_now() - t1;
+    if (!o->prompt) return 0;
+    iqf_model *m = NULL;
+    stage(&b->prog, r, "smoke test");
+    if (model_cli_load(gguf_out, NULL, (int)o->n_threads, &m)) set_error(r, "smoke test: cannot load %s in the built-in engine (see above)", gguf_out);
+    else if (smoke(b, m, r)) set_error(r, "smoke test could not run (see above)");
+    iqf_model_free(m);
+    return 0;
+}
+
 /* Measures one rung; on a measurement failure sets r->failed and returns 0 (the ladder goes
  * on); returns 1 only for errors that end the command (none so far). */
 static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *flt) {
@@ -368,6 +408,7 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
         r->quantize_s = iqf_now() - t0;
         struct stat st;
         r->file_bytes = stat(gguf_out, &st) == 0 ? (uint64_t)st.st_size : 0;
+        if (o->evaluator) return measure_external(b, r, gguf_out);
         if (model_cli_load(gguf_out, NULL, (int)o->n_threads, &m)) {
             set_error(r, "cannot load the quantized file %s (see above)", gguf_out);
             return 0;
@@ -438,6 +479,14 @@ static int load_with_text(const opts *o, const char *text_path, iqf_model **m, i
 static int prepare_base(const opts *o, const char *key, const char *kld_path, const char *txt_path,
                         double *ppl, double *ppl_err) {
     if (access(kld_path, R_OK) == 0 && key_file_matches(txt_path, key, ppl, ppl_err)) return 0;
+    if (o->evaluator) {
+        char err[1024], log_path[4096];
+        path_fmt(log_path, sizeof log_path, "%s/logs/base.log", o->dir);
+        const ladder_eval_args a = eval_args(o, o->model, kld_path, log_path);
+        if (!o->quiet && isatty(2)) fprintf(stderr, "ladder: base logits of %s on %s with %s ...\n", o->model, o->eval, o->eval_tool);
+        if (ladder_eval_base(&a, o->eval, (int)o->n_chunks, ppl, ppl_err, err, sizeof err)) return cli_error("%s", err);
+        return write_key_file(txt_path, key, ppl, ppl_err);
+    }
     iqf_model *m;
     iqf_context *c;
     int32_t *toks;
@@ -535,6 +584,7 @@ static int parse_args(int argc, char **argv, opts *o) {
         else if (!strcmp(s, "--prompt") && hv) o->prompt = argv[++i];
         else if (!strcmp(s, "--expect") && hv) o->expect = argv[++i];
         else if (!strcmp(s, "--test-break") && hv) o->test_break = argv[++i];
+        else if (!strcmp(s, "--evaluator") && hv) o->evaluator = argv[++i];
         else if (!strcmp(s, "--simulate")) o->simulate = true;
         else if (!strcmp(s, "--prepare")) o->prepare = true;
         else if (!strcmp(s, "--report-only")) o->report_only = true;
@@ -570,6 +620,12 @@ static int parse_args(int argc, char **argv, opts *o) {
     if (!o->prompt != !o->expect) return cli_error("ladder: --prompt and --expect go together"), 2;
     if (o->prepare && o->report_only) return cli_error("ladder: --prepare and --report-only exclude each other"), 2;
     if (o->simulate && o->test_break) return cli_error("ladder: --test-break needs whole files (not --simulate)"), 2;
+    if (o->evaluator && !strcmp(o->evaluator, "iqforge")) o->evaluator = NULL;
+    if (o->evaluator) {
+        if (o->simulate) return cli_error("ladder: --evaluator %s needs whole files (not --simulate)", o->evaluator), 2;
+        int r = ladder_eval_resolve(o->evaluator, o->eval_tool, sizeof o->eval_tool);
+        if (r) return r;
+    }
     return 0;
 }
 
@@ -674,6 +730,8 @@ int cmd_ladder(int argc, char **argv) {
     if (make_dir(o.dir)) return 1;
     path_fmt(path, sizeof path, "%s/rungs", o.dir);
     if (make_dir(path)) return 1;
+    path_fmt(path, sizeof path, "%s/logs", o.dir);
+    if (o.evaluator && make_dir(path)) return 1;
 
     /* The inputs' keys. */
     uint64_t hm = LADDER_FNV_INIT, model_bytes = 0, he = LADDER_FNV_INIT;
@@ -682,6 +740,10 @@ int cmd_ladder(int argc, char **argv) {
     uint64_t hb = ladder_fnv1a(hm, &he, sizeof he);
     int64_t geo[3] = { o.n_ctx, o.n_chunks, o.mo.kv_f16 };
     hb = ladder_fnv1a(hb, geo, sizeof geo);
+    if (o.evaluator) { /* the evaluator is an input: its name and its executable's bytes */
+        hb = hash_str(hb, "llama-perplexity");
+        if (!hash_file(o.eval_tool, &hb, NULL)) return cli_error("%s: cannot read: %s", o.eval_tool, strerror(errno));
+    }
     char base_key[32];
     snprintf(base_key, sizeof base_key, "%016llx", (unsigned long long)hb);
 
@@ -714,7 +776,7 @@ int cmd_ladder(int argc, char **argv) {
     char rung_key[32];
     snprintf(rung_key, sizeof rung_key, "%016llx", (unsigned long long)hr);
 
-    path_fmt(kld_path, sizeof kld_path, "%s/base.kld", o.dir);
+    path_fmt(kld_path, sizeof kld_path, o.evaluator ? "%s/base.llama.kld" : "%s/base.kld", o.dir);
     path_fmt(txt_path, sizeof txt_path, "%s/base.txt", o.dir);
     double base_ppl = NAN, base_ppl_err = NAN;
     if (o.report_only) {

@@ -106,4 +106,31 @@ typedef struct {
 } block_iq4_xs;
 static_assert(sizeof(block_iq4_xs) == 136, "block_iq4_xs size");
 
+/* ---- FP4 blocks (E2M1 codes; kvalues_fp4 holds twice the E2M1 value) ---- */
+#define QK_MXFP4 32
+typedef struct { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; } block_mxfp4;  /* E8M0 exponent: 4.25 bpw */
+static_assert(sizeof(block_mxfp4) == 17, "mxfp4 block");
+#define QK_NVFP4 64
+#define QK_NVFP4_SUB 16
+typedef struct { uint8_t d[QK_NVFP4 / QK_NVFP4_SUB]; uint8_t qs[QK_NVFP4 / 2]; } block_nvfp4; /* UE4M3 scales: 4.5 bpw */
+static_assert(sizeof(block_nvfp4) == 36, "nvfp4 block");
+
+/* ---- 1- and 2-bit blocks (Q1_0: sign bits; Q2_0: codes 0..3 = -1..2) ---- */
+#define QK1_0 128
+typedef struct { iqf_half d; uint8_t qs[QK1_0 / 8]; } block_q1_0;        /* 1.125 bpw */
+static_assert(sizeof(block_q1_0) == 18, "q1_0 block");
+#define QK2_0 64
+typedef struct { iqf_half d; uint8_t qs[QK2_0 / 4]; } block_q2_0;        /* 2.25 bpw */
+static_assert(sizeof(block_q2_0) == 18, "q2_0 block");
+
+/* ---- ternary super-blocks (BitNet b1.58, TriLM) ---- */
+typedef struct {
+    uint8_t qs[(QK_K - 4 * QK_K / 64) / 5]; /* 5 trits per byte (base 3, scaled to 0..255) */
+    uint8_t qh[QK_K / 64];                  /* 4 trits per byte */
+    iqf_half d;
+} block_tq1_0; /* 1.6875 bpw */
+static_assert(sizeof(block_tq1_0) == 54, "tq1_0 block");
+typedef struct { uint8_t qs[QK_K / 4]; iqf_half d; } block_tq2_0;     /* 2.0625 bpw */
+static_assert(sizeof(block_tq2_0) == 66, "tq2_0 block");
+
 #endif

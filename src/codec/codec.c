@@ -19,6 +19,7 @@
 static const iqf_codec *const families[] = {
     iqf_codecs_float, iqf_codecs_iq3, iqf_codecs_iq2,     iqf_codecs_iq1,
     iqf_codecs_iq4,   iqf_codecs_kquants, iqf_codecs_legacy,
+    iqf_codecs_fp4,   iqf_codecs_lowbit,
 };
 
 const iqf_codec *iqf_codec_get(int type) {

@@ -79,6 +79,8 @@ extern const iqf_codec iqf_codecs_iq1[];     /* iq1_s, iq1_m */
 extern const iqf_codec iqf_codecs_iq4[];     /* iq4_nl, iq4_xs */
 extern const iqf_codec iqf_codecs_kquants[]; /* q2_K .. q6_K, q8_K */
 extern const iqf_codec iqf_codecs_legacy[];  /* q4_0, q4_1, q5_0, q5_1, q8_0 */
+extern const iqf_codec iqf_codecs_fp4[];     /* mxfp4, nvfp4 */
+extern const iqf_codec iqf_codecs_lowbit[];  /* tq1_0, tq2_0, q1_0, q2_0 */
 
 /* The codec for a type, or NULL. */
 const iqf_codec *iqf_codec_get(int type);

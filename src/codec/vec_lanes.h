@@ -78,6 +78,7 @@
 #define vf_lut32 VL_SFX(vl_flut32)
 #define vf_rep4 VL_SFX(vl_frep4)
 #define vf_rep8 VL_SFX(vl_frep8)
+#define vi_store_u8 VL_SFX(vl_istore_u8)
 #endif
 
 typedef float VF __attribute__((vector_size(VL_W * 4)));
@@ -194,6 +195,11 @@ VL_FN VI vi_load_u16_pair(const uint16_t *a, const uint16_t *b) {
     return (VI)_mm256_cvtepu16_epi32(_mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)a),
                                                         _mm_loadl_epi64((const __m128i *)b)));
 }
+/* the VL_W lanes (each 0..255) stored as bytes */
+VL_FN void vi_store_u8(uint8_t *p, VI v) {
+    const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128((__m256i)v), _mm256_extracti128_si256((__m256i)v, 1));
+    _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(w, w));
+}
 #else
 VL_FN VF vf_load(const float *p) { return (VF)_mm512_loadu_ps(p); }
 VL_FN void vf_store(float *p, VF v) { _mm512_storeu_ps(p, (__m512)v); }
@@ -255,6 +261,7 @@ VL_FN VF vf_rcp_nr(VF a) {
 VL_FN VF vf_lut32(const float *t, VI idx) {
     return (VF)_mm512_permutex2var_ps(_mm512_loadu_ps(t), (__m512i)idx, _mm512_loadu_ps(t + 16));
 }
+VL_FN void vi_store_u8(uint8_t *p, VI v) { _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)v)); }
 VL_FN VI vi_load_u16_pair(const uint16_t *a, const uint16_t *b) {
     return (VI)_mm512_cvtepu16_epi32(_mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)), _mm_loadu_si128((const __m128i *)b), 1));

@@ -1,5 +1,6 @@
 /* ladder.c - the ladder's alarm and reports; see ladder.h for the contract. */
 #include "ladder.h"
+#include "report.h"
 
 #include "iqforge.h"
 #include "util/error.h"
@@ -59,7 +60,6 @@ ladder_limits ladder_default_limits(void) {
 /* ------------------------------------------------------------------------------------------ */
 /* The alarm                                                                                  */
 
-static bool usable(const ladder_rung *r) { return r->done && !r->failed; }
 
 static double combined(const ladder_rung *a, const ladder_rung *b) {
     return sqrt(a->kld_err * a->kld_err + b->kld_err * b->kld_err);
@@ -90,11 +90,6 @@ __attribute__((format(printf, 5, 6))) static void add(finding_sink *s, ladder_fi
     va_end(ap);
 }
 
-static const char *mode_str(int m) {
-    const char *s = iqf_mode_name(m);
-    return s ? s : "?";
-}
-
 int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding *out, int max,
                  int *n_alarms) {
     finding_sink alarms = { out, max, 0, 0 };
@@ -108,7 +103,7 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
         if (A->failed) {
             A->alarm = true;
             add(&alarms, LADDER_ALARM_FAILED, a, -1, "%s (%s): measurement failed: %s", A->name,
-                mode_str(A->mode), A->error);
+                ladder_mode_str(A->mode), A->error);
             continue;
         }
         /* The worst smaller rung of each rule. */
@@ -116,7 +111,7 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
         double wf = 0, wc = 0;
         for (int b = 0; b < n; b++) {
             const ladder_rung *B = &r[b];
-            if (b == a || !usable(B) || B->mode != A->mode || B->file_bytes >= A->file_bytes) continue;
+            if (b == a || !ladder_usable(B) || B->mode != A->mode || B->file_bytes >= A->file_bytes) continue;
             if (!(A->kld > B->kld)) continue;
             const bool stat = A->kld - B->kld > lim->z * combined(A, B);
             const double ratio = B->kld > 0 ? A->kld / B->kld : INFINITY;
@@ -132,7 +127,7 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
             add(&alarms, LADDER_ALARM_FAMILY, a, worst_fam,
                 "%s (%s, %.4f bpw) has mean KLD %.6f +/- %.6f, %.2fx that of the smaller %s (%.4f bpw) "
                 "%.6f +/- %.6f in the same family (%s): a broken encoder, not a quality cliff",
-                A->name, mode_str(A->mode), A->bpw, A->kld, A->kld_err, wf, B->name, B->bpw, B->kld,
+                A->name, ladder_mode_str(A->mode), A->bpw, A->kld, A->kld_err, wf, B->name, B->bpw, B->kld,
                 B->kld_err, ladder_family_name(A->family));
         }
         if (worst_cross >= 0) {
@@ -141,43 +136,43 @@ int ladder_judge(ladder_rung *r, int n, const ladder_limits *lim, ladder_finding
             add(&alarms, LADDER_ALARM_CROSS, a, worst_cross,
                 "%s (%s, %.4f bpw) has mean KLD %.6f +/- %.6f, %.2fx that of the smaller %s (%.4f bpw, "
                 "%s family) %.6f +/- %.6f (limit %.2fx)",
-                A->name, mode_str(A->mode), A->bpw, A->kld, A->kld_err, wc, B->name, B->bpw,
+                A->name, ladder_mode_str(A->mode), A->bpw, A->kld, A->kld_err, wc, B->name, B->bpw,
                 ladder_family_name(B->family), B->kld, B->kld_err, lim->cross_factor);
         }
         const double pl = ppl_limit_for(lim, A);
         if (pl > 0 && A->ppl_ratio > pl) {
             A->alarm = true;
             add(&alarms, LADDER_ALARM_PPL, a, -1, "%s (%s): PPL(Q)/PPL(base) %.4f +/- %.4f exceeds the limit %.4f",
-                A->name, mode_str(A->mode), A->ppl_ratio, A->ppl_ratio_err, pl);
+                A->name, ladder_mode_str(A->mode), A->ppl_ratio, A->ppl_ratio_err, pl);
         }
         if (A->smoke_run && !A->smoke_ok) {
             A->alarm = true;
             add(&alarms, LADDER_ALARM_SMOKE, a, -1, "%s (%s): smoke test failed: the greedy continuation \"%s\" "
-                "does not contain the expected text", A->name, mode_str(A->mode), A->smoke_text);
+                "does not contain the expected text", A->name, ladder_mode_str(A->mode), A->smoke_text);
         }
         if (worst_fam >= 0 || worst_cross >= 0) continue;
         /* Inversions that are no alarm: notes. */
         for (int b = 0; b < n; b++) {
             const ladder_rung *B = &r[b];
-            if (b == a || !usable(B) || B->mode != A->mode || B->file_bytes >= A->file_bytes) continue;
+            if (b == a || !ladder_usable(B) || B->mode != A->mode || B->file_bytes >= A->file_bytes) continue;
             if (!(A->kld > B->kld)) continue;
             add(&nsink, LADDER_NOTE_INVERSION, a, b,
                 "inversion: %s (%s, %.4f bpw) KLD %.6f +/- %.6f is above the smaller %s's (%.4f bpw) "
                 "%.6f +/- %.6f (%s; within the alarm's limits)",
-                A->name, mode_str(A->mode), A->bpw, A->kld, A->kld_err, B->name, B->bpw, B->kld, B->kld_err,
+                A->name, ladder_mode_str(A->mode), A->bpw, A->kld, A->kld_err, B->name, B->bpw, B->kld, B->kld_err,
                 A->family == B->family ? "same family" : "across families");
         }
     }
     /* A better mode that is worse than compat on the same type: a note. */
     for (int a = 0; a < n; a++) {
         const ladder_rung *A = &r[a];
-        if (!usable(A) || A->mode == IQF_MODE_COMPAT) continue;
+        if (!ladder_usable(A) || A->mode == IQF_MODE_COMPAT) continue;
         for (int c = 0; c < n; c++) {
             const ladder_rung *C = &r[c];
-            if (!usable(C) || C->mode != IQF_MODE_COMPAT || strcmp(C->name, A->name)) continue;
+            if (!ladder_usable(C) || C->mode != IQF_MODE_COMPAT || strcmp(C->name, A->name)) continue;
             if (A->kld - C->kld > lim->z * combined(A, C))
                 add(&nsink, LADDER_NOTE_MODE, a, c, "%s: mode %s KLD %.6f +/- %.6f is worse than compat's %.6f +/- %.6f",
-                    A->name, mode_str(A->mode), A->kld, A->kld_err, C->kld, C->kld_err);
+                    A->name, ladder_mode_str(A->mode), A->kld, A->kld_err, C->kld, C->kld_err);
         }
     }
     int nw = alarms.n;
@@ -199,12 +194,12 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
         const ladder_rung *x = &r[i];
         if (!x->done) {
             fprintf(f, "| %-8s | %-6s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", x->name,
-                    mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "todo");
+                    ladder_mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "todo");
             continue;
         }
         if (x->failed) {
             fprintf(f, "| %-8s | %-6s | %10s | %7s | %-20s | %-22s | %9s | %8s | %7s | %7s | %-6s |\n", x->name,
-                    mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "FAILED");
+                    ladder_mode_str(x->mode), "-", "-", "-", "-", "-", "-", "-", "-", "FAILED");
             continue;
         }
         char ppl[32], kld[40], top[16];
@@ -213,12 +208,12 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
         snprintf(top, sizeof top, "%.3f%%", 100.0 * x->same_top);
         const char *st = x->alarm ? "ALARM" : x->smoke_run ? "ok+sm" : "ok";
         fprintf(f, "| %-8s | %-6s | %10llu | %7.4f | %-20s | %-22s | %9.6f | %8s | %7.2f | %7.2f | %-6s |\n",
-                x->name, mode_str(x->mode), (unsigned long long)x->file_bytes, x->bpw, ppl, kld, x->kld_p99, top,
+                x->name, ladder_mode_str(x->mode), (unsigned long long)x->file_bytes, x->bpw, ppl, kld, x->kld_p99, top,
                 x->quantize_s, x->eval_s, st);
     }
     /* With several modes: each type's KLD side by side, as ratios to compat. */
     bool other = false;
-    for (int i = 0; i < n; i++) other |= r[i].mode != IQF_MODE_COMPAT && usable(&r[i]);
+    for (int i = 0; i < n; i++) other |= r[i].mode != IQF_MODE_COMPAT && ladder_usable(&r[i]);
     if (other) {
         fprintf(f, "\n| %-8s | %-22s | %-6s | %-22s | %8s |\n", "type", "compat KLD", "mode", "KLD", "x compat");
         fprintf(f, "|----------|------------------------|--------|------------------------|---------:|\n");
@@ -226,15 +221,15 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
         int cnt[IQF_MODE_COUNT] = { 0 };
         for (int c = 0; c < n; c++) {
             const ladder_rung *C = &r[c];
-            if (!usable(C) || C->mode != IQF_MODE_COMPAT) continue;
+            if (!ladder_usable(C) || C->mode != IQF_MODE_COMPAT) continue;
             for (int a = 0; a < n; a++) {
                 const ladder_rung *A = &r[a];
-                if (!usable(A) || A->mode == IQF_MODE_COMPAT || strcmp(A->name, C->name)) continue;
+                if (!ladder_usable(A) || A->mode == IQF_MODE_COMPAT || strcmp(A->name, C->name)) continue;
                 char ck[40], ak[40];
                 snprintf(ck, sizeof ck, "%.6f +/- %.6f", C->kld, C->kld_err);
                 snprintf(ak, sizeof ak, "%.6f +/- %.6f", A->kld, A->kld_err);
                 const double ratio = C->kld > 0 ? A->kld / C->kld : 1.0;
-                fprintf(f, "| %-8s | %-22s | %-6s | %-22s | %8.4f |\n", C->name, ck, mode_str(A->mode), ak, ratio);
+                fprintf(f, "| %-8s | %-22s | %-6s | %-22s | %8.4f |\n", C->name, ck, ladder_mode_str(A->mode), ak, ratio);
                 if ((unsigned)A->mode < IQF_MODE_COUNT && ratio > 0) {
                     lsum[A->mode] += log(ratio);
                     cnt[A->mode]++;
@@ -243,7 +238,7 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
         }
         for (int m = 1; m < IQF_MODE_COUNT; m++)
             if (cnt[m])
-                fprintf(f, "geometric mean of %s/compat KLD over %d types: %.4f\n", mode_str(m), cnt[m],
+                fprintf(f, "geometric mean of %s/compat KLD over %d types: %.4f\n", ladder_mode_str(m), cnt[m],
                         exp(lsum[m] / cnt[m]));
         fputc('\n', f);
     }
@@ -253,62 +248,22 @@ void ladder_print_table(FILE *f, const ladder_rung *r, int n, const ladder_findi
     }
 }
 
-/* Output through the atomic file helper, formatted. */
-typedef struct rep {
-    iqf_outfile of;
-    bool bad;
-} rep;
-
-__attribute__((format(printf, 2, 3))) static void put(rep *o, const char *fmt, ...) {
-    if (o->bad) return;
-    char buf[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (k < 0) { o->bad = true; return; }
-    if ((size_t)k >= sizeof buf) k = (int)sizeof buf - 1;
-    if (iqf_outfile_write(&o->of, buf, (size_t)k)) o->bad = true;
-}
-
-static int rep_open(rep *o, const char *path, char *err, size_t errlen) {
-    o->bad = false;
-    if (iqf_outfile_open(&o->of, path)) {
-        snprintf(err, errlen, "%s", o->of.err);
-        return -1;
-    }
-    return 0;
-}
-
-static int rep_close(rep *o, char *err, size_t errlen) {
-    if (o->bad) {
-        snprintf(err, errlen, "%s", o->of.err[0] ? o->of.err : "write failed");
-        iqf_outfile_abort(&o->of);
-        return -1;
-    }
-    if (iqf_outfile_commit(&o->of)) {
-        snprintf(err, errlen, "%s", o->of.err);
-        return -1;
-    }
-    return 0;
-}
-
 /* A JSON string literal (quotes included). */
-static void put_jstr(rep *o, const char *s) {
-    if (!s) { put(o, "null"); return; }
-    put(o, "\"");
+static void put_jstr(ladder_rep *o, const char *s) {
+    if (!s) { ladder_put(o, "null"); return; }
+    ladder_put(o, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') put(o, "\\%c", *p);
-        else if (*p < 0x20) put(o, "\\u%04x", *p);
-        else put(o, "%c", *p);
+        if (*p == '"' || *p == '\\') ladder_put(o, "\\%c", *p);
+        else if (*p < 0x20) ladder_put(o, "\\u%04x", *p);
+        else ladder_put(o, "%c", *p);
     }
-    put(o, "\"");
+    ladder_put(o, "\"");
 }
 
 /* Non-finite numbers are not JSON: null. */
-static void put_jnum(rep *o, double v) {
-    if (isfinite(v)) put(o, "%.9g", v);
-    else put(o, "null");
+static void put_jnum(ladder_rep *o, double v) {
+    if (isfinite(v)) ladder_put(o, "%.9g", v);
+    else ladder_put(o, "null");
 }
 
 static const char *kind_name(ladder_finding_kind k) {
@@ -326,46 +281,46 @@ static const char *kind_name(ladder_finding_kind k) {
 
 int ladder_write_json(const char *path, const ladder_inputs *in, const ladder_rung *r, int n,
                       const ladder_finding *fd, int nf, int n_alarms, char *err, size_t errlen) {
-    rep o;
-    if (rep_open(&o, path, err, errlen)) return -1;
-    put(&o, "{\n  \"tool\": \"iqforge ladder\",\n  \"version\": ");
+    ladder_rep o;
+    if (ladder_rep_open(&o, path, err, errlen)) return -1;
+    ladder_put(&o, "{\n  \"tool\": \"iqforge ladder\",\n  \"version\": ");
     put_jstr(&o, IQF_VERSION);
-    put(&o, ",\n  \"inputs\": {\n    \"model\": ");
+    ladder_put(&o, ",\n  \"inputs\": {\n    \"model\": ");
     put_jstr(&o, in->model);
-    put(&o, ",\n    \"model_bytes\": %llu,\n    \"weights\": %llu,\n    \"eval_text\": ",
+    ladder_put(&o, ",\n    \"model_bytes\": %llu,\n    \"weights\": %llu,\n    \"eval_text\": ",
         (unsigned long long)in->model_bytes, (unsigned long long)in->n_weights);
     put_jstr(&o, in->eval_text);
-    put(&o, ",\n    \"imatrix\": ");
+    ladder_put(&o, ",\n    \"imatrix\": ");
     put_jstr(&o, in->imatrix);
-    put(&o, ",\n    \"calibration\": ");
+    ladder_put(&o, ",\n    \"calibration\": ");
     put_jstr(&o, in->calibration);
-    put(&o, ",\n    \"n_ctx\": %d,\n    \"chunks\": %d,\n    \"threads\": %d,\n    \"simulate\": %s,\n    \"prompt\": ",
+    ladder_put(&o, ",\n    \"n_ctx\": %d,\n    \"chunks\": %d,\n    \"threads\": %d,\n    \"simulate\": %s,\n    \"prompt\": ",
         in->n_ctx, in->n_chunks, in->n_threads, in->simulate ? "true" : "false");
     put_jstr(&o, in->prompt);
-    put(&o, ",\n    \"expect\": ");
+    ladder_put(&o, ",\n    \"expect\": ");
     put_jstr(&o, in->expect);
-    put(&o, ",\n    \"key\": ");
+    ladder_put(&o, ",\n    \"key\": ");
     put_jstr(&o, in->key);
-    put(&o, "\n  },\n  \"base\": { \"ppl\": ");
+    ladder_put(&o, "\n  },\n  \"base\": { \"ppl\": ");
     put_jnum(&o, in->base_ppl);
-    put(&o, ", \"ppl_err\": ");
+    ladder_put(&o, ", \"ppl_err\": ");
     put_jnum(&o, in->base_ppl_err);
-    put(&o, " },\n  \"rungs\": [");
+    ladder_put(&o, " },\n  \"rungs\": [");
     for (int i = 0; i < n; i++) {
         const ladder_rung *x = &r[i];
-        put(&o, "%s\n    { \"type\": ", i ? "," : "");
+        ladder_put(&o, "%s\n    { \"type\": ", i ? "," : "");
         put_jstr(&o, x->name);
-        put(&o, ", \"mode\": ");
-        put_jstr(&o, mode_str(x->mode));
-        put(&o, ", \"family\": ");
+        ladder_put(&o, ", \"mode\": ");
+        put_jstr(&o, ladder_mode_str(x->mode));
+        ladder_put(&o, ", \"family\": ");
         put_jstr(&o, ladder_family_name(x->family));
-        put(&o, ", \"done\": %s, \"failed\": %s", x->done ? "true" : "false", x->failed ? "true" : "false");
+        ladder_put(&o, ", \"done\": %s, \"failed\": %s", x->done ? "true" : "false", x->failed ? "true" : "false");
         if (x->failed) {
-            put(&o, ", \"error\": ");
+            ladder_put(&o, ", \"error\": ");
             put_jstr(&o, x->error);
         }
         if (x->done && !x->failed) {
-            put(&o, ", \"bytes\": %llu, \"bpw\": ", (unsigned long long)x->file_bytes);
+            ladder_put(&o, ", \"bytes\": %llu, \"bpw\": ", (unsigned long long)x->file_bytes);
             put_jnum(&o, x->bpw);
             const struct { const char *k; double v; } nums[] = {
                 { "ppl", x->ppl }, { "ppl_err", x->ppl_err }, { "ppl_ratio", x->ppl_ratio },
@@ -374,209 +329,55 @@ int ladder_write_json(const char *path, const ladder_inputs *in, const ladder_ru
                 { "same_top_err", x->same_top_err }, { "quantize_s", x->quantize_s }, { "eval_s", x->eval_s },
             };
             for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
-                put(&o, ", \"%s\": ", nums[k].k);
+                ladder_put(&o, ", \"%s\": ", nums[k].k);
                 put_jnum(&o, nums[k].v);
             }
-            put(&o, ", \"chunks\": %d, \"cached\": %s", x->n_chunks, x->cached ? "true" : "false");
+            ladder_put(&o, ", \"chunks\": %d, \"cached\": %s", x->n_chunks, x->cached ? "true" : "false");
             if (x->smoke_run) {
-                put(&o, ", \"smoke_ok\": %s, \"smoke_text\": ", x->smoke_ok ? "true" : "false");
+                ladder_put(&o, ", \"smoke_ok\": %s, \"smoke_text\": ", x->smoke_ok ? "true" : "false");
                 put_jstr(&o, x->smoke_text);
             }
         }
-        put(&o, ", \"alarm\": %s }", x->alarm ? "true" : "false");
+        ladder_put(&o, ", \"alarm\": %s }", x->alarm ? "true" : "false");
     }
-    put(&o, "\n  ],\n  \"findings\": [");
+    ladder_put(&o, "\n  ],\n  \"findings\": [");
     for (int i = 0; i < nf; i++) {
-        put(&o, "%s\n    { \"kind\": ", i ? "," : "");
+        ladder_put(&o, "%s\n    { \"kind\": ", i ? "," : "");
         put_jstr(&o, kind_name(fd[i].kind));
-        put(&o, ", \"rung\": ");
+        ladder_put(&o, ", \"rung\": ");
         put_jstr(&o, r[fd[i].a].name);
-        put(&o, ", \"mode\": ");
-        put_jstr(&o, mode_str(r[fd[i].a].mode));
-        put(&o, ", \"other\": ");
+        ladder_put(&o, ", \"mode\": ");
+        put_jstr(&o, ladder_mode_str(r[fd[i].a].mode));
+        ladder_put(&o, ", \"other\": ");
         put_jstr(&o, fd[i].b >= 0 ? r[fd[i].b].name : NULL);
-        put(&o, ", \"text\": ");
+        ladder_put(&o, ", \"text\": ");
         put_jstr(&o, fd[i].text);
-        put(&o, " }");
+        ladder_put(&o, " }");
     }
-    put(&o, "\n  ],\n  \"alarms\": %d\n}\n", n_alarms);
-    return rep_close(&o, err, errlen);
+    ladder_put(&o, "\n  ],\n  \"alarms\": %d\n}\n", n_alarms);
+    return ladder_rep_close(&o, err, errlen);
 }
 
 int ladder_write_csv(const char *path, const ladder_rung *r, int n, char *err, size_t errlen) {
-    rep o;
-    if (rep_open(&o, path, err, errlen)) return -1;
-    put(&o, "type,mode,family,bytes,bpw,ppl,ppl_err,ppl_ratio,ppl_ratio_err,kld,kld_err,kld_p99,kld_max,"
+    ladder_rep o;
+    if (ladder_rep_open(&o, path, err, errlen)) return -1;
+    ladder_put(&o, "type,mode,family,bytes,bpw,ppl,ppl_err,ppl_ratio,ppl_ratio_err,kld,kld_err,kld_p99,kld_max,"
             "same_top,same_top_err,quantize_s,eval_s,chunks,smoke,alarm,status\n");
     for (int i = 0; i < n; i++) {
         const ladder_rung *x = &r[i];
         const char *status = !x->done ? "todo" : x->failed ? "failed" : "ok";
         if (!x->done || x->failed) {
-            put(&o, "%s,%s,%s,,,,,,,,,,,,,,,,,%d,%s\n", x->name, mode_str(x->mode), ladder_family_name(x->family),
+            ladder_put(&o, "%s,%s,%s,,,,,,,,,,,,,,,,,%d,%s\n", x->name, ladder_mode_str(x->mode), ladder_family_name(x->family),
                 x->alarm ? 1 : 0, status);
             continue;
         }
-        put(&o, "%s,%s,%s,%llu,%.6f,%.6f,%.6f,%.6f,%.6f,%.8f,%.8f,%.8f,%.8f,%.6f,%.6f,%.3f,%.3f,%d,%s,%d,%s\n",
-            x->name, mode_str(x->mode), ladder_family_name(x->family), (unsigned long long)x->file_bytes, x->bpw,
+        ladder_put(&o, "%s,%s,%s,%llu,%.6f,%.6f,%.6f,%.6f,%.6f,%.8f,%.8f,%.8f,%.8f,%.6f,%.6f,%.3f,%.3f,%d,%s,%d,%s\n",
+            x->name, ladder_mode_str(x->mode), ladder_family_name(x->family), (unsigned long long)x->file_bytes, x->bpw,
             x->ppl, x->ppl_err, x->ppl_ratio, x->ppl_ratio_err, x->kld, x->kld_err, x->kld_p99, x->kld_max,
             x->same_top, x->same_top_err, x->quantize_s, x->eval_s, x->n_chunks,
             !x->smoke_run ? "" : x->smoke_ok ? "pass" : "fail", x->alarm ? 1 : 0, status);
     }
-    return rep_close(&o, err, errlen);
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* SVG: two panels sharing the bpw axis: mean KLD (log scale) above, PPL below. One colour per
- * mode, a point per rung labelled with its type, alarms drawn as a red ring and listed. */
-
-static const char *const mode_colour[] = { "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd" };
-static const char *const family_dash[] = { "none", "6,3", "2,3", "1,1" };
-
-typedef struct axis {
-    double lo, hi;
-    bool log;
-    double p0, p1; /* pixel range */
-} axis;
-
-static double ax_map(const axis *a, double v) {
-    double t;
-    if (a->log) t = (log10(v) - log10(a->lo)) / (log10(a->hi) - log10(a->lo));
-    else t = (v - a->lo) / (a->hi - a->lo);
-    return a->p0 + t * (a->p1 - a->p0);
-}
-
-static void put_xml(rep *o, const char *s) {
-    for (; *s; s++) {
-        if (*s == '<') put(o, "&lt;");
-        else if (*s == '>') put(o, "&gt;");
-        else if (*s == '&') put(o, "&amp;");
-        else if (*s == '"') put(o, "&quot;");
-        else put(o, "%c", *s);
-    }
-}
-
-int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_rung *r, int n, char *err,
-                     size_t errlen) {
-    double bmin = INFINITY, bmax = -INFINITY, kmin = INFINITY, kmax = -INFINITY, pmin = INFINITY, pmax = -INFINITY;
-    bool modes[IQF_MODE_COUNT] = { false };
-    int nuse = 0;
-    for (int i = 0; i < n; i++) {
-        const ladder_rung *x = &r[i];
-        if (!usable(x)) continue;
-        nuse++;
-        if ((unsigned)x->mode < IQF_MODE_COUNT) modes[x->mode] = true;
-        bmin = fmin(bmin, x->bpw), bmax = fmax(bmax, x->bpw);
-        if (x->kld > 0) kmin = fmin(kmin, x->kld), kmax = fmax(kmax, x->kld);
-        pmin = fmin(pmin, x->ppl), pmax = fmax(pmax, x->ppl);
-    }
-    if (!nuse) bmin = 1, bmax = 9, pmin = 1, pmax = 2;
-    if (!(kmin < INFINITY)) kmin = 1e-4, kmax = 1;
-    /* Round the ranges outward: bpw to whole bits, KLD to decades. */
-    axis X = { floor(bmin - 0.25), ceil(bmax + 0.25), false, 90, 860 };
-    if (X.hi - X.lo < 1) X.hi = X.lo + 1;
-    axis K = { pow(10, floor(log10(kmin))), pow(10, ceil(log10(kmax))), true, 400, 60 };
-    if (K.hi <= K.lo) K.hi = K.lo * 10;
-    double pad = (pmax - pmin) * 0.08 + 1e-3;
-    axis P = { pmin - pad, pmax + pad, false, 700, 480 };
-    rep o;
-    if (rep_open(&o, path, err, errlen)) return -1;
-    put(&o, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" height=\"800\" viewBox=\"0 0 960 800\" "
-            "font-family=\"sans-serif\" font-size=\"12\">\n"
-            "<rect width=\"960\" height=\"800\" fill=\"white\"/>\n<title>iqforge ladder: ");
-    put_xml(&o, in->model ? in->model : "");
-    put(&o, "</title>\n<text x=\"480\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">iqforge ladder: ");
-    put_xml(&o, in->model ? in->model : "");
-    put(&o, "</text>\n");
-    /* Frames, ticks and grid. */
-    const axis *Y[2] = { &K, &P };
-    const char *ylabel[2] = { "mean KLD (log scale)", "perplexity" };
-    for (int p = 0; p < 2; p++) {
-        const axis *A = Y[p];
-        double top = fmin(A->p0, A->p1), bot = fmax(A->p0, A->p1);
-        put(&o, "<g class=\"panel\" id=\"%s\">\n", p ? "ppl" : "kld");
-        put(&o, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"black\"/>\n", X.p0,
-            top, X.p1 - X.p0, bot - top);
-        for (double b = X.lo; b <= X.hi + 1e-9; b += 1) {
-            double px = ax_map(&X, b);
-            put(&o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", px, top, px, bot);
-            put(&o, "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", px, bot + 16, b);
-        }
-        if (A->log) {
-            for (double v = A->lo; v <= A->hi * 1.0001; v *= 10) {
-                double py = ax_map(A, v);
-                put(&o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", X.p0, py, X.p1, py);
-                put(&o, "<text class=\"ytick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", X.p0 - 6, py + 4, v);
-            }
-        } else {
-            for (int k = 0; k <= 4; k++) {
-                double v = A->lo + (A->hi - A->lo) * k / 4.0, py = ax_map(A, v);
-                put(&o, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", X.p0, py, X.p1, py);
-                put(&o, "<text class=\"ytick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n", X.p0 - 6, py + 4, v);
-            }
-        }
-        put(&o, "<text x=\"24\" y=\"%.1f\" transform=\"rotate(-90 24 %.1f)\" text-anchor=\"middle\">%s</text>\n",
-            (top + bot) / 2, (top + bot) / 2, ylabel[p]);
-        put(&o, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">bits per weight (file)</text>\n", (X.p0 + X.p1) / 2,
-            bot + 34);
-        /* Series: one polyline per mode through its rungs in bpw order, then the points. */
-        for (int m = 0; m < IQF_MODE_COUNT; m++) {
-            if (!modes[m]) continue;
-            const char *col = mode_colour[m % 4];
-            put(&o, "<g class=\"series\" data-mode=\"%s\">\n", mode_str(m));
-            int idx[512], k = 0;
-            for (int i = 0; i < n && k < 512; i++)
-                if (usable(&r[i]) && r[i].mode == m && (p || r[i].kld > 0)) idx[k++] = i;
-            for (int a = 1; a < k; a++) /* insertion sort by bpw */
-                for (int b = a; b > 0 && r[idx[b]].bpw < r[idx[b - 1]].bpw; b--) {
-                    int t = idx[b]; idx[b] = idx[b - 1]; idx[b - 1] = t;
-                }
-            /* One line per format family (dash pattern), so a family's ladder reads as a curve. */
-            for (int fam = 0; fam < 4; fam++) {
-                int cnt = 0;
-                for (int a = 0; a < k; a++) cnt += (int)r[idx[a]].family == fam;
-                if (cnt < 2) continue;
-                put(&o, "<polyline class=\"family\" data-family=\"%s\" fill=\"none\" stroke=\"%s\" "
-                        "stroke-width=\"1.2\" stroke-dasharray=\"%s\" points=\"",
-                    ladder_family_name((ladder_family)fam), col, family_dash[fam]);
-                for (int a = 0; a < k; a++)
-                    if ((int)r[idx[a]].family == fam)
-                        put(&o, "%.1f,%.1f ", ax_map(&X, r[idx[a]].bpw), ax_map(A, p ? r[idx[a]].ppl : r[idx[a]].kld));
-                put(&o, "\"/>\n");
-            }
-            for (int a = 0; a < k; a++) {
-                const ladder_rung *x = &r[idx[a]];
-                double px = ax_map(&X, x->bpw), py = ax_map(A, p ? x->ppl : x->kld);
-                put(&o, "<circle class=\"rung\" data-type=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
-                    x->name, px, py, col);
-                if (x->alarm)
-                    put(&o, "<circle class=\"alarm\" data-type=\"%s\" cx=\"%.1f\" cy=\"%.1f\" r=\"9\" fill=\"none\" "
-                            "stroke=\"red\" stroke-width=\"2.5\"/>\n", x->name, px, py);
-                if (m == 0 || !modes[0])
-                    put(&o, "<text class=\"label\" x=\"%.1f\" y=\"%.1f\" font-size=\"9\" fill=\"#444\">%s</text>\n",
-                        px + 5, py - 5, x->name);
-            }
-            put(&o, "</g>\n");
-        }
-        put(&o, "</g>\n");
-    }
-    /* Legend. */
-    double ly = 70;
-    for (int m = 0; m < IQF_MODE_COUNT; m++) {
-        if (!modes[m]) continue;
-        put(&o, "<rect x=\"880\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/><text class=\"legend\" x=\"896\" "
-                "y=\"%.1f\">%s</text>\n", ly, mode_colour[m % 4], ly + 10, mode_str(m));
-        ly += 18;
-    }
-    put(&o, "<circle cx=\"886\" cy=\"%.1f\" r=\"6\" fill=\"none\" stroke=\"red\" stroke-width=\"2.5\"/><text "
-            "class=\"legend\" x=\"896\" y=\"%.1f\">alarm</text>\n", ly + 6, ly + 10);
-    ly += 30;
-    for (int fam = 0; fam < 3; fam++, ly += 18)
-        put(&o, "<line x1=\"872\" y1=\"%.1f\" x2=\"892\" y2=\"%.1f\" stroke=\"#444\" stroke-dasharray=\"%s\"/>"
-                "<text class=\"legend\" x=\"896\" y=\"%.1f\">%s</text>\n", ly, ly, family_dash[fam], ly + 4,
-            ladder_family_name((ladder_family)fam));
-    put(&o, "</svg>\n");
-    return rep_close(&o, err, errlen);
+    return ladder_rep_close(&o, err, errlen);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -597,21 +398,21 @@ uint64_t ladder_fnv1a(uint64_t h, const void *data, size_t n) {
     X(same_top) X(same_top_err) X(quantize_s) X(eval_s)
 
 int ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen) {
-    rep o;
-    if (rep_open(&o, path, err, errlen)) return -1;
-    put(&o, "iqforge-ladder-rung 1\nkey %s\nname %s\nmode %d\nfile_bytes %llu\nn_chunks %d\n", key, r->name,
+    ladder_rep o;
+    if (ladder_rep_open(&o, path, err, errlen)) return -1;
+    ladder_put(&o, "iqforge-ladder-rung 1\nkey %s\nname %s\nmode %d\nfile_bytes %llu\nn_chunks %d\n", key, r->name,
         r->mode, (unsigned long long)r->file_bytes, r->n_chunks);
-#define PUT_FIELD(f) put(&o, #f " %a\n", r->f);
+#define PUT_FIELD(f) ladder_put(&o, #f " %a\n", r->f);
     RUNG_FIELDS(PUT_FIELD)
 #undef PUT_FIELD
-    put(&o, "smoke %d %d\n", r->smoke_run ? 1 : 0, r->smoke_ok ? 1 : 0);
+    ladder_put(&o, "smoke %d %d\n", r->smoke_run ? 1 : 0, r->smoke_ok ? 1 : 0);
     /* The continuation last, on its own line, control characters replaced. */
     char t[sizeof r->smoke_text];
     snprintf(t, sizeof t, "%s", r->smoke_text);
     for (char *c = t; *c; c++)
         if ((unsigned char)*c < 0x20) *c = ' ';
-    put(&o, "smoke_text %s\nend\n", t);
-    return rep_close(&o, err, errlen);
+    ladder_put(&o, "smoke_text %s\nend\n", t);
+    return ladder_rep_close(&o, err, errlen);
 }
 
 bool ladder_rung_load(const char *path, const char *key, ladder_rung *r) {

@@ -121,6 +121,14 @@ int ladder_write_svg(const char *path, const ladder_inputs *in, const ladder_run
 int ladder_rung_save(const char *path, const char *key, const ladder_rung *r, char *err, size_t errlen);
 bool ladder_rung_load(const char *path, const char *key, ladder_rung *r);
 
+/* A stock llama-perplexity's output (llama_output.c), for `ladder --evaluator llama-perplexity`:
+ * ladder_parse_llama_base reads the base run's "Final estimate: PPL = X +/- Y";
+ * ladder_parse_llama_kld reads a --kl-divergence run's statistics into r (ppl, ppl_ratio, kld,
+ * kld_p99, kld_max, same_top with their errors, n_chunks). 0, or -1 with err naming the line
+ * that is missing or malformed (r untouched). */
+int ladder_parse_llama_base(const char *text, double *ppl, double *ppl_err, char *err, size_t errlen);
+int ladder_parse_llama_kld(const char *text, ladder_rung *r, char *err, size_t errlen);
+
 /* 64-bit FNV-1a, for the inputs' key. */
 uint64_t ladder_fnv1a(uint64_t h, const void *data, size_t n);
 #define LADDER_FNV_INIT 0xcbf29ce484222325ull

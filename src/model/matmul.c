@@ -204,7 +204,7 @@ void iqf_axpy_f32(iqf_simd s, float a, const float *x, float *y, int64_t n) {
 int iqf_mm_act_type(int wtype) {
     switch (wtype) {
     case IQF_TYPE_Q4_0: case IQF_TYPE_Q5_0: case IQF_TYPE_Q8_0: case IQF_TYPE_IQ4_NL:
-    case IQF_TYPE_MXFP4: case IQF_TYPE_Q1_0:
+    case IQF_TYPE_MXFP4: case IQF_TYPE_NVFP4: case IQF_TYPE_Q1_0: case IQF_TYPE_Q2_0:
         return IQF_TYPE_Q8_0;
     case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_1:
         return IQF_TYPE_Q8_1;

@@ -31,6 +31,11 @@ void codec_suite_best_types(const int *types, int ntypes);
  * Records CHECKs; returns the number of failures. Needs no oracle. */
 int codec_suite_best_refvec(const int *types, int ntypes);
 
+/* As codec_suite_best_refvec, but best's weighted error need only be no higher than compat's
+ * (for types whose compat scale is already optimal for some inputs, e.g. Q1_0's mean |x| under
+ * uniform weights). */
+int codec_suite_best_refvec_noworse(const int *types, int ntypes);
+
 /* The IQ grids' best mode without an importance matrix (IQ3_XXS, IQ3_S, IQ2_S): compat's search
  * under a uniform importance. On every qgen distribution: best_check, bytes equal to compat's
  * with an all-ones imatrix, plain squared error no higher than compat's (below 0.99x on the

@@ -1,0 +1,31 @@
+/*
+ * report.h - internal to src/ladder: the formatted, atomic output that every report file goes
+ * through (ladder.c: JSON, CSV, the cache record; svg.c: the plot), and the small facts both read.
+ */
+#ifndef IQF_LADDER_REPORT_H
+#define IQF_LADDER_REPORT_H
+
+#include "ladder.h"
+#include "util/outfile.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A report being written: whole or not at all (util/outfile.h). After a failed write every
+ * further ladder_put is a no-op and ladder_rep_close reports the error. */
+typedef struct ladder_rep {
+    iqf_outfile of;
+    bool bad;
+} ladder_rep;
+
+int ladder_rep_open(ladder_rep *o, const char *path, char *err, size_t errlen);
+__attribute__((format(printf, 2, 3))) void ladder_put(ladder_rep *o, const char *fmt, ...);
+/* Commits the file (0), or removes it and returns -1 with err set. */
+int ladder_rep_close(ladder_rep *o, char *err, size_t errlen);
+
+/* A rung with numbers to report: done and not failed. */
+static inline bool ladder_usable(const ladder_rung *r) { return r->done && !r->failed; }
+/* The mode's name, "?" for an unknown one. */
+const char *ladder_mode_str(int mode);
+
+#endif
