@@ -5,7 +5,7 @@
  *
  * The commands use the library through include/iqforge.h only, with two exceptions that stay
  * internal on purpose (the CLI links the static library, which keeps them):
- *  - cmd_ladder.c: src/ladder/ladder.h (the ladder's rung records, alarm and report writers are
+ *  - cmd_ladder.c and ladder_eval.c: src/ladder/ladder.h (the ladder's rung records, alarm and report writers are
  *    the CLI's own top layer; their structs are report rows that change with the reports, not an
  *    ABI to freeze), util/outfile.h and util/progress.h as below;
  *  - cmd_raw.c, cmd_ladder.c: util/outfile.h (the atomic output file: a caller-allocated struct
