@@ -19,7 +19,7 @@
  *               [--fleet] [--fleet-only] [--fleet-archs qwen2,qwen3,mixtral,qwen3moe]
  *               [--fleet-scale S] [--fleet-layers N] [--fleet-chunks N] [--fleet-types f16,q4_k_m]
  *
- * --fleet adds the architectures of issue 9: iqf-genmodel's random-weight qwen2, qwen3,
+ * --fleet adds the other architectures: iqf-genmodel's random-weight qwen2, qwen3,
  * Mixtral-style llama MoE and qwen3moe models (Mistral widths / S, default 4: n_embd 1024, n_ff
  * 3584, 32 heads / 8 KV heads; qwen3 head_dim 64; MoE 8 experts, 2 used, qwen3moe experts 1024
  * wide; 2 layers; the GPT-2 BPE vocabulary for qwen*, llama SPM for Mixtral) in F16, and the same
@@ -349,7 +349,7 @@ static bool write_mistral(const char *path, int mtype, int threads) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* The fleet (issue 9): genmodel's qwen2, qwen3, Mixtral and qwen3moe models                    */
+/* The fleet: genmodel's qwen2, qwen3, Mixtral and qwen3moe models                             */
 
 static bool exists(const char *path) {
     FILE *f = fopen(path, "rb");

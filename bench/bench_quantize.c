@@ -8,8 +8,8 @@
  *
  * usage: bench_quantize [--threads N] [--layers N] [--scale S] [--types IQ3_XXS,IQ2_XS,Q4_K_M]
  *                       [--dir DIR] [--reps N] [--arch ARCH [--experts N]]
- * --arch mixtral|qwen2|qwen3|qwen3moe: genmodel's model of that architecture instead (issue 9;
- * e.g. --arch mixtral --experts 8: 3-D expert tensors of several GB at scale 1).
+ * --arch mixtral|qwen2|qwen3|qwen3moe: genmodel's model of that architecture instead
+ * (e.g. --arch mixtral --experts 8: 3-D expert tensors of several GB at scale 1).
  * The model is generated once into DIR (default /tmp/iqf-bench-quantize) and reused.
  * Unknown arguments (BENCH_ARGS shared with other benchmarks) are ignored.
  */

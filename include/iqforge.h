@@ -5,12 +5,60 @@
  * formats without depending on llama.cpp. Type ids equal ggml's, so blocks written here are
  * read by stock llama.cpp and vice versa.
  *
+ * Example (tests/api/example.sh extracts the lines between BEGIN and END, compiles them against
+ * this header alone, links the shared library and runs them): quantize a model with an importance
+ * matrix, then measure the perplexity of the result on a text.
+ *
+ * BEGIN EXAMPLE
+ *  #include "iqforge.h"
+ *  #include <stdio.h>
+ *  #include <stdlib.h>
+ *
+ *  // in: an F32/F16/BF16 GGUF model; imatrix: llama-imatrix's file; text: len bytes.
+ *  int quantize_and_measure(const char *in, const char *imatrix, const char *out,
+ *                           const char *text, size_t len, iqf_ftype ftype) {
+ *      char err[512] = "bad input";
+ *      iqf_model_quantize_params qp = iqf_model_quantize_default_params();
+ *      qp.ftype = ftype;
+ *      qp.imatrix_path = imatrix;
+ *      qp.quiet = true;
+ *      if (iqf_model_quantize(in, out, &qp, NULL, NULL, err, sizeof err)) goto fail;
+ *      iqf_model *m = NULL;
+ *      iqf_model_params mp = iqf_model_default_params();
+ *      if (iqf_model_load(out, &mp, &m, err, sizeof err)) goto fail;
+ *      iqf_vocab *v = iqf_vocab_load(iqf_model_gguf(m), err, sizeof err);
+ *      int32_t need = v ? iqf_tokenize(v, text, len, true, NULL, 0) : IQF_TOKENIZE_ERROR;
+ *      int32_t n = need < 0 && need != IQF_TOKENIZE_ERROR ? -need : 0; // tokens needed
+ *      int32_t *tok = n > 0 ? malloc(sizeof *tok * (size_t)n) : NULL;
+ *      iqf_context *c = NULL;
+ *      iqf_ppl_result r;
+ *      iqf_ppl_params pp = { .n_ctx = 128, .n_chunks = -1 };
+ *      iqf_status st = !tok ? IQF_E_INVALID_ARG
+ *                    : iqf_tokenize(v, text, len, true, tok, n) != n ? IQF_E_INVALID_ARG
+ *                    : iqf_context_new(m, pp.n_ctx, 0, &c, err, sizeof err);
+ *      if (!st) st = iqf_perplexity(c, tok, (size_t)n, &pp, &r, err, sizeof err);
+ *      if (!st) printf("%s: PPL %.4f +/- %.4f\n", out, r.ppl, r.ppl_err);
+ *      iqf_context_free(c);
+ *      free(tok);
+ *      iqf_vocab_free(v);
+ *      iqf_model_free(m);
+ *      if (!st) return 0;
+ *  fail:
+ *      fprintf(stderr, "%s\n", err);
+ *      return 1;
+ *  }
+ * END EXAMPLE
+ *
  * Conventions
  *  - Functions that can fail return an iqf_status (0 = IQF_OK) and, when `err` is not NULL,
  *    write a one-line, NUL-terminated message of at most `errlen` bytes describing what is wrong.
+ *  - Logging: functions that report as they go take a `FILE *log` (NULL: silent); the library
+ *    prints nothing anywhere else. Progress of long evaluations is a callback
+ *    (iqf_context_set_progress), never printed by the library.
  *  - No function keeps hidden global state besides lazily built, immutable lookup tables
  *    (built once, thread-safely).
  *  - Rows are little-endian, row-major; a quantized row is ncols/blck_size blocks.
+ *  - Every function of the API is marked IQF_API; the shared library exports nothing else.
  */
 #ifndef IQFORGE_H
 #define IQFORGE_H
@@ -25,6 +73,13 @@ extern "C" {
 #endif
 
 #define IQF_VERSION "0.1.0"
+
+/* The shared library is built with -fvisibility=hidden: IQF_API marks what it exports. */
+#if defined(__GNUC__) || defined(__clang__)
+#define IQF_API __attribute__((visibility("default")))
+#else
+#define IQF_API
+#endif
 
 /* ---------------------------------------------------------------------------------------------
  * Status codes
@@ -95,30 +150,30 @@ typedef struct iqf_type_info {
 
 /* The type's description, or NULL if `type` is not a valid GGUF tensor type id (out of range
  * or a removed id). Never crashes on any int. */
-const iqf_type_info *iqf_type_get(int type);
+IQF_API const iqf_type_info *iqf_type_get(int type);
 
 /* The type id for ggml's name (case-insensitive: "Q4_K", "q4_k" and "q4_K" all work), or -1. */
-int iqf_type_from_name(const char *name);
+IQF_API int iqf_type_from_name(const char *name);
 
 /* Bytes of one row of `ncols` values, or 0 if the type is unknown or ncols is not a
  * multiple of its block size. */
-size_t iqf_row_size(int type, int64_t ncols);
+IQF_API size_t iqf_row_size(int type, int64_t ncols);
 
 /* True if this build can encode (quantize_row) / decode (dequantize_row) the type. */
-bool iqf_can_encode(int type);
-bool iqf_can_decode(int type);
+IQF_API bool iqf_can_encode(int type);
+IQF_API bool iqf_can_decode(int type);
 
 /* True if the type's reference encoder refuses to run without an importance matrix
  * (iq2_xxs, iq2_xs, iq1_s). */
-bool iqf_requires_imatrix(int type);
+IQF_API bool iqf_requires_imatrix(int type);
 
 /* ---------------------------------------------------------------------------------------------
  * Scalar conversions. fp16 and bf16 encoding round to nearest, ties to even, as ggml does.
  * ------------------------------------------------------------------------------------------- */
-uint16_t iqf_fp32_to_fp16(float f);
-float iqf_fp16_to_fp32(uint16_t h);
-uint16_t iqf_fp32_to_bf16(float f);
-float iqf_bf16_to_fp32(uint16_t h);
+IQF_API uint16_t iqf_fp32_to_fp16(float f);
+IQF_API float iqf_fp16_to_fp32(uint16_t h);
+IQF_API uint16_t iqf_fp32_to_bf16(float f);
+IQF_API float iqf_bf16_to_fp32(uint16_t h);
 
 /* ggml's nearest_int: round half to even in float32; valid for |f| <= 2^22. */
 static inline int iqf_nearest_int(float fval) {
@@ -146,9 +201,9 @@ typedef enum iqf_mode {
 } iqf_mode;
 
 /* "compat", "best"; NULL for an unknown mode. */
-const char *iqf_mode_name(int mode);
+IQF_API const char *iqf_mode_name(int mode);
 /* The mode for a name (case-insensitive), or -1. */
-int iqf_mode_from_name(const char *name);
+IQF_API int iqf_mode_from_name(const char *name);
 
 /* Which instruction set the hot loops may use. Every level gives identical bytes. */
 typedef enum iqf_simd {
@@ -159,8 +214,8 @@ typedef enum iqf_simd {
 } iqf_simd;
 
 /* The best level this CPU supports (never returns IQF_SIMD_AUTO). */
-iqf_simd iqf_simd_detect(void);
-const char *iqf_simd_name(iqf_simd s);
+IQF_API iqf_simd iqf_simd_detect(void);
+IQF_API const char *iqf_simd_name(iqf_simd s);
 
 typedef struct iqf_quantize_params {
     iqf_mode mode;    /* IQF_MODE_COMPAT (default) or IQF_MODE_BEST; anything else: IQF_E_INVALID_ARG */
@@ -168,7 +223,7 @@ typedef struct iqf_quantize_params {
     iqf_simd simd;    /* IQF_SIMD_AUTO; a level the CPU lacks falls back to the best it has */
 } iqf_quantize_params;
 
-iqf_quantize_params iqf_quantize_default_params(void);
+IQF_API iqf_quantize_params iqf_quantize_default_params(void);
 
 /*
  * Quantize `nrows` rows of `ncols` float32 values from `src` into `dst`
@@ -179,7 +234,7 @@ iqf_quantize_params iqf_quantize_default_params(void);
  * NaN/Inf/negative in imatrix), IQF_E_NEED_IMATRIX, IQF_E_INVALID_ARG, IQF_E_NOMEM.
  * On error nothing useful is in dst.
  */
-iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, int64_t ncols,
+IQF_API iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, int64_t ncols,
                         const float *imatrix, const iqf_quantize_params *params,
                         char *err, size_t errlen);
 
@@ -195,7 +250,7 @@ iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, in
  * Errors: as iqf_quantize; IQF_E_INVALID_ARG (hblock does not divide ncols, damp < 0);
  * IQF_E_NONFINITE (H not finite, or not positive definite after dampening: "singular").
  */
-iqf_status iqf_quantize_feedback(int type, const float *src, void *dst, int64_t nrows, int64_t ncols,
+IQF_API iqf_status iqf_quantize_feedback(int type, const float *src, void *dst, int64_t nrows, int64_t ncols,
                                  const float *hessian, int64_t hblock, float damp, const float *imatrix,
                                  const iqf_quantize_params *params, char *err, size_t errlen);
 
@@ -203,11 +258,11 @@ iqf_status iqf_quantize_feedback(int type, const float *src, void *dst, int64_t 
  * Decode `nrows` rows of `ncols` values of `type` from `src` to float32 `dst`.
  * Errors: IQF_E_UNKNOWN_TYPE, IQF_E_UNSUPPORTED, IQF_E_SHAPE, IQF_E_INVALID_ARG.
  */
-iqf_status iqf_dequantize(int type, const void *src, float *dst, int64_t nrows, int64_t ncols,
+IQF_API iqf_status iqf_dequantize(int type, const void *src, float *dst, int64_t nrows, int64_t ncols,
                           int n_threads, char *err, size_t errlen);
 
 /* Number of online CPUs (>= 1). */
-int iqf_cpu_count(void);
+IQF_API int iqf_cpu_count(void);
 
 /* ---------------------------------------------------------------------------------------------
  * GGUF container (src/gguf)
@@ -272,7 +327,7 @@ typedef enum iqf_gguf_vtype {
 #define IQF_GGUF_DEFAULT_ALIGN 32
 
 /* "u8", "i8", ..., "str", "arr", "u64", "i64", "f64"; "?" for anything else. */
-const char *iqf_gguf_vtype_name(int vtype);
+IQF_API const char *iqf_gguf_vtype_name(int vtype);
 
 /* iqf_gguf_open also reads gguf-split models (llama.cpp's gguf-split: files
  * PREFIX-00001-of-0000N.gguf ... with split.no / split.count / split.tensors.count): given the
@@ -282,73 +337,73 @@ const char *iqf_gguf_vtype_name(int vtype);
  * tensors of all parts (each tensor's data in its own part's mapping; iqf_gguf_tensor.part says
  * which). Given another part, or a first part whose name does not follow the pattern, it fails
  * naming the file to open instead. A file with split.count 1 (or none) is just that file. */
-iqf_gguf *iqf_gguf_open(const char *path, char *err, size_t errlen);
+IQF_API iqf_gguf *iqf_gguf_open(const char *path, char *err, size_t errlen);
 /* Exactly one file, even a part of a split model (its own KVs and tensors). */
-iqf_gguf *iqf_gguf_open_part(const char *path, char *err, size_t errlen);
+IQF_API iqf_gguf *iqf_gguf_open_part(const char *path, char *err, size_t errlen);
 /* Parts of the model (1 for a lone file), their paths and sizes (i in 0..n_parts-1). */
-int iqf_gguf_n_parts(const iqf_gguf *g);
-const char *iqf_gguf_part_path(const iqf_gguf *g, int i);
-uint64_t iqf_gguf_part_size(const iqf_gguf *g, int i);
+IQF_API int iqf_gguf_n_parts(const iqf_gguf *g);
+IQF_API const char *iqf_gguf_part_path(const iqf_gguf *g, int i);
+IQF_API uint64_t iqf_gguf_part_size(const iqf_gguf *g, int i);
 /* Same checks on a buffer the caller keeps alive (and unchanged) until iqf_gguf_close;
  * `name` is used in messages. Tensor data pointers point into `data`. */
-iqf_gguf *iqf_gguf_open_memory(const void *data, size_t size, const char *name, char *err, size_t errlen);
-void iqf_gguf_close(iqf_gguf *g); /* NULL is fine */
+IQF_API iqf_gguf *iqf_gguf_open_memory(const void *data, size_t size, const char *name, char *err, size_t errlen);
+IQF_API void iqf_gguf_close(iqf_gguf *g); /* NULL is fine */
 
-const char *iqf_gguf_path(const iqf_gguf *g);   /* the path or name given at open */
-uint32_t iqf_gguf_version(const iqf_gguf *g);   /* 2 or 3 */
-size_t iqf_gguf_alignment(const iqf_gguf *g);
-size_t iqf_gguf_data_offset(const iqf_gguf *g); /* file offset of the data section */
-uint64_t iqf_gguf_file_size(const iqf_gguf *g);
+IQF_API const char *iqf_gguf_path(const iqf_gguf *g);   /* the path or name given at open */
+IQF_API uint32_t iqf_gguf_version(const iqf_gguf *g);   /* 2 or 3 */
+IQF_API size_t iqf_gguf_alignment(const iqf_gguf *g);
+IQF_API size_t iqf_gguf_data_offset(const iqf_gguf *g); /* file offset of the data section */
+IQF_API uint64_t iqf_gguf_file_size(const iqf_gguf *g);
 
 /* KVs, in file order. Index arguments out of range give NULL / -1 / false. */
-int64_t iqf_gguf_n_kv(const iqf_gguf *g);
-int64_t iqf_gguf_find_kv(const iqf_gguf *g, const char *key); /* index or -1 */
-const char *iqf_gguf_kv_key(const iqf_gguf *g, int64_t i);
-int iqf_gguf_kv_type(const iqf_gguf *g, int64_t i);      /* iqf_gguf_vtype, -1 if i is bad */
+IQF_API int64_t iqf_gguf_n_kv(const iqf_gguf *g);
+IQF_API int64_t iqf_gguf_find_kv(const iqf_gguf *g, const char *key); /* index or -1 */
+IQF_API const char *iqf_gguf_kv_key(const iqf_gguf *g, int64_t i);
+IQF_API int iqf_gguf_kv_type(const iqf_gguf *g, int64_t i);      /* iqf_gguf_vtype, -1 if i is bad */
 /* Pointer to the value in host layout, suitably aligned: for a scalar the one value (bool: one
  * uint8_t as stored, non-zero = true; string: the NUL-terminated text); for an array of
  * numbers/bools its n packed elements; NULL for an array of strings (use iqf_gguf_arr_str). */
-const void *iqf_gguf_kv_value(const iqf_gguf *g, int64_t i);
+IQF_API const void *iqf_gguf_kv_value(const iqf_gguf *g, int64_t i);
 /* Byte length of a string value (scalar STR), else 0. */
-size_t iqf_gguf_kv_str_len(const iqf_gguf *g, int64_t i);
+IQF_API size_t iqf_gguf_kv_str_len(const iqf_gguf *g, int64_t i);
 
 /* Arrays. arr_type: element type, or -1 if kv i is not an array. arr_n: element count or 0. */
-int iqf_gguf_arr_type(const iqf_gguf *g, int64_t i);
-uint64_t iqf_gguf_arr_n(const iqf_gguf *g, int64_t i);
+IQF_API int iqf_gguf_arr_type(const iqf_gguf *g, int64_t i);
+IQF_API uint64_t iqf_gguf_arr_n(const iqf_gguf *g, int64_t i);
 /* The checked accessor: the packed, aligned elements if kv i is an array whose element type is
  * exactly `elem_type` (a numeric or bool type), else NULL. *n = element count (0 on failure). */
-const void *iqf_gguf_arr_data(const iqf_gguf *g, int64_t i, int elem_type, uint64_t *n);
+IQF_API const void *iqf_gguf_arr_data(const iqf_gguf *g, int64_t i, int elem_type, uint64_t *n);
 /* Element j of an array of strings (NUL-terminated; *len its length, may be NULL), or NULL. */
-const char *iqf_gguf_arr_str(const iqf_gguf *g, int64_t i, uint64_t j, size_t *len);
+IQF_API const char *iqf_gguf_arr_str(const iqf_gguf *g, int64_t i, uint64_t j, size_t *len);
 /* Element j of an array of exactly this type; false on a type mismatch or bad index. */
-bool iqf_gguf_arr_f32(const iqf_gguf *g, int64_t i, uint64_t j, float *out);
-bool iqf_gguf_arr_i32(const iqf_gguf *g, int64_t i, uint64_t j, int32_t *out);
-bool iqf_gguf_arr_u32(const iqf_gguf *g, int64_t i, uint64_t j, uint32_t *out);
+IQF_API bool iqf_gguf_arr_f32(const iqf_gguf *g, int64_t i, uint64_t j, float *out);
+IQF_API bool iqf_gguf_arr_i32(const iqf_gguf *g, int64_t i, uint64_t j, int32_t *out);
+IQF_API bool iqf_gguf_arr_u32(const iqf_gguf *g, int64_t i, uint64_t j, uint32_t *out);
 /* Element j of an array of any integer type (u64 values above INT64_MAX fail), or of floats. */
-bool iqf_gguf_arr_int(const iqf_gguf *g, int64_t i, uint64_t j, int64_t *out);
-bool iqf_gguf_arr_float(const iqf_gguf *g, int64_t i, uint64_t j, double *out); /* f32 or f64 */
+IQF_API bool iqf_gguf_arr_int(const iqf_gguf *g, int64_t i, uint64_t j, int64_t *out);
+IQF_API bool iqf_gguf_arr_float(const iqf_gguf *g, int64_t i, uint64_t j, double *out); /* f32 or f64 */
 
 /* Typed getters by key: false (and *out untouched) if the key is absent or its type is not
  * exactly the one asked for. Use find_kv + kv_type to tell the two apart. */
-bool iqf_gguf_get_u8(const iqf_gguf *g, const char *key, uint8_t *out);
-bool iqf_gguf_get_i8(const iqf_gguf *g, const char *key, int8_t *out);
-bool iqf_gguf_get_u16(const iqf_gguf *g, const char *key, uint16_t *out);
-bool iqf_gguf_get_i16(const iqf_gguf *g, const char *key, int16_t *out);
-bool iqf_gguf_get_u32(const iqf_gguf *g, const char *key, uint32_t *out);
-bool iqf_gguf_get_i32(const iqf_gguf *g, const char *key, int32_t *out);
-bool iqf_gguf_get_u64(const iqf_gguf *g, const char *key, uint64_t *out);
-bool iqf_gguf_get_i64(const iqf_gguf *g, const char *key, int64_t *out);
-bool iqf_gguf_get_f32(const iqf_gguf *g, const char *key, float *out);
-bool iqf_gguf_get_f64(const iqf_gguf *g, const char *key, double *out);
-bool iqf_gguf_get_bool(const iqf_gguf *g, const char *key, bool *out);
+IQF_API bool iqf_gguf_get_u8(const iqf_gguf *g, const char *key, uint8_t *out);
+IQF_API bool iqf_gguf_get_i8(const iqf_gguf *g, const char *key, int8_t *out);
+IQF_API bool iqf_gguf_get_u16(const iqf_gguf *g, const char *key, uint16_t *out);
+IQF_API bool iqf_gguf_get_i16(const iqf_gguf *g, const char *key, int16_t *out);
+IQF_API bool iqf_gguf_get_u32(const iqf_gguf *g, const char *key, uint32_t *out);
+IQF_API bool iqf_gguf_get_i32(const iqf_gguf *g, const char *key, int32_t *out);
+IQF_API bool iqf_gguf_get_u64(const iqf_gguf *g, const char *key, uint64_t *out);
+IQF_API bool iqf_gguf_get_i64(const iqf_gguf *g, const char *key, int64_t *out);
+IQF_API bool iqf_gguf_get_f32(const iqf_gguf *g, const char *key, float *out);
+IQF_API bool iqf_gguf_get_f64(const iqf_gguf *g, const char *key, double *out);
+IQF_API bool iqf_gguf_get_bool(const iqf_gguf *g, const char *key, bool *out);
 /* String value (NUL-terminated) and its length (len may be NULL). */
-bool iqf_gguf_get_str(const iqf_gguf *g, const char *key, const char **out, size_t *len);
+IQF_API bool iqf_gguf_get_str(const iqf_gguf *g, const char *key, const char **out, size_t *len);
 /* Lenient: any scalar integer type (u8..i64; u64 above INT64_MAX fails). Not bool. */
-bool iqf_gguf_get_int(const iqf_gguf *g, const char *key, int64_t *out);
+IQF_API bool iqf_gguf_get_int(const iqf_gguf *g, const char *key, int64_t *out);
 /* Lenient: f32 or f64. */
-bool iqf_gguf_get_float(const iqf_gguf *g, const char *key, double *out);
+IQF_API bool iqf_gguf_get_float(const iqf_gguf *g, const char *key, double *out);
 /* Array by key with an exact element type (numeric/bool): elements or NULL; *n the count. */
-const void *iqf_gguf_get_arr(const iqf_gguf *g, const char *key, int elem_type, uint64_t *n);
+IQF_API const void *iqf_gguf_get_arr(const iqf_gguf *g, const char *key, int elem_type, uint64_t *n);
 
 /* Tensors, in file order. */
 typedef struct iqf_gguf_tensor {
@@ -362,10 +417,10 @@ typedef struct iqf_gguf_tensor {
     int part;            /* index of the split part holding it (0 for a lone file) */
 } iqf_gguf_tensor;
 
-int64_t iqf_gguf_n_tensors(const iqf_gguf *g);
-const iqf_gguf_tensor *iqf_gguf_tensor_at(const iqf_gguf *g, int64_t i); /* NULL if i bad */
-int64_t iqf_gguf_find_tensor(const iqf_gguf *g, const char *name);       /* index or -1 */
-int64_t iqf_gguf_tensor_nelements(const iqf_gguf_tensor *t);
+IQF_API int64_t iqf_gguf_n_tensors(const iqf_gguf *g);
+IQF_API const iqf_gguf_tensor *iqf_gguf_tensor_at(const iqf_gguf *g, int64_t i); /* NULL if i bad */
+IQF_API int64_t iqf_gguf_find_tensor(const iqf_gguf *g, const char *name);       /* index or -1 */
+IQF_API int64_t iqf_gguf_tensor_nelements(const iqf_gguf_tensor *t);
 
 /*
  * Schema. The keys llama.cpp reads for the models it loads (general.architecture, alignment,
@@ -385,8 +440,8 @@ int64_t iqf_gguf_tensor_nelements(const iqf_gguf_tensor *t);
  * iqf_gguf_check_schema: every KV plus keys that need each other (tokens for a tokenizer model,
  * split.no with split.count); the first problem as "PATH: key K ...", IQF_E_FORMAT.
  */
-iqf_status iqf_gguf_check_kv(const iqf_gguf *g, int64_t i, char *err, size_t errlen);
-iqf_status iqf_gguf_check_schema(const iqf_gguf *g, char *err, size_t errlen);
+IQF_API iqf_status iqf_gguf_check_kv(const iqf_gguf *g, int64_t i, char *err, size_t errlen);
+IQF_API iqf_status iqf_gguf_check_schema(const iqf_gguf *g, char *err, size_t errlen);
 
 /*
  * Writing (streaming, bounded memory). Order of calls:
@@ -413,61 +468,61 @@ iqf_status iqf_gguf_check_schema(const iqf_gguf *g, char *err, size_t errlen);
  */
 typedef struct iqf_gguf_writer iqf_gguf_writer;
 
-iqf_gguf_writer *iqf_gguf_writer_open(const char *path, char *err, size_t errlen);
-iqf_status iqf_gguf_writer_set_input(iqf_gguf_writer *w, const char *input_path);
+IQF_API iqf_gguf_writer *iqf_gguf_writer_open(const char *path, char *err, size_t errlen);
+IQF_API iqf_status iqf_gguf_writer_set_input(iqf_gguf_writer *w, const char *input_path);
 /* The last error message of the writer ("" if none). Valid until finish/abort. */
-const char *iqf_gguf_writer_error(const iqf_gguf_writer *w);
+IQF_API const char *iqf_gguf_writer_error(const iqf_gguf_writer *w);
 
 /* Set a KV. As ggml's gguf_set_*: an existing key is removed first and the new value is
  * appended at the end (so setting general.file_type after copying all KVs moves it last). */
-iqf_status iqf_gguf_writer_set_u8(iqf_gguf_writer *w, const char *key, uint8_t v);
-iqf_status iqf_gguf_writer_set_i8(iqf_gguf_writer *w, const char *key, int8_t v);
-iqf_status iqf_gguf_writer_set_u16(iqf_gguf_writer *w, const char *key, uint16_t v);
-iqf_status iqf_gguf_writer_set_i16(iqf_gguf_writer *w, const char *key, int16_t v);
-iqf_status iqf_gguf_writer_set_u32(iqf_gguf_writer *w, const char *key, uint32_t v);
-iqf_status iqf_gguf_writer_set_i32(iqf_gguf_writer *w, const char *key, int32_t v);
-iqf_status iqf_gguf_writer_set_u64(iqf_gguf_writer *w, const char *key, uint64_t v);
-iqf_status iqf_gguf_writer_set_i64(iqf_gguf_writer *w, const char *key, int64_t v);
-iqf_status iqf_gguf_writer_set_f32(iqf_gguf_writer *w, const char *key, float v);
-iqf_status iqf_gguf_writer_set_f64(iqf_gguf_writer *w, const char *key, double v);
-iqf_status iqf_gguf_writer_set_bool(iqf_gguf_writer *w, const char *key, bool v);
-iqf_status iqf_gguf_writer_set_str(iqf_gguf_writer *w, const char *key, const char *v); /* strlen */
-iqf_status iqf_gguf_writer_set_strn(iqf_gguf_writer *w, const char *key, const char *v, size_t len);
+IQF_API iqf_status iqf_gguf_writer_set_u8(iqf_gguf_writer *w, const char *key, uint8_t v);
+IQF_API iqf_status iqf_gguf_writer_set_i8(iqf_gguf_writer *w, const char *key, int8_t v);
+IQF_API iqf_status iqf_gguf_writer_set_u16(iqf_gguf_writer *w, const char *key, uint16_t v);
+IQF_API iqf_status iqf_gguf_writer_set_i16(iqf_gguf_writer *w, const char *key, int16_t v);
+IQF_API iqf_status iqf_gguf_writer_set_u32(iqf_gguf_writer *w, const char *key, uint32_t v);
+IQF_API iqf_status iqf_gguf_writer_set_i32(iqf_gguf_writer *w, const char *key, int32_t v);
+IQF_API iqf_status iqf_gguf_writer_set_u64(iqf_gguf_writer *w, const char *key, uint64_t v);
+IQF_API iqf_status iqf_gguf_writer_set_i64(iqf_gguf_writer *w, const char *key, int64_t v);
+IQF_API iqf_status iqf_gguf_writer_set_f32(iqf_gguf_writer *w, const char *key, float v);
+IQF_API iqf_status iqf_gguf_writer_set_f64(iqf_gguf_writer *w, const char *key, double v);
+IQF_API iqf_status iqf_gguf_writer_set_bool(iqf_gguf_writer *w, const char *key, bool v);
+IQF_API iqf_status iqf_gguf_writer_set_str(iqf_gguf_writer *w, const char *key, const char *v); /* strlen */
+IQF_API iqf_status iqf_gguf_writer_set_strn(iqf_gguf_writer *w, const char *key, const char *v, size_t len);
 /* Array of n numeric/bool elements of `elem_type`, packed in host layout (bool: 1 byte each). */
-iqf_status iqf_gguf_writer_set_arr(iqf_gguf_writer *w, const char *key, int elem_type,
+IQF_API iqf_status iqf_gguf_writer_set_arr(iqf_gguf_writer *w, const char *key, int elem_type,
                                    const void *data, uint64_t n);
 /* Array of n strings; lens may be NULL (then strlen of each). */
-iqf_status iqf_gguf_writer_set_arr_str(iqf_gguf_writer *w, const char *key, const char *const *v,
+IQF_API iqf_status iqf_gguf_writer_set_arr_str(iqf_gguf_writer *w, const char *key, const char *const *v,
                                        const size_t *lens, uint64_t n);
 /* Copy kv i of a reader verbatim (same key, type and value). */
-iqf_status iqf_gguf_writer_copy_kv(iqf_gguf_writer *w, const iqf_gguf *g, int64_t i);
+IQF_API iqf_status iqf_gguf_writer_copy_kv(iqf_gguf_writer *w, const iqf_gguf *g, int64_t i);
 /* Remove a key; true if it was there. */
-bool iqf_gguf_writer_remove(iqf_gguf_writer *w, const char *key);
+IQF_API bool iqf_gguf_writer_remove(iqf_gguf_writer *w, const char *key);
 /* Remove every key starting with `prefix` (e.g. "split."); returns how many. */
-int64_t iqf_gguf_writer_remove_prefix(iqf_gguf_writer *w, const char *prefix);
-int64_t iqf_gguf_writer_n_kv(const iqf_gguf_writer *w);
+IQF_API int64_t iqf_gguf_writer_remove_prefix(iqf_gguf_writer *w, const char *prefix);
+IQF_API int64_t iqf_gguf_writer_n_kv(const iqf_gguf_writer *w);
 
 /* Declare a tensor (before write_header). ne[0] is the row length; ne[0..n_dims-1] > 0.
  * As ggml, trailing dimensions of 1 are dropped from the written n_dims (64x1 is written 1-D);
  * bool KVs are written as 0/1. */
-iqf_status iqf_gguf_writer_add_tensor(iqf_gguf_writer *w, const char *name, int n_dims,
+IQF_API iqf_status iqf_gguf_writer_add_tensor(iqf_gguf_writer *w, const char *name, int n_dims,
                                       const int64_t *ne, int type);
-iqf_status iqf_gguf_writer_write_header(iqf_gguf_writer *w);
+IQF_API iqf_status iqf_gguf_writer_write_header(iqf_gguf_writer *w);
 /* Next n bytes of tensor data (may span tensors; must not exceed what remains). */
-iqf_status iqf_gguf_writer_write_data(iqf_gguf_writer *w, const void *data, size_t n);
+IQF_API iqf_status iqf_gguf_writer_write_data(iqf_gguf_writer *w, const void *data, size_t n);
 /* Bytes of the declared tensors still to be written (padding excluded). */
-uint64_t iqf_gguf_writer_data_remaining(const iqf_gguf_writer *w);
+IQF_API uint64_t iqf_gguf_writer_data_remaining(const iqf_gguf_writer *w);
 /* Commit. On failure the temp file is removed and the message is written to err. Frees w. */
-iqf_status iqf_gguf_writer_finish(iqf_gguf_writer *w, char *err, size_t errlen);
-void iqf_gguf_writer_abort(iqf_gguf_writer *w); /* NULL is fine */
+IQF_API iqf_status iqf_gguf_writer_finish(iqf_gguf_writer *w, char *err, size_t errlen);
+IQF_API void iqf_gguf_writer_abort(iqf_gguf_writer *w); /* NULL is fine */
 /* A writer with no file: KVs and tensors are declared as on any writer, and
  * iqf_gguf_writer_size says how many bytes the file would have; write_header and write_data
  * fail on it (IQF_E_INVALID_ARG). Release it with iqf_gguf_writer_abort. NULL: out of memory. */
-iqf_gguf_writer *iqf_gguf_writer_open_sizing(void);
+IQF_API iqf_gguf_writer *iqf_gguf_writer_open_sizing(void);
 /* The size of the file as declared so far (header + KVs + tensor infos padded to the alignment,
  * then every tensor's data padded): the whole file returned, the metadata part in *meta (may be
  * NULL), the alignment in *align (may be NULL). 0 after an error or on an invalid alignment. */
-uint64_t iqf_gguf_writer_size(const iqf_gguf_writer *w, uint64_t *meta, uint64_t *align);
+IQF_API uint64_t iqf_gguf_writer_size(const iqf_gguf_writer *w, uint64_t *meta, uint64_t *align);
 
 /* ---------------------------------------------------------------------------------------------
  * Model quantization: recipes and importance matrices (src/quantize)
@@ -514,11 +569,11 @@ typedef enum iqf_ftype {
 
 /* The file type for a llama-quantize type name ("IQ3_XXS", "q4_k_m", aliases "Q4_K" = Q4_K_M,
  * "Q3_K", "Q5_K"; case-insensitive) or a decimal ftype id; -1 if unknown. */
-int iqf_ftype_from_name(const char *name);
+IQF_API int iqf_ftype_from_name(const char *name);
 /* llama-quantize's name of a file type ("IQ3_XXS"), or NULL. */
-const char *iqf_ftype_name(int ftype);
+IQF_API const char *iqf_ftype_name(int ftype);
 /* The tensor type a file type defaults to (llama_ftype_get_default_type), or -1. */
-int iqf_ftype_default_type(int ftype);
+IQF_API int iqf_ftype_default_type(int ftype);
 
 /* --override-kv KEY=TYPE:VALUE, as llama's llama_model_kv_override. Written to the output after
  * the input's KVs (int as u32 of |value|, float as f32, bool, str), and int overrides of the
@@ -544,7 +599,7 @@ typedef struct iqf_kv_override {
  * but strictly: KEY 1..127 bytes; int a whole decimal number with |value| <= 4294967295 (written
  * as u32 of its absolute value, as llama-quantize does); float a finite number; bool "true" or
  * "false"; str at most 127 bytes. Errors: IQF_E_INVALID_ARG with a message naming the problem. */
-iqf_status iqf_kv_override_parse(const char *arg, iqf_kv_override *out, char *err, size_t errlen);
+IQF_API iqf_status iqf_kv_override_parse(const char *arg, iqf_kv_override *out, char *err, size_t errlen);
 
 /* Options of `iqforge quantize`, as llama-quantize's. */
 typedef struct iqf_model_quantize_params {
@@ -594,7 +649,7 @@ typedef struct iqf_model_quantize_params {
     float hessian_damp;          /* --hessian-damp: fraction of mean(diag H) added (default 0.01) */
 } iqf_model_quantize_params;
 
-iqf_model_quantize_params iqf_model_quantize_default_params(void);
+IQF_API iqf_model_quantize_params iqf_model_quantize_default_params(void);
 
 typedef struct iqf_model_quantize_report {
     int n_tensors;
@@ -613,9 +668,9 @@ typedef struct iqf_model_quantize_report {
  * type, or a target type this build cannot encode), IQF_E_NEED_IMATRIX, IQF_E_NONFINITE,
  * IQF_E_SHAPE (imatrix made for another model), IQF_E_INVALID_ARG.
  */
-iqf_status iqf_model_quantize(const char *in, const char *out,
+IQF_API iqf_status iqf_model_quantize(const char *in, const char *out,
                               const iqf_model_quantize_params *params,
-                              iqf_model_quantize_report *report, void *log /* FILE * */,
+                              iqf_model_quantize_report *report, FILE *log,
                               char *err, size_t errlen);
 
 /* ---------------------------------------------------------------------------------------------
@@ -667,13 +722,13 @@ typedef struct iqf_model_params {
     int n_threads;                  /* for the simulation; <= 0: all CPUs */
 } iqf_model_params;
 
-iqf_model_params iqf_model_default_params(void);
-iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
+IQF_API iqf_model_params iqf_model_default_params(void);
+IQF_API iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
                           char *err, size_t errlen);
-void iqf_model_free(iqf_model *m); /* NULL is fine */
-const iqf_model_info *iqf_model_get_info(const iqf_model *m);
+IQF_API void iqf_model_free(iqf_model *m); /* NULL is fine */
+IQF_API const iqf_model_info *iqf_model_get_info(const iqf_model *m);
 /* The GGUF the model was loaded from (for the tokenizer); lives as long as the model. */
-const iqf_gguf *iqf_model_gguf(const iqf_model *m);
+IQF_API const iqf_gguf *iqf_model_gguf(const iqf_model *m);
 
 /* A context: KV cache for n_ctx positions, scratch buffers and a pool of n_threads threads
  * (<= 0: all CPUs). One context is used by one thread at a time.
@@ -684,7 +739,7 @@ const iqf_gguf *iqf_model_gguf(const iqf_model *m);
  * (or F16/BF16) weights first rounds its activation rows to the weight type's ggml vec_dot_type
  * (Q8_0, Q8_1, Q8_K, F16, BF16), as ggml's CPU backend does.
  * Errors: IQF_E_INVALID_ARG (NULL model or out, n_ctx <= 0), IQF_E_NOMEM. */
-iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
+IQF_API iqf_status iqf_context_new(const iqf_model *m, int n_ctx, int n_threads, iqf_context **out,
                            char *err, size_t errlen);
 /* A context with every setting chosen (iqf_context_new = iqf_context_default_params() with its
  * n_ctx and n_threads). */
@@ -701,23 +756,23 @@ typedef struct iqf_context_params {
                         (tests/test_model_kvf16.c) */
 } iqf_context_params;
 
-iqf_context_params iqf_context_default_params(void); /* n_ctx 512, all CPUs, AUTO, F32 cache */
-iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *p, iqf_context **out,
+IQF_API iqf_context_params iqf_context_default_params(void); /* n_ctx 512, all CPUs, AUTO, F32 cache */
+IQF_API iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *p, iqf_context **out,
                               char *err, size_t errlen);
-void iqf_context_free(iqf_context *c);
-void iqf_context_reset(iqf_context *c); /* empties the KV cache */
-int iqf_context_n_ctx(const iqf_context *c);
+IQF_API void iqf_context_free(iqf_context *c);
+IQF_API void iqf_context_reset(iqf_context *c); /* empties the KV cache */
+IQF_API int iqf_context_n_ctx(const iqf_context *c);
 
 /* Progress of the long evaluations on a context (iqf_perplexity, iqf_imatrix_collect[_ex]): fn
  * is called after each chunk with the chunks done, the chunks in all and the seconds since the
  * first chunk began, on the calling thread. fn NULL (the default): no calls. Never fails. */
 typedef void (*iqf_eval_progress_fn)(void *user, int done, int total, double seconds);
-void iqf_context_set_progress(iqf_context *c, iqf_eval_progress_fn fn, void *user);
+IQF_API void iqf_context_set_progress(iqf_context *c, iqf_eval_progress_fn fn, void *user);
 
 /* Evaluates tokens[0..n) at positions pos..pos+n-1 (pos <= positions already cached; later
  * cached positions are overwritten). Writes the logits of rows first_out..n-1 to `logits`
  * ((n - first_out) * n_vocab floats, row-major) unless logits is NULL. */
-iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int n, int pos, int first_out,
+IQF_API iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int n, int pos, int first_out,
                       float *logits, char *err, size_t errlen);
 
 /*
@@ -752,7 +807,7 @@ typedef struct iqf_ppl_result {
     double dp_rms, dp_rms_err;         /* RMS of the probability difference, fraction */
 } iqf_ppl_result;
 
-iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens,
+IQF_API iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens,
                           const iqf_ppl_params *p, iqf_ppl_result *res, char *err, size_t errlen);
 
 /*
@@ -776,7 +831,7 @@ typedef struct iqf_imatrix_data {
     int64_t **mat_counts;
 } iqf_imatrix_data;
 
-iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_tokens, int n_ctx,
+IQF_API iqf_status iqf_imatrix_collect(iqf_context *c, const int32_t *tokens, size_t n_tokens, int n_ctx,
                                int n_chunks, FILE *log, iqf_imatrix_data **out, char *err,
                                size_t errlen);
 
@@ -792,10 +847,113 @@ typedef struct iqf_imatrix_params {
     FILE *log;                 /* NULL or where the "[1]6.1234,[2]..." running perplexity goes */
     bool no_ppl;
 } iqf_imatrix_params;
-iqf_status iqf_imatrix_collect_ex(iqf_context *c, const int32_t *tokens, size_t n_tokens,
+IQF_API iqf_status iqf_imatrix_collect_ex(iqf_context *c, const int32_t *tokens, size_t n_tokens,
                                   const iqf_imatrix_params *p, iqf_imatrix_data **out, char *err,
                                   size_t errlen);
-void iqf_imatrix_data_free(iqf_imatrix_data *d);
+IQF_API void iqf_imatrix_data_free(iqf_imatrix_data *d);
+
+/* Saves an importance matrix collected by iqf_imatrix_collect[_ex] as llama-imatrix does: its
+ * GGUF format (dat = false: general.type "imatrix", NAME.in_sum2 and NAME.counts per weight) or
+ * the legacy .dat (dat = true). Both are read by llama-quantize and by iqf_model_quantize
+ * (params.imatrix_path). dataset: the calibration text's name recorded in the file, or NULL.
+ * Written whole or not at all. Errors: IQF_E_IO, IQF_E_INVALID_ARG, IQF_E_NOMEM. */
+IQF_API iqf_status iqf_imatrix_data_save(const iqf_imatrix_data *d, const char *path, bool dat,
+                                         const char *dataset, char *err, size_t errlen);
+
+/* An importance-matrix file (llama-imatrix's GGUF or legacy .dat), read and validated whole
+ * (input is treated as hostile: "PATH: what is wrong"). Errors: IQF_E_IO, IQF_E_FORMAT,
+ * IQF_E_NOMEM. */
+typedef struct iqf_imatrix_file iqf_imatrix_file;
+IQF_API iqf_status iqf_imatrix_file_load(const char *path, iqf_imatrix_file **out, char *err,
+                                         size_t errlen);
+IQF_API void iqf_imatrix_file_free(iqf_imatrix_file *f); /* NULL is fine */
+/* The values of weight `name` as llama-quantize hands them to the quantizer (ncols per matrix,
+ * one matrix per expert), and their count in *n; NULL (and *n = 0) if the file has no entry. */
+IQF_API const float *iqf_imatrix_file_find(const iqf_imatrix_file *f, const char *name, int64_t *n);
+
+/* ---------------------------------------------------------------------------------------------
+ * Hessian capture for error feedback (`iqforge imatrix --hessian`, src/model/hessian.c).
+ * While attached to a context, every iqf_decode (and so iqf_perplexity, iqf_imatrix_collect[_ex])
+ * adds X^T X of the inputs of every linear layer (q/k/v share one, gate/up share one).
+ * ------------------------------------------------------------------------------------------- */
+typedef struct iqf_hess_acc iqf_hess_acc;
+/* Creates the accumulator and attaches it to c. max_block > 0: keep only the max_block x
+ * max_block diagonal blocks of inputs wider than that (max_block must divide them); 0: automatic
+ * (full matrices while their double accumulators fit in 1 GiB, else 256-blocks); < 0: full.
+ * Errors: IQF_E_INVALID_ARG (max_block does not divide a width), IQF_E_NOMEM. */
+IQF_API iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **out,
+                                      char *err, size_t errlen);
+/* Detaches the accumulator from c (it stays valid). */
+IQF_API void iqf_hessian_detach(iqf_context *c);
+/* Writes the means H = E[x x^T] as the Hessian file iqf_model_quantize reads
+ * (params.hessian_path), F32 or F16; call once, after the last batch. chunk_count, chunk_size
+ * and dataset are recorded in the file. Written whole or not at all. Errors: IQF_E_IO,
+ * IQF_E_INVALID_ARG, IQF_E_NOMEM. */
+IQF_API iqf_status iqf_hessian_acc_write(iqf_hess_acc *a, const iqf_model *m, const char *path,
+                                         int chunk_count, int chunk_size, const char *dataset,
+                                         bool f16, char *err, size_t errlen);
+IQF_API void iqf_hessian_acc_free(iqf_hess_acc *a); /* NULL is fine */
+/* The number of Hessians accumulated, and in *tokens (may be NULL) the input rows seen. */
+IQF_API int iqf_hessian_acc_count(const iqf_hess_acc *a, int64_t *tokens);
+
+/* ---------------------------------------------------------------------------------------------
+ * Tokenizer (src/model/tokenizer.c): llama.cpp's SentencePiece ("llama") and GPT-2 byte-level
+ * BPE ("gpt2") tokenizers, built from a GGUF's tokenizer.ggml.* keys (iqf_model_gguf for a
+ * loaded model). Token ids are int32; IQF_TOKEN_NULL means "none".
+ * ------------------------------------------------------------------------------------------- */
+typedef struct iqf_vocab iqf_vocab;
+#define IQF_TOKEN_NULL (-1)
+/* Result of iqf_tokenize when it cannot run (bad argument, out of memory, > INT32_MAX tokens). */
+#define IQF_TOKENIZE_ERROR INT32_MIN
+
+/* NULL on error, with "PATH: tokenizer: what is wrong" in err (strict about the keys' types and
+ * lengths; other tokenizer models and BPE pre-tokenizers are reported as unsupported). */
+IQF_API iqf_vocab *iqf_vocab_load(const iqf_gguf *g, char *err, size_t errlen);
+IQF_API void iqf_vocab_free(iqf_vocab *v); /* NULL is fine */
+IQF_API int32_t iqf_vocab_n_tokens(const iqf_vocab *v);
+IQF_API int32_t iqf_vocab_bos(const iqf_vocab *v); /* IQF_TOKEN_NULL if none */
+IQF_API int32_t iqf_vocab_eos(const iqf_vocab *v);
+IQF_API bool iqf_vocab_add_bos(const iqf_vocab *v); /* does add_special put a BOS in front? */
+/* End of generation: eos, eot, eom and the texts llama.cpp lists (<|endoftext|>, <|im_end|>...). */
+IQF_API bool iqf_vocab_is_eog(const iqf_vocab *v, int32_t id);
+/* llama_tokenize: `len` bytes of `text` (any bytes). add_special: BOS/EOS as the vocabulary adds
+ * them (llama-perplexity uses true). Control tokens in the text are not recognised. Returns the
+ * number of tokens written to out; if more than max_out are needed, writes nothing and returns
+ * -(needed); IQF_TOKENIZE_ERROR on bad arguments or out of memory. */
+IQF_API int32_t iqf_tokenize(const iqf_vocab *v, const char *text, size_t len, bool add_special,
+                             int32_t *out, int32_t max_out);
+/* The same with parse_special (true: control tokens such as "<s>" in the text become their ids). */
+IQF_API int32_t iqf_tokenize_ex(const iqf_vocab *v, const char *text, size_t len, bool add_special,
+                                bool parse_special, int32_t *out, int32_t max_out);
+/* llama_token_to_piece: a token's text, after skipping up to `lstrip` leading spaces; control
+ * tokens only with `special`. Returns its length (no NUL added), or -(needed) if it does not fit
+ * (nothing written). */
+IQF_API int32_t iqf_token_to_piece(const iqf_vocab *v, int32_t id, char *buf, int32_t buflen,
+                                   int32_t lstrip, bool special);
+/* llama_detokenize: the text of a token sequence (no NUL added). remove_special drops a leading
+ * BOS / trailing EOS the vocab adds; unparse_special renders control tokens. Returns the length,
+ * or -(needed) if it does not fit in text_max; IQF_TOKENIZE_ERROR for ids out of range. */
+IQF_API int32_t iqf_detokenize(const iqf_vocab *v, const int32_t *tokens, int32_t n_tokens,
+                               char *text, int32_t text_max, bool remove_special,
+                               bool unparse_special);
+
+/* ---------------------------------------------------------------------------------------------
+ * KL-divergence base files (llama-perplexity's --kl-divergence-base format, iqf_eval_params)
+ * ------------------------------------------------------------------------------------------- */
+/* Reads and validates the header of a base file against its length: its context size, vocabulary
+ * size and chunk count (any of the pointers may be NULL). Errors: IQF_E_IO, IQF_E_FORMAT. */
+IQF_API iqf_status iqf_kld_file_info(const char *path, int *n_ctx, int *n_vocab, int *n_chunks,
+                                     char *err, size_t errlen);
+
+/* ---------------------------------------------------------------------------------------------
+ * Interrupted runs (src/util/outfile.c). Every output file is written under a temporary name and
+ * renamed when complete. For a program (not a library user, which keeps its own signal handling):
+ * installs SIGINT, SIGTERM and SIGHUP handlers that remove every live temporary output, print one
+ * line "NAME: interrupted by SIGINT; temporary output removed, nothing written" to stderr and
+ * _exit(128 + signal); SIGXFSZ is ignored (a write over `ulimit -f` is an ordinary error).
+ * Idempotent. Returns 0, or -1 if sigaction failed.
+ * ------------------------------------------------------------------------------------------- */
+IQF_API int iqf_outfile_install_signal_cleanup(const char *name);
 
 /* ---------------------------------------------------------------------------------------------
  * Calibration (src/model/calib.c): a model's next-token distributions on a text, and how far
@@ -815,17 +973,17 @@ typedef struct iqf_calib_params {
 /* Loads the model, tokenizes (or samples) the text, and stores the model's log-probabilities on
  * the second half of each chunk. Errors: those of iqf_model_load, IQF_E_IO / IQF_E_FORMAT for
  * the text, IQF_E_INVALID_ARG (fewer tokens than one chunk), IQF_E_NOMEM. */
-iqf_status iqf_calib_open(const char *model, const iqf_calib_params *p, iqf_calib **out, char *err,
+IQF_API iqf_status iqf_calib_open(const char *model, const iqf_calib_params *p, iqf_calib **out, char *err,
                           size_t errlen);
-void iqf_calib_free(iqf_calib *c); /* NULL is fine; views are dropped */
+IQF_API void iqf_calib_free(iqf_calib *c); /* NULL is fine; views are dropped */
 /* The mean KL(stored || now) over the scored positions, with the weights as viewed now. */
-iqf_status iqf_calib_kld(iqf_calib *c, double *kld, char *err, size_t errlen);
+IQF_API iqf_status iqf_calib_kld(iqf_calib *c, double *kld, char *err, size_t errlen);
 /* The id of the engine's weight matrix `name` (token_embd, output, the layers' attention and
  * feed-forward matrices) if it has ncols x nrows, else -1 (a tensor the engine does not use). */
-int iqf_calib_weight(const iqf_calib *c, const char *name, int64_t ncols, int64_t nrows);
+IQF_API int iqf_calib_weight(const iqf_calib *c, const char *name, int64_t ncols, int64_t nrows);
 /* Views weight `id` as its nrows rows of `type` at `data` (the caller keeps data alive while it
  * is viewed); data NULL: the model's own again. A tied output follows token_embd. */
-void iqf_calib_view(iqf_calib *c, int id, int type, const void *data);
+IQF_API void iqf_calib_view(iqf_calib *c, int id, int type, const void *data);
 
 /* ---------------------------------------------------------------------------------------------
  * Size-targeted quantization: `quantize --target-size S | --target-bpw B` (src/quantize/target*.c)
@@ -885,7 +1043,7 @@ typedef struct iqf_target_params {
     int sample_min;           /* at least this many rows (<= 0: 128) */
 } iqf_target_params;
 
-iqf_target_params iqf_target_default_params(void);
+IQF_API iqf_target_params iqf_target_default_params(void);
 
 typedef struct iqf_target_entry {
     char name[IQF_GGUF_MAX_NAME];
@@ -923,24 +1081,24 @@ typedef struct iqf_target_plan {
  * types allow (M bytes)"), the errors of iqf_model_quantize for the input and the imatrix,
  * IQF_E_IO / IQF_E_FORMAT for the calibration text or model, IQF_E_NOMEM.
  */
-iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params *qp,
+IQF_API iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params *qp,
                                 const iqf_target_params *tp, iqf_target_plan **out, FILE *log,
                                 char *err, size_t errlen);
-void iqf_target_plan_free(iqf_target_plan *p); /* NULL is fine */
+IQF_API void iqf_target_plan_free(iqf_target_plan *p); /* NULL is fine */
 /* The plan as a table: tensor, type, bytes, predicted error; then the totals. */
-void iqf_target_plan_print(const iqf_target_plan *p, FILE *f);
+IQF_API void iqf_target_plan_print(const iqf_target_plan *p, FILE *f);
 /* Writes the plan as a --tensor-type-file: one "^ESCAPED_NAME$=type" per quantizable tensor.
  * Errors: IQF_E_IO. The file appears whole or not at all. */
-iqf_status iqf_target_plan_save(const iqf_target_plan *p, const char *path, char *err, size_t errlen);
+IQF_API iqf_status iqf_target_plan_save(const iqf_target_plan *p, const char *path, char *err, size_t errlen);
 /* Reads such a file back: names (unescaped) and types, malloc'd arrays of *n entries.
  * Errors: IQF_E_IO, IQF_E_FORMAT (a word that is not "^NAME$=TYPE" with a known type). */
-iqf_status iqf_target_plan_load(const char *path, char (**names)[IQF_GGUF_MAX_NAME], int **types,
+IQF_API iqf_status iqf_target_plan_load(const char *path, char (**names)[IQF_GGUF_MAX_NAME], int **types,
                                 int *n, char *err, size_t errlen);
 /* Quantizes `in` to `out` with the plan (its chosen types an exact per-tensor array; the fixed
  * tensors keep qp's choices), then checks the written file's size equals plan->file_size and is
  * within the budget (else the file is removed and IQF_E_FORMAT returned). Errors: those of
  * iqf_model_quantize. */
-iqf_status iqf_target_quantize(const char *in, const char *out, const iqf_model_quantize_params *qp,
+IQF_API iqf_status iqf_target_quantize(const char *in, const char *out, const iqf_model_quantize_params *qp,
                                const iqf_target_plan *plan, iqf_model_quantize_report *report,
                                FILE *log, char *err, size_t errlen);
 
@@ -956,7 +1114,7 @@ iqf_status iqf_target_quantize(const char *in, const char *out, const iqf_model_
  * Deterministic. Errors: IQF_E_INVALID_ARG (bad arguments, k[i] < 1 or > 255, non-finite cost,
  * or the smallest options already exceed the budget).
  */
-iqf_status iqf_target_allocate(int n, const int *k, const uint64_t *const *bytes,
+IQF_API iqf_status iqf_target_allocate(int n, const int *k, const uint64_t *const *bytes,
                                const double *const *cost, uint64_t budget, int *choice,
                                uint64_t *total_bytes, double *total_cost, char *err, size_t errlen);
 

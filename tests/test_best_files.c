@@ -8,7 +8,7 @@
  * against libllama's logits of the F32 model over the scored half of each chunk (as
  * llama-perplexity) must be no higher in best than in compat for every type, and lower for the
  * K-quant and legacy types and for IQ3_S (whose token_embd, without an imatrix entry, best
- * encodes under a uniform importance) (the issue's end-to-end test, measured by the reference
+ * encodes under a uniform importance): an end-to-end test, measured by the reference
  * implementation, not by our evaluator). Our engine's logits on the same best file must agree
  * with libllama's (relative RMS < 1e-2: both round activations to the weight type's vec_dot_type,
  * but ggml's integer dot products and its threads sum in another order; measured 1.7e-3..4.2e-3,

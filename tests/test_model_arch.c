@@ -1,5 +1,5 @@
 /*
- * test_model_arch.c - the engine on the architectures of issue 9 (qwen2, qwen3, Mixtral-style
+ * test_model_arch.c - the engine on the other architectures (qwen2, qwen3, Mixtral-style
  * llama MoE, qwen3moe) against the oracle's libllama (ggml 0.25.1).
  *
  * Each model is written by iqf-genmodel's library (random weights with realistic statistics,

@@ -1,5 +1,5 @@
 /*
- * test_model_arch_quant.c - recipe parity for the architectures of issue 9: `iqforge quantize`
+ * test_model_arch_quant.c - recipe parity for the other architectures: `iqforge quantize`
  * (iqf_model_quantize, compat) against the oracle's llama_model_quantize (llama/ggml 0.25.1) on
  * random-weight qwen2, qwen3, Mixtral-style llama MoE and qwen3moe models from iqf-genmodel
  * (F16, 2 layers, scale 1/16: n_embd 256, n_ff 896, so ffn_down of the dense and Mixtral models

@@ -1,5 +1,5 @@
 /*
- * test_model_fleet_imatrix.c - `iqforge imatrix` on the architectures of issue 9 (qwen2, qwen3,
+ * test_model_fleet_imatrix.c - `iqforge imatrix` on the other architectures (qwen2, qwen3,
  * Mixtral-style llama MoE, qwen3moe) against llama-imatrix's files for the same models and text.
  *
  * The fixtures tests/data/fleet-imatrix/ARCH.imatrix.gguf were written by llama-imatrix (llama.cpp

@@ -3,7 +3,6 @@
 
 #include "iqforge.h"
 #include "model_cli.h"
-#include "model/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,9 +3,6 @@
 
 #include "iqforge.h"
 #include "model_cli.h"
-#include "model/hessian.h"
-#include "stats/imatrix.h"
-#include "util/outfile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,9 +112,11 @@ int cmd_imatrix(int argc, char **argv) {
             status = cli_error("%s", err);
             goto out;
         }
-        if (!quiet)
-            fprintf(stderr, "imatrix: wrote %d Hessians (%lld tokens) to %s\n", hacc->n_slots,
-                    (long long)(hacc->n_slots ? hacc->slots[0].count : 0), hess_path);
+        if (!quiet) {
+            int64_t htok = 0;
+            const int nh = iqf_hessian_acc_count(hacc, &htok);
+            fprintf(stderr, "imatrix: wrote %d Hessians (%lld tokens) to %s\n", nh, (long long)htok, hess_path);
+        }
     }
 out:
     if (c) iqf_hessian_detach(c);

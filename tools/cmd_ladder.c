@@ -21,9 +21,6 @@
 
 #include "iqforge.h"
 #include "ladder/ladder.h"
-#include "model/hessian.h"
-#include "model/tokenizer.h"
-#include "stats/imatrix.h"
 #include "util/outfile.h"
 #include "util/progress.h"
 

@@ -3,8 +3,6 @@
 
 #include "iqforge.h"
 #include "model_cli.h"
-#include "util/outfile.h"
-#include "model/kld.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,20 +72,18 @@ int cmd_perplexity(int argc, char **argv) {
     } else {
         /* The context must hold the file's n_ctx: read it from the header, which is checked
          * against the file's length (and the model's vocabulary) before the context is sized. */
-        FILE *f = NULL;
-        iqf_kld_header kh;
-        if (iqf_kld_open(kld, &f, &kh, err, sizeof err)) {
+        int kh_ctx = 0, kh_vocab = 0;
+        if (iqf_kld_file_info(kld, &kh_ctx, &kh_vocab, NULL, err, sizeof err)) {
             iqf_model_free(m);
             return cli_error("%s", err);
         }
-        fclose(f);
-        if (kh.n_vocab != iqf_model_get_info(m)->n_vocab) {
-            cli_error("%s: made with a vocabulary of %d tokens, the model has %d", kld, kh.n_vocab,
+        if (kh_vocab != iqf_model_get_info(m)->n_vocab) {
+            cli_error("%s: made with a vocabulary of %d tokens, the model has %d", kld, kh_vocab,
                       iqf_model_get_info(m)->n_vocab);
             iqf_model_free(m);
             return 1;
         }
-        n_ctx = kh.n_ctx;
+        n_ctx = kh_ctx;
     }
     if (model_cli_context(m, &mo, (int)n_ctx, &c)) {
         status = 1;

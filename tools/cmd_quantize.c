@@ -2,7 +2,6 @@
 #include "cli.h"
 
 #include "iqforge.h"
-#include "util/outfile.h"
 
 #include <ctype.h>
 #include <errno.h>

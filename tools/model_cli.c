@@ -2,9 +2,7 @@
 #include "model_cli.h"
 
 #include "cli.h"
-#include "model/tokenizer.h"
 #include "util/infile.h"
-#include "stats/imatrix.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -62,17 +60,8 @@ int model_cli_opts_arg(model_cli_opts *o, const char *cmd, int argc, char **argv
 }
 
 int model_cli_write_imatrix(const iqf_imatrix_data *d, const char *dataset, const char *path, bool dat) {
-    iqf_imatrix_stats *stats = calloc((size_t)d->n_entries + 1, sizeof *stats);
-    if (!stats) return cli_error("out of memory");
-    for (int i = 0; i < d->n_entries; i++)
-        stats[i] = (iqf_imatrix_stats){ d->names[i], d->ncols[i], d->n_mat ? d->n_mat[i] : 1, d->sum2[i],
-                                        d->mat_counts ? d->mat_counts[i] : &d->counts[i] };
-    iqf_imatrix_meta meta = { d->n_chunks, d->chunk_size, dataset };
     char err[1024];
-    iqf_status st = dat ? iqf_imatrix_write_dat(path, stats, d->n_entries, &meta, err, sizeof err)
-                        : iqf_imatrix_write_gguf(path, stats, d->n_entries, &meta, err, sizeof err);
-    free(stats);
-    return st ? cli_error("%s", err) : 0;
+    return iqf_imatrix_data_save(d, path, dat, dataset, err, sizeof err) ? cli_error("%s", err) : 0;
 }
 
 void model_cli_sim_init(model_cli_sim *s) { memset(s, 0, sizeof *s); }
@@ -93,17 +82,18 @@ int model_cli_sim_arg(model_cli_sim *s, int argc, char **argv, int *i) {
 }
 
 static const float *im_lookup(void *user, const char *name, int64_t n) {
-    const iqf_imatrix_entry *e = iqf_imatrix_find(user, name);
-    if (!e) {
+    int64_t en = 0;
+    const float *v = iqf_imatrix_file_find(user, name, &en);
+    if (!v) {
         fprintf(stderr, "iqforge: note: no importance data for %s\n", name);
         return NULL;
     }
-    if (e->n != n) {
+    if (en != n) {
         fprintf(stderr, "iqforge: warning: importance data for %s has %lld values, expected %lld; not used\n",
-                name, (long long)e->n, (long long)n);
+                name, (long long)en, (long long)n);
         return NULL;
     }
-    return e->values;
+    return v;
 }
 
 int model_cli_load(const char *path, const model_cli_sim *s, int n_threads, iqf_model **out) {
@@ -120,16 +110,15 @@ int model_cli_load(const char *path, const model_cli_sim *s, int n_threads, iqf_
         if (mode < 0) return cli_error("--mode: unknown mode '%s' (available: compat, best)", s->mode_name);
         p.simulate_mode = (iqf_mode)mode;
     }
-    iqf_imatrix im;
-    memset(&im, 0, sizeof im);
+    iqf_imatrix_file *im = NULL;
     if (s && s->imatrix_path) {
         if (!s->type_name) return cli_error("--imatrix is only used with --simulate");
-        if (iqf_imatrix_load(s->imatrix_path, &im, err, sizeof err)) return cli_error("%s", err);
+        if (iqf_imatrix_file_load(s->imatrix_path, &im, err, sizeof err)) return cli_error("%s", err);
         p.imatrix = im_lookup;
-        p.imatrix_user = &im;
+        p.imatrix_user = im;
     }
     iqf_status st = iqf_model_load(path, &p, out, err, sizeof err);
-    iqf_imatrix_free(&im);
+    iqf_imatrix_file_free(im);
     if (st) return cli_error("%s", err);
     return 0;
 }

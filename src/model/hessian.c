@@ -250,3 +250,8 @@ iqf_status iqf_hessian_acc_write(iqf_hess_acc *a, const iqf_model *m, const char
     free(e);
     return st;
 }
+
+int iqf_hessian_acc_count(const iqf_hess_acc *a, int64_t *tokens) {
+    if (tokens) *tokens = a && a->n_slots ? (int64_t)a->slots[0].count : 0;
+    return a ? a->n_slots : 0;
+}

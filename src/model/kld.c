@@ -169,3 +169,17 @@ void iqf_kld_score_row(const float *l, int nvoc, int tok, const uint16_t *base, 
     r->kld = kl;
     r->same_top = imax == imax_base;
 }
+
+iqf_status iqf_kld_file_info(const char *path, int *n_ctx, int *n_vocab, int *n_chunks, char *err,
+                             size_t errlen) {
+    if (!path) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "missing path");
+    FILE *f = NULL;
+    iqf_kld_header h;
+    iqf_status s = iqf_kld_open(path, &f, &h, err, errlen);
+    if (s) return s;
+    fclose(f);
+    if (n_ctx) *n_ctx = h.n_ctx;
+    if (n_vocab) *n_vocab = h.n_vocab;
+    if (n_chunks) *n_chunks = h.n_chunk;
+    return IQF_OK;
+}

@@ -306,7 +306,7 @@ static void job_free(quant_job *j) {
 }
 
 iqf_status iqf_model_quantize(const char *in, const char *out, const iqf_model_quantize_params *params,
-                              iqf_model_quantize_report *report, void *logp, char *err, size_t errlen) {
+                              iqf_model_quantize_report *report, FILE *logp, char *err, size_t errlen) {
     return iqf_model_quantize_typed(in, out, params, NULL, NULL, 0, report, logp, err, errlen);
 }
 

@@ -10,6 +10,8 @@
 #ifndef IQF_OUTFILE_H
 #define IQF_OUTFILE_H
 
+#include "iqforge.h" /* iqf_outfile_install_signal_cleanup is public */
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
