@@ -704,6 +704,10 @@ typedef struct iqf_model_info {
     int n_expert, n_expert_used; /* mixture of experts: expert_count, expert_used_count; 0 if dense */
     int n_ff_exp;              /* an expert's FFN width (qwen3moe expert_feed_forward_length; Mixtral n_ff) */
     bool expert_weights_norm;  /* renormalise the top-k router weights (Mixtral, qwen3moe) */
+    /* Linear RoPE scaling as libllama applies it: positions times rope_freq_scale
+     * (1 / rope.scaling.factor for scaling type "linear" or absent, 1 for "none" or factor 0),
+     * cos/sin times rope_attn_factor (rope.scaling.attn_factor, default 1). */
+    float rope_freq_scale, rope_attn_factor;
 } iqf_model_info;
 
 /* Importance-matrix lookup for simulated quantization: the mean-x^2 row for weight `name`

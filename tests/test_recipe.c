@@ -97,7 +97,7 @@ static void plan(const model *m, const iqf_recipe_model *hp, const iqf_recipe_op
 int main(void) {
     static model m;
     static iqf_recipe_choice c[MAXT];
-    iqf_recipe_model hp = { "llama", 16, 8, 2, 0 }; /* n_gqa 4 */
+    iqf_recipe_model hp = { "llama", 16, 8, 2, 0, 0 }; /* n_gqa 4 */
     char name[64];
 
     /* Names, order. */
@@ -152,7 +152,7 @@ int main(void) {
     CHECK(!c[0].requires_imatrix, "token_embd never requires an imatrix");
 
     /* IQ3_XXS without imatrix: attn_v (n_gqa 1) iq3_s, ffn_down q4_K for i < n/8 else q3_K. */
-    iqf_recipe_model hp1 = { "llama", 16, 8, 8, 0 };
+    iqf_recipe_model hp1 = { "llama", 16, 8, 8, 0, 0 };
     llama(&m, 16, 256, 256, true);
     o = opts_for(IQF_FTYPE_MOSTLY_IQ3_XXS, false);
     plan(&m, &hp1, &o, c);
@@ -193,13 +193,13 @@ int main(void) {
     /* Tied embeddings: token_embd takes the output rule. */
     llama(&m, 4, 256, 64, false);
     o = opts_for(IQF_FTYPE_MOSTLY_Q4_K_M, false);
-    iqf_recipe_model hp4 = { "llama", 4, 8, 2, 0 };
+    iqf_recipe_model hp4 = { "llama", 4, 8, 2, 0, 0 };
     plan(&m, &hp4, &o, c);
     EXPECT_TYPE(&m, c, "token_embd.weight", IQF_TYPE_Q6_K);
 
     /* Fallbacks: n_embd 96 (multiple of 32, not 256) and 80 (not a multiple of 32). */
     llama(&m, 2, 96, 96, true);
-    iqf_recipe_model hp2 = { "llama", 2, 4, 4, 0 };
+    iqf_recipe_model hp2 = { "llama", 2, 4, 4, 0, 0 };
     o = opts_for(IQF_FTYPE_MOSTLY_IQ3_XXS, true);
     int nf = 0;
     char err[256];
@@ -229,7 +229,7 @@ int main(void) {
     o.n_overrides = 2;
     o.output_tensor_type = IQF_TYPE_Q8_0;
     o.token_embedding_type = IQF_TYPE_F16;
-    iqf_recipe_model hpo = { "llama", 2, 8, 2, 0 };
+    iqf_recipe_model hpo = { "llama", 2, 8, 2, 0, 0 };
     plan(&m, &hpo, &o, c);
     EXPECT_TYPE(&m, c, "blk.0.attn_q.weight", IQF_TYPE_Q8_0);
     EXPECT_TYPE(&m, c, "blk.1.ffn_up.weight", IQF_TYPE_Q5_K);
@@ -257,7 +257,7 @@ int main(void) {
             CHECK(c[i].type == IQF_TYPE_Q2_K && c[i].requires_imatrix, "q2_K_S ffn_up");
 
     /* MoE with 8 experts: layer from the name; a name without a layer is an error. */
-    iqf_recipe_model hpm = { "llama", 2, 8, 2, 8 };
+    iqf_recipe_model hpm = { "llama", 2, 8, 2, 8, 0 };
     m.n = 0;
     add(&m, "blk.0.ffn_down_exps.weight", 512, 256, IQF_TYPE_F16);
     m.t[0].ne[2] = 8;
@@ -272,6 +272,23 @@ int main(void) {
     add(&m, "ffn_down.weight", 512, 256, IQF_TYPE_F16);
     CHECK(iqf_recipe_plan(&hpm, &o, m.t, m.n, c, &nf, err, sizeof err) != IQF_OK && strstr(err, "layer"),
           "MoE ffn_down without a layer must fail");
+
+    /* The 70B rule (llama's LLM_TYPE_70B) on n_layer() = block_count - nextn_predict_layers:
+     * Q2_K's attn_v at n_gqa 4 is Q4_K, raised to Q5_K on a 70B llama (80 layers, GQA). */
+    llama(&m, 2, 256, 64, true);
+    o = opts_for(IQF_FTYPE_MOSTLY_Q2_K, false);
+    static const struct { int n_layer, nextn, n_head_kv; const char *arch; int want; } r70[] = {
+        { 80, 0, 2, "llama", IQF_TYPE_Q5_K }, { 81, 1, 2, "llama", IQF_TYPE_Q5_K }, { 80, 1, 2, "llama", IQF_TYPE_Q4_K },
+        { 80, 0, 8, "llama", IQF_TYPE_Q3_K /* 65B: no GQA, n_gqa 1 */ }, { 80, 0, 2, "qwen2", IQF_TYPE_Q5_K },
+        { 68, 0, 2, "jais2", IQF_TYPE_Q5_K }, { 80, 0, 2, "qwen3", IQF_TYPE_Q4_K },
+    };
+    for (size_t k = 0; k < sizeof r70 / sizeof r70[0]; k++) {
+        iqf_recipe_model h70 = { "", r70[k].n_layer, 8, r70[k].n_head_kv, 0, r70[k].nextn };
+        snprintf(h70.arch, sizeof h70.arch, "%s", r70[k].arch);
+        plan(&m, &h70, &o, c);
+        CHECK(type_of(&m, c, "blk.1.attn_v.weight") == r70[k].want, "70B rule: %s %d layers (nextn %d), n_head_kv %d: attn_v %s, want %s",
+              r70[k].arch, r70[k].n_layer, r70[k].nextn, r70[k].n_head_kv, tn(type_of(&m, c, "blk.1.attn_v.weight")), tn(r70[k].want));
+    }
 
     return test_finish("test_recipe");
 }

@@ -312,7 +312,7 @@ int main(void) {
         static iqf_recipe_choice c[2];
         t[0].name = "blk.0.attn_k_b.weight", t[1].name = "blk.0.ffn_up_exps.weight";
         for (int i = 0; i < 2; i++) t[i].ne[0] = 128, t[i].ne[1] = 128, t[i].ne[2] = 4, t[i].ne[3] = 1;
-        iqf_recipe_model hp = { "bailingmoe3", 1, 4, 4, 4 };
+        iqf_recipe_model hp = { "bailingmoe3", 1, 4, 4, 4, 0 };
         iqf_recipe_opts o;
         memset(&o, 0, sizeof o);
         o.ftype = IQF_FTYPE_MOSTLY_MXFP4_MOE;
@@ -332,7 +332,7 @@ int main(void) {
         static iqf_recipe_choice c[1];
         t[0].name = "blk.0.attn_q.weight";
         t[0].ne[0] = 96, t[0].ne[1] = 96, t[0].ne[2] = t[0].ne[3] = 1;
-        iqf_recipe_model hp = { "llama", 1, 4, 4, 0 };
+        iqf_recipe_model hp = { "llama", 1, 4, 4, 0, 0 };
         iqf_recipe_opts o;
         memset(&o, 0, sizeof o);
         o.output_tensor_type = o.token_embedding_type = -1;

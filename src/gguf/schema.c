@@ -90,7 +90,7 @@ static const rule general_rules[] = {
 };
 
 static const rule arch_rules[] = {
-    { "context_length", K_U32, R_POS },
+    { "context_length", K_U32, R_ANY },
     { "embedding_length", K_U32, R_POS },
     { "block_count", K_U32, R_LAYERS },
     { "feed_forward_length", K_U32_OR_ARR, R_ANY },
@@ -98,15 +98,15 @@ static const rule arch_rules[] = {
     { "leading_dense_block_count", K_U32, R_ANY },
     { "attention.head_count", K_U32_OR_ARR, R_ANY },
     { "attention.head_count_kv", K_U32_OR_ARR, R_ANY },
-    { "attention.key_length", K_U32, R_POS },
-    { "attention.value_length", K_U32, R_POS },
-    { "attention.layer_norm_rms_epsilon", K_F32, R_POSF },
-    { "attention.layer_norm_epsilon", K_F32, R_POSF },
+    { "attention.key_length", K_U32, R_ANY },
+    { "attention.value_length", K_U32, R_ANY },
+    { "attention.layer_norm_rms_epsilon", K_F32, R_FINITE },
+    { "attention.layer_norm_epsilon", K_F32, R_FINITE },
     { "attention.causal", K_BOOL, R_ANY },
     { "attention.clamp_kqv", K_F32, R_FINITE },
     { "attention.max_alibi_bias", K_F32, R_FINITE },
     { "rope.dimension_count", K_U32, R_ROT },
-    { "rope.freq_base", K_F32, R_POSF },
+    { "rope.freq_base", K_F32, R_FINITE },
     { "rope.freq_scale", K_F32, R_POSF },
     { "rope.scaling.type", K_STR, R_ROPE_SCALING },
     { "rope.scaling.factor", K_F32, R_FINITE },
@@ -114,7 +114,7 @@ static const rule arch_rules[] = {
     { "rope.scaling.original_context_length", K_U32, R_ANY },
     { "rope.scaling.finetuned", K_BOOL, R_ANY },
     { "expert_count", K_U32, R_ANY },
-    { "expert_used_count", K_U32, R_EXPERT_USED },
+    { "expert_used_count", K_U32_OR_ARR, R_EXPERT_USED },
     { "expert_shared_count", K_U32, R_ANY },
     { "expert_weights_scale", K_F32, R_FINITE },
     { "vocab_size", K_U32, R_POS },
@@ -233,7 +233,8 @@ static iqf_status check_range(const iqf_gguf *g, int64_t i, const char *key, con
         return IQF_OK;
     }
     case R_TOKMODEL: {
-        static const char *known[] = { "no_vocab", "none", "llama", "bert", "gpt2", "t5", "rwkv", "plamo2" };
+        static const char *known[] = { "no_vocab", "none", "llama", "bert", "gpt2", "hybriddna", "whitespace",
+                                        "t5", "rwkv", "test", "plamo2", "gemma4" };
         for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
             if (!strcmp((const char *)v, known[k])) return IQF_OK;
         return iqf_fail(err, errlen, IQF_E_FORMAT, "key %s: unknown tokenizer model \"%.64s\"", key, (const char *)v);
@@ -262,10 +263,20 @@ static iqf_status check_range(const iqf_gguf *g, int64_t i, const char *key, con
                             iqf_gguf_n_tensors(g));
         return IQF_OK;
     }
-    case R_EXPERT_USED: {
-        uint32_t used = *(const uint32_t *)v, n = 0;
-        if (!arch_u32(g, arch, "expert_count", &n) || used > n)
-            return iqf_fail(err, errlen, IQF_E_FORMAT, "key %s: %" PRIu32 " is more than %s.expert_count (%" PRIu32 ")", key, used, arch, n);
+    case R_EXPERT_USED: { /* llama.cpp: the largest per-layer count <= expert_count (0 when absent) */
+        int64_t used = 0;
+        if (iqf_gguf_kv_type(g, i) == IQF_GGUF_ARR) {
+            for (uint64_t j = 0; j < iqf_gguf_arr_n(g, i); j++) {
+                int64_t x;
+                if (iqf_gguf_arr_int(g, i, j, &x) && x > used) used = x;
+            }
+        } else {
+            used = *(const uint32_t *)v;
+        }
+        uint32_t n = 0;
+        arch_u32(g, arch, "expert_count", &n);
+        if (used > (int64_t)n)
+            return iqf_fail(err, errlen, IQF_E_FORMAT, "key %s: %" PRId64 " is more than %s.expert_count (%" PRIu32 ")", key, used, arch, n);
         return IQF_OK;
     }
     case R_ROT: {

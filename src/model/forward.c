@@ -155,13 +155,15 @@ static void rmsnorm(const float *x, const float *w, float *y, int64_t n, float e
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
-/* cos/sin table for one position: ggml_rope_cache_init with freq_scale 1, ext_factor 0. */
-static void rope_table(float *cs, int pos, int n_rot, float base) {
+/* cos/sin table for one position: ggml_rope_cache_init with ext_factor 0 (rope_yarn: the angle
+ * freq_scale * theta, cos and sin times mscale = attn_factor; both 1 leave the bytes unchanged). */
+static void rope_table(float *cs, int pos, int n_rot, float base, float freq_scale, float mscale) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int i = 0; i < n_rot; i += 2) {
-        cs[i] = cosf(theta);
-        cs[i + 1] = sinf(theta);
+        const float t = freq_scale * theta;
+        cs[i] = cosf(t) * mscale;
+        cs[i + 1] = sinf(t) * mscale;
         theta *= theta_scale;
     }
 }
@@ -408,7 +410,7 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
 
     for (int t = 0; t < T; t++) {
         iqf_weight_row(&m->tok_embd, tokens[t], c->x + (int64_t)t * E);
-        rope_table(c->rope_cs + (int64_t)t * hd, pos + t, h->n_rot, h->rope_base);
+        rope_table(c->rope_cs + (int64_t)t * hd, pos + t, h->n_rot, h->rope_base, h->rope_freq_scale, h->rope_attn_factor);
     }
 
     for (int l = 0; l < L; l++) {

@@ -285,7 +285,9 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
         !key_int(&ld, "expert_count", false, 0, 0, 1024, &h->n_expert, &st) ||
         !key_int(&ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
         !key_int(&ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
-        !key_int(&ld, "expert_feed_forward_length", is_qwen3moe && h->n_expert > 0, h->n_ff, 1, 1 << 22, &h->n_ff_exp, &st) ||
+        /* libllama reads it only where experts exist: a dense model may carry 0 (llama.cpp's saver writes it) */
+        !key_int(&ld, "expert_feed_forward_length", is_qwen3moe && h->n_expert > 0, h->n_ff, h->n_expert > 0 ? 1 : 0, 1 << 22,
+                 &h->n_ff_exp, &st) ||
         !key_int(&ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
         !key_int(&ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
         !key_int(&ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
@@ -334,15 +336,30 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
         h->rms_eps = 1e-5f;
         snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
         if (iqf_gguf_get_float(m->gguf, key, &d)) h->rms_eps = (float)d;
-        const char *sc = NULL;
+        /* RoPE scaling as llama_model::load_hparams and llama_context read it: the type defaults to
+         * "linear"; the factor (0 = none) gives freq_scale = 1 / factor, ignored for type "none";
+         * attn_factor scales cos/sin. YaRN and LongRoPE are not implemented. */
+        const char *sc = "linear";
         snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-        if (iqf_gguf_get_str(m->gguf, key, &sc, NULL) && strcmp(sc, "none") != 0) {
+        iqf_gguf_get_str(m->gguf, key, &sc, NULL);
+        if (strcmp(sc, "none") != 0 && strcmp(sc, "linear") != 0) {
             st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling '%.40s'", path, sc);
             goto done;
         }
+        float factor = 0.0f;
         snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
-        if (iqf_gguf_get_float(m->gguf, key, &d) && d != 0.0 && d != 1.0) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling factor %g", path, d);
+        if (iqf_gguf_get_float(m->gguf, key, &d)) factor = (float)d;
+        else {
+            snprintf(key, sizeof key, "%s.rope.scale_linear", arch); /* the older name */
+            if (iqf_gguf_get_float(m->gguf, key, &d)) factor = (float)d;
+        }
+        h->rope_freq_scale = factor == 0.0f || !strcmp(sc, "none") ? 1.0f : 1.0f / factor;
+        h->rope_attn_factor = 1.0f;
+        snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", arch);
+        if (iqf_gguf_get_float(m->gguf, key, &d)) h->rope_attn_factor = (float)d;
+        if (!isfinite(h->rope_freq_scale) || !(h->rope_freq_scale > 0) || !isfinite(h->rope_attn_factor)) {
+            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: bad rope.scaling.factor %g or attn_factor %g", path, (double)factor,
+                          (double)h->rope_attn_factor);
             goto done;
         }
         if (iqf_gguf_find_tensor(m->gguf, "rope_freqs.weight") >= 0) {

@@ -44,6 +44,20 @@ static bool get_hparam(const iqf_gguf *g, const char *arch, const char *key, int
     return false;
 }
 
+/* The layer counts llama's loader derives (llama_model::load_hparams and load_arch_hparams):
+ * nextn_predict_layers; nanbeige runs its block_count - nextn physical layers num_loops times;
+ * granite-switch adds a router layer. The recipe's counters run over that n_layer_all. */
+static void recipe_layers(const iqf_gguf *g, iqf_recipe_model *hp) {
+    int64_t v;
+    hp->n_layer_nextn = get_hparam(g, hp->arch, "nextn_predict_layers", &v) && v >= 0 && v <= hp->n_layer ? (int)v : 0;
+    const int phys = hp->n_layer - hp->n_layer_nextn;
+    if (!strcmp(hp->arch, "nanbeige") && get_hparam(g, hp->arch, "num_loops", &v) && v > 1 && v * phys <= 512) {
+        hp->n_layer = (int)(v * phys);
+    } else if (!strcmp(hp->arch, "graniteswitch")) {
+        hp->n_layer = phys + 1;
+        hp->n_layer_nextn = 1;
+    }
+}
 
 /* Stage 1 (iqf_plan_open): open the input and read what the recipe needs (architecture, layer and head counts),
  * with --override-kv applied and --prune-layers checked. */
@@ -71,6 +85,7 @@ static iqf_status open_input(iqf_plan *j) {
     iqf_status st = iqf_kv_overrides_check(p->kv_overrides, p->n_kv_overrides, arch, j->err, j->errlen);
     if (!st) st = iqf_prune_check(p->prune_layers, p->n_prune_layers, hp->n_layer, j->err, j->errlen);
     if (!st) iqf_kv_overrides_hparams(p->kv_overrides, p->n_kv_overrides, hp);
+    if (!st) recipe_layers(j->g, hp);
     return st;
 }
 

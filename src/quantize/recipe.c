@@ -431,11 +431,14 @@ static bool get_type(state *s, const iqf_recipe_tensor *t, category cat, int def
     return true;
 }
 
+/* llama's LLM_TYPE_70B (src/models/{llama,deci,olmo,qwen2,jais2}.cpp: load_arch_hparams), on
+ * n_layer() = block_count - nextn_predict_layers; llama's own table is skipped with 8 experts. */
 static bool model_is_70b(const iqf_recipe_model *m) {
     const char *a = m->arch;
-    if (!strcmp(a, "llama")) return m->n_layer == 80 && m->n_head != m->n_head_kv;
-    if (!strcmp(a, "deci") || !strcmp(a, "olmo") || !strcmp(a, "qwen2")) return m->n_layer == 80;
-    if (!strcmp(a, "jais2")) return m->n_layer == 68;
+    const int nl = m->n_layer - m->n_layer_nextn;
+    if (!strcmp(a, "llama")) return m->n_expert != 8 && nl == 80 && m->n_head != m->n_head_kv;
+    if (!strcmp(a, "deci") || !strcmp(a, "olmo") || !strcmp(a, "qwen2")) return nl == 80;
+    if (!strcmp(a, "jais2")) return nl == 68;
     return false;
 }
 

@@ -21,6 +21,8 @@ typedef struct iqf_recipe_model {
     int n_head;         /* {arch}.attention.head_count (layer 0) */
     int n_head_kv;      /* {arch}.attention.head_count_kv (layer 0; defaults to n_head) */
     int n_expert;       /* {arch}.expert_count (0 if absent) */
+    int n_layer_nextn;  /* {arch}.nextn_predict_layers (0 if absent): llama's n_layer() is
+                         * n_layer - n_layer_nextn (the 70B rule reads it) */
 } iqf_recipe_model;
 
 /* One tensor as the recipe sees it. */

@@ -53,7 +53,7 @@ static rng seeded(uint64_t seed, uint64_t a, uint64_t b) {
 }
 
 iqf_genmodel_opts iqf_genmodel_default_opts(void) {
-    iqf_genmodel_opts o = { 1, 2, IQF_TYPE_F16, 1, false, NULL, 8, 2, NULL };
+    iqf_genmodel_opts o = { 1, 2, IQF_TYPE_F16, 1, false, NULL, 8, 2, NULL, NULL, 0.0f, 0.0f, false };
     return o;
 }
 
@@ -280,6 +280,12 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     if (!st && moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)n_used);
     if (!st && q3moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)n_ff_exp);
     if (!st && !voc) st = iqf_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+    if (!st && o->dense_exp_ff_zero && !moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), 0);
+    if (!st && o->rope_scaling) st = iqf_gguf_writer_set_str(w, KEY("rope.scaling.type"), o->rope_scaling);
+    if (!st && o->rope_scaling_factor != 0.0f)
+        st = iqf_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), o->rope_scaling_factor);
+    if (!st && o->rope_attn_factor != 0.0f)
+        st = iqf_gguf_writer_set_f32(w, KEY("rope.scaling.attn_factor"), o->rope_attn_factor);
 #undef KEY
     if (!st)
         st = iqf_gguf_writer_set_u32(w, "general.file_type",

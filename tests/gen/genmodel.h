@@ -25,6 +25,12 @@ typedef struct iqf_genmodel_opts {
     int n_expert, n_expert_used; /* MoE only (defaults 8 and 2) */
     const char *vocab;           /* NULL, or a GGUF whose tokenizer.* keys are copied (n_vocab
                                   * then is its token count; e.g. tests/data/vocab/ggml-vocab-gpt-2.gguf) */
+    /* Optional keys as other writers put them (all off by default): {arch}.rope.scaling.type
+     * (NULL: absent) with rope.scaling.factor / attn_factor (0: absent); expert_feed_forward_length
+     * = 0 on a dense model (llama.cpp's model saver writes it). */
+    const char *rope_scaling;
+    float rope_scaling_factor, rope_attn_factor;
+    bool dense_exp_ff_zero;
 } iqf_genmodel_opts;
 
 iqf_genmodel_opts iqf_genmodel_default_opts(void); /* scale 1, 2 layers, F16, seed 1, llama */
