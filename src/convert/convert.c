@@ -42,6 +42,7 @@ typedef struct ot {
     int n_src;
     int64_t perm_heads;
     float *vals; /* K_VALUES */
+    float shift; /* added to every value (gemma's norm offset) */
 } ot;
 
 typedef struct cv {
@@ -62,6 +63,7 @@ typedef struct cv {
     const iqf_st_tensor **xb;
     int64_t *xb_n;
     int64_t n_experts;
+    int64_t n_vocab_real; /* gemma3: len(model.vocab) + len(added_tokens), -1 unknown */
 } cv;
 
 static int cv_fail(cv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -223,7 +225,17 @@ static int plan_plain(cv *c, const iqf_st_tensor *t, const char *hfname) {
                        hfname, c->arch->hf);
     o->kind = K_PLAIN;
     o->src = t;
-    if (set_shape(c, o, t->shape, t->n_dims)) return -1;
+    int64_t shape[IQF_ST_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    if (c->arch->flags & CV_F_GEMMA3) {
+        /* Gemma3RMSNorm multiplies by (1 + weight); rows of token_embd past the tokenizer's
+         * vocabulary + added tokens are dropped */
+        if (ends_with(hfname, "norm.weight")) o->shift = 1.0f;
+        if (strstr(hfname, "embed_tokens.weight") && t->n_dims >= 1 && c->n_vocab_real >= 0 &&
+            shape[0] > c->n_vocab_real)
+            shape[0] = c->n_vocab_real;
+    }
+    if (set_shape(c, o, shape, t->n_dims)) return -1;
     if (c->arch->flags & CV_F_PERMUTE_QK) {
         bool q = ends_with(hfname, "q_proj.weight") || ends_with(hfname, "q_proj.bias");
         bool k = ends_with(hfname, "k_proj.weight") || ends_with(hfname, "k_proj.bias");
@@ -550,7 +562,25 @@ static int cv_hparams(cv *c, iqf_gguf_writer *w) {
         theta = hfind(c, k_theta, NULL);
         if (theta && yyjson_is_null(theta)) theta = NULL;
     }
-    if (theta && kv_f32(c, w, "rope.freq_base", theta, "rope_theta")) return -1;
+    if (c->arch->flags & CV_F_GEMMA3) { /* Gemma3Model.set_gguf_parameters: a default when absent */
+        if (theta) {
+            if (kv_f32(c, w, "rope.freq_base", theta, "rope_theta")) return -1;
+        } else {
+            snprintf(key, sizeof key, "%s.rope.freq_base", c->arch->gguf);
+            W_OK(iqf_gguf_writer_set_f32(w, key, 1000000.0f));
+        }
+    } else if (theta && kv_f32(c, w, "rope.freq_base", theta, "rope_theta"))
+        return -1;
+    {
+        static const char *const k_local[] = { "local_rope_theta", "rope_local_theta", "rope_theta_local",
+                                               "swa_rope_theta", "rope_local_base_freq", NULL };
+        yyjson_val *sw = c->rope ? iqf_json_get(iqf_json_get(c->rope, "sliding_attention"), "rope_theta") : NULL;
+        if (!sw && !rope_full && !(c->rope && iqf_json_get(c->rope, "sliding_attention"))) {
+            sw = hfind(c, k_local, NULL);
+            if (sw && yyjson_is_null(sw)) sw = NULL;
+        }
+        if (sw && kv_f32(c, w, "rope.freq_base_swa", sw, "sliding rope_theta")) return -1;
+    }
     if ((v = hfind(c, k_rms, NULL)) && !yyjson_is_null(v) && kv_f32(c, w, "attention.layer_norm_rms_epsilon", v, "rms_norm_eps"))
         return -1;
     if ((v = hfind(c, k_ln, NULL)) && !yyjson_is_null(v) && kv_f32(c, w, "attention.layer_norm_epsilon", v, "layer_norm_eps"))
@@ -582,6 +612,17 @@ static int cv_hparams(cv *c, iqf_gguf_writer *w) {
             W_OK(iqf_gguf_writer_set_u32(w, key, (uint32_t)(hs / nh)));
         }
     }
+    if (c->arch->flags & CV_F_GEMMA3) {
+        if (!iqf_json_is_null_or_absent(hget(c, "attn_logit_softcapping")))
+            return cv_fail(c, "%s: attn_logit_softcapping is set (not a Gemma 3)", c->cfg_path);
+        v = hget(c, "final_logit_softcapping");
+        double fs = 0;
+        if (v && iqf_json_num(v, &fs) && fs != 0 && kv_f32(c, w, "final_logit_softcapping", v, "final_logit_softcapping"))
+            return -1;
+        int64_t pat = 0;
+        if (!iqf_json_int(hget(c, "sliding_window_pattern"), &pat) || pat != 1)
+            if (kv_u32(c, w, "attention.sliding_window", hget(c, "sliding_window"), "sliding_window")) return -1;
+    }
     if (c->arch->flags & CV_F_EXPERT_FF) {
         v = hget(c, "moe_intermediate_size");
         if (v && !yyjson_is_null(v) && kv_u32(c, w, "expert_feed_forward_length", v, "moe_intermediate_size")) return -1;
@@ -605,7 +646,7 @@ static void get_row(const ot *o, int64_t r, float *dst) {
         memcpy(dst, o->vals, (size_t)n * sizeof *dst);
         return;
     case K_PLAIN:
-        for (int64_t i = 0; i < n; i++) dst[i] = iqf_st_get_f32(o->src, (uint64_t)(r * n + i));
+        for (int64_t i = 0; i < n; i++) dst[i] = iqf_st_get_f32(o->src, (uint64_t)(r * n + i)) + o->shift;
         return;
     case K_STACK: {
         int64_t rows = o->ne[1];
@@ -744,6 +785,19 @@ static int cv_load(cv *c, int outtype) {
     c->rope = yyjson_is_obj(rp) ? rp : NULL;
     static const char *const k_blocks[] = { "n_layers", "num_hidden_layers", "n_layer", "num_layers", NULL };
     if (hint(c, "num_hidden_layers", hfind(c, k_blocks, NULL), &c->block_count, 0, CV_MAX_BLOCKS)) return -1;
+    c->n_vocab_real = -1;
+    if (c->arch->flags & CV_F_GEMMA3) {
+        char tp[4096];
+        snprintf(tp, sizeof tp, "%s/tokenizer.json", c->dir);
+        yyjson_doc *td = iqf_json_read_file(tp, c->err, c->errlen);
+        if (!td) return -1;
+        yyjson_val *tr = yyjson_doc_get_root(td);
+        yyjson_val *voc = iqf_json_get(iqf_json_get(tr, "model"), "vocab"), *add = iqf_json_get(tr, "added_tokens");
+        if (yyjson_is_obj(voc) && yyjson_is_arr(add))
+            c->n_vocab_real = (int64_t)(yyjson_obj_size(voc) + yyjson_arr_size(add));
+        yyjson_doc_free(td);
+        if (c->n_vocab_real < 0) return cv_fail(c, "%s: no model.vocab object or added_tokens list", tp);
+    }
     c->st = iqf_st_open_dir(c->dir, c->err, c->errlen);
     if (!c->st) return -1;
     if (iqf_st_n_tensors(c->st) == 0) return cv_fail(c, "%s: the checkpoint has no tensors", c->dir);
