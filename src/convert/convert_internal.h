@@ -13,6 +13,7 @@ enum {
     CV_F_ROPE_DIM = 1 << 2,    /* ARCH.rope.dimension_count = head_dim or hidden/heads */
     CV_F_LLAMA3_ROPE = 1 << 3, /* rope_freqs tensor for rope_type llama3 */
     CV_F_EXPERT_FF = 1 << 4,   /* ARCH.expert_feed_forward_length = moe_intermediate_size */
+    CV_F_GPTOSS = 1 << 6,      /* fused gate_up experts split, down transposed, sinks, sliding window */
     CV_F_GEMMA3 = 1 << 5,      /* norms + 1, token_embd cut to the tokenizer's size, sliding window */
 };
 
