@@ -924,7 +924,9 @@ iqf_status iqf_target_allocate(int n, const int *k, const uint64_t *const *bytes
  * model.safetensors.index.json, tokenizer.json, tokenizer_config.json): the same keys, values and
  * order, the same tensor names, order, types, shapes and data. Architectures: LlamaForCausalLM
  * (Llama 3 rope_freqs), MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM,
- * Qwen3ForCausalLM, Qwen3MoeForCausalLM. The input is mapped and the output written tensor by
+ * Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM (BF16/F16/F32
+ * weights, not MXFP4 blocks), DeepseekV2/V3ForCausalLM (MLA; the nextn layers are dropped, as the
+ * converter does). The input is mapped and the output written tensor by
  * tensor (bounded memory); the output appears whole or not at all. Errors: "FILE: what is wrong"
  * in err; IQF_E_FORMAT (malformed or unsupported input), IQF_E_IO, IQF_E_INVALID_ARG, IQF_E_NOMEM.
  */

