@@ -411,6 +411,44 @@ static yyjson_val *find_added_by_content(yyjson_val *added, const char *s, size_
     return NULL;
 }
 
+/* The added tokens sorted by content, for lookups in the vocabulary loop. */
+typedef struct added_ix {
+    const char *s;
+    size_t l;
+    yyjson_val *e;
+} added_ix;
+
+static int cmp_added(const void *a, const void *b) {
+    const added_ix *x = a, *y = b;
+    size_t m = x->l < y->l ? x->l : y->l;
+    int c = memcmp(x->s, y->s, m);
+    return c ? c : (x->l > y->l) - (x->l < y->l);
+}
+
+static added_ix *added_index(yyjson_val *added, size_t *n) {
+    size_t cnt = yyjson_is_arr(added) ? yyjson_arr_size(added) : 0, k = 0;
+    added_ix *ix = malloc((cnt ? cnt : 1) * sizeof *ix);
+    if (!ix) return NULL;
+    size_t i, max;
+    yyjson_val *e;
+    yyjson_arr_foreach(added, i, max, e) {
+        size_t l;
+        const char *c = iqf_json_str(iqf_json_get(e, "content"), &l);
+        if (c) ix[k++] = (added_ix){ c, l, e };
+    }
+    qsort(ix, k, sizeof *ix, cmp_added);
+    *n = k;
+    return ix;
+}
+
+static yyjson_val *added_lookup(const added_ix *ix, size_t n, const char *s, size_t l) {
+    added_ix key = { s, l, NULL };
+    const added_ix *hit = bsearch(&key, ix, n, sizeof *ix, cmp_added);
+    if (!hit) return NULL;
+    while (hit > ix && !cmp_added(hit - 1, &key)) hit--;
+    return hit->e;
+}
+
 static bool starts(const char *s, size_t l, const char *p) { size_t n = strlen(p); return l >= n && !memcmp(s, p, n); }
 static bool ends(const char *s, size_t l, const char *p) { size_t n = strlen(p); return l >= n && !memcmp(s + l - n, p, n); }
 
@@ -488,18 +526,46 @@ static int vocab_gpt2(vb *v) {
     if (!pre)
         return vfail(v, "%s: BPE pre-tokenizer not recognized (fingerprint %016llx): this tokenizer is not supported",
                      v->tj_path, (unsigned long long)fp);
-    for (int64_t i = 0; i < n; i++) {
+    size_t n_ix = 0;
+    added_ix *ix = added_index(added, &n_ix);
+    if (!ix) return vfail(v, "%s: out of memory", v->tj_path);
+    int rc = 0;
+    for (int64_t i = 0; i < n && !rc; i++) {
         if (!v->tok[i]) {
             char buf[32];
             int l = snprintf(buf, sizeof buf, "[PAD%lld]", (long long)i);
             v->owned[i] = strdup(buf);
-            if (!v->owned[i]) return vfail(v, "%s: out of memory", v->tj_path);
+            if (!v->owned[i]) {
+                rc = vfail(v, "%s: out of memory", v->tj_path);
+                break;
+            }
             v->tok[i] = v->owned[i];
             v->len[i] = (size_t)l;
             v->type[i] = TT_UNUSED;
             continue;
         }
-        yyjson_val *a = find_added_by_content(added, v->tok[i], v->len[i]);
+        /* get_vocab_base: `token in added_vocab` (by content), then added_tokens_decoder[i] */
+        yyjson_val *a = added_lookup(ix, n_ix, v->tok[i], v->len[i]);
+        if (a) {
+            int64_t aid;
+            if (!(iqf_json_int(iqf_json_get(a, "id"), &aid) && aid == i)) {
+                size_t j, jm;
+                yyjson_val *e2;
+                yyjson_val *byid = NULL;
+                yyjson_arr_foreach(added, j, jm, e2) {
+                    if (iqf_json_int(iqf_json_get(e2, "id"), &aid) && aid == i) {
+                        byid = e2;
+                        break;
+                    }
+                }
+                if (!byid) {
+                    rc = vfail(v, "%s: token %lld has an added token's text but is not an added token", v->tj_path,
+                               (long long)i);
+                    break;
+                }
+                a = byid;
+            }
+        }
         if (!a) {
             v->type[i] = TT_NORMAL;
             continue;
@@ -514,7 +580,10 @@ static int vocab_gpt2(vb *v) {
         size_t l = v->len[i];
         if (memmem(s, l, "\xe2\x96\x81", 3)) {
             char *o = malloc(l + 1);
-            if (!o) return vfail(v, "%s: out of memory", v->tj_path);
+            if (!o) {
+                rc = vfail(v, "%s: out of memory", v->tj_path);
+                break;
+            }
             size_t k = 0;
             for (size_t j = 0; j < l;) {
                 if (j + 3 <= l && !memcmp(s + j, "\xe2\x96\x81", 3)) { o[k++] = ' '; j += 3; }
@@ -526,6 +595,8 @@ static int vocab_gpt2(vb *v) {
             v->len[i] = k;
         }
     }
+    free(ix);
+    if (rc) return rc;
     VW(iqf_gguf_writer_set_str(v->w, "tokenizer.ggml.model", "gpt2"));
     VW(iqf_gguf_writer_set_str(v->w, "tokenizer.ggml.pre", pre));
     VW(iqf_gguf_writer_set_arr_str(v->w, "tokenizer.ggml.tokens", v->tok, v->len, (uint64_t)n));
