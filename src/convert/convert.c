@@ -379,9 +379,10 @@ static int plan_expert(cv *c, const iqf_st_tensor *t) {
             for (int64_t x = 0; x < c->n_experts; x++) {
                 srcs[x] = c->xb[(bid * c->n_experts + x) * 3 + p];
                 if (srcs[x]->shape[0] != srcs[0]->shape[0] || srcs[x]->shape[1] != srcs[0]->shape[1]) {
+                    cv_fail(c, "%s: tensor %s: experts of block %lld differ in shape", path, srcs[x]->name,
+                            (long long)bid);
                     free(srcs);
-                    return cv_fail(c, "%s: tensor %s: experts of block %lld differ in shape", path, srcs[x]->name,
-                                   (long long)bid);
+                    return -1;
                 }
             }
             char merged[256], pat[256];
