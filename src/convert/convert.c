@@ -972,6 +972,12 @@ static int cv_write_data(cv *c, iqf_gguf_writer *w) {
                     break;
                 }
                 fill = 0;
+                /* drop the input pages already consumed: resident memory stays at a slab */
+                if (o->kind == K_PLAIN)
+                    iqf_st_release_prefix(c->st, o->src, (uint64_t)(r + 1) * (uint64_t)o->ne[0] *
+                                                             iqf_st_dtype_size(o->src->dtype));
+                else if (o->kind == K_STACK && (r + 1) % o->ne[1] == 0)
+                    iqf_st_release(c->st, o->srcs[r / o->ne[1]]);
             }
         }
         if (o->kind == K_PLAIN || o->kind == K_PERMUTE || o->kind == K_GATHER || o->kind == K_KB || o->kind == K_VB)

@@ -494,3 +494,13 @@ void iqf_st_release(const iqf_st *st, const iqf_st_tensor *t) {
     uintptr_t b = (uintptr_t)t->data + t->nbytes;
     madvise((void *)a, b - a, MADV_DONTNEED);
 }
+
+void iqf_st_release_prefix(const iqf_st *st, const iqf_st_tensor *t, uint64_t upto) {
+    const st_part *P = &st->parts[t->part];
+    if (!P->mapped || upto == 0) return;
+    if (upto > t->nbytes) upto = t->nbytes;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)t->data + pg - 1) & ~(pg - 1); /* pages wholly inside the tensor */
+    uintptr_t b = ((uintptr_t)t->data + upto) & ~(pg - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}

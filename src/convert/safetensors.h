@@ -55,6 +55,8 @@ const char *iqf_st_part_path(const iqf_st *st, int part);
 float iqf_st_get_f32(const iqf_st_tensor *t, uint64_t i);
 /* Drop the mapped pages of a tensor (madvise), keeping the mapping valid. */
 void iqf_st_release(const iqf_st *st, const iqf_st_tensor *t);
+/* The same for bytes [0, upto) of a tensor's data (whole pages only). */
+void iqf_st_release_prefix(const iqf_st *st, const iqf_st_tensor *t, uint64_t upto);
 size_t iqf_st_dtype_size(iqf_st_dtype d);
 
 #endif
