@@ -101,6 +101,15 @@ static void test_safetensors_hostile(void) {
     deep[k++] = '}';
     deep[k] = 0;
     st_bad("deep nesting", deep, 0, "nested deeper");
+    /* no tensors at all (fuzz_safetensors found a NULL + 0 here) */
+    {
+        size_t ne;
+        uint8_t *e = st_make("{}", 0, &ne);
+        st = iqf_st_open_memory(e, ne, "e.safetensors", err, sizeof err);
+        CHECK(st && iqf_st_n_tensors(st) == 0, "empty header: %s", err);
+        iqf_st_close(st);
+        free(e);
+    }
     /* a good one reads back the values */
     size_t n;
     uint8_t *g = st_make("{\"__metadata__\":{\"format\":\"pt\"},\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[4,8]},"

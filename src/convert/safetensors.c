@@ -221,7 +221,7 @@ static int parse_part(iqf_st *st, int p, char *err, size_t errlen) {
             prev = byoff[i];
         }
         free(byoff);
-        qsort(st->t + first, (size_t)cnt, sizeof *st->t, cmp_name);
+        if (cnt > 1) qsort(st->t + first, (size_t)cnt, sizeof *st->t, cmp_name); /* st->t is NULL when empty */
         for (int64_t i = first + 1; i < st->n; i++)
             if (!strcmp(st->t[i].name, st->t[i - 1].name)) {
                 snprintf(err, errlen, "%s: tensor %.200s appears twice in the header", nm, st->t[i].name);
