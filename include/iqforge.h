@@ -1122,6 +1122,31 @@ IQF_API iqf_status iqf_target_allocate(int n, const int *k, const uint64_t *cons
                                const double *const *cost, uint64_t budget, int *choice,
                                uint64_t *total_bytes, double *total_cost, char *err, size_t errlen);
 
+/* ---------------------------------------------------------------------------------------------
+ * Hugging Face checkpoints to GGUF (src/convert)
+ * ------------------------------------------------------------------------------------------- */
+/*
+ * iqf_convert_hf writes the GGUF file llama.cpp's convert_hf_to_gguf.py writes from the
+ * checkpoint directory `dir` (config.json, model*.safetensors or a sharded
+ * model.safetensors.index.json, tokenizer.json, tokenizer_config.json): the same keys, values and
+ * order, the same tensor names, order, types, shapes and data. Architectures: LlamaForCausalLM
+ * (Llama 3 rope_freqs), MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM,
+ * Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM (BF16/F16/F32
+ * weights, not MXFP4 blocks), DeepseekV2/V3ForCausalLM (MLA; the nextn layers are dropped, as the
+ * converter does). The input is mapped and the output written tensor by
+ * tensor (bounded memory); the output appears whole or not at all. Errors: "FILE: what is wrong"
+ * in err; IQF_E_FORMAT (malformed or unsupported input), IQF_E_IO, IQF_E_INVALID_ARG, IQF_E_NOMEM.
+ */
+typedef enum iqf_convert_outtype {
+    IQF_CONVERT_AUTO = 0, /* the first tensor's: F16 if it is F16, else BF16 (as --outtype auto) */
+    IQF_CONVERT_F32 = 1,
+    IQF_CONVERT_F16 = 2,
+    IQF_CONVERT_BF16 = 3,
+    IQF_CONVERT_Q8_0 = 4,
+} iqf_convert_outtype;
+IQF_API iqf_status iqf_convert_hf(const char *dir, const char *out_path, iqf_convert_outtype outtype, char *err,
+                          size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,6 +22,7 @@
 int cmd_quantize_raw(int argc, char **argv);
 int cmd_dequantize_raw(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_imatrix(int argc, char **argv);

@@ -17,6 +17,7 @@ typedef struct command {
 
 static const command commands[] = {
     { "quantize", cmd_quantize, "quantize a GGUF model (llama-quantize compatible)" },
+    { "convert", cmd_convert, "convert a Hugging Face checkpoint to GGUF (as convert_hf_to_gguf.py)" },
     { "inspect", cmd_inspect, "show a GGUF file's metadata and tensors" },
     { "quantize-raw", cmd_quantize_raw, "quantize raw float32 rows to raw blocks" },
     { "dequantize-raw", cmd_dequantize_raw, "decode raw blocks to float32 rows" },
