@@ -6,8 +6,8 @@
 #include "../util/parallel.h"
 #include "../codec/kq_best.h"
 #include "../codec/iq_refine.h"
+#include "../util/arch.h"
 
-#include <immintrin.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -290,6 +290,7 @@ static void apply_scalar(float *t, const float *Ub, int64_t bs, const float *e, 
     }                                                                                                 \
     if (c < n) TAIL(t + c, Ub + c, bs, e, P, n - c);
 
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2"))) static void apply_avx2(float *t, const float *Ub, int64_t bs, const float *e, int P,
                                                      int64_t n) {
     FB_APPLY_BODY(8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_mul_ps, _mm256_sub_ps,
@@ -301,11 +302,17 @@ __attribute__((target("avx512f"))) static void apply_avx512(float *t, const floa
     FB_APPLY_BODY(16, __m512, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_mul_ps, _mm512_sub_ps,
                   apply_avx2)
 }
+#endif
 
 static void apply(iqf_simd simd, float *t, const float *Ub, int64_t bs, const float *e, int P, int64_t n) {
+#ifdef IQF_ARCH_X86
     if (simd >= IQF_SIMD_AVX512) apply_avx512(t, Ub, bs, e, P, n);
     else if (simd >= IQF_SIMD_AVX2) apply_avx2(t, Ub, bs, e, P, n);
-    else apply_scalar(t, Ub, bs, e, P, n);
+    else
+#else
+    (void)simd;
+#endif
+        apply_scalar(t, Ub, bs, e, P, n);
 }
 
 /* apply() for FB_APPLY_R rows at once, t_r[c] -= sum_k e_r[k] * Ub[k*bs + c] (ts[r], es[r]): each
@@ -354,6 +361,7 @@ static void apply(iqf_simd simd, float *t, const float *Ub, int64_t bs, const fl
     if (c < n)                                                                                        \
         for (int r = 0; r < FB_APPLY_R; r++) TAIL(ts[r] + c, Ub + c, bs, es[r], P, n - c);
 
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2"))) static void apply_rows_avx2(float *const *ts, const float *Ub, int64_t bs,
                                                           const float (*es)[FB_PANEL], int P, int64_t n) {
     FB_APPLY_ROWS_BODY(apply_scalar, 8, 1, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_mul_ps,
@@ -365,18 +373,22 @@ __attribute__((target("avx512f"))) static void apply_rows_avx512(float *const *t
     FB_APPLY_ROWS_BODY(apply_avx2, 16, 2, __m512, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_mul_ps,
                        _mm512_sub_ps)
 }
+#endif
 
 /* apply() to R rows: ts[r] at the same columns, es[r] their errors (P <= FB_PANEL of them). */
 static void apply_rows(iqf_simd simd, int R, float *const *ts, const float *Ub, int64_t bs,
                        const float (*es)[FB_PANEL], int P, int64_t n) {
+#ifdef IQF_ARCH_X86
     if (R == FB_APPLY_R && simd >= IQF_SIMD_AVX512) apply_rows_avx512(ts, Ub, bs, es, P, n);
     else if (R == FB_APPLY_R && simd >= IQF_SIMD_AVX2) apply_rows_avx2(ts, Ub, bs, es, P, n);
     else
+#endif
         for (int r = 0; r < R; r++) apply(simd, ts[r], Ub, bs, es[r], P, n);
 }
 
 /* x[c] -= e * u[c] for the panel's columns c in (k, FB_PANEL): the same operations as the scalar
  * loop, lane by lane (masked lanes are left untouched). */
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2"))) static void panel_update_avx2(float *x, const float *u, int k, float e) {
     const __m256 ev = _mm256_set1_ps(e);
     const __m256i kk = _mm256_set1_epi32(k), lo = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
@@ -399,6 +411,7 @@ static void panel_update(iqf_simd simd, float *x, const float *u, int k, float e
     if (simd >= IQF_SIMD_AVX512) panel_update_avx512(x, u, k, e);
     else panel_update_avx2(x, u, k, e);
 }
+#endif
 
 /* a and b hold the same n floats bit for bit. */
 static bool same_bits(const float *a, const float *b, int n) {
@@ -445,6 +458,7 @@ static void group_values(rr_state *rr, int l, const float *x, const float *q, fl
         v[0] = q[l];
 }
 
+#ifdef IQF_ARCH_X86
 /* 8x8 transposes between 8 row pointers (p[r] + off .. + 7) and 8 column vectors (lane r). */
 __attribute__((target("avx2"))) static inline void tr8(__m256 r[8]) {
     const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -617,6 +631,8 @@ __attribute__((target("avx2"))) static void sweep_lanes8(iqf_simd simd, const fl
     for (int r = 0; r < 8; r++) loss[r] = lv[r];
 }
 
+#endif /* IQF_ARCH_X86 */
+
 static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *const *xs, int64_t u0, int64_t B,
                        int64_t lim, const float *const *qs, rr_state *const *rrs, float *const *eouts,
                        float *const *vouts, double *loss) {
@@ -644,12 +660,14 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
     for (int r = 0; lanes8 && r < R; r++)
         lanes8 = rrs[r] && rrs[r]->type == rrs[0]->type && (grid8 ? rrs[r]->G == 8 : lin[r] && sh[r] >= 0 && sh[r] == sh[0]) &&
                  (!eouts || eouts[r]) && (!vouts || vouts[r]);
+#ifdef IQF_ARCH_X86
     if (lanes8) {
         sweep_lanes8(simd, U, bs, xs, u0, B, lim, qs, rrs, eouts, vouts, loss, grid8, sh[0], nset);
         for (int r = 0; r < R; r++)
             if (nset[r]) fb_block_set_many(rrs[r]->type, rrs[r]->blk, rrs[r]->pos, rrs[r]->code, nset[r]);
         return;
     }
+#endif
     for (int64_t p0 = u0; p0 < u0 + B; p0 += P) {
         const int64_t k0 = p0 - p0 % bs;
         const int64_t end = k0 + bs < lim ? k0 + bs : lim;
@@ -688,9 +706,11 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                 loss[r] += (double)ei * ei;
                 if (eouts && eouts[r]) eouts[r][l] = ei;
                 if (vouts && vouts[r]) vouts[r][l] = vi;
+#ifdef IQF_ARCH_X86
                 if (P == FB_PANEL && simd >= IQF_SIMD_AVX2)
                     panel_update(simd, x + (p0 - u0), ur + p0, k, ei);
                 else
+#endif
                     for (int64_t c = i + 1; c < pend; c++) x[c - u0] -= ei * ur[c];
             }
         }
