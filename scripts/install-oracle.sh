@@ -2,10 +2,18 @@
 # Installs the test oracle (ggml 0.25.1 from npm @node-llama-cpp/linux-x64@3.22.1) into a cache
 # outside the repository: $IQF_ORACLE_DIR, default ~/.cache/iqforge/oracle. Used only by the
 # differential tests and benchmarks; iqforge itself never links it.
+# `install-oracle.sh arm64` installs the same release built for arm64
+# (@node-llama-cpp/linux-arm64@3.22.1, beside the x64 one) for the aarch64 build's tests under
+# qemu (scripts/arm64-ci.sh; tests/common/oracle.h picks the build's platform).
 # Under CI=true a failure here fails the run; elsewhere it only warns (those tests then skip).
 set -u
 dir="${IQF_ORACLE_DIR:-$HOME/.cache/iqforge/oracle}"
-lib="$dir/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so"
+case "${1:-x64}" in
+  x64) plat=linux-x64 ;;
+  arm64) plat=linux-arm64 ;;
+  *) echo "install-oracle: unknown platform '$1' (x64 or arm64)" >&2; exit 2 ;;
+esac
+lib="$dir/node_modules/@node-llama-cpp/$plat/bins/$plat/libggml-base.so"
 [ -f "$lib" ] && exit 0
 fail() {
   echo "install-oracle: $*" >&2
@@ -23,8 +31,8 @@ if ! command -v npm >/dev/null 2>&1; then
   fi
 fi
 mkdir -p "$dir"
-echo "install-oracle: npm install @node-llama-cpp/linux-x64@3.22.1 into $dir" >&2
+echo "install-oracle: npm install @node-llama-cpp/$plat@3.22.1 into $dir" >&2
 npm install --prefix "$dir" --no-audit --no-fund --ignore-scripts --loglevel=error \
-  @node-llama-cpp/linux-x64@3.22.1 >&2 || fail "npm install failed"
+  "@node-llama-cpp/$plat@3.22.1" >&2 || fail "npm install failed"
 [ -f "$lib" ] || fail "npm install did not produce $lib"
 exit 0

@@ -5,6 +5,7 @@
  * the oracle is installed), detokenization, hostile inputs and hostile vocabularies.
  */
 #include "model/tokenizer.h"
+#include "oracle.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -458,8 +459,10 @@ static const char *oracle_dir(char *buf, size_t n) {
         return buf;
     }
     const char *dir = getenv("IQF_ORACLE_DIR"), *home = getenv("HOME");
-    if (dir && *dir) snprintf(buf, n, "%s/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64", dir);
-    else snprintf(buf, n, "%s/.cache/iqforge/oracle/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64", home ? home : "/root");
+    if (dir && *dir) snprintf(buf, n, "%s/node_modules/@node-llama-cpp/" ORACLE_PLATFORM "/bins/" ORACLE_PLATFORM, dir);
+    else
+        snprintf(buf, n, "%s/.cache/iqforge/oracle/node_modules/@node-llama-cpp/" ORACLE_PLATFORM "/bins/" ORACLE_PLATFORM,
+                 home ? home : "/root");
     return buf;
 }
 

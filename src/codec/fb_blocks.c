@@ -551,6 +551,7 @@ static int grid_terms_ref(const grid_tab *g, const float *u, const float *imp, f
     return nan ? -1 : key;
 }
 
+#ifdef IQF_ARCH_X86
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma")))
 #define VL_SFX(name) name##_avx2
@@ -568,6 +569,7 @@ static int grid_terms_ref(const grid_tab *g, const float *u, const float *imp, f
 #undef VL_W
 #undef VL_TGT
 #undef VL_SFX
+#endif
 
 /* Point p's error from the terms: A[0][l0] + A[1][l1] + ... in that order. */
 static inline float point_error(const grid_tab *g, const float (*A)[16], int p) {
@@ -586,9 +588,14 @@ static inline float point_error(const grid_tab *g, const float (*A)[16], int p) 
  * vectorised, fb_grid_lanes.h). */
 static int nearest_point(const grid_tab *g, const float *u, const float *imp, float db, iqf_simd simd) {
     float A[8][16];
+#ifdef IQF_ARCH_X86
     const int key = simd >= IQF_SIMD_AVX512 ? grid_terms_avx512(g, u, imp, db, A)
                     : simd >= IQF_SIMD_AVX2 ? grid_terms_avx2(g, u, imp, db, A)
                                             : grid_terms_ref(g, u, imp, db, A);
+#else
+    (void)simd;
+    const int key = grid_terms_ref(g, u, imp, db, A);
+#endif
     int n, best = 0;
     const uint16_t *list = NULL;
     if (key >= 0) {
@@ -597,9 +604,11 @@ static int nearest_point(const grid_tab *g, const float *u, const float *imp, fl
     }
     n = list ? list[0] : g->np;
     if (list) best = list[1];
+#ifdef IQF_ARCH_X86
     if (list && n > 8 && simd >= IQF_SIMD_AVX2) /* short lists (IQ3's 5-7 points): the scalar loop is faster */
         return simd >= IQF_SIMD_AVX512 ? list_scan_avx512(g, (const float (*)[16])A, list + 1, n, best)
                                        : list_scan_avx2(g, (const float (*)[16])A, list + 1, n, best);
+#endif
     float be = INFINITY;
     for (int j = 0; j < n; j++) {
         const int p = list ? list[1 + j] : j;

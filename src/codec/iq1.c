@@ -363,7 +363,9 @@ static int search_m_scalar(const float px[2][17], const float pw[2][17], float *
     return besti1 < 0 || besti2 < 0 ? -1 : best_k;
 }
 
-/* The reference's sumqx/sumq2 of one IQ1_S split (i1, i2) for x_p and x_m. */
+#ifdef IQ1_X86
+/* The reference's sumqx/sumq2 of one IQ1_S split (i1, i2) for x_p and x_m (used by the
+ * vector kernels' edge cases only). */
 static inline void scalar_pair_s(const float *sumx, const float *sumw, int i1, int i2, float *sqxp,
                                  float *sqxm, float *sq2p, float *sq2m) {
     const int bs = 32;
@@ -375,7 +377,6 @@ static inline void scalar_pair_s(const float *sumx, const float *sumw, int i1, i
             (sumw[bs] - sumw[i2]) * x_m[2] * x_m[2];
 }
 
-#ifdef IQ1_X86
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define AVX2_TARGET __attribute__((target("avx2,fma")))
 

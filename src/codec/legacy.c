@@ -16,9 +16,19 @@
 #define QK 32
 #define CHUNK 64 /* blocks per batch call */
 
-/* (int32_t)f as x86's cvttss2si: out-of-range and NaN give INT32_MIN (no UB). */
+/* (int32_t)f as the platform's ggml computes it in ggml's `(int8_t)(x * id + 8.5f)` (C leaves an
+ * out-of-range conversion undefined; the hardware decides), without UB here. x86's cvttss2si:
+ * out-of-range and NaN give INT32_MIN. arm64's fcvtzs saturates (+inf -> INT32_MAX, whose low
+ * byte is -1) and gives 0 for NaN: the arm64 oracle writes 0xf nibbles where x86's writes 0 for
+ * blocks whose scale is denormal (1/d overflows to inf). */
 static inline int32_t cvtt_i32(float f) {
+#if defined(__aarch64__)
+    if (f != f) return 0;
+    if (f <= -2147483648.f) return INT32_MIN;
+    if (f >= 2147483648.f) return INT32_MAX;
+#else
     if (!(f > -2147483648.f && f < 2147483648.f)) return INT32_MIN;
+#endif
     return (int32_t)f;
 }
 

@@ -1,8 +1,8 @@
 /* hessian.c - Hessian capture during the forward pass (see hessian.h). */
 #include "hessian.h"
+#include "../util/arch.h"
 #include "../util/error.h"
 
-#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +171,7 @@ static void acc_scalar(const float *X, int64_t ldx, int T, int64_t r, int nr, in
     }                                                                                                 \
     if (j < bs) TAIL(X, ldx, T, r, nr, c0, j, bs, sum);
 
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2,fma"))) static void acc_avx2(const float *X, int64_t ldx, int T, int64_t r,
                                                       int nr, int64_t c0, int64_t j0, int64_t bs,
                                                       double *sum) {
@@ -184,6 +185,7 @@ __attribute__((target("avx512f,avx2,fma"))) static void acc_avx512(const float *
     HESS_ACC_BODY(16, __m512, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_set1_ps, _mm512_fmadd_ps,
                   _mm512_storeu_ps, acc_avx2)
 }
+#endif
 
 static void hess_range(void *arg, int64_t b, int64_t e, int tid) {
     (void)tid;
@@ -198,11 +200,13 @@ static void hess_range(void *arg, int64_t b, int64_t e, int tid) {
             int nr = 1;
             while (nr < 4 && r + nr < 4 * g + 4 && r + nr < end) nr++;
             const int64_t i0 = r - blk * s->bs;
+#ifdef IQF_ARCH_X86
             if (j->simd >= IQF_SIMD_AVX512)
                 acc_avx512(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, s->sum + r * s->bs);
             else if (j->simd >= IQF_SIMD_AVX2)
                 acc_avx2(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, s->sum + r * s->bs);
             else
+#endif
                 acc_scalar(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, s->sum + r * s->bs);
             r += nr;
         }

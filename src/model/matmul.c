@@ -12,14 +12,15 @@
 
 #include "codec/codec.h"
 #include "util/traits.h"
+#include "util/arch.h"
 
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* Decoding rows                                                                              */
 
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint8_t *src, float *dst,
                                                                   int64_t n) {
     int64_t i = 0;
@@ -33,6 +34,7 @@ __attribute__((target("avx2,f16c"))) static void f16_to_f32_f16c(const uint8_t *
         dst[i] = iqf_fp16_to_fp32(h);
     }
 }
+#endif
 
 static void decode_rows(const iqf_weight *w, int64_t r0, int64_t nr, float *out, iqf_simd simd) {
     const uint8_t *src = w->data + (size_t)r0 * w->row_bytes;
@@ -42,10 +44,14 @@ static void decode_rows(const iqf_weight *w, int64_t r0, int64_t nr, float *out,
         memcpy(out, src, (size_t)(nr * K) * sizeof(float));
         return;
     case IQF_TYPE_F16:
+#ifdef IQF_ARCH_X86
         if (simd >= IQF_SIMD_AVX2) {
             f16_to_f32_f16c(src, out, nr * K);
             return;
         }
+#else
+        (void)simd;
+#endif
         break;
     case IQF_TYPE_BF16:
         for (int64_t i = 0; i < nr * K; i++) {
@@ -84,6 +90,7 @@ static void kern_scalar(const float *W, int64_t ldw, int nr, const float *X, int
         for (int n = 0; n < nr; n++) Y[(int64_t)t * ldy + n] = dot_scalar(X + t * ldx, W + n * ldw, K);
 }
 
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2,fma"))) static inline float hsum256(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -177,10 +184,18 @@ __attribute__((target("avx2,fma"))) static void kern_avx2(const float *W, int64_
     }
 }
 
+#endif
+
 float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n) {
-    return s >= IQF_SIMD_AVX2 ? dot_avx2(a, b, n) : dot_scalar(a, b, n);
+#ifdef IQF_ARCH_X86
+    if (s >= IQF_SIMD_AVX2) return dot_avx2(a, b, n);
+#else
+    (void)s;
+#endif
+    return dot_scalar(a, b, n);
 }
 
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2,fma"))) static void axpy_avx2(float a, const float *x, float *y,
                                                           int64_t n) {
     __m256 va = _mm256_set1_ps(a);
@@ -189,12 +204,17 @@ __attribute__((target("avx2,fma"))) static void axpy_avx2(float a, const float *
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
 }
+#endif
 
 void iqf_axpy_f32(iqf_simd s, float a, const float *x, float *y, int64_t n) {
+#ifdef IQF_ARCH_X86
     if (s >= IQF_SIMD_AVX2) {
         axpy_avx2(a, x, y, n);
         return;
     }
+#else
+    (void)s;
+#endif
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
@@ -306,9 +326,11 @@ static void mm_range(void *arg, int64_t b, int64_t e, int tid) {
             decode_rows(w, r0, nr, buf, c->simd);
             W = buf;
         }
+#ifdef IQF_ARCH_X86
         if (c->simd >= IQF_SIMD_AVX2)
             kern_avx2(W, K, nr, j->x, j->ldx, j->T, j->y + r0, j->ldy, K);
         else
+#endif
             kern_scalar(W, K, nr, j->x, j->ldx, j->T, j->y + r0, j->ldy, K);
     }
 }

@@ -8,15 +8,17 @@
  *
  * The weight tile is decoded once per matrix product into unsigned magnitudes, signs and scales,
  * then used by every token row (ggml decodes each block again for every token). AVX2 only; the
- * scalar build uses the float path of matmul.c.
+ * scalar level (and every non-x86 build) uses the float path of matmul.c, which is why
+ * iqf_mm_int8_supported() is false there; kernel_scalar is the plain-C statement of the same
+ * integer sums, used by iqf_mm_int8_tile where the x86 kernels are not compiled.
  */
 #include "model.h"
 
 #include "codec/codec.h"
 #include "codec/iq3_grids.h"
 #include "codec/kq_common.h"
+#include "util/arch.h"
 
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
@@ -236,6 +238,36 @@ void iqf_mm_int8_decode(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf) {
         decode_row(w->type, w->data + (size_t)(r0 + r) * w->row_bytes, w->ncols, buf + (size_t)r * rb);
 }
 
+#ifndef IQF_ARCH_X86
+/* The same sums in plain C: per 16 weights an integer dot product times the int16 scale, the
+ * 128*w excess removed with the block's sum, one float multiply per 256-block. */
+static void kernel_scalar(const uint8_t *tile, int nr, int64_t K, const uint8_t *xq, const float *xd,
+                          int T, float *Y, int64_t ldy) {
+    const size_t rb = iqf_mm_int8_row_bytes(K);
+    const int64_t nb = K / QK_K;
+    for (int t = 0; t < T; t++) {
+        const uint8_t *x = xq + (int64_t)t * K;
+        for (int n = 0; n < nr; n++) {
+            const uint8_t *row = tile + (size_t)n * rb;
+            const int8_t *w = (const int8_t *)row;
+            const int16_t *sc = (const int16_t *)(row + K);
+            const float *dw = (const float *)(row + K + SC_BYTES(K));
+            const int32_t *ws = (const int32_t *)(row + K + SC_BYTES(K) + nb * 4);
+            float f = 0;
+            for (int64_t b = 0; b < nb; b++) {
+                int32_t tot = -128 * ws[b];
+                for (int s = 0; s < QK_K / 16; s++) {
+                    int32_t acc = 0;
+                    for (int l = 0; l < 16; l++) acc += (int32_t)x[b * QK_K + s * 16 + l] * w[b * QK_K + s * 16 + l];
+                    tot += acc * sc[b * (QK_K / 16) + s];
+                }
+                f += (float)tot * (dw[b] * xd[(int64_t)t * nb + b]);
+            }
+            Y[(int64_t)t * ldy + n] = f;
+        }
+    }
+}
+#else
 /* Y[t][n] for t < T, n < nr from a decoded tile, 4 token rows x 1 weight row per step. Per 32
  * products: maddubs(q+128, w) and a multiply-add of the int16 pairs by the sub-block scale
  * (one VNNI dpwssd, or madd + add). The 128*w excess is removed with the row's block sums. */
@@ -298,6 +330,7 @@ void iqf_mm_int8_decode(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf) {
 
 #define MADD_ADD(acc, p, s) _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
 IQF_INT8_KERNEL(kernel_avx2, "avx2,fma", MADD_ADD)
+#endif
 
 /* ---------------------------------------------------------------------------------------------
  * AVX-512 VNNI panel kernel. A tile of 16 rows is repacked into 2 panels of 8 rows in which every
@@ -312,8 +345,11 @@ IQF_INT8_KERNEL(kernel_avx2, "avx2,fma", MADD_ADD)
 #define PSC_BYTES(K) ((K) / 16 * 32)
 static size_t panel_bytes(int64_t K) { return (size_t)(8 * K + PSC_BYTES(K) + K / QK_K * 64); }
 
+#ifdef IQF_ARCH_X86
 /* Weights per integer scale: 16 for Q6_K, else 32. */
 static int scale_span(int type) { return type == IQF_TYPE_Q6_K ? 16 : 32; }
+
+#endif
 
 size_t iqf_mm_int8_tile_bytes(int64_t K) {
     const size_t a = 2 * panel_bytes(K) + iqf_mm_int8_row_bytes(K), b = 16 * iqf_mm_int8_row_bytes(K);
@@ -326,6 +362,7 @@ static uint8_t *tile_mins(uint8_t *buf, int64_t K) {
     return buf + (a > b ? a : b);
 }
 
+#ifdef IQF_ARCH_X86
 static void decode_panels(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf) {
     const int64_t K = w->ncols, nb = K / QK_K;
     uint8_t *tmp = buf + 2 * panel_bytes(K);
@@ -471,13 +508,10 @@ kernel_panels(const uint8_t *buf, int nr, int64_t K, const uint8_t *xq, const fl
 }
 
 static bool have_vnni(void) {
-#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
-#else
-    return false;
-#endif
 }
+#endif /* IQF_ARCH_X86 */
 
 /* Subtracts sum_j dmin * m_j * (sum of the activations of sub-block j) for types with mins. */
 static void min_correction(const uint8_t *mins_sec, int nr, int64_t K, const float *xd,
@@ -504,6 +538,15 @@ static void min_correction(const uint8_t *mins_sec, int nr, int64_t K, const flo
 void iqf_mm_int8_tile(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf, const uint8_t *xq,
                       const float *xd, const int32_t *xs, int T, float *Y, int64_t ldy, iqf_simd s) {
     const int64_t K = w->ncols;
+#ifndef IQF_ARCH_X86
+    (void)s;
+    iqf_mm_int8_decode(w, r0, nr, buf);
+    kernel_scalar(buf, nr, K, xq, xd, T, Y, ldy);
+    if (w->type == IQF_TYPE_Q4_K) {
+        const size_t rb = iqf_mm_int8_row_bytes(K), ms = (size_t)(K / 32 * 2 + K / QK_K * 4);
+        for (int r = 0; r < nr; r++) memcpy(tile_mins(buf, K) + (size_t)r * ms, row_mins(buf + (size_t)r * rb, K), ms);
+    }
+#else
     /* Panels pay a repacking step per tile: worth it when many token rows share the tile. */
     if (T >= 8 && s >= IQF_SIMD_AVX512 && have_vnni()) {
         decode_panels(w, r0, nr, buf);
@@ -516,5 +559,6 @@ void iqf_mm_int8_tile(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf, con
             for (int r = 0; r < nr; r++) memcpy(tile_mins(buf, K) + (size_t)r * ms, row_mins(buf + (size_t)r * rb, K), ms);
         }
     }
+#endif
     if (w->type == IQF_TYPE_Q4_K) min_correction(tile_mins(buf, K), nr, K, xd, xs, T, Y, ldy);
 }

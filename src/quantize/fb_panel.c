@@ -34,6 +34,7 @@ static void apply_scalar(float *t, const float *Ub, int64_t bs, const float *e, 
     }                                                                                                 \
     if (c < n) TAIL(t + c, Ub + c, bs, e, P, n - c);
 
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2"))) static void apply_avx2(float *t, const float *Ub, int64_t bs, const float *e, int P,
                                                      int64_t n) {
     FB_APPLY_BODY(8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_mul_ps, _mm256_sub_ps,
@@ -46,10 +47,17 @@ __attribute__((target("avx512f"))) static void apply_avx512(float *t, const floa
                   apply_avx2)
 }
 
+#endif /* IQF_ARCH_X86 */
+
 void iqf_fb_apply(iqf_simd simd, float *t, const float *Ub, int64_t bs, const float *e, int P, int64_t n) {
+#ifdef IQF_ARCH_X86
     if (simd >= IQF_SIMD_AVX512) apply_avx512(t, Ub, bs, e, P, n);
     else if (simd >= IQF_SIMD_AVX2) apply_avx2(t, Ub, bs, e, P, n);
-    else apply_scalar(t, Ub, bs, e, P, n);
+    else
+#else
+    (void)simd;
+#endif
+        apply_scalar(t, Ub, bs, e, P, n);
 }
 
 /* apply() for FB_APPLY_R rows at once, t_r[c] -= sum_k e_r[k] * Ub[k*bs + c] (ts[r], es[r]): each
@@ -97,6 +105,7 @@ void iqf_fb_apply(iqf_simd simd, float *t, const float *Ub, int64_t bs, const fl
     if (c < n)                                                                                        \
         for (int r = 0; r < FB_APPLY_R; r++) TAIL(ts[r] + c, Ub + c, bs, es[r], P, n - c);
 
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2"))) static void apply_rows_avx2(float *const *ts, const float *Ub, int64_t bs,
                                                           const float (*es)[FB_PANEL], int P, int64_t n) {
     FB_APPLY_ROWS_BODY(apply_scalar, 8, 1, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_mul_ps,
@@ -109,12 +118,16 @@ __attribute__((target("avx512f"))) static void apply_rows_avx512(float *const *t
                        _mm512_sub_ps)
 }
 
+#endif /* IQF_ARCH_X86 */
+
 /* apply() to R rows: ts[r] at the same columns, es[r] their errors (P <= FB_PANEL of them). */
 void iqf_fb_apply_rows(iqf_simd simd, int R, float *const *ts, const float *Ub, int64_t bs,
                        const float (*es)[FB_PANEL], int P, int64_t n) {
     assert(P >= 1 && P <= FB_PANEL);
+#ifdef IQF_ARCH_X86
     if (R == FB_APPLY_R && simd >= IQF_SIMD_AVX512) apply_rows_avx512(ts, Ub, bs, es, P, n);
     else if (R == FB_APPLY_R && simd >= IQF_SIMD_AVX2) apply_rows_avx2(ts, Ub, bs, es, P, n);
     else
+#endif
         for (int r = 0; r < R; r++) iqf_fb_apply(simd, ts[r], Ub, bs, es[r], P, n);
 }

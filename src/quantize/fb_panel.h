@@ -12,8 +12,8 @@
 #define IQF_QUANTIZE_FB_PANEL_H
 
 #include "iqforge.h"
+#include "../util/arch.h"
 
-#include <immintrin.h>
 #include <stdint.h>
 
 #define FB_PANEL 16
@@ -28,6 +28,11 @@ void iqf_fb_apply_rows(iqf_simd simd, int R, float *const *ts, const float *Ub, 
 
 /* x[c] -= e * u[c] for the panel's columns c in (k, FB_PANEL): the same operations as the scalar
  * loop, lane by lane (masked lanes are left untouched). */
+static inline void fb_panel_update_scalar(float *x, const float *u, int k, float e) {
+    for (int c = k + 1; c < FB_PANEL; c++) x[c] -= e * u[c];
+}
+
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2"))) static inline void fb_panel_update_avx2(float *x, const float *u, int k, float e) {
     const __m256 ev = _mm256_set1_ps(e);
     const __m256i kk = _mm256_set1_epi32(k), lo = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
@@ -46,9 +51,17 @@ __attribute__((target("avx512f"))) static inline void fb_panel_update_avx512(flo
     _mm512_storeu_ps(x, _mm512_mask_sub_ps(xv, m, xv, _mm512_mul_ps(_mm512_set1_ps(e), _mm512_loadu_ps(u))));
 }
 
+#endif /* IQF_ARCH_X86 */
+
 static inline void iqf_fb_panel_update(iqf_simd simd, float *x, const float *u, int k, float e) {
+#ifdef IQF_ARCH_X86
     if (simd >= IQF_SIMD_AVX512) fb_panel_update_avx512(x, u, k, e);
-    else fb_panel_update_avx2(x, u, k, e);
+    else if (simd >= IQF_SIMD_AVX2) fb_panel_update_avx2(x, u, k, e);
+    else
+#else
+    (void)simd;
+#endif
+        fb_panel_update_scalar(x, u, k, e);
 }
 
 #endif

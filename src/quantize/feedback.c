@@ -8,8 +8,8 @@
 #include "../util/traits.h"
 #include "../codec/kq_best.h"
 #include "../codec/iq_refine.h"
+#include "../util/arch.h"
 
-#include <immintrin.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -118,6 +118,7 @@ static void group_values(rr_state *rr, int l, const float *x, const float *q, fl
         v[0] = q[l];
 }
 
+#ifdef IQF_ARCH_X86
 /* 8x8 transposes between 8 row pointers (p[r] + off .. + 7) and 8 column vectors (lane r). */
 __attribute__((target("avx2"))) static inline void tr8(__m256 r[8]) {
     const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -290,6 +291,8 @@ __attribute__((target("avx2"))) static void sweep_lanes8(iqf_simd simd, const fl
     for (int r = 0; r < 8; r++) loss[r] = lv[r];
 }
 
+#endif /* IQF_ARCH_X86 */
+
 static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *const *xs, int64_t u0, int64_t B,
                        int64_t lim, const float *const *qs, rr_state *const *rrs, float *const *eouts,
                        float *const *vouts, double *loss) {
@@ -317,12 +320,14 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
     for (int r = 0; lanes8 && r < R; r++)
         lanes8 = rrs[r] && rrs[r]->type == rrs[0]->type && (grid8 ? rrs[r]->G == 8 : lin[r] && sh[r] >= 0 && sh[r] == sh[0]) &&
                  (!eouts || eouts[r]) && (!vouts || vouts[r]);
+#ifdef IQF_ARCH_X86
     if (lanes8) {
         sweep_lanes8(simd, U, bs, xs, u0, B, lim, qs, rrs, eouts, vouts, loss, grid8, sh[0], nset);
         for (int r = 0; r < R; r++)
             if (nset[r]) iqf_fb_block_set_many(rrs[r]->type, rrs[r]->blk, rrs[r]->pos, rrs[r]->code, nset[r]);
         return;
     }
+#endif
     for (int64_t p0 = u0; p0 < u0 + B; p0 += P) {
         const int64_t k0 = p0 - p0 % bs;
         const int64_t end = k0 + bs < lim ? k0 + bs : lim;
@@ -361,9 +366,11 @@ static void sweep_rows(iqf_simd simd, const float *U, int64_t bs, int R, float *
                 loss[r] += (double)ei * ei;
                 if (eouts && eouts[r]) eouts[r][l] = ei;
                 if (vouts && vouts[r]) vouts[r][l] = vi;
+#ifdef IQF_ARCH_X86
                 if (P == FB_PANEL && simd >= IQF_SIMD_AVX2)
                     iqf_fb_panel_update(simd, x + (p0 - u0), ur + p0, k, ei);
                 else
+#endif
                     for (int64_t c = i + 1; c < pend; c++) x[c - u0] -= ei * ur[c];
             }
         }

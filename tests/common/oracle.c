@@ -40,7 +40,8 @@ static const char *lib_path(void) {
             snprintf(def, sizeof def, "%s/.cache/iqforge/oracle", home ? home : "/root");
             dir = def;
         }
-        snprintf(path, sizeof path, "%s/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libggml-base.so", dir);
+        snprintf(path, sizeof path, "%s/node_modules/@node-llama-cpp/" ORACLE_PLATFORM "/bins/" ORACLE_PLATFORM "/libggml-base.so",
+                 dir);
     }
     snprintf(lib_dir, sizeof lib_dir, "%s", path);
     char *slash = strrchr(lib_dir, '/');

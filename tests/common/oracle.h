@@ -2,9 +2,12 @@
  * oracle.h - the reference implementation (ggml 0.25.1's libggml-base.so from npm
  * @node-llama-cpp/linux-x64@3.22.1), loaded with dlopen for differential tests only.
  *
- * Location: $IQF_ORACLE_LIB, else $IQF_ORACLE_DIR/node_modules/@node-llama-cpp/linux-x64/bins/
- * linux-x64/libggml-base.so, with IQF_ORACLE_DIR defaulting to ~/.cache/iqforge/oracle
- * (scripts/install-oracle.sh installs it there).
+ * Location: $IQF_ORACLE_LIB, else $IQF_ORACLE_DIR/node_modules/@node-llama-cpp/PLATFORM/bins/
+ * PLATFORM/libggml-base.so, with IQF_ORACLE_DIR defaulting to ~/.cache/iqforge/oracle
+ * (scripts/install-oracle.sh installs it there). PLATFORM is the build's own (ORACLE_PLATFORM):
+ * linux-x64, or linux-arm64 for an aarch64 build (the same release built for arm64:
+ * `scripts/install-oracle.sh arm64`, loaded under qemu-aarch64 in scripts/arm64-ci.sh), whose
+ * compat bytes are that platform's llama-quantize's.
  */
 #ifndef IQF_TEST_ORACLE_H
 #define IQF_TEST_ORACLE_H
@@ -12,6 +15,12 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#if defined(__aarch64__)
+#define ORACLE_PLATFORM "linux-arm64"
+#else
+#define ORACLE_PLATFORM "linux-x64"
+#endif
 
 /* Loads the oracle once (thread-safe after the first call from the main thread) and calls
  * ggml_init. Returns true on success. */
