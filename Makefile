@@ -19,13 +19,15 @@ oracle:
 test: build oracle
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, except the two long
+# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer, except the three long
 # CI-only differentials that run in `make test` under CI=true: the full-shape quantize comparison
-# (1 GB of model through the oracle) and the whole kjv-3m ladder against llama.cpp's figures.
+# (1 GB of model through the oracle), the whole kjv-3m ladder against llama.cpp's figures, and the
+# 22 hfref conversions against convert_hf_to_gguf.py's files (test_convert covers the converter's
+# code under the sanitizers).
 asan: oracle
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DIQF_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
-	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 IQF_SANITIZED=1 ctest --output-on-failure -j $(JOBS) -E '^(test_quantize_oracle_full|cli_ladder_reference)$$'
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 IQF_SANITIZED=1 ctest --output-on-failure -j $(JOBS) -E '^(test_quantize_oracle_full|cli_ladder_reference|cli_convert_hfref)$$'
 
 demo: build
 	@bash scripts/demo.sh $(BUILD)/iqforge
