@@ -84,7 +84,12 @@ int main(void) {
      * backend's vec_dot_type (libggml-cpu: ggml_get_type_traits_cpu, a table lookup) */
     struct cpu_traits { void *from_float, *vec_dot; int vec_dot_type; int64_t nrows; };
     char path[4096];
+    /* the platform's baseline CPU backend of the oracle's build */
+#if defined(__aarch64__)
+    snprintf(path, sizeof path, "%s/libggml-cpu-armv8.0_1.so", oracle_lib_dir());
+#else
     snprintf(path, sizeof path, "%s/libggml-cpu-x64.so", oracle_lib_dir());
+#endif
     void *cpu = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     CHECK(cpu != NULL, "dlopen %s: %s", path, dlerror());
     const struct cpu_traits *(*get_cpu)(int) = NULL;
