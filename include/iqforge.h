@@ -950,13 +950,39 @@ IQF_API iqf_status iqf_kld_file_info(const char *path, int *n_ctx, int *n_vocab,
                                      char *err, size_t errlen);
 
 /* ---------------------------------------------------------------------------------------------
- * Interrupted runs (src/util/outfile.c). Every output file is written under a temporary name and
- * renamed when complete. For a program (not a library user, which keeps its own signal handling):
- * installs SIGINT, SIGTERM and SIGHUP handlers that remove every live temporary output, print one
- * line "NAME: interrupted by SIGINT; temporary output removed, nothing written" to stderr and
- * _exit(128 + signal); SIGXFSZ is ignored (a write over `ulimit -f` is an ordinary error).
- * Idempotent. Returns 0, or -1 if sigaction failed.
+ * Output files that appear whole or not at all (src/util/outfile.c). Every file the library
+ * writes goes through this; it is public so that a program's own outputs (reports, raw tensors)
+ * get the same guarantee. The data goes to a temporary "PATH.tmp.XXXXXX" in the same folder,
+ * which commit flushes, fsyncs and renames onto PATH (atomic on POSIX); abort, a failed commit
+ * and the signal cleanup below remove it. A device (/dev/null, /dev/full, a FIFO) is written
+ * directly. Messages are "PATH: reason" (strerror). Errors are sticky: after one failed write
+ * every later write fails with the same message and commit removes the temporary file.
+ * A handle is used by one thread at a time.
  * ------------------------------------------------------------------------------------------- */
+typedef struct iqf_outfile iqf_outfile;
+/* Creates the temporary file. Errors: IQF_E_INVALID_ARG (NULL path or out), IQF_E_IO (the folder
+ * is missing or not writable, more than 256 files open at once, path too long), IQF_E_NOMEM;
+ * *out is then NULL. */
+IQF_API iqf_status iqf_outfile_open(const char *path, iqf_outfile **out, char *err, size_t errlen);
+/* Appends n bytes. Errors: IQF_E_INVALID_ARG (NULL of, or NULL data with n > 0), IQF_E_IO (the
+ * write failed, e.g. ENOSPC, or an earlier one did). */
+IQF_API iqf_status iqf_outfile_write(iqf_outfile *of, const void *data, size_t n, char *err, size_t errlen);
+/* Completes the file (PATH now holds exactly the bytes written) and frees the handle, also on
+ * failure. Errors: IQF_E_IO (a write, flush, fsync or the rename failed: PATH is untouched and
+ * the temporary file removed), IQF_E_INVALID_ARG (NULL of). */
+IQF_API iqf_status iqf_outfile_commit(iqf_outfile *of, char *err, size_t errlen);
+/* Removes the temporary file and frees the handle; PATH is untouched. NULL is fine. */
+IQF_API void iqf_outfile_abort(iqf_outfile *of);
+/* True if the two paths name the same existing file (same device and inode): writing one while
+ * reading the other would destroy the input. False if either does not exist. */
+IQF_API bool iqf_same_file(const char *a, const char *b);
+
+/* Interrupted runs. For a program (not a library user, which keeps its own signal handling):
+ * installs SIGINT, SIGTERM and SIGHUP handlers that remove every live temporary output (the
+ * library's and iqf_outfile_open's), print one line "NAME: interrupted by SIGINT; temporary
+ * output removed, nothing written" to stderr and _exit(128 + signal); SIGXFSZ is ignored (a
+ * write over `ulimit -f` is an ordinary IQF_E_IO). Idempotent. Returns 0, or -1 if sigaction
+ * failed. */
 IQF_API int iqf_outfile_install_signal_cleanup(const char *name);
 
 /* ---------------------------------------------------------------------------------------------

@@ -21,7 +21,6 @@
 
 #include "iqforge.h"
 #include "ladder/ladder.h"
-#include "util/outfile.h"
 #include "util/progress.h"
 
 #include <errno.h>
@@ -199,15 +198,17 @@ static bool key_file_matches(const char *path, const char *key, double *v1, doub
 }
 
 static int write_key_file(const char *path, const char *key, const double *v1, const double *v2) {
-    iqf_outfile of;
-    if (iqf_outfile_open(&of, path)) return cli_error("%s", of.err);
+    iqf_outfile *of;
+    char err[512];
+    if (iqf_outfile_open(path, &of, err, sizeof err)) return cli_error("%s", err);
     char buf[256];
     int n = v1 ? snprintf(buf, sizeof buf, "key %s\nppl %a\nppl_err %a\n", key, *v1, *v2)
                : snprintf(buf, sizeof buf, "key %s\n", key);
-    if (iqf_outfile_write(&of, buf, (size_t)n) || iqf_outfile_commit(&of)) {
-        iqf_outfile_abort(&of);
-        return cli_error("%s", of.err);
+    if (iqf_outfile_write(of, buf, (size_t)n, err, sizeof err)) {
+        iqf_outfile_abort(of);
+        return cli_error("%s", err);
     }
+    if (iqf_outfile_commit(of, err, sizeof err)) return cli_error("%s", err);
     return 0;
 }
 

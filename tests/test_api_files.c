@@ -1,0 +1,104 @@
+/*
+ * test_api_files.c - the file APIs of iqforge.h that tools/ and embedders use, through the public
+ * header only: the atomic output file (iqf_outfile_*, iqf_same_file).
+ */
+#include "testutil.h"
+
+#include "iqforge.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Files in dir whose name starts with prefix. */
+static int count_prefix(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) n++;
+    closedir(d);
+    return n;
+}
+
+static void test_outfile(const char *dir) {
+    char path[512], other[512], err[512];
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    snprintf(other, sizeof other, "%s/other.bin", dir);
+
+    /* Commit: exactly the bytes written, nothing else left in the folder. */
+    iqf_outfile *of = NULL;
+    CHECK(iqf_outfile_open(path, &of, err, sizeof err) == IQF_OK && of, "open: %s", err);
+    CHECK(access(path, F_OK) != 0, "the final name exists before commit");
+    CHECK(count_prefix(dir, "out.bin.tmp.") == 1, "one temporary file while writing");
+    unsigned char data[3000];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 7 + 3);
+    CHECK(iqf_outfile_write(of, data, 1000, err, sizeof err) == IQF_OK, "write: %s", err);
+    CHECK(iqf_outfile_write(of, data + 1000, 0, err, sizeof err) == IQF_OK, "empty write: %s", err);
+    CHECK(iqf_outfile_write(of, data + 1000, 2000, err, sizeof err) == IQF_OK, "write: %s", err);
+    CHECK(iqf_outfile_commit(of, err, sizeof err) == IQF_OK, "commit: %s", err);
+    size_t n = 0;
+    unsigned char *back = read_file(path, &n);
+    CHECK(back && n == sizeof data && !memcmp(back, data, n), "committed %zu bytes, want %zu", n, sizeof data);
+    free(back);
+    CHECK(count_prefix(dir, "out.bin.tmp.") == 0, "temporary file left after commit");
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644, "mode %o, want 644", (unsigned)(st.st_mode & 0777));
+
+    /* Abort: the previous file stays as it was, the temporary goes. */
+    CHECK(iqf_outfile_open(path, &of, err, sizeof err) == IQF_OK, "open: %s", err);
+    CHECK(iqf_outfile_write(of, "xyz", 3, err, sizeof err) == IQF_OK, "write: %s", err);
+    iqf_outfile_abort(of);
+    back = read_file(path, &n);
+    CHECK(back && n == sizeof data && !memcmp(back, data, n), "abort changed the file (%zu bytes)", n);
+    free(back);
+    CHECK(count_prefix(dir, "out.bin.tmp.") == 0, "temporary file left after abort");
+    iqf_outfile_abort(NULL);
+
+    /* Same file: by inode, not by name. */
+    char alias[600];
+    snprintf(alias, sizeof alias, "%s/./out.bin", dir);
+    CHECK(iqf_same_file(path, alias), "%s and %s are the same file", path, alias);
+    CHECK(!iqf_same_file(path, other), "%s does not exist", other);
+    CHECK(write_file(other, "a", 1), "write %s", other);
+    CHECK(!iqf_same_file(path, other), "two files are not the same");
+
+    /* Errors: a missing folder, bad arguments. */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/x.bin", dir);
+    of = (iqf_outfile *)&of;
+    err[0] = 0;
+    CHECK(iqf_outfile_open(bad, &of, err, sizeof err) == IQF_E_IO && of == NULL, "open in a missing folder");
+    CHECK(strstr(err, bad) == err && strstr(err, "No such file"), "message \"%s\"", err);
+    CHECK(iqf_outfile_open(NULL, &of, err, sizeof err) == IQF_E_INVALID_ARG, "NULL path");
+    CHECK(iqf_outfile_open(path, NULL, err, sizeof err) == IQF_E_INVALID_ARG, "NULL out");
+    CHECK(iqf_outfile_write(NULL, "a", 1, err, sizeof err) == IQF_E_INVALID_ARG, "NULL handle");
+    CHECK(iqf_outfile_commit(NULL, err, sizeof err) == IQF_E_INVALID_ARG, "NULL handle");
+
+    /* A full device: the write or the commit fails with IQF_E_IO and a message naming it; the
+     * error is sticky (every later write fails too). */
+    if (access("/dev/full", W_OK) == 0) {
+        CHECK(iqf_outfile_open("/dev/full", &of, err, sizeof err) == IQF_OK, "open /dev/full: %s", err);
+        iqf_status st = IQF_OK;
+        static unsigned char big[1 << 16];
+        for (int i = 0; i < 4 && !st; i++) st = iqf_outfile_write(of, big, sizeof big, err, sizeof err);
+        CHECK(st == IQF_E_IO, "writing 256 KiB to /dev/full: %d", (int)st);
+        CHECK(strstr(err, "/dev/full: ") == err, "message \"%s\"", err);
+        CHECK(iqf_outfile_write(of, "a", 1, err, sizeof err) == IQF_E_IO, "sticky error");
+        CHECK(iqf_outfile_commit(of, err, sizeof err) == IQF_E_IO, "commit after a failed write");
+        CHECK(strstr(err, "No space left"), "message \"%s\"", err);
+    }
+}
+
+int main(void) {
+    char dir[] = "/tmp/iqf_api_files.XXXXXX";
+    if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+    test_outfile(dir);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return test_finish("test_api_files");
+}
