@@ -52,9 +52,10 @@
  * Conventions
  *  - Functions that can fail return an iqf_status (0 = IQF_OK) and, when `err` is not NULL,
  *    write a one-line, NUL-terminated message of at most `errlen` bytes describing what is wrong.
- *  - Logging: functions that report as they go take a `FILE *log` (NULL: silent); the library
- *    prints nothing anywhere else. Progress of long evaluations is a callback
- *    (iqf_context_set_progress), never printed by the library.
+ *  - Logging, one convention: functions that report as they go take a `FILE *log` (NULL:
+ *    silent) and write whole lines to it; the library prints nothing anywhere else (no stderr,
+ *    no terminal line). Progress, which is not logging, is a callback: iqf_context_set_progress
+ *    for evaluations, iqf_model_quantize_params.progress for quantization.
  *  - No function keeps hidden global state besides lazily built, immutable lookup tables
  *    (built once, thread-safely).
  *  - Rows are little-endian, row-major; a quantized row is ncols/blck_size blocks.
@@ -601,6 +602,15 @@ typedef struct iqf_kv_override {
  * "false"; str at most 127 bytes. Errors: IQF_E_INVALID_ARG with a message naming the problem. */
 IQF_API iqf_status iqf_kv_override_parse(const char *arg, iqf_kv_override *out, char *err, size_t errlen);
 
+/* Progress of a model quantization (iqf_model_quantize, iqf_target_quantize; iqf_target_plan_make
+ * while it measures the tensors): called on the calling thread before each tensor and after each
+ * slab of rows, with the tensor's 1-based index `item` of n_items, its name, the stage (`what`:
+ * the target type's name, or "measure"), and the input bytes done of total_bytes; then once more
+ * at the end with name NULL. Not called for a dry run. It must not call back into the job. The
+ * library prints no progress itself (the CLI's line is drawn by this callback). */
+typedef void (*iqf_quantize_progress_fn)(void *user, int item, int n_items, const char *name,
+                                         const char *what, int64_t done_bytes, int64_t total_bytes);
+
 /* Options of `iqforge quantize`, as llama-quantize's. */
 typedef struct iqf_model_quantize_params {
     int ftype;                   /* IQF_FTYPE_* */
@@ -611,7 +621,7 @@ typedef struct iqf_model_quantize_params {
     bool leave_output_tensor;    /* --leave-output-tensor */
     bool pure;                   /* --pure */
     bool dry_run;                /* --dry-run: print the plan, write nothing */
-    bool quiet;                  /* no per-tensor log, no progress line */
+    bool quiet;                  /* no per-tensor log lines */
     const char *imatrix_path;    /* --imatrix (GGUF or legacy .dat), or NULL */
     const char *const *include_weights; /* --include-weights (substrings), n_include of them */
     int n_include;
@@ -647,6 +657,9 @@ typedef struct iqf_model_quantize_params {
      * IQF_E_NONFINITE), IQF_E_SHAPE (made for another model, or an entry of the wrong width). */
     const char *hessian_path;
     float hessian_damp;          /* --hessian-damp: fraction of mean(diag H) added (default 0.01) */
+    /* Progress (NULL, the default: none), independent of `quiet`; see iqf_quantize_progress_fn. */
+    iqf_quantize_progress_fn progress;
+    void *progress_user;
 } iqf_model_quantize_params;
 
 IQF_API iqf_model_quantize_params iqf_model_quantize_default_params(void);

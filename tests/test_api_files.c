@@ -1,6 +1,7 @@
 /*
  * test_api_files.c - the file APIs of iqforge.h that tools/ and embedders use, through the public
- * header only: the atomic output file (iqf_outfile_*, iqf_same_file).
+ * header only: the atomic output file (iqf_outfile_*, iqf_same_file) and the progress callback
+ * of model quantization (iqf_model_quantize_params.progress).
  */
 #include "testutil.h"
 
@@ -93,10 +94,62 @@ static void test_outfile(const char *dir) {
     }
 }
 
+typedef struct prog_log {
+    int calls, ends, bad_order, max_item, n_items;
+    int64_t last_done, total;
+    bool after_end;
+} prog_log;
+
+static void on_progress(void *user, int item, int n_items, const char *name, const char *what,
+                        int64_t done, int64_t total) {
+    prog_log *l = user;
+    if (l->ends) l->after_end = true;
+    if (!name) { l->ends++; l->last_done = done; l->total = total; return; }
+    l->calls++;
+    if (item < 1 || item > n_items || done < l->last_done || done > total || !what) l->bad_order++;
+    if (item > l->max_item) l->max_item = item;
+    l->n_items = n_items;
+    l->last_done = done;
+    l->total = total;
+}
+
+/* stories260K (F32) to Q8_0: the callback sees every tensor in order, input bytes rising to the
+ * sum of the tensors' sizes, then one end call; a dry run reports nothing. */
+static void test_progress(const char *dir) {
+    const char *in = src_path("tests/data/stories260K/stories260K-f32.gguf");
+    char out[512], err[512];
+    snprintf(out, sizeof out, "%s/q8.gguf", dir);
+    iqf_gguf *g = iqf_gguf_open(in, err, sizeof err);
+    CHECK(g, "%s", err);
+    if (!g) return;
+    int64_t nt = iqf_gguf_n_tensors(g), bytes = 0;
+    for (int64_t i = 0; i < nt; i++) bytes += (int64_t)iqf_gguf_tensor_at(g, i)->nbytes;
+    iqf_gguf_close(g);
+    prog_log l = { 0 };
+    iqf_model_quantize_params qp = iqf_model_quantize_default_params();
+    CHECK(qp.progress == NULL && qp.progress_user == NULL, "no progress by default");
+    qp.ftype = IQF_FTYPE_MOSTLY_Q8_0;
+    qp.quiet = true; /* quiet silences the log, not the callback */
+    qp.progress = on_progress;
+    qp.progress_user = &l;
+    CHECK(iqf_model_quantize(in, out, &qp, NULL, NULL, err, sizeof err) == IQF_OK, "%s", err);
+    CHECK(l.n_items == nt && l.max_item == nt, "items %d of %d, want %lld", l.max_item, l.n_items, (long long)nt);
+    CHECK(l.calls >= nt && l.bad_order == 0, "%d calls, %d out of order", l.calls, l.bad_order);
+    CHECK(l.ends == 1 && !l.after_end, "%d end calls", l.ends);
+    CHECK(l.total == bytes && l.last_done == bytes, "done %lld of %lld, want %lld", (long long)l.last_done,
+          (long long)l.total, (long long)bytes);
+    prog_log d = { 0 };
+    qp.progress_user = &d;
+    qp.dry_run = true;
+    CHECK(iqf_model_quantize(in, NULL, &qp, NULL, NULL, err, sizeof err) == IQF_OK, "%s", err);
+    CHECK(d.calls == 0 && d.ends == 0, "dry run: %d calls", d.calls + d.ends);
+}
+
 int main(void) {
     char dir[] = "/tmp/iqf_api_files.XXXXXX";
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     test_outfile(dir);
+    test_progress(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

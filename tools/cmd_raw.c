@@ -5,7 +5,7 @@
 #include "cli.h"
 
 #include "iqforge.h"
-#include "util/progress.h"
+#include "progress.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -168,8 +168,8 @@ static int run(raw_args *a, bool quantize) {
     qp.n_threads = (int)a->threads;
     qp.simd = a->simd;
     qp.mode = a->mode;
-    iqf_progress prog;
-    iqf_progress_init(&prog, a->quiet, 1, nrows * (long long)in_row);
+    cli_progress prog;
+    cli_progress_init(&prog, a->quiet, 1, nrows * (long long)in_row);
     for (long long r = 0; r < nrows; r += rows_per_chunk) {
         long long n = nrows - r < rows_per_chunk ? nrows - r : rows_per_chunk;
         if (fread(ibuf, 1, (size_t)n * in_row, fin) != (size_t)n * in_row) {
@@ -194,9 +194,9 @@ static int run(raw_args *a, bool quantize) {
             rc = cli_error("%s", err);
             break;
         }
-        iqf_progress_update(&prog, 1, a->in, ti->name, (r + n) * (long long)in_row);
+        cli_progress_update(&prog, 1, a->in, ti->name, (r + n) * (long long)in_row);
     }
-    iqf_progress_done(&prog);
+    cli_progress_done(&prog);
     if (rc) iqf_outfile_abort(of);
     else if (iqf_outfile_commit(of, err, sizeof err)) rc = cli_error("%s", err);
 done_noout:
