@@ -20,7 +20,7 @@
 #include "model_cli.h"
 
 #include "iqforge.h"
-#include "ladder/ladder.h"
+#include "ladder.h" /* src/ladder: the one internal header tools/ may include (cli.h says why) */
 #include "progress.h"
 
 #include <errno.h>
