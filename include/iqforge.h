@@ -913,6 +913,22 @@ IQF_API void iqf_hessian_acc_free(iqf_hess_acc *a); /* NULL is fine */
 /* The number of Hessians accumulated, and in *tokens (may be NULL) the input rows seen. */
 IQF_API int iqf_hessian_acc_count(const iqf_hess_acc *a, int64_t *tokens);
 
+/* Reading a Hessian file back (for iqf_quantize_feedback, or to inspect one). Opened and
+ * validated whole (hostile input: every key, shape and value is checked; values finite, diagonal
+ * >= 0). Errors: IQF_E_IO, IQF_E_FORMAT, IQF_E_NONFINITE, IQF_E_NOMEM, IQF_E_INVALID_ARG; message
+ * "PATH: what is wrong". */
+typedef struct iqf_hessian_file iqf_hessian_file;
+IQF_API iqf_status iqf_hessian_file_load(const char *path, iqf_hessian_file **out, char *err,
+                                         size_t errlen);
+IQF_API void iqf_hessian_file_free(iqf_hessian_file *f); /* NULL is fine */
+/* The Hessian of the input of weight `weight` ("blk.0.attn_k.weight": q/k/v share one, gate/up
+ * share one): true with its width *n and diagonal block size *bs (bs == n: the full matrix; else
+ * n/bs blocks of bs x bs), false if the file has none. */
+IQF_API bool iqf_hessian_file_find(const iqf_hessian_file *f, const char *weight, int64_t *n, int64_t *bs);
+/* Copies its n * bs values (row i of block k is row k*bs + i; means E[x x^T]) to out as
+ * float32, in the layout iqf_quantize_feedback takes (hblock = bs). False if absent. */
+IQF_API bool iqf_hessian_file_read(const iqf_hessian_file *f, const char *weight, float *out);
+
 /* ---------------------------------------------------------------------------------------------
  * Tokenizer (src/model/tokenizer.c): llama.cpp's SentencePiece ("llama") and GPT-2 byte-level
  * BPE ("gpt2") tokenizers, built from a GGUF's tokenizer.ggml.* keys (iqf_model_gguf for a

@@ -8,6 +8,7 @@
 #include "iqforge.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -145,11 +146,63 @@ static void test_progress(const char *dir) {
     CHECK(d.calls == 0 && d.ends == 0, "dry run: %d calls", d.calls + d.ends);
 }
 
+/* A Hessian captured on stories260K with the public API, written, read back: every matrix's
+ * input has one (q/k/v and gate/up shared), of the model's widths, symmetric, diagonal > 0. */
+static void test_hessian(const char *dir) {
+    const char *in = src_path("tests/data/stories260K/stories260K-f32.gguf");
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/h.gguf", dir);
+    iqf_model *m = NULL;
+    iqf_model_params mp = iqf_model_default_params();
+    CHECK(iqf_model_load(in, &mp, &m, err, sizeof err) == IQF_OK, "%s", err);
+    if (!m) return;
+    const iqf_model_info *mi = iqf_model_get_info(m);
+    iqf_context *c = NULL;
+    iqf_hess_acc *acc = NULL;
+    CHECK(iqf_context_new(m, 64, 1, &c, err, sizeof err) == IQF_OK, "%s", err);
+    CHECK(c && iqf_hessian_attach(c, -1, &acc, err, sizeof err) == IQF_OK, "%s", err);
+    int32_t tok[64];
+    for (int i = 0; i < 64; i++) tok[i] = 1 + (i * 37) % (mi->n_vocab - 1);
+    CHECK(acc && iqf_decode(c, tok, 64, 0, 63, NULL, err, sizeof err) == IQF_OK, "%s", err);
+    iqf_hessian_detach(c);
+    CHECK(iqf_hessian_acc_write(acc, m, path, 1, 64, "test", false, err, sizeof err) == IQF_OK, "%s", err);
+    iqf_hessian_acc_free(acc);
+    iqf_context_free(c);
+    iqf_hessian_file *hf = NULL;
+    CHECK(iqf_hessian_file_load(path, &hf, err, sizeof err) == IQF_OK && hf, "%s", err);
+    const char *names[] = { "blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.1.attn_output.weight",
+                            "blk.0.ffn_up.weight", "blk.0.ffn_down.weight" };
+    const int64_t widths[] = { mi->n_embd, mi->n_embd, mi->n_embd, mi->n_embd, mi->n_ff };
+    for (int k = 0; k < 5 && hf; k++) {
+        int64_t n = 0, bs = 0;
+        CHECK(iqf_hessian_file_find(hf, names[k], &n, &bs) && n == widths[k] && bs == n,
+              "%s: %lld x %lld, want %lld full", names[k], (long long)n, (long long)bs, (long long)widths[k]);
+        if (n != widths[k] || bs != n) continue;
+        float *h = malloc(sizeof *h * (size_t)(n * n));
+        CHECK(h && iqf_hessian_file_read(hf, names[k], h), "read %s", names[k]);
+        int asym = 0, baddiag = 0;
+        for (int64_t i = 0; h && i < n; i++) {
+            if (!(h[i * n + i] > 0)) baddiag++;
+            for (int64_t j = 0; j < i; j++)
+                if (fabsf(h[i * n + j] - h[j * n + i]) > 1e-5f * (fabsf(h[i * n + j]) + 1e-30f)) asym++;
+        }
+        CHECK(asym == 0 && baddiag == 0, "%s: %d asymmetric, %d diagonal <= 0", names[k], asym, baddiag);
+        free(h);
+    }
+    int64_t n, bs;
+    CHECK(hf && !iqf_hessian_file_find(hf, "no.such.weight", &n, &bs), "absent entry found");
+    iqf_hessian_file_free(hf);
+    iqf_hessian_file_free(NULL);
+    CHECK(iqf_hessian_file_load(in, &hf, err, sizeof err) == IQF_E_FORMAT && !hf, "a model is not a Hessian file");
+    iqf_model_free(m);
+}
+
 int main(void) {
     char dir[] = "/tmp/iqf_api_files.XXXXXX";
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     test_outfile(dir);
     test_progress(dir);
+    test_hessian(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
