@@ -246,7 +246,7 @@ static iqf_status encode_tensors(quant_job *j) {
     int64_t total_in = 0, done_in = 0;
     for (int64_t i = 0; i < j->pl.nt; i++) total_in += (int64_t)j->pl.items[i].t->nbytes;
     iqf_progress prog;
-    iqf_progress_init(&prog, p->quiet || p->dry_run, (int)j->pl.nt, total_in);
+    iqf_progress_init(&prog, p->dry_run ? NULL : p->progress, p->progress_user, (int)j->pl.nt, total_in);
     iqf_quantize_params qp = iqf_quantize_default_params();
     qp.n_threads = j->n_threads;
     qp.mode = p->mode;
