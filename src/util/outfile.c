@@ -57,10 +57,15 @@ static int open_fail(iqf_outfile *of, const char *what) {
     return -1;
 }
 
+static int open_nomem(iqf_outfile *of) {
+    of->nomem = true;
+    return open_fail(of, "out of memory");
+}
+
 int iqf_of_open(iqf_outfile *of, const char *path) {
     memset(of, 0, sizeof *of);
     of->path = strdup(path);
-    if (!of->path) return open_fail(of, "out of memory");
+    if (!of->path) return open_nomem(of);
     struct stat st;
     /* Devices (e.g. /dev/null, /dev/full) cannot be renamed onto: write them directly. */
     if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode))) {
@@ -70,7 +75,7 @@ int iqf_of_open(iqf_outfile *of, const char *path) {
     }
     size_t n = strlen(path) + 16;
     of->tmp_path = malloc(n);
-    if (!of->tmp_path) return open_fail(of, "out of memory");
+    if (!of->tmp_path) return open_nomem(of);
     snprintf(of->tmp_path, n, "%s.tmp.XXXXXX", path);
     if (n > SLOT_PATH) return open_fail(of, "path too long");
     const int slot = slot_claim();
@@ -230,9 +235,7 @@ iqf_status iqf_outfile_open(const char *path, iqf_outfile **out, char *err, size
     iqf_outfile *of = malloc(sizeof *of);
     if (!of) return iqf_fail(err, errlen, IQF_E_NOMEM, "%s: out of memory", path);
     if (iqf_of_open(of, path) != 0) {
-        const char *oom = ": out of memory"; /* open_fail's message for strdup/malloc */
-        size_t k = strlen(of->err), m = strlen(oom);
-        iqf_status st = k >= m && !strcmp(of->err + k - m, oom) ? IQF_E_NOMEM : IQF_E_IO;
+        const iqf_status st = of->nomem ? IQF_E_NOMEM : IQF_E_IO;
         if (err && errlen) snprintf(err, errlen, "%s", of->err);
         free(of);
         return st;

@@ -23,6 +23,7 @@ struct iqf_outfile {
     char *path;      /* final name */
     char *tmp_path;  /* temporary name; NULL when writing to a device such as /dev/full */
     bool failed;
+    bool nomem;      /* the failure was an allocation (open only) */
     int live_slot;   /* 1 + registry slot of tmp_path (see below); 0 if none */
     char err[256];
 };
