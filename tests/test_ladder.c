@@ -11,7 +11,8 @@
 #include "testutil.h"
 
 #include "iqforge.h"
-#include "ladder/ladder.h"
+#include "ladder.h"
+#include "util/traits.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -127,6 +128,30 @@ static void test_families(void) {
 }
 
 /* llama.cpp's own kjv-3m ladder is healthy: no alarm; its known inversions are notes. */
+/* tools/ladder maps type ids with its own switch (it sees only iqforge.h); it must agree with the
+ * library's traits table on every id, so a type added there and not here fails this. */
+static void test_families_match_traits(void) {
+    int bad = 0;
+    for (int t = -2; t < IQF_TYPE_COUNT + 2; t++) {
+        const iqf_type_traits *tr = iqf_traits(t);
+        ladder_family want = LADDER_FAMILY_OTHER;
+        switch (tr ? tr->family : IQF_FAMILY_NONE) {
+        case IQF_FAMILY_IQ: want = LADDER_FAMILY_IQ; break;
+        case IQF_FAMILY_K: want = LADDER_FAMILY_K; break;
+        case IQF_FAMILY_LEGACY: want = LADDER_FAMILY_LEGACY; break;
+        case IQF_FAMILY_FLOAT: want = LADDER_FAMILY_FLOAT; break;
+        case IQF_FAMILY_FP4: want = LADDER_FAMILY_FP4; break;
+        case IQF_FAMILY_LOWBIT: want = LADDER_FAMILY_LOWBIT; break;
+        case IQF_FAMILY_NONE: case IQF_FAMILY_OTHER: break;
+        }
+        if (iqf_ladder_family_of_type(t) != want) {
+            bad++;
+            CHECK(0, "type %d: ladder family %d, traits say %d", t, (int)iqf_ladder_family_of_type(t), (int)want);
+        }
+    }
+    CHECK(bad == 0, "ladder families agree with the traits table on every type id (%d disagree)", bad);
+}
+
 static void test_healthy_kjv(void) {
     ladder_rung r[64];
     int n = load_kjv(r, IQF_MODE_COMPAT);
@@ -455,6 +480,7 @@ static void test_llama_output(void) {
 int main(void) {
     test_llama_output();
     test_families();
+    test_families_match_traits();
     test_healthy_kjv();
     test_healthy_stories();
     test_seed_case();

@@ -2,7 +2,7 @@
  * cmd_ladder.c - `iqforge ladder`: quantize a model to every type (x every encoder mode), measure
  * each rung against the base model's own logits, report, and raise the alarm on a rung that a
  * smaller rung beats (a broken encoder, as the Mistral-7B IQ3_XXS regression that started this
- * project). The judging and the reports are src/ladder/ladder.c; this file runs the rungs.
+ * project). The judging and the reports are tools/ladder/ladder.c; this file runs the rungs.
  *
  * DIR layout (everything written whole or not at all):
  *   base.kld, base.txt          the base model's log-probabilities and its PPL, with their key
@@ -20,7 +20,7 @@
 #include "model_cli.h"
 
 #include "iqforge.h"
-#include "ladder.h" /* src/ladder: the one internal header tools/ may include (cli.h says why) */
+#include "ladder.h" /* tools/ladder: the rung records, alarm and reports */
 #include "progress.h"
 
 #include <errno.h>

@@ -1,14 +1,14 @@
 /*
  * ladder_eval.c - the ladder's external evaluator: a stock llama-perplexity (any build: CPU, CUDA,
  * Metal) run as a child process, once with --kl-divergence-base for the base model and once per
- * rung with --kl-divergence, its output kept in DIR/logs/ and parsed by src/ladder/llama_output.c.
+ * rung with --kl-divergence, its output kept in DIR/logs/ and parsed by tools/ladder/llama_output.c.
  * This is how a ladder scores an architecture the built-in engine lacks, or a model too large
  * for this machine's CPU.
  */
 #include "ladder_eval.h"
 
 #include "cli.h"
-#include "ladder.h" /* src/ladder: the one internal header tools/ may include (cli.h says why) */
+#include "ladder.h" /* tools/ladder: the rung records, alarm and reports */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,21 +1,22 @@
 /*
- * report.h - internal to src/ladder: the formatted, atomic output that every report file goes
+ * report.h - internal to tools/ladder: the formatted, atomic output that every report file goes
  * through (ladder.c: JSON, CSV, the cache record; svg.c: the plot), and the small facts both read.
  */
 #ifndef IQF_LADDER_REPORT_H
 #define IQF_LADDER_REPORT_H
 
+#include "iqforge.h"
 #include "ladder.h"
-#include "util/outfile.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 
-/* A report being written: whole or not at all (util/outfile.h). After a failed write every
- * further iqf_ladder_put is a no-op and iqf_ladder_rep_close reports the error. */
+/* A report being written: whole or not at all (iqforge.h's iqf_outfile_*). After a failed write
+ * every further iqf_ladder_put is a no-op and iqf_ladder_rep_close reports the first error. */
 typedef struct ladder_rep {
-    iqf_outfile of;
+    iqf_outfile *of;
     bool bad;
+    char err[512]; /* the first write error */
 } ladder_rep;
 
 int iqf_ladder_rep_open(ladder_rep *o, const char *path, char *err, size_t errlen);

@@ -15,7 +15,7 @@
  *                 "99.0%   KLD: %10.6f"
  *                 "Same top p: %6.3lf ± %5.3lf %"
  */
-#include "ladder/ladder.h"
+#include "ladder.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -16,29 +16,26 @@ void iqf_ladder_put(ladder_rep *o, const char *fmt, ...) {
     va_end(ap);
     if (k < 0) { o->bad = true; return; }
     if ((size_t)k >= sizeof buf) k = (int)sizeof buf - 1;
-    if (iqf_of_write(&o->of, buf, (size_t)k)) o->bad = true;
+    if (iqf_outfile_write(o->of, buf, (size_t)k, o->err, sizeof o->err) != IQF_OK) o->bad = true;
 }
 
 int iqf_ladder_rep_open(ladder_rep *o, const char *path, char *err, size_t errlen) {
     o->bad = false;
-    if (iqf_of_open(&o->of, path)) {
-        snprintf(err, errlen, "%s", o->of.err);
-        return -1;
-    }
-    return 0;
+    o->err[0] = 0;
+    o->of = NULL;
+    return iqf_outfile_open(path, &o->of, err, errlen) == IQF_OK ? 0 : -1;
 }
 
 int iqf_ladder_rep_close(ladder_rep *o, char *err, size_t errlen) {
     if (o->bad) {
-        snprintf(err, errlen, "%s", o->of.err[0] ? o->of.err : "write failed");
-        iqf_of_abort(&o->of);
+        snprintf(err, errlen, "%s", o->err[0] ? o->err : "write failed");
+        iqf_outfile_abort(o->of);
+        o->of = NULL;
         return -1;
     }
-    if (iqf_of_commit(&o->of)) {
-        snprintf(err, errlen, "%s", o->of.err);
-        return -1;
-    }
-    return 0;
+    iqf_status st = iqf_outfile_commit(o->of, err, errlen);
+    o->of = NULL;
+    return st == IQF_OK ? 0 : -1;
 }
 
 const char *iqf_ladder_mode_str(int m) {

@@ -3,9 +3,6 @@
 #include "report.h"
 
 #include "iqforge.h"
-#include "util/error.h"
-#include "util/outfile.h"
-#include "util/traits.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,18 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The alarm compares like with like. A switch on the public type ids (ggml's), so the ladder needs
+ * nothing of the library's internal traits table; test_ladder checks every id against it. */
 ladder_family iqf_ladder_family_of_type(int type) {
-    const iqf_type_traits *tr = iqf_traits(type);
-    switch (tr ? tr->family : IQF_FAMILY_NONE) {
-    case IQF_FAMILY_IQ: return LADDER_FAMILY_IQ;
-    case IQF_FAMILY_K: return LADDER_FAMILY_K;
-    case IQF_FAMILY_LEGACY: return LADDER_FAMILY_LEGACY;
-    case IQF_FAMILY_FLOAT: return LADDER_FAMILY_FLOAT;
-    case IQF_FAMILY_FP4: return LADDER_FAMILY_FP4;
-    case IQF_FAMILY_LOWBIT: return LADDER_FAMILY_LOWBIT;
-    case IQF_FAMILY_NONE: case IQF_FAMILY_OTHER: break;
+    switch (type) {
+    case IQF_TYPE_IQ2_XXS: case IQF_TYPE_IQ2_XS: case IQF_TYPE_IQ2_S: case IQF_TYPE_IQ3_XXS: case IQF_TYPE_IQ3_S:
+    case IQF_TYPE_IQ1_S: case IQF_TYPE_IQ1_M: case IQF_TYPE_IQ4_NL: case IQF_TYPE_IQ4_XS:
+        return LADDER_FAMILY_IQ;
+    case IQF_TYPE_Q2_K: case IQF_TYPE_Q3_K: case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: case IQF_TYPE_Q6_K:
+        return LADDER_FAMILY_K;
+    case IQF_TYPE_Q4_0: case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_0: case IQF_TYPE_Q5_1: case IQF_TYPE_Q8_0:
+        return LADDER_FAMILY_LEGACY;
+    case IQF_TYPE_F32: case IQF_TYPE_F16: case IQF_TYPE_BF16: return LADDER_FAMILY_FLOAT;
+    case IQF_TYPE_MXFP4: case IQF_TYPE_NVFP4: return LADDER_FAMILY_FP4;
+    case IQF_TYPE_TQ1_0: case IQF_TYPE_TQ2_0: case IQF_TYPE_Q1_0: case IQF_TYPE_Q2_0: return LADDER_FAMILY_LOWBIT;
+    default: return LADDER_FAMILY_OTHER; /* q8_1, q8_K (activations), integers, f64, unknown ids */
     }
-    return LADDER_FAMILY_OTHER;
 }
 
 /* A file type's family is that of the type it defaults to (IQ3_XS: iq3_s, Q2_K_S: q2_K). */
