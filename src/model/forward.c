@@ -407,6 +407,7 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
     const int kvdim = hd * h->n_head_kv, F = h->n_ff, L = h->n_layer;
     const float eps = h->rms_eps;
     const bool capture = c->imat || c->hess;
+    const bool neox = m->arch->rope == IQF_ROPE_NEOX;
 
     for (int t = 0; t < T; t++) {
         iqf_weight_row(&m->tok_embd, tokens[t], c->x + (int64_t)t * E);
@@ -433,8 +434,8 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         head_norm(kdst, kvdim, T, h->n_head_kv, hd, ly->k_norm, eps);
         for (int t = 0; t < T; t++) {
             const float *cs = c->rope_cs + (int64_t)t * hd;
-            if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, h->rope_neox);
-            rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, h->rope_neox);
+            if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, neox);
+            rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, neox);
         }
         if (c->kv_f16) /* llama.cpp's default F16 cache: what attention reads back is rounded */
             for (int64_t i = 0; i < (int64_t)T * kvdim; i++) {

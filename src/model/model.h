@@ -10,6 +10,7 @@
 
 #include "iqforge.h"
 #include "util/pool.h"
+#include "arch.h"
 
 #include <stdio.h>
 
@@ -38,6 +39,7 @@ typedef struct iqf_layer {
 
 struct iqf_model {
     iqf_model_info info;
+    const iqf_arch *arch;       /* the architecture's row (arch.h) */
     iqf_layer *layers;
     iqf_weight tok_embd, output;
     float *output_norm;

@@ -1,0 +1,29 @@
+/*
+ * arch.c - the architecture table (arch.h): one designated-initializer row per architecture.
+ * Fields left out are false / 0 / the first enumerator: GQA attention, normal rope, SwiGLU.
+ */
+#include "arch.h"
+
+#include <string.h>
+
+static const iqf_arch ARCHS[] = {
+    /* llama.cpp models/llama.cpp; with expert_count > 0 the Mixtral layout (experts n_ff wide) */
+    { .name = "llama", .rope = IQF_ROPE_NORMAL, .ffn = IQF_FFN_SWIGLU, .moe = IQF_MOE_OPTIONAL,
+      .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true },
+    /* models/qwen2.cpp: q/k/v biases (read for every architecture, as create_tensor_qkv does) */
+    { .name = "qwen2", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU },
+    /* models/qwen3.cpp: per-head q/k RMS norms before rope */
+    { .name = "qwen3", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .qk_norm = true },
+    /* models/qwen3moe.cpp: qwen3 attention, softmax top-k experts expert_feed_forward_length wide */
+    { .name = "qwen3moe", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .qk_norm = true,
+      .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true },
+};
+
+const iqf_arch *iqf_arch_find(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
+        if (!strcmp(ARCHS[i].name, name)) return &ARCHS[i];
+    return NULL;
+}
+
+const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe"; }
