@@ -7,16 +7,20 @@
 #include <string.h>
 
 static const iqf_arch ARCHS[] = {
-    /* llama.cpp models/llama.cpp; with expert_count > 0 the Mixtral layout (experts n_ff wide) */
+    /* llama.cpp models/llama.cpp; with expert_count > 0 the Mixtral layout (experts n_ff wide).
+     * Llama 3's rope_freqs, optional attn_output and FFN biases, FFN scales. */
     { .name = "llama", .rope = IQF_ROPE_NORMAL, .ffn = IQF_FFN_SWIGLU, .moe = IQF_MOE_OPTIONAL,
-      .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true },
-    /* models/qwen2.cpp: q/k/v biases (read for every architecture, as create_tensor_qkv does) */
-    { .name = "qwen2", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU },
+      .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .rope_freqs = true, .wo_bias = true,
+      .ffn_bias = true, .ffn_scale = true },
+    /* models/qwen2.cpp: q/k/v biases (read for every architecture, as create_tensor_qkv does), an
+     * optional output.bias; its build_ffn call passes no FFN scales */
+    { .name = "qwen2", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .output_bias = true },
     /* models/qwen3.cpp: per-head q/k RMS norms before rope */
-    { .name = "qwen3", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .qk_norm = true },
+    { .name = "qwen3", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .qk_norm = true, .ffn_scale = true },
     /* models/qwen3moe.cpp: qwen3 attention, softmax top-k experts expert_feed_forward_length wide */
     { .name = "qwen3moe", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .qk_norm = true,
-      .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true },
+      .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true,
+      .ffn_scale = true },
 };
 
 const iqf_arch *iqf_arch_find(const char *name) {

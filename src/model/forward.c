@@ -157,11 +157,11 @@ static void rmsnorm(const float *x, const float *w, float *y, int64_t n, float e
 
 /* cos/sin table for one position: ggml_rope_cache_init with ext_factor 0 (rope_yarn: the angle
  * freq_scale * theta, cos and sin times mscale = attn_factor; both 1 leave the bytes unchanged). */
-static void rope_table(float *cs, int pos, int n_rot, float base, float freq_scale, float mscale) {
+static void rope_table(float *cs, int pos, int n_rot, float base, float freq_scale, float mscale, const float *ff) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int i = 0; i < n_rot; i += 2) {
-        const float t = freq_scale * theta;
+        const float t = freq_scale * (ff ? theta / ff[i / 2] : theta); /* ggml: theta / freq_factors[i0/2] */
         cs[i] = cosf(t) * mscale;
         cs[i + 1] = sinf(t) * mscale;
         theta *= theta_scale;
@@ -189,6 +189,13 @@ static void add_bias(float *y, int64_t ld, int T, const float *b, int64_t n) {
     if (!b) return;
     for (int t = 0; t < T; t++)
         for (int64_t i = 0; i < n; i++) y[(int64_t)t * ld + i] += b[i];
+}
+
+/* ggml_mul by a per-tensor .scale (1: nothing to do, x * 1 is x). */
+static void scale_rows(float *y, int64_t ld, int T, float s, int64_t n) {
+    if (s == 1.0f) return;
+    for (int t = 0; t < T; t++)
+        for (int64_t i = 0; i < n; i++) y[(int64_t)t * ld + i] *= s;
 }
 
 /* qwen3: RMSNorm of every head (hd floats) with weight w, in place. */
@@ -281,12 +288,15 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
         imat_rows(c, &ly->up_exps, e, c->ex_in, E, n);
         iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
+        if (ly->sgate_exps) scale_rows(c->g, F, n, ly->sgate_exps[e], F); /* build_lora_mm_id: per-expert scales */
+        if (ly->sup_exps) scale_rows(c->u, F, n, ly->sup_exps[e], F);
         for (int64_t i = 0; i < (int64_t)n * F; i++) {
             const float g = c->g[i];
             c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
         }
         imat_rows(c, &ly->down_exps, e, c->g, F, n);
         iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
+        if (ly->sdown_exps) scale_rows(c->ex_out, E, n, ly->sdown_exps[e], E);
         for (int r = 0; r < n; r++) {
             const float wt = c->selw[c->rows[r]];
             float *dst = c->moe + (int64_t)c->rows[r] * E;
@@ -411,7 +421,8 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
 
     for (int t = 0; t < T; t++) {
         iqf_weight_row(&m->tok_embd, tokens[t], c->x + (int64_t)t * E);
-        rope_table(c->rope_cs + (int64_t)t * hd, pos + t, h->n_rot, h->rope_base, h->rope_freq_scale, h->rope_attn_factor);
+        rope_table(c->rope_cs + (int64_t)t * hd, pos + t, h->n_rot, h->rope_base, h->rope_freq_scale, h->rope_attn_factor,
+                   m->rope_freqs);
     }
 
     for (int l = 0; l < L; l++) {
@@ -427,6 +438,9 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         iqf_matmul(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr, c->q + (int64_t)r0 * qdim, qdim);
         iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
         iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
+        scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, ly->sq, qdim); /* build_qkv: the scale, then the bias */
+        scale_rows(kdst, kvdim, T, ly->sk, kvdim);
+        scale_rows(vdst, kvdim, T, ly->sv, kvdim);
         add_bias(c->q + (int64_t)r0 * qdim, qdim, nr, ly->bq, qdim);
         add_bias(kdst, kvdim, T, ly->bk, kvdim);
         add_bias(vdst, kvdim, T, ly->bv, kvdim);
@@ -449,6 +463,8 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         iqf_pool_run(c->pool, items, grain, att_range, &aj);
 
         iqf_matmul(c, &ly->wo, c->att + (int64_t)r0 * qdim, qdim, nr, c->tmp, E);
+        scale_rows(c->tmp, E, nr, ly->so, E);
+        add_bias(c->tmp, E, nr, ly->bo, E);
         for (int t = 0; t < nr; t++) {
             float *xr = c->x + (int64_t)(r0 + t) * E;
             const float *o = c->tmp + (int64_t)t * E;
@@ -459,13 +475,20 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         if (h->n_expert > 0) {
             moe_ffn(c, ly, xns, nr, c->tmp);
         } else {
+            /* build_ffn: each product, its bias, then its scale */
             iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
             iqf_matmul(c, &ly->wup, xns, E, nr, c->u, F);
+            add_bias(c->g, F, nr, ly->bgate, F);
+            scale_rows(c->g, F, nr, ly->sgate, F);
+            add_bias(c->u, F, nr, ly->bup, F);
+            scale_rows(c->u, F, nr, ly->sup, F);
             for (int64_t i = 0; i < (int64_t)nr * F; i++) {
                 const float g = c->g[i];
                 c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
             }
             iqf_matmul(c, &ly->wdown, c->g, F, nr, c->tmp, E);
+            add_bias(c->tmp, E, nr, ly->bdown, E);
+            scale_rows(c->tmp, E, nr, ly->sdown, E);
         }
         for (int t = 0; t < nr; t++) {
             float *xr = xs + (int64_t)t * E;
@@ -488,6 +511,7 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         struct iqf_hess_acc *hs = c->hess; /* accumulated above, over all T rows */
         c->hess = NULL;
         iqf_matmul(c, &m->output, c->xn + (int64_t)first_out * E, E, n_out, logits, h->n_vocab);
+        add_bias(logits, h->n_vocab, n_out, m->output_b, h->n_vocab);
         c->hess = hs;
     }
 }

@@ -34,9 +34,18 @@ void iqf_model_free(iqf_model *m) {
             free(m->layers[l].bv);
             free(m->layers[l].q_norm);
             free(m->layers[l].k_norm);
+            free(m->layers[l].bo);
+            free(m->layers[l].bgate);
+            free(m->layers[l].bup);
+            free(m->layers[l].bdown);
+            free(m->layers[l].sgate_exps);
+            free(m->layers[l].sup_exps);
+            free(m->layers[l].sdown_exps);
         }
     free(m->layers);
     free(m->output_norm);
+    free(m->output_b);
+    free(m->rope_freqs);
     free(m->mats);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
@@ -288,9 +297,10 @@ static iqf_status load_sizes(loader *ld) {
         !key_int(ld, "expert_count", false, 0, 0, 1024, &h->n_expert, &st) ||
         !key_int(ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
         !key_int(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
-        /* libllama reads it only where experts exist: a dense model may carry 0 (llama.cpp's saver writes it) */
-        !key_int(ld, "expert_feed_forward_length", exp_key && h->n_expert > 0, h->n_ff, h->n_expert > 0 ? 1 : 0, 1 << 22,
-                 &h->n_ff_exp, &st) ||
+        /* read only where the row takes the experts' width from it and experts exist: a dense
+         * model, or a llama MoE (experts n_ff wide), may carry 0 (llama.cpp's saver writes it) */
+        (exp_key && h->n_expert > 0 &&
+         !key_int(ld, "expert_feed_forward_length", true, 0, 1, 1 << 22, &h->n_ff_exp, &st)) ||
         !key_int(ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
         !key_int(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
         !key_int(ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
@@ -302,11 +312,10 @@ static iqf_status load_sizes(loader *ld) {
                         ld->path, a->name, a->name, h->n_expert, a->name);
     if (h->n_expert > 0) {
         if (!exp_key) h->n_ff_exp = h->n_ff; /* Mixtral: the experts are n_ff wide */
-        bool norm = true;
-        char key[128];
-        snprintf(key, sizeof key, "%s.expert_weights_norm", a->name);
-        iqf_gguf_get_bool(m->gguf, key, &norm);
-        h->expert_weights_norm = norm;
+        if (h->n_ff_exp < 1)
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: experts of width %d", ld->path, h->n_ff_exp);
+        /* libllama's llama and qwen3moe graphs renormalise whatever expert_weights_norm says */
+        h->expert_weights_norm = a->moe_norm_w;
     }
     if (h->n_head % h->n_head_kv)
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d",
@@ -350,8 +359,18 @@ static iqf_status load_rope(loader *ld) {
     if (!isfinite(h->rope_freq_scale) || !(h->rope_freq_scale > 0) || !isfinite(h->rope_attn_factor))
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad rope.scaling.factor %g or attn_factor %g", ld->path,
                         (double)factor, (double)h->rope_attn_factor);
-    if (iqf_gguf_find_tensor(m->gguf, "rope_freqs.weight") >= 0)
-        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: unsupported tensor rope_freqs.weight (llama 3.1 RoPE scaling)", ld->path);
+    if (iqf_gguf_find_tensor(m->gguf, "rope_freqs.weight") >= 0) {
+        /* libllama's llama graph divides each dimension pair's angle by its factor (ggml_rope_ext
+         * freq_factors); its other graphs here do not read the tensor */
+        if (!m->arch->rope_freqs)
+            return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: tensor rope_freqs.weight on a %s model (only llama reads it)",
+                            ld->path, h->arch);
+        iqf_status st = load_vector(ld, &m->rope_freqs, "rope_freqs.weight", h->n_rot / 2);
+        if (st) return st;
+        for (int i = 0; i < h->n_rot / 2; i++)
+            if (!isfinite(m->rope_freqs[i]) || m->rope_freqs[i] == 0.0f)
+                return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: rope_freqs.weight[%d] = %g", ld->path, i, (double)m->rope_freqs[i]);
+    }
     if (!(h->rope_base > 0) || !(h->rms_eps > 0) || !isfinite(h->rope_base))
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad rope.freq_base or layer_norm_rms_epsilon", ld->path);
     return IQF_OK;
@@ -379,6 +398,7 @@ static iqf_status load_globals(loader *ld) {
         h->tied_output = true;
     }
     m->output.id = -1;
+    if (m->arch->output_bias && (st = load_vector_opt(ld, &m->output_b, "output.bias", h->n_vocab, true))) return st;
     m->layers = calloc((size_t)h->n_layer, sizeof(iqf_layer));
     m->mats = calloc((size_t)h->n_layer * IQF_MAX_WEIGHTS_PER_LAYER, sizeof(iqf_weight *));
     if (!m->layers || !m->mats) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
@@ -403,35 +423,91 @@ static iqf_status layer_mat(loader *ld, int l, const char *nm, int64_t ne0, int6
     return IQF_OK;
 }
 
-static iqf_status load_layer(loader *ld, int l) {
+/* A per-tensor scale blk.<l>.<nm>.scale of n floats (libllama's generic pass loads them for
+ * every architecture, ggml_mul on the product): *out (n = 1, 1 when absent) or *arr (n > 1). */
+static iqf_status layer_scale(loader *ld, int l, const char *nm, int64_t n, float *out, float **arr) {
+    float *v = NULL;
+    iqf_status st = layer_vec(ld, l, nm, "scale", n, true, &v);
+    if (st || !v) {
+        free(v);
+        return st;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            free(v);
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: blk.%d.%s.scale is not finite", ld->path, l, nm);
+        }
+    if (arr) {
+        *arr = v;
+        return IQF_OK;
+    }
+    *out = v[0];
+    free(v);
+    return IQF_OK;
+}
+
+static iqf_status load_layer_attn(loader *ld, int l) {
     iqf_model *m = ld->m;
     const iqf_model_info *h = &m->info;
     const iqf_arch *a = m->arch;
     iqf_layer *ly = &m->layers[l];
     const int64_t E = h->n_embd, hd = h->head_dim, qdim = hd * h->n_head, kvdim = hd * h->n_head_kv;
+    ly->sq = ly->sk = ly->sv = ly->so = ly->sgate = ly->sup = ly->sdown = 1.0f;
     iqf_status st;
     if ((st = layer_vec(ld, l, "attn_norm", "weight", E, false, &ly->attn_norm)) ||
         (st = layer_mat(ld, l, "attn_q", E, qdim, 1, &ly->wq)) || (st = layer_mat(ld, l, "attn_k", E, kvdim, 1, &ly->wk)) ||
         (st = layer_mat(ld, l, "attn_v", E, kvdim, 1, &ly->wv)) || (st = layer_mat(ld, l, "attn_output", qdim, E, 1, &ly->wo)) ||
         (st = layer_vec(ld, l, "attn_q", "bias", qdim, true, &ly->bq)) ||
         (st = layer_vec(ld, l, "attn_k", "bias", kvdim, true, &ly->bk)) ||
-        (st = layer_vec(ld, l, "attn_v", "bias", kvdim, true, &ly->bv)))
+        (st = layer_vec(ld, l, "attn_v", "bias", kvdim, true, &ly->bv)) ||
+        (st = layer_scale(ld, l, "attn_q", 1, &ly->sq, NULL)) || (st = layer_scale(ld, l, "attn_k", 1, &ly->sk, NULL)) ||
+        (st = layer_scale(ld, l, "attn_v", 1, &ly->sv, NULL)) || (st = layer_scale(ld, l, "attn_output", 1, &ly->so, NULL)))
         return st;
+    if (a->wo_bias && (st = layer_vec(ld, l, "attn_output", "bias", E, true, &ly->bo))) return st;
     if (a->qk_norm && ((st = layer_vec(ld, l, "attn_q_norm", "weight", hd, false, &ly->q_norm)) ||
                        (st = layer_vec(ld, l, "attn_k_norm", "weight", hd, false, &ly->k_norm))))
         return st;
+    return IQF_OK;
+}
+
+static iqf_status load_layer_ffn(loader *ld, int l) {
+    iqf_model *m = ld->m;
+    const iqf_model_info *h = &m->info;
+    const iqf_arch *a = m->arch;
+    iqf_layer *ly = &m->layers[l];
+    const int64_t E = h->n_embd, F = h->n_ff;
+    iqf_status st;
     if ((st = layer_vec(ld, l, "ffn_norm", "weight", E, false, &ly->ffn_norm))) return st;
-    if (h->n_expert == 0)
-        return (st = layer_mat(ld, l, "ffn_gate", E, h->n_ff, 1, &ly->wgate)) ? st :
-               (st = layer_mat(ld, l, "ffn_up", E, h->n_ff, 1, &ly->wup)) ? st :
-               layer_mat(ld, l, "ffn_down", h->n_ff, E, 1, &ly->wdown);
+    if (h->n_expert == 0) {
+        if ((st = layer_mat(ld, l, "ffn_gate", E, F, 1, &ly->wgate)) || (st = layer_mat(ld, l, "ffn_up", E, F, 1, &ly->wup)) ||
+            (st = layer_mat(ld, l, "ffn_down", F, E, 1, &ly->wdown)))
+            return st;
+        if (a->ffn_bias && ((st = layer_vec(ld, l, "ffn_gate", "bias", F, true, &ly->bgate)) ||
+                            (st = layer_vec(ld, l, "ffn_up", "bias", F, true, &ly->bup)) ||
+                            (st = layer_vec(ld, l, "ffn_down", "bias", E, true, &ly->bdown))))
+            return st;
+        if (a->ffn_scale && ((st = layer_scale(ld, l, "ffn_gate", 1, &ly->sgate, NULL)) ||
+                             (st = layer_scale(ld, l, "ffn_up", 1, &ly->sup, NULL)) ||
+                             (st = layer_scale(ld, l, "ffn_down", 1, &ly->sdown, NULL))))
+            return st;
+        return IQF_OK;
+    }
     const int NE = h->n_expert;
     if ((st = layer_mat(ld, l, "ffn_gate_inp", E, NE, 1, &ly->gate_inp)) ||
         (st = layer_mat(ld, l, "ffn_gate_exps", E, h->n_ff_exp, NE, &ly->gate_exps)) ||
         (st = layer_mat(ld, l, "ffn_up_exps", E, h->n_ff_exp, NE, &ly->up_exps)) ||
         (st = layer_mat(ld, l, "ffn_down_exps", h->n_ff_exp, E, NE, &ly->down_exps)))
         return st;
+    if (a->ffn_scale && ((st = layer_scale(ld, l, "ffn_gate_exps", NE, NULL, &ly->sgate_exps)) ||
+                         (st = layer_scale(ld, l, "ffn_up_exps", NE, NULL, &ly->sup_exps)) ||
+                         (st = layer_scale(ld, l, "ffn_down_exps", NE, NULL, &ly->sdown_exps))))
+        return st;
     return IQF_OK;
+}
+
+static iqf_status load_layer(loader *ld, int l) {
+    iqf_status st = load_layer_attn(ld, l);
+    return st ? st : load_layer_ffn(ld, l);
 }
 
 iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,

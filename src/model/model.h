@@ -33,6 +33,10 @@ typedef struct iqf_layer {
     float *q_norm, *k_norm;      /* per-head RMSNorm weights (qwen3), head_dim floats, or NULL */
     iqf_weight gate_inp;         /* MoE router [n_embd -> n_expert] */
     iqf_weight gate_exps, up_exps, down_exps; /* MoE experts (n_mat = n_expert) */
+    float *bo, *bgate, *bup, *bdown; /* attn_output / ffn biases where the row reads them, or NULL */
+    float sq, sk, sv, so;        /* per-tensor attn_{q,k,v,output}.scale (1 when absent) */
+    float sgate, sup, sdown;     /* per-tensor ffn_{gate,up,down}.scale where the row applies them, else 1 */
+    float *sgate_exps, *sup_exps, *sdown_exps; /* per-expert .scale [n_expert], or NULL */
 } iqf_layer;
 
 #define IQF_MAX_WEIGHTS_PER_LAYER 8
@@ -43,6 +47,8 @@ struct iqf_model {
     iqf_layer *layers;
     iqf_weight tok_embd, output;
     float *output_norm;
+    float *output_b;            /* output.bias where the row reads it, or NULL */
+    float *rope_freqs;          /* rope_freqs.weight [n_rot / 2] (Llama 3 frequency factors), or NULL */
     iqf_weight **mats; /* every matrix product's weight (layers' 7, then output), n_mats */
     int n_mats;
     void *gguf;                 /* iqf_gguf* the weights point into */
