@@ -21,6 +21,11 @@ static const iqf_arch ARCHS[] = {
     { .name = "qwen3moe", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .qk_norm = true,
       .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true,
       .ffn_scale = true },
+    /* models/gemma3.cpp: (1 + w) norms baked into the weights by the converter, embeddings times
+     * sqrt(n_embd), per-head q/k norms, Q scaled before attention, post-attention and post-FFN
+     * norms, GeGLU, sliding-window layers (rope base 10000 or rope.freq_base_swa there) */
+    { .name = "gemma3", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_GEGLU, .qk_norm = true, .post_norms = true,
+      .embd_scale = true, .q_prescale = true, .swa = true, .swa_pattern = 6, .softcap = true },
 };
 
 const iqf_arch *iqf_arch_find(const char *name) {
@@ -30,4 +35,4 @@ const iqf_arch *iqf_arch_find(const char *name) {
     return NULL;
 }
 
-const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe"; }
+const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3"; }

@@ -41,6 +41,8 @@ void iqf_model_free(iqf_model *m) {
             free(m->layers[l].sgate_exps);
             free(m->layers[l].sup_exps);
             free(m->layers[l].sdown_exps);
+            free(m->layers[l].post_attn_norm);
+            free(m->layers[l].post_ffn_norm);
         }
     free(m->layers);
     free(m->output_norm);
@@ -405,6 +407,50 @@ static iqf_status load_globals(loader *ld) {
     return IQF_OK;
 }
 
+/* Attention scale, logit softcapping, sliding-window layers (after load_globals: the layers
+ * exist). llama_model_gemma3::load_arch_hparams: the window from attention.sliding_window (none
+ * when absent or 0), the pattern an array of per-layer flags or a period (layer il slides
+ * unless il % period == period - 1; default the row's), rope base rope.freq_base_swa (default
+ * 10000) and rope scale 1 on the sliding layers; 1/sqrt(n_embd / n_head) for the 62-layer 27B. */
+static iqf_status load_attn_kind(loader *ld) {
+    iqf_model *m = ld->m;
+    const iqf_model_info *h = &m->info;
+    const iqf_arch *a = m->arch;
+    iqf_status st = IQF_OK;
+    m->attn_scale = 1.0f / sqrtf((float)h->head_dim);
+    if (a->q_prescale && h->n_layer == 62) m->attn_scale = 1.0f / sqrtf((float)(h->n_embd / h->n_head));
+    if (a->softcap && key_float(ld, "final_logit_softcapping", &m->softcap) && (!isfinite(m->softcap) || m->softcap < 0))
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad final_logit_softcapping %g", ld->path, (double)m->softcap);
+    if (!a->swa) return IQF_OK;
+    if (!key_int(ld, "attention.sliding_window", false, 0, 0, INT32_MAX, &m->n_swa, &st)) return st;
+    if (m->n_swa == 0) return IQF_OK;
+    m->rope_base_swa = 10000.0f;
+    key_float(ld, "rope.freq_base_swa", &m->rope_base_swa);
+    if (!(m->rope_base_swa > 0) || !isfinite(m->rope_base_swa))
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad rope.freq_base_swa", ld->path);
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", h->arch);
+    const int64_t ki = iqf_gguf_find_kv(m->gguf, key);
+    const int at = ki >= 0 && iqf_gguf_kv_type(m->gguf, ki) == IQF_GGUF_ARR ? iqf_gguf_arr_type(m->gguf, ki) : -1;
+    if (at == IQF_GGUF_BOOL || at == IQF_GGUF_U32 || at == IQF_GGUF_I32) {
+        uint64_t n = 0;
+        const uint8_t *v = iqf_gguf_arr_data(m->gguf, ki, at, &n);
+        const size_t es = at == IQF_GGUF_BOOL ? 1 : 4;
+        for (uint64_t l = 0; v && l < n && l < (uint64_t)h->n_layer; l++) {
+            uint32_t x = 0;
+            memcpy(&x, v + l * es, es); /* non-zero: sliding (bools are one byte) */
+            m->layers[l].swa = x != 0;
+        }
+        return IQF_OK;
+    }
+    if (at >= 0)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s is an array of neither bools nor integers", ld->path, key);
+    int period;
+    if (!key_int(ld, "attention.sliding_window_pattern", false, a->swa_pattern, 0, 1 << 20, &period, &st)) return st;
+    for (int l = 0; l < h->n_layer; l++) m->layers[l].swa = period == 0 || l % period < period - 1;
+    return IQF_OK;
+}
+
 /* Layer tensors: blk.<l>.<nm>.weight / .bias. A matrix joins the model's list of products
  * (imatrix slots, simulation). */
 static iqf_status layer_vec(loader *ld, int l, const char *nm, const char *kind, int64_t n, bool optional, float **out) {
@@ -466,6 +512,9 @@ static iqf_status load_layer_attn(loader *ld, int l) {
     if (a->wo_bias && (st = layer_vec(ld, l, "attn_output", "bias", E, true, &ly->bo))) return st;
     if (a->qk_norm && ((st = layer_vec(ld, l, "attn_q_norm", "weight", hd, false, &ly->q_norm)) ||
                        (st = layer_vec(ld, l, "attn_k_norm", "weight", hd, false, &ly->k_norm))))
+        return st;
+    if (a->post_norms && ((st = layer_vec(ld, l, "post_attention_norm", "weight", E, false, &ly->post_attn_norm)) ||
+                          (st = layer_vec(ld, l, "post_ffw_norm", "weight", E, false, &ly->post_ffn_norm))))
         return st;
     return IQF_OK;
 }
@@ -531,6 +580,7 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
     if (!st) st = load_sizes(&ld);
     if (!st) st = load_rope(&ld);
     if (!st) st = load_globals(&ld);
+    if (!st) st = load_attn_kind(&ld);
     for (int l = 0; !st && l < m->info.n_layer; l++) st = load_layer(&ld, l);
     if (!st) st = load_vocab(&ld);
     if (!st && p.simulate_type >= 0)

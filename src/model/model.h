@@ -37,6 +37,8 @@ typedef struct iqf_layer {
     float sq, sk, sv, so;        /* per-tensor attn_{q,k,v,output}.scale (1 when absent) */
     float sgate, sup, sdown;     /* per-tensor ffn_{gate,up,down}.scale where the row applies them, else 1 */
     float *sgate_exps, *sup_exps, *sdown_exps; /* per-expert .scale [n_expert], or NULL */
+    float *post_attn_norm, *post_ffn_norm; /* gemma3: RMS norms of the attention / FFN outputs, or NULL */
+    bool swa;                    /* sliding-window layer (attends to the last n_swa positions) */
 } iqf_layer;
 
 #define IQF_MAX_WEIGHTS_PER_LAYER 8
@@ -49,6 +51,10 @@ struct iqf_model {
     float *output_norm;
     float *output_b;            /* output.bias where the row reads it, or NULL */
     float *rope_freqs;          /* rope_freqs.weight [n_rot / 2] (Llama 3 frequency factors), or NULL */
+    float attn_scale;           /* the softmax scale of Q.K (1/sqrt(head_dim) unless the row says otherwise) */
+    int n_swa;                  /* sliding window (0: none) */
+    float rope_base_swa;        /* rope base of the sliding-window layers (rope scaling 1 there) */
+    float softcap;              /* final logit softcapping (0: none) */
     iqf_weight **mats; /* every matrix product's weight (layers' 7, then output), n_mats */
     int n_mats;
     void *gguf;                 /* iqf_gguf* the weights point into */
