@@ -4,12 +4,14 @@
  *
  * Each model is written by iqf-genmodel's library (random weights with realistic statistics,
  * F32, 2 layers, Mistral widths / 16: n_embd 256, 32 heads / 8 KV heads; qwen3 with head_dim
- * 2 * n_embd / n_head; MoE with 8 experts, 2 used) with the GPT-2 BPE vocabulary (qwen*) or the
+ * 2 * n_embd / n_head; MoE with 8 experts, 2 used; gemma3 with qwen3's heads, post-norms, GeGLU,
+ * a window of 32 on layer 0 and a global layer 1) with the GPT-2 BPE vocabulary (qwen*) or the
  * llama SPM one (Mixtral) from tests/data/vocab. Engine-only checks: metadata, logits identical
  * with 1 and 3 threads, and on the MoE models the per-expert imatrix capture (see imatrix_checks). Against libllama (context with an F32 KV cache and flash attention off,
  * so both compute the same float graph), on a tokenized TinyStories excerpt:
  *   - logits of a 128-token chunk: relative RMS difference < 1e-5 and max |difference| < 1e-3
- *     (measured 7e-7 .. 1.2e-6 and <= 2e-5: float summation order only);
+ *     (measured 7e-7 .. 1.2e-6 and <= 2e-5: float summation order only; gemma3 < 1e-4, measured
+ *     2.7e-5, max 3.1e-4: its f16 gelu table, see the check);
  *   - perplexity over 4 chunks of 128 (llama-perplexity's scoring of the second half): within
  *     0.05% (measured ~1e-6 relative);
  *   - greedy continuation of 24 tokens, decoding one token at a time: identical.
@@ -37,6 +39,7 @@ static const arch_case cases[] = {
     { "qwen3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", true },
     { "mixtral", "tests/data/vocab/ggml-vocab-llama-spm.gguf", false },
     { "qwen3moe", "tests/data/vocab/ggml-vocab-gpt-2.gguf", false },
+    { "gemma3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", true },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -147,7 +150,7 @@ static void run_case(const arch_case *ac, int idx, const char *text, size_t text
     }
     const iqf_model_info *h = iqf_model_get_info(m);
     const bool moe = !strcmp(ac->arch, "mixtral") || !strcmp(ac->arch, "qwen3moe");
-    const bool q3 = !strcmp(ac->arch, "qwen3") || !strcmp(ac->arch, "qwen3moe");
+    const bool q3 = !strcmp(ac->arch, "qwen3") || !strcmp(ac->arch, "qwen3moe") || !strcmp(ac->arch, "gemma3");
     CHECK(!strcmp(h->arch, moe && !q3 ? "llama" : ac->arch) && h->n_embd == 256 && h->n_layer == 2 &&
               h->head_dim == (q3 ? 16 : 8) && h->rope_neox == (strcmp(ac->arch, "mixtral") != 0) &&
               h->n_expert == (moe ? 8 : 0) && h->n_expert_used == (moe ? 2 : 0) && h->tied_output == ac->tied,
@@ -226,7 +229,11 @@ static void run_case(const arch_case *ac, int idx, const char *text, size_t text
             iqf_context_free(c);
             printf("%-8s (%s): logits rel RMS %.2g, max |d| %.2g (max |logit| %.2f); PPL %.6f vs libllama %.6f (%+.2g%%); greedy %d/%d identical\n",
                    ac->arch, label, rel, mx, mag, res.ppl, ppl_l, 100 * (res.ppl / ppl_l - 1), same, GEN);
-            CHECK(rel < 1e-5 && mx < 1e-3 && mag > 0.5, "%s: logits differ from libllama's (rel %g, max %g)", ac->arch, rel, mx);
+            /* gemma3's GeGLU reads gelu from an f16 table (ggml's GGML_GELU_FP16): a gate value a
+             * float-order ulp from an f16 rounding boundary moves a whole f16 step, so 1e-4 there
+             * (measured 2.7e-5; PPL still within 1e-7) */
+            const double tol = !strcmp(ac->arch, "gemma3") ? 1e-4 : 1e-5;
+            CHECK(rel < tol && mx < 1e-3 && mag > 0.5, "%s: logits differ from libllama's (rel %g, max %g)", ac->arch, rel, mx);
             CHECK(pok && fabs(res.ppl / ppl_l - 1) < 5e-4, "%s: PPL %f vs %f", ac->arch, res.ppl, ppl_l);
             CHECK(gok && same == GEN && !memcmp(go, gl, sizeof go), "%s: greedy differs (%d/%d)", ac->arch, same, GEN);
         }

@@ -1,6 +1,6 @@
 /*
  * test_model_fleet_imatrix.c - `iqforge imatrix` on the other architectures (qwen2, qwen3,
- * Mixtral-style llama MoE, qwen3moe) against llama-imatrix's files for the same models and text.
+ * Mixtral-style llama MoE, qwen3moe, gemma3) against llama-imatrix's files for the same models and text.
  *
  * The fixtures tests/data/fleet-imatrix/ARCH.imatrix.gguf were written by llama-imatrix (llama.cpp
  * of node-llama-cpp 3.22.1's bundle, ggml 0.25.1; tests/data/fleet-imatrix/README.md has the exact
@@ -45,6 +45,7 @@ static const fleet_case cases[] = {
     { "qwen3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 22 },
     { "mixtral", "tests/data/vocab/ggml-vocab-llama-spm.gguf", 23 },
     { "qwen3moe", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 24 },
+    { "gemma3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 25 },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -113,7 +113,7 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
     c->tmp = xcalloc((size_t)(B * wide), sizeof(float), &ok);
     c->wtile = xcalloc((size_t)nt * IQF_MM_TILE * (size_t)c->max_ncols, sizeof(float), &ok);
     c->scores = xcalloc((size_t)nt * (size_t)n_ctx, sizeof(float), &ok);
-    c->rope_cs = xcalloc((size_t)(B * hd), sizeof(float), &ok);
+    c->rope_cs = xcalloc((size_t)(2 * B * hd), sizeof(float), &ok); /* global layers, then sliding ones */
     bool any_int = false;
     for (int i = 0; i < m->n_mats; i++) any_int |= iqf_mm_int8_supported(m->mats[i]->type, c->simd);
     any_int |= iqf_mm_int8_supported(m->output.type, c->simd);
@@ -157,11 +157,11 @@ static void rmsnorm(const float *x, const float *w, float *y, int64_t n, float e
 
 /* cos/sin table for one position: ggml_rope_cache_init with ext_factor 0 (rope_yarn: the angle
  * freq_scale * theta, cos and sin times mscale = attn_factor; both 1 leave the bytes unchanged). */
-static void rope_table(float *cs, int pos, int n_rot, float base, float freq_scale, float mscale) {
+static void rope_table(float *cs, int pos, int n_rot, float base, float freq_scale, float mscale, const float *ff) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int i = 0; i < n_rot; i += 2) {
-        const float t = freq_scale * theta;
+        const float t = freq_scale * (ff ? theta / ff[i / 2] : theta); /* ggml: theta / freq_factors[i0/2] */
         cs[i] = cosf(t) * mscale;
         cs[i + 1] = sinf(t) * mscale;
         theta *= theta_scale;
@@ -189,6 +189,13 @@ static void add_bias(float *y, int64_t ld, int T, const float *b, int64_t n) {
     if (!b) return;
     for (int t = 0; t < T; t++)
         for (int64_t i = 0; i < n; i++) y[(int64_t)t * ld + i] += b[i];
+}
+
+/* ggml_mul by a per-tensor .scale (1: nothing to do, x * 1 is x). */
+static void scale_rows(float *y, int64_t ld, int T, float s, int64_t n) {
+    if (s == 1.0f) return;
+    for (int t = 0; t < T; t++)
+        for (int64_t i = 0; i < n; i++) y[(int64_t)t * ld + i] *= s;
 }
 
 /* qwen3: RMSNorm of every head (hd floats) with weight w, in place. */
@@ -281,12 +288,15 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
         imat_rows(c, &ly->up_exps, e, c->ex_in, E, n);
         iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
+        if (ly->sgate_exps) scale_rows(c->g, F, n, ly->sgate_exps[e], F); /* build_lora_mm_id: per-expert scales */
+        if (ly->sup_exps) scale_rows(c->u, F, n, ly->sup_exps[e], F);
         for (int64_t i = 0; i < (int64_t)n * F; i++) {
             const float g = c->g[i];
             c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
         }
         imat_rows(c, &ly->down_exps, e, c->g, F, n);
         iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
+        if (ly->sdown_exps) scale_rows(c->ex_out, E, n, ly->sdown_exps[e], E);
         for (int r = 0; r < n; r++) {
             const float wt = c->selw[c->rows[r]];
             float *dst = c->moe + (int64_t)c->rows[r] * E;
@@ -328,7 +338,7 @@ static bool ggml_fa_one_row(const iqf_context *c, int hd, int T) {
 static float f16r(float x) { return iqf_fp16_to_fp32(iqf_fp32_to_fp16(x)); }
 
 /* One query row of ggml's one-row path over positions 0..p (hd <= 64): out[0..hd). */
-static void att_row_ggml_f16(const float *q, const float *K, const float *V, int64_t kvdim, int hd, int p,
+static void att_row_ggml_f16(const float *q, const float *K, const float *V, int64_t kvdim, int hd, int s0, int p,
                              float scale, float *out) {
     float qh[FA_ONE_ROW_MAX_HD], vkq[FA_ONE_ROW_MAX_HD];
     for (int d = 0; d < hd; d++) {
@@ -336,7 +346,7 @@ static void att_row_ggml_f16(const float *q, const float *K, const float *V, int
         vkq[d] = 0.0f;
     }
     float S = 0.0f, M = -INFINITY;
-    for (int s = 0; s <= p; s++) {
+    for (int s = s0; s <= p; s++) { /* positions before s0 are masked: ggml skips them */
         const float *k = K + (int64_t)s * kvdim, *v = V + (int64_t)s * kvdim;
         double acc = 0.0;
         for (int d = 0; d < hd; d++) acc += (double)(k[d] * qh[d]);
@@ -357,6 +367,40 @@ static void att_row_ggml_f16(const float *q, const float *K, const float *V, int
     for (int d = 0; d < hd; d++) out[d] = vkq[d] * inv;
 }
 
+/* g = act(g) * u over n values: SwiGLU, or GeGLU as ggml_vec_geglu_f32 computes it with
+ * GGML_GELU_FP16 (its CPU default): 0 below -10, the identity from 10, else the tanh-approximated
+ * gelu of x rounded to f16, itself rounded to f16 (ggml_table_gelu_f16), times u. */
+static void glu(iqf_ffn_kind kind, float *g, const float *u, int64_t n) {
+    if (kind == IQF_FFN_SWIGLU) {
+        for (int64_t i = 0; i < n; i++) {
+            const float x = g[i];
+            g[i] = (x / (1.0f + expf(-x))) * u[i];
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        if (x <= -10.0f) {
+            g[i] = 0.0f;
+        } else if (x >= 10.0f) {
+            g[i] = x * u[i];
+        } else {
+            const float f = f16r(x);
+            const float ge = 0.5f * f * (1.0f + tanhf(0.79788456080286535587989211986876f * f * (1.0f + 0.044715f * f * f)));
+            g[i] = f16r(ge) * u[i];
+        }
+    }
+}
+
+/* Adds o (nr rows of E, ld E) to x (ld E), after gemma3's RMS norm of o when w is set. */
+static void residual(float *x, float *o, int nr, int64_t E, const float *w, float eps) {
+    for (int t = 0; t < nr; t++) {
+        float *xr = x + (int64_t)t * E, *orow = o + (int64_t)t * E;
+        if (w) rmsnorm(orow, w, orow, E, eps);
+        for (int64_t i = 0; i < E; i++) xr[i] += orow[i];
+    }
+}
+
 /* One item = (token row, head). */
 static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     const attjob *j = arg;
@@ -364,28 +408,31 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     const iqf_model_info *h = &c->m->info;
     const int H = h->n_head, hd = h->head_dim, kvdim = hd * h->n_head_kv;
     const int group = h->n_head / h->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hd);
+    /* gemma3 scales Q before attention (ggml_scale) and the product by 1 */
+    const float scale = c->m->arch->q_prescale ? 1.0f : c->m->attn_scale;
+    const int n_swa = c->m->layers[j->layer].swa ? c->m->n_swa : 0;
     const float *K = c->kcache + (size_t)j->layer * c->n_ctx * kvdim;
     const float *V = c->vcache + (size_t)j->layer * c->n_ctx * kvdim;
     float *sc = c->scores + (size_t)tid * c->n_ctx;
     const bool one_row = ggml_fa_one_row(c, hd, j->T);
     for (int64_t it = b; it < e; it++) {
         const int t = j->r0 + (int)(it / H), head = (int)(it % H), g = head / group;
-        const int p = j->pos + t; /* attends to 0..p */
+        const int p = j->pos + t; /* attends to s0..p: a sliding layer masks p - s >= n_swa */
+        const int s0 = n_swa && p - n_swa + 1 > 0 ? p - n_swa + 1 : 0;
         const float *q = c->q + (int64_t)t * H * hd + (int64_t)head * hd;
         if (one_row) {
-            att_row_ggml_f16(q, K + (int64_t)g * hd, V + (int64_t)g * hd, kvdim, hd, p, scale,
+            att_row_ggml_f16(q, K + (int64_t)g * hd, V + (int64_t)g * hd, kvdim, hd, s0, p, scale,
                              c->att + (int64_t)t * H * hd + (int64_t)head * hd);
             continue;
         }
         float mx = -INFINITY;
-        for (int s = 0; s <= p; s++) {
+        for (int s = s0; s <= p; s++) {
             float v = iqf_dot_f32(c->simd, q, K + (int64_t)s * kvdim + (int64_t)g * hd, hd) * scale;
             sc[s] = v;
             if (v > mx) mx = v;
         }
         double sum = 0.0;
-        for (int s = 0; s <= p; s++) {
+        for (int s = s0; s <= p; s++) {
             float v = expf(sc[s] - mx);
             sum += (double)v;
             sc[s] = v;
@@ -393,7 +440,7 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
         const float inv = (float)(1.0 / sum);
         float *o = c->att + (int64_t)t * H * hd + (int64_t)head * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
-        for (int s = 0; s <= p; s++)
+        for (int s = s0; s <= p; s++)
             iqf_axpy_f32(c->simd, sc[s] * inv, V + (int64_t)s * kvdim + (int64_t)g * hd, o, hd);
     }
 }
@@ -407,11 +454,17 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
     const int kvdim = hd * h->n_head_kv, F = h->n_ff, L = h->n_layer;
     const float eps = h->rms_eps;
     const bool capture = c->imat || c->hess;
+    const bool neox = m->arch->rope == IQF_ROPE_NEOX;
 
+    float *cs_swa = c->rope_cs + (int64_t)c->max_batch * hd; /* sliding layers' table */
     for (int t = 0; t < T; t++) {
         iqf_weight_row(&m->tok_embd, tokens[t], c->x + (int64_t)t * E);
-        rope_table(c->rope_cs + (int64_t)t * hd, pos + t, h->n_rot, h->rope_base, h->rope_freq_scale, h->rope_attn_factor);
+        rope_table(c->rope_cs + (int64_t)t * hd, pos + t, h->n_rot, h->rope_base, h->rope_freq_scale, h->rope_attn_factor,
+                   m->rope_freqs);
+        if (m->n_swa) /* get_rope_freq_base/scale: the sliding layers' own base, scale 1 */
+            rope_table(cs_swa + (int64_t)t * hd, pos + t, h->n_rot, m->rope_base_swa, 1.0f, h->rope_attn_factor, m->rope_freqs);
     }
+    if (m->arch->embd_scale) scale_rows(c->x, E, T, sqrtf((float)E), E); /* ggml_scale by sqrtf(n_embd) */
 
     for (int l = 0; l < L; l++) {
         const iqf_layer *ly = &m->layers[l];
@@ -426,16 +479,20 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         iqf_matmul(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr, c->q + (int64_t)r0 * qdim, qdim);
         iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
         iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
+        scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, ly->sq, qdim); /* build_qkv: the scale, then the bias */
+        scale_rows(kdst, kvdim, T, ly->sk, kvdim);
+        scale_rows(vdst, kvdim, T, ly->sv, kvdim);
         add_bias(c->q + (int64_t)r0 * qdim, qdim, nr, ly->bq, qdim);
         add_bias(kdst, kvdim, T, ly->bk, kvdim);
         add_bias(vdst, kvdim, T, ly->bv, kvdim);
         head_norm(c->q + (int64_t)r0 * qdim, qdim, nr, H, hd, ly->q_norm, eps);
         head_norm(kdst, kvdim, T, h->n_head_kv, hd, ly->k_norm, eps);
         for (int t = 0; t < T; t++) {
-            const float *cs = c->rope_cs + (int64_t)t * hd;
-            if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, h->rope_neox);
-            rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, h->rope_neox);
+            const float *cs = (ly->swa && m->n_swa ? cs_swa : c->rope_cs) + (int64_t)t * hd;
+            if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, neox);
+            rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, neox);
         }
+        if (m->arch->q_prescale) scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, m->attn_scale, qdim);
         if (c->kv_f16) /* llama.cpp's default F16 cache: what attention reads back is rounded */
             for (int64_t i = 0; i < (int64_t)T * kvdim; i++) {
                 kdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(kdst[i]));
@@ -448,29 +505,27 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         iqf_pool_run(c->pool, items, grain, att_range, &aj);
 
         iqf_matmul(c, &ly->wo, c->att + (int64_t)r0 * qdim, qdim, nr, c->tmp, E);
-        for (int t = 0; t < nr; t++) {
-            float *xr = c->x + (int64_t)(r0 + t) * E;
-            const float *o = c->tmp + (int64_t)t * E;
-            for (int i = 0; i < E; i++) xr[i] += o[i];
-        }
+        scale_rows(c->tmp, E, nr, ly->so, E);
+        add_bias(c->tmp, E, nr, ly->bo, E);
+        residual(c->x + (int64_t)r0 * E, c->tmp, nr, E, ly->post_attn_norm, eps);
         float *xs = c->x + (int64_t)r0 * E, *xns = c->xn + (int64_t)r0 * E;
         for (int t = 0; t < nr; t++) rmsnorm(xs + (int64_t)t * E, ly->ffn_norm, xns + (int64_t)t * E, E, eps);
         if (h->n_expert > 0) {
             moe_ffn(c, ly, xns, nr, c->tmp);
         } else {
+            /* build_ffn: each product, its bias, then its scale */
             iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
             iqf_matmul(c, &ly->wup, xns, E, nr, c->u, F);
-            for (int64_t i = 0; i < (int64_t)nr * F; i++) {
-                const float g = c->g[i];
-                c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
-            }
+            add_bias(c->g, F, nr, ly->bgate, F);
+            scale_rows(c->g, F, nr, ly->sgate, F);
+            add_bias(c->u, F, nr, ly->bup, F);
+            scale_rows(c->u, F, nr, ly->sup, F);
+            glu(m->arch->ffn, c->g, c->u, (int64_t)nr * F);
             iqf_matmul(c, &ly->wdown, c->g, F, nr, c->tmp, E);
+            add_bias(c->tmp, E, nr, ly->bdown, E);
+            scale_rows(c->tmp, E, nr, ly->sdown, E);
         }
-        for (int t = 0; t < nr; t++) {
-            float *xr = xs + (int64_t)t * E;
-            const float *o = c->tmp + (int64_t)t * E;
-            for (int i = 0; i < E; i++) xr[i] += o[i];
-        }
+        residual(xs, c->tmp, nr, E, ly->post_ffn_norm, eps);
     }
     c->n_past = pos + T;
 
@@ -487,6 +542,10 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         struct iqf_hess_acc *hs = c->hess; /* accumulated above, over all T rows */
         c->hess = NULL;
         iqf_matmul(c, &m->output, c->xn + (int64_t)first_out * E, E, n_out, logits, h->n_vocab);
+        add_bias(logits, h->n_vocab, n_out, m->output_b, h->n_vocab);
+        if (m->softcap > 0) /* ggml_scale by 1/cap, ggml_tanh, ggml_scale by cap */
+            for (int64_t i = 0; i < (int64_t)n_out * h->n_vocab; i++)
+                logits[i] = tanhf(logits[i] * (1.0f / m->softcap)) * m->softcap;
         c->hess = hs;
     }
 }

@@ -1,7 +1,10 @@
 /*
- * model.c - loading a llama-architecture GGUF model (and simulated quantization of its weights).
+ * model.c - loading a GGUF model of an architecture in the table of arch.h (and simulated
+ * quantization of its weights). iqf_model_load runs the stages in order: the architecture's row,
+ * sizes, rope, global tensors, each layer's tensors, the vocabulary, the simulation.
  */
 #include "model.h"
+#include "arch.h"
 #include "../util/error.h"
 
 #include "util/parallel.h"
@@ -31,9 +34,20 @@ void iqf_model_free(iqf_model *m) {
             free(m->layers[l].bv);
             free(m->layers[l].q_norm);
             free(m->layers[l].k_norm);
+            free(m->layers[l].bo);
+            free(m->layers[l].bgate);
+            free(m->layers[l].bup);
+            free(m->layers[l].bdown);
+            free(m->layers[l].sgate_exps);
+            free(m->layers[l].sup_exps);
+            free(m->layers[l].sdown_exps);
+            free(m->layers[l].post_attn_norm);
+            free(m->layers[l].post_ffn_norm);
         }
     free(m->layers);
     free(m->output_norm);
+    free(m->output_b);
+    free(m->rope_freqs);
     free(m->mats);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
@@ -247,6 +261,303 @@ static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w)
 }
 
 /* ----------------------------------------------------------------------------------------- */
+/* Loading, in stages: architecture, hyper-parameters, rope, global tensors, layers.          */
+
+static bool key_float(loader *ld, const char *suffix, float *out) {
+    char key[128];
+    double d;
+    snprintf(key, sizeof key, "%s.%s", ld->m->info.arch, suffix);
+    if (!iqf_gguf_get_float(ld->m->gguf, key, &d)) return false;
+    *out = (float)d;
+    return true;
+}
+
+/* general.architecture -> the table row (arch.h). */
+static iqf_status load_arch(loader *ld) {
+    iqf_model *m = ld->m;
+    const char *arch = NULL;
+    if (!iqf_gguf_get_str(m->gguf, "general.architecture", &arch, NULL))
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing key general.architecture", ld->path);
+    m->arch = iqf_arch_find(arch);
+    if (!m->arch)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: unsupported architecture '%.40s' (supported: %s)", ld->path,
+                        arch, iqf_arch_names());
+    snprintf(m->info.arch, sizeof m->info.arch, "%s", arch);
+    m->info.rope_neox = m->arch->rope == IQF_ROPE_NEOX;
+    return IQF_OK;
+}
+
+/* Widths, depth, heads, experts. */
+static iqf_status load_sizes(loader *ld) {
+    iqf_model *m = ld->m;
+    iqf_model_info *h = &m->info;
+    const iqf_arch *a = m->arch;
+    iqf_status st = IQF_OK;
+    const bool exp_key = a->exp_ff_key;
+    if (!key_int(ld, "embedding_length", true, 0, 1, 1 << 20, &h->n_embd, &st) ||
+        !key_int(ld, "block_count", true, 0, 1, 4096, &h->n_layer, &st) ||
+        !key_int(ld, "expert_count", false, 0, 0, 1024, &h->n_expert, &st) ||
+        !key_int(ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
+        !key_int(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
+        /* read only where the row takes the experts' width from it and experts exist: a dense
+         * model, or a llama MoE (experts n_ff wide), may carry 0 (llama.cpp's saver writes it) */
+        (exp_key && h->n_expert > 0 &&
+         !key_int(ld, "expert_feed_forward_length", true, 0, 1, 1 << 22, &h->n_ff_exp, &st)) ||
+        !key_int(ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
+        !key_int(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
+        !key_int(ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
+        return st;
+    if (a->moe == IQF_MOE_REQUIRED && h->n_expert == 0)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s without %s.expert_count", ld->path, a->name, a->name);
+    if (a->moe == IQF_MOE_NONE && h->n_expert > 0)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: %s with %s.expert_count = %d: this engine runs %s dense only",
+                        ld->path, a->name, a->name, h->n_expert, a->name);
+    if (h->n_expert > 0) {
+        if (!exp_key) h->n_ff_exp = h->n_ff; /* Mixtral: the experts are n_ff wide */
+        if (h->n_ff_exp < 1)
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: experts of width %d", ld->path, h->n_ff_exp);
+        /* libllama's llama and qwen3moe graphs renormalise whatever expert_weights_norm says */
+        h->expert_weights_norm = a->moe_norm_w;
+    }
+    if (h->n_head % h->n_head_kv)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d",
+                        ld->path, h->n_head, h->n_head_kv);
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.key_length", a->name);
+    if (iqf_gguf_find_kv(m->gguf, key) < 0 && h->n_embd % h->n_head)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: embedding_length %d, head_count %d and head_count_kv %d are inconsistent",
+                        ld->path, h->n_embd, h->n_head, h->n_head_kv);
+    if (!key_int(ld, "attention.key_length", false, h->n_embd / h->n_head, 2, 1 << 14, &h->head_dim, &st)) return st;
+    const int hd = h->head_dim;
+    int vl;
+    if (!key_int(ld, "rope.dimension_count", false, hd, 2, hd, &h->n_rot, &st) ||
+        !key_int(ld, "attention.value_length", false, hd, hd, hd, &vl, &st))
+        return st;
+    if (h->n_rot % 2) return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: odd rope.dimension_count %d", ld->path, h->n_rot);
+    return IQF_OK;
+}
+
+/* RoPE and the norm epsilon. RoPE scaling as llama_model::load_hparams and llama_context read
+ * it: the type defaults to "linear"; the factor (0 = none) gives freq_scale = 1 / factor,
+ * ignored for type "none"; attn_factor scales cos/sin. YaRN and LongRoPE are not implemented. */
+static iqf_status load_rope(loader *ld) {
+    iqf_model *m = ld->m;
+    iqf_model_info *h = &m->info;
+    h->rope_base = 10000.0f;
+    key_float(ld, "rope.freq_base", &h->rope_base);
+    h->rms_eps = 1e-5f;
+    key_float(ld, "attention.layer_norm_rms_epsilon", &h->rms_eps);
+    const char *sc = "linear";
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", h->arch);
+    iqf_gguf_get_str(m->gguf, key, &sc, NULL);
+    if (strcmp(sc, "none") != 0 && strcmp(sc, "linear") != 0)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling '%.40s'", ld->path, sc);
+    float factor = 0.0f;
+    if (!key_float(ld, "rope.scaling.factor", &factor)) key_float(ld, "rope.scale_linear", &factor); /* the older name */
+    h->rope_freq_scale = factor == 0.0f || !strcmp(sc, "none") ? 1.0f : 1.0f / factor;
+    h->rope_attn_factor = 1.0f;
+    key_float(ld, "rope.scaling.attn_factor", &h->rope_attn_factor);
+    if (!isfinite(h->rope_freq_scale) || !(h->rope_freq_scale > 0) || !isfinite(h->rope_attn_factor))
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad rope.scaling.factor %g or attn_factor %g", ld->path,
+                        (double)factor, (double)h->rope_attn_factor);
+    if (iqf_gguf_find_tensor(m->gguf, "rope_freqs.weight") >= 0) {
+        /* libllama's llama graph divides each dimension pair's angle by its factor (ggml_rope_ext
+         * freq_factors); its other graphs here do not read the tensor */
+        if (!m->arch->rope_freqs)
+            return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: tensor rope_freqs.weight on a %s model (only llama reads it)",
+                            ld->path, h->arch);
+        iqf_status st = load_vector(ld, &m->rope_freqs, "rope_freqs.weight", h->n_rot / 2);
+        if (st) return st;
+        for (int i = 0; i < h->n_rot / 2; i++)
+            if (!isfinite(m->rope_freqs[i]) || m->rope_freqs[i] == 0.0f)
+                return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: rope_freqs.weight[%d] = %g", ld->path, i, (double)m->rope_freqs[i]);
+    }
+    if (!(h->rope_base > 0) || !(h->rms_eps > 0) || !isfinite(h->rope_base))
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad rope.freq_base or layer_norm_rms_epsilon", ld->path);
+    return IQF_OK;
+}
+
+/* The vocabulary size from the embedding matrix, the embeddings, the output norm and matrix. */
+static iqf_status load_globals(loader *ld) {
+    iqf_model *m = ld->m;
+    iqf_model_info *h = &m->info;
+    int64_t ti = iqf_gguf_find_tensor(m->gguf, "token_embd.weight");
+    if (ti < 0) return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing tensor token_embd.weight", ld->path);
+    int64_t nv = iqf_gguf_tensor_at(m->gguf, ti)->ne[1];
+    if (nv < 1 || nv > INT32_MAX)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad vocabulary size %lld", ld->path, (long long)nv);
+    h->n_vocab = (int)nv;
+    const int64_t E = h->n_embd;
+    iqf_status st;
+    if ((st = load_matrix(ld, &m->tok_embd, "token_embd.weight", E, h->n_vocab, false)) ||
+        (st = load_vector(ld, &m->output_norm, "output_norm.weight", E)) ||
+        (st = load_matrix(ld, &m->output, "output.weight", E, h->n_vocab, true)))
+        return st;
+    if (!m->output.data) {
+        m->output = m->tok_embd;
+        snprintf(m->output.name, sizeof m->output.name, "output.weight");
+        h->tied_output = true;
+    }
+    m->output.id = -1;
+    if (m->arch->output_bias && (st = load_vector_opt(ld, &m->output_b, "output.bias", h->n_vocab, true))) return st;
+    m->layers = calloc((size_t)h->n_layer, sizeof(iqf_layer));
+    m->mats = calloc((size_t)h->n_layer * IQF_MAX_WEIGHTS_PER_LAYER, sizeof(iqf_weight *));
+    if (!m->layers || !m->mats) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+    return IQF_OK;
+}
+
+/* Attention scale, logit softcapping, sliding-window layers (after load_globals: the layers
+ * exist). llama_model_gemma3::load_arch_hparams: the window from attention.sliding_window (none
+ * when absent or 0), the pattern an array of per-layer flags or a period (layer il slides
+ * unless il % period == period - 1; default the row's), rope base rope.freq_base_swa (default
+ * 10000) and rope scale 1 on the sliding layers; 1/sqrt(n_embd / n_head) for the 62-layer 27B. */
+static iqf_status load_attn_kind(loader *ld) {
+    iqf_model *m = ld->m;
+    const iqf_model_info *h = &m->info;
+    const iqf_arch *a = m->arch;
+    iqf_status st = IQF_OK;
+    m->attn_scale = 1.0f / sqrtf((float)h->head_dim);
+    if (a->q_prescale && h->n_layer == 62) m->attn_scale = 1.0f / sqrtf((float)(h->n_embd / h->n_head));
+    if (a->softcap && key_float(ld, "final_logit_softcapping", &m->softcap) && (!isfinite(m->softcap) || m->softcap < 0))
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad final_logit_softcapping %g", ld->path, (double)m->softcap);
+    if (!a->swa) return IQF_OK;
+    if (!key_int(ld, "attention.sliding_window", false, 0, 0, INT32_MAX, &m->n_swa, &st)) return st;
+    if (m->n_swa == 0) return IQF_OK;
+    m->rope_base_swa = 10000.0f;
+    key_float(ld, "rope.freq_base_swa", &m->rope_base_swa);
+    if (!(m->rope_base_swa > 0) || !isfinite(m->rope_base_swa))
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad rope.freq_base_swa", ld->path);
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", h->arch);
+    const int64_t ki = iqf_gguf_find_kv(m->gguf, key);
+    const int at = ki >= 0 && iqf_gguf_kv_type(m->gguf, ki) == IQF_GGUF_ARR ? iqf_gguf_arr_type(m->gguf, ki) : -1;
+    if (at == IQF_GGUF_BOOL || at == IQF_GGUF_U32 || at == IQF_GGUF_I32) {
+        uint64_t n = 0;
+        const uint8_t *v = iqf_gguf_arr_data(m->gguf, ki, at, &n);
+        const size_t es = at == IQF_GGUF_BOOL ? 1 : 4;
+        for (uint64_t l = 0; v && l < n && l < (uint64_t)h->n_layer; l++) {
+            uint32_t x = 0;
+            memcpy(&x, v + l * es, es); /* non-zero: sliding (bools are one byte) */
+            m->layers[l].swa = x != 0;
+        }
+        return IQF_OK;
+    }
+    if (at >= 0)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s is an array of neither bools nor integers", ld->path, key);
+    int period;
+    if (!key_int(ld, "attention.sliding_window_pattern", false, a->swa_pattern, 0, 1 << 20, &period, &st)) return st;
+    for (int l = 0; l < h->n_layer; l++) m->layers[l].swa = period == 0 || l % period < period - 1;
+    return IQF_OK;
+}
+
+/* Layer tensors: blk.<l>.<nm>.weight / .bias. A matrix joins the model's list of products
+ * (imatrix slots, simulation). */
+static iqf_status layer_vec(loader *ld, int l, const char *nm, const char *kind, int64_t n, bool optional, float **out) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s.%s", l, nm, kind);
+    return load_vector_opt(ld, out, name, n, optional);
+}
+
+static iqf_status layer_mat(loader *ld, int l, const char *nm, int64_t ne0, int64_t ne1, int n_mat, iqf_weight *w) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s.weight", l, nm);
+    iqf_status st = load_experts(ld, w, name, ne0, ne1, n_mat, false);
+    if (st) return st;
+    w->id = ld->m->n_mats;
+    ld->m->mats[ld->m->n_mats++] = w;
+    return IQF_OK;
+}
+
+/* A per-tensor scale blk.<l>.<nm>.scale of n floats (libllama's generic pass loads them for
+ * every architecture, ggml_mul on the product): *out (n = 1, 1 when absent) or *arr (n > 1). */
+static iqf_status layer_scale(loader *ld, int l, const char *nm, int64_t n, float *out, float **arr) {
+    float *v = NULL;
+    iqf_status st = layer_vec(ld, l, nm, "scale", n, true, &v);
+    if (st || !v) {
+        free(v);
+        return st;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            free(v);
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: blk.%d.%s.scale is not finite", ld->path, l, nm);
+        }
+    if (arr) {
+        *arr = v;
+        return IQF_OK;
+    }
+    *out = v[0];
+    free(v);
+    return IQF_OK;
+}
+
+static iqf_status load_layer_attn(loader *ld, int l) {
+    iqf_model *m = ld->m;
+    const iqf_model_info *h = &m->info;
+    const iqf_arch *a = m->arch;
+    iqf_layer *ly = &m->layers[l];
+    const int64_t E = h->n_embd, hd = h->head_dim, qdim = hd * h->n_head, kvdim = hd * h->n_head_kv;
+    ly->sq = ly->sk = ly->sv = ly->so = ly->sgate = ly->sup = ly->sdown = 1.0f;
+    iqf_status st;
+    if ((st = layer_vec(ld, l, "attn_norm", "weight", E, false, &ly->attn_norm)) ||
+        (st = layer_mat(ld, l, "attn_q", E, qdim, 1, &ly->wq)) || (st = layer_mat(ld, l, "attn_k", E, kvdim, 1, &ly->wk)) ||
+        (st = layer_mat(ld, l, "attn_v", E, kvdim, 1, &ly->wv)) || (st = layer_mat(ld, l, "attn_output", qdim, E, 1, &ly->wo)) ||
+        (st = layer_vec(ld, l, "attn_q", "bias", qdim, true, &ly->bq)) ||
+        (st = layer_vec(ld, l, "attn_k", "bias", kvdim, true, &ly->bk)) ||
+        (st = layer_vec(ld, l, "attn_v", "bias", kvdim, true, &ly->bv)) ||
+        (st = layer_scale(ld, l, "attn_q", 1, &ly->sq, NULL)) || (st = layer_scale(ld, l, "attn_k", 1, &ly->sk, NULL)) ||
+        (st = layer_scale(ld, l, "attn_v", 1, &ly->sv, NULL)) || (st = layer_scale(ld, l, "attn_output", 1, &ly->so, NULL)))
+        return st;
+    if (a->wo_bias && (st = layer_vec(ld, l, "attn_output", "bias", E, true, &ly->bo))) return st;
+    if (a->qk_norm && ((st = layer_vec(ld, l, "attn_q_norm", "weight", hd, false, &ly->q_norm)) ||
+                       (st = layer_vec(ld, l, "attn_k_norm", "weight", hd, false, &ly->k_norm))))
+        return st;
+    if (a->post_norms && ((st = layer_vec(ld, l, "post_attention_norm", "weight", E, false, &ly->post_attn_norm)) ||
+                          (st = layer_vec(ld, l, "post_ffw_norm", "weight", E, false, &ly->post_ffn_norm))))
+        return st;
+    return IQF_OK;
+}
+
+static iqf_status load_layer_ffn(loader *ld, int l) {
+    iqf_model *m = ld->m;
+    const iqf_model_info *h = &m->info;
+    const iqf_arch *a = m->arch;
+    iqf_layer *ly = &m->layers[l];
+    const int64_t E = h->n_embd, F = h->n_ff;
+    iqf_status st;
+    if ((st = layer_vec(ld, l, "ffn_norm", "weight", E, false, &ly->ffn_norm))) return st;
+    if (h->n_expert == 0) {
+        if ((st = layer_mat(ld, l, "ffn_gate", E, F, 1, &ly->wgate)) || (st = layer_mat(ld, l, "ffn_up", E, F, 1, &ly->wup)) ||
+            (st = layer_mat(ld, l, "ffn_down", F, E, 1, &ly->wdown)))
+            return st;
+        if (a->ffn_bias && ((st = layer_vec(ld, l, "ffn_gate", "bias", F, true, &ly->bgate)) ||
+                            (st = layer_vec(ld, l, "ffn_up", "bias", F, true, &ly->bup)) ||
+                            (st = layer_vec(ld, l, "ffn_down", "bias", E, true, &ly->bdown))))
+            return st;
+        if (a->ffn_scale && ((st = layer_scale(ld, l, "ffn_gate", 1, &ly->sgate, NULL)) ||
+                             (st = layer_scale(ld, l, "ffn_up", 1, &ly->sup, NULL)) ||
+                             (st = layer_scale(ld, l, "ffn_down", 1, &ly->sdown, NULL))))
+            return st;
+        return IQF_OK;
+    }
+    const int NE = h->n_expert;
+    if ((st = layer_mat(ld, l, "ffn_gate_inp", E, NE, 1, &ly->gate_inp)) ||
+        (st = layer_mat(ld, l, "ffn_gate_exps", E, h->n_ff_exp, NE, &ly->gate_exps)) ||
+        (st = layer_mat(ld, l, "ffn_up_exps", E, h->n_ff_exp, NE, &ly->up_exps)) ||
+        (st = layer_mat(ld, l, "ffn_down_exps", h->n_ff_exp, E, NE, &ly->down_exps)))
+        return st;
+    if (a->ffn_scale && ((st = layer_scale(ld, l, "ffn_gate_exps", NE, NULL, &ly->sgate_exps)) ||
+                         (st = layer_scale(ld, l, "ffn_up_exps", NE, NULL, &ly->sup_exps)) ||
+                         (st = layer_scale(ld, l, "ffn_down_exps", NE, NULL, &ly->sdown_exps))))
+        return st;
+    return IQF_OK;
+}
+
+static iqf_status load_layer(loader *ld, int l) {
+    iqf_status st = load_layer_attn(ld, l);
+    return st ? st : load_layer_ffn(ld, l);
+}
 
 iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
                           char *err, size_t errlen) {
@@ -265,196 +576,16 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
         return iqf_fail(err, errlen, IQF_E_FORMAT, "%s", gerr);
     }
     loader ld = { m, path, err, errlen };
-    iqf_status st = IQF_OK;
-    iqf_model_info *h = &m->info;
-    const char *arch = NULL;
-    if (!iqf_gguf_get_str(m->gguf, "general.architecture", &arch, NULL)) {
-        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: missing key general.architecture", path);
-        goto done;
-    }
-    const bool is_qwen2 = !strcmp(arch, "qwen2"), is_qwen3 = !strcmp(arch, "qwen3"),
-               is_qwen3moe = !strcmp(arch, "qwen3moe");
-    if (strcmp(arch, "llama") != 0 && !is_qwen2 && !is_qwen3 && !is_qwen3moe) {
-        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported architecture '%.40s' (supported: llama, qwen2, qwen3, qwen3moe)", path, arch);
-        goto done;
-    }
-    snprintf(h->arch, sizeof h->arch, "%s", arch);
-    h->rope_neox = is_qwen2 || is_qwen3 || is_qwen3moe;
-    if (!key_int(&ld, "embedding_length", true, 0, 1, 1 << 20, &h->n_embd, &st) ||
-        !key_int(&ld, "block_count", true, 0, 1, 4096, &h->n_layer, &st) ||
-        !key_int(&ld, "expert_count", false, 0, 0, 1024, &h->n_expert, &st) ||
-        !key_int(&ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
-        !key_int(&ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
-        /* libllama reads it only where experts exist: a dense model may carry 0 (llama.cpp's saver writes it) */
-        !key_int(&ld, "expert_feed_forward_length", is_qwen3moe && h->n_expert > 0, h->n_ff, h->n_expert > 0 ? 1 : 0, 1 << 22,
-                 &h->n_ff_exp, &st) ||
-        !key_int(&ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
-        !key_int(&ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
-        !key_int(&ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
-        goto done;
-    if (is_qwen3moe && h->n_expert == 0) {
-        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: qwen3moe without %s.expert_count", path, arch);
-        goto done;
-    }
-    if (h->n_expert > 0) {
-        if (!is_qwen3moe) h->n_ff_exp = h->n_ff; /* Mixtral: the experts are n_ff wide */
-        bool norm = true;
-        char key[128];
-        snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
-        iqf_gguf_get_bool(m->gguf, key, &norm);
-        h->expert_weights_norm = norm;
-    }
-    if (h->n_head % h->n_head_kv) {
-        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d",
-                  path, h->n_head, h->n_head_kv);
-        goto done;
-    }
-    {
-        char key[128];
-        snprintf(key, sizeof key, "%s.attention.key_length", arch);
-        if (iqf_gguf_find_kv(m->gguf, key) < 0 && h->n_embd % h->n_head) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: embedding_length %d, head_count %d and head_count_kv %d are inconsistent",
-                      path, h->n_embd, h->n_head, h->n_head_kv);
-            goto done;
-        }
-    }
-    if (!key_int(&ld, "attention.key_length", false, h->n_embd / h->n_head, 2, 1 << 14, &h->head_dim, &st)) goto done;
-    const int hd = h->head_dim;
-    if (!key_int(&ld, "rope.dimension_count", false, hd, 2, hd, &h->n_rot, &st)) goto done;
-    if (h->n_rot % 2) {
-        st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: odd rope.dimension_count %d", path, h->n_rot);
-        goto done;
-    }
-    {
-        int kl;
-        if (!key_int(&ld, "attention.value_length", false, hd, hd, hd, &kl, &st)) goto done;
-        char key[128];
-        double d;
-        h->rope_base = 10000.0f;
-        snprintf(key, sizeof key, "%s.rope.freq_base", arch);
-        if (iqf_gguf_get_float(m->gguf, key, &d)) h->rope_base = (float)d;
-        h->rms_eps = 1e-5f;
-        snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
-        if (iqf_gguf_get_float(m->gguf, key, &d)) h->rms_eps = (float)d;
-        /* RoPE scaling as llama_model::load_hparams and llama_context read it: the type defaults to
-         * "linear"; the factor (0 = none) gives freq_scale = 1 / factor, ignored for type "none";
-         * attn_factor scales cos/sin. YaRN and LongRoPE are not implemented. */
-        const char *sc = "linear";
-        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-        iqf_gguf_get_str(m->gguf, key, &sc, NULL);
-        if (strcmp(sc, "none") != 0 && strcmp(sc, "linear") != 0) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling '%.40s'", path, sc);
-            goto done;
-        }
-        float factor = 0.0f;
-        snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
-        if (iqf_gguf_get_float(m->gguf, key, &d)) factor = (float)d;
-        else {
-            snprintf(key, sizeof key, "%s.rope.scale_linear", arch); /* the older name */
-            if (iqf_gguf_get_float(m->gguf, key, &d)) factor = (float)d;
-        }
-        h->rope_freq_scale = factor == 0.0f || !strcmp(sc, "none") ? 1.0f : 1.0f / factor;
-        h->rope_attn_factor = 1.0f;
-        snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", arch);
-        if (iqf_gguf_get_float(m->gguf, key, &d)) h->rope_attn_factor = (float)d;
-        if (!isfinite(h->rope_freq_scale) || !(h->rope_freq_scale > 0) || !isfinite(h->rope_attn_factor)) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: bad rope.scaling.factor %g or attn_factor %g", path, (double)factor,
-                          (double)h->rope_attn_factor);
-            goto done;
-        }
-        if (iqf_gguf_find_tensor(m->gguf, "rope_freqs.weight") >= 0) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: unsupported tensor rope_freqs.weight (llama 3.1 RoPE scaling)", path);
-            goto done;
-        }
-        if (!(h->rope_base > 0) || !(h->rms_eps > 0) || !isfinite(h->rope_base)) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: bad rope.freq_base or layer_norm_rms_epsilon", path);
-            goto done;
-        }
-    }
-    /* Vocabulary size from the embedding matrix. */
-    {
-        int64_t ti = iqf_gguf_find_tensor(m->gguf, "token_embd.weight");
-        if (ti < 0) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: missing tensor token_embd.weight", path);
-            goto done;
-        }
-        int64_t nv = iqf_gguf_tensor_at(m->gguf, ti)->ne[1];
-        if (nv < 1 || nv > INT32_MAX) {
-            st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: bad vocabulary size %lld", path, (long long)nv);
-            goto done;
-        }
-        h->n_vocab = (int)nv;
-    }
-    const int64_t E = h->n_embd, qdim = (int64_t)hd * h->n_head, kvdim = (int64_t)hd * h->n_head_kv;
-    if ((st = load_matrix(&ld, &m->tok_embd, "token_embd.weight", E, h->n_vocab, false))) goto done;
-    if ((st = load_vector(&ld, &m->output_norm, "output_norm.weight", E))) goto done;
-    if ((st = load_matrix(&ld, &m->output, "output.weight", E, h->n_vocab, true))) goto done;
-    if (!m->output.data) {
-        m->output = m->tok_embd;
-        snprintf(m->output.name, sizeof m->output.name, "output.weight");
-        h->tied_output = true;
-    }
-    m->output.id = -1;
-    m->layers = calloc((size_t)h->n_layer, sizeof(iqf_layer));
-    m->mats = calloc((size_t)h->n_layer * IQF_MAX_WEIGHTS_PER_LAYER, sizeof(iqf_weight *));
-    if (!m->layers || !m->mats) {
-        st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
-        goto done;
-    }
-    for (int l = 0; l < h->n_layer; l++) {
-        iqf_layer *ly = &m->layers[l];
-        char name[96];
-#define VEC(field, nm)                                                          \
-    snprintf(name, sizeof name, "blk.%d." nm ".weight", l);                      \
-    if ((st = load_vector(&ld, &ly->field, name, E))) goto done;
-#define MAT(field, nm, ne0, ne1)                                                \
-    snprintf(name, sizeof name, "blk.%d." nm ".weight", l);                      \
-    if ((st = load_matrix(&ld, &ly->field, name, ne0, ne1, false))) goto done;  \
-    ly->field.id = m->n_mats;                                                    \
-    m->mats[m->n_mats++] = &ly->field;
-#define BIAS(field, nm, n)                                                      \
-    snprintf(name, sizeof name, "blk.%d." nm ".bias", l);                        \
-    if ((st = load_vector_opt(&ld, &ly->field, name, n, true))) goto done;
-#define EXPS(field, nm, ne0, ne1)                                               \
-    snprintf(name, sizeof name, "blk.%d." nm ".weight", l);                      \
-    if ((st = load_experts(&ld, &ly->field, name, ne0, ne1, h->n_expert, false))) goto done; \
-    ly->field.id = m->n_mats;                                                    \
-    m->mats[m->n_mats++] = &ly->field;
-        VEC(attn_norm, "attn_norm")
-        MAT(wq, "attn_q", E, qdim)
-        MAT(wk, "attn_k", E, kvdim)
-        MAT(wv, "attn_v", E, kvdim)
-        MAT(wo, "attn_output", qdim, E)
-        BIAS(bq, "attn_q", qdim)
-        BIAS(bk, "attn_k", kvdim)
-        BIAS(bv, "attn_v", kvdim)
-        if (is_qwen3 || is_qwen3moe) {
-            snprintf(name, sizeof name, "blk.%d.attn_q_norm.weight", l);
-            if ((st = load_vector(&ld, &ly->q_norm, name, hd))) goto done;
-            snprintf(name, sizeof name, "blk.%d.attn_k_norm.weight", l);
-            if ((st = load_vector(&ld, &ly->k_norm, name, hd))) goto done;
-        }
-        VEC(ffn_norm, "ffn_norm")
-        if (h->n_expert == 0) {
-            MAT(wgate, "ffn_gate", E, h->n_ff)
-            MAT(wup, "ffn_up", E, h->n_ff)
-            MAT(wdown, "ffn_down", h->n_ff, E)
-        } else {
-            MAT(gate_inp, "ffn_gate_inp", E, h->n_expert)
-            EXPS(gate_exps, "ffn_gate_exps", E, h->n_ff_exp)
-            EXPS(up_exps, "ffn_up_exps", E, h->n_ff_exp)
-            EXPS(down_exps, "ffn_down_exps", h->n_ff_exp, E)
-        }
-#undef VEC
-#undef MAT
-#undef BIAS
-#undef EXPS
-    }
-    if ((st = load_vocab(&ld))) goto done;
-    if (p.simulate_type >= 0)
-        for (int i = 0; i < m->n_mats; i++)
-            if (!strstr(m->mats[i]->name, "ffn_gate_inp") && (st = simulate(&ld, &p, m->mats[i]))) goto done;
-done:
+    iqf_status st = load_arch(&ld);
+    if (!st) st = load_sizes(&ld);
+    if (!st) st = load_rope(&ld);
+    if (!st) st = load_globals(&ld);
+    if (!st) st = load_attn_kind(&ld);
+    for (int l = 0; !st && l < m->info.n_layer; l++) st = load_layer(&ld, l);
+    if (!st) st = load_vocab(&ld);
+    if (!st && p.simulate_type >= 0)
+        for (int i = 0; !st && i < m->n_mats; i++)
+            if (!strstr(m->mats[i]->name, "ffn_gate_inp")) st = simulate(&ld, &p, m->mats[i]);
     if (st) {
         iqf_model_free(m);
         return st;

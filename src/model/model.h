@@ -10,6 +10,7 @@
 
 #include "iqforge.h"
 #include "util/pool.h"
+#include "arch.h"
 
 #include <stdio.h>
 
@@ -32,15 +33,28 @@ typedef struct iqf_layer {
     float *q_norm, *k_norm;      /* per-head RMSNorm weights (qwen3), head_dim floats, or NULL */
     iqf_weight gate_inp;         /* MoE router [n_embd -> n_expert] */
     iqf_weight gate_exps, up_exps, down_exps; /* MoE experts (n_mat = n_expert) */
+    float *bo, *bgate, *bup, *bdown; /* attn_output / ffn biases where the row reads them, or NULL */
+    float sq, sk, sv, so;        /* per-tensor attn_{q,k,v,output}.scale (1 when absent) */
+    float sgate, sup, sdown;     /* per-tensor ffn_{gate,up,down}.scale where the row applies them, else 1 */
+    float *sgate_exps, *sup_exps, *sdown_exps; /* per-expert .scale [n_expert], or NULL */
+    float *post_attn_norm, *post_ffn_norm; /* gemma3: RMS norms of the attention / FFN outputs, or NULL */
+    bool swa;                    /* sliding-window layer (attends to the last n_swa positions) */
 } iqf_layer;
 
 #define IQF_MAX_WEIGHTS_PER_LAYER 8
 
 struct iqf_model {
     iqf_model_info info;
+    const iqf_arch *arch;       /* the architecture's row (arch.h) */
     iqf_layer *layers;
     iqf_weight tok_embd, output;
     float *output_norm;
+    float *output_b;            /* output.bias where the row reads it, or NULL */
+    float *rope_freqs;          /* rope_freqs.weight [n_rot / 2] (Llama 3 frequency factors), or NULL */
+    float attn_scale;           /* the softmax scale of Q.K (1/sqrt(head_dim) unless the row says otherwise) */
+    int n_swa;                  /* sliding window (0: none) */
+    float rope_base_swa;        /* rope base of the sliding-window layers (rope scaling 1 there) */
+    float softcap;              /* final logit softcapping (0: none) */
     iqf_weight **mats; /* every matrix product's weight (layers' 7, then output), n_mats */
     int n_mats;
     void *gguf;                 /* iqf_gguf* the weights point into */

@@ -139,8 +139,8 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: bad options");
     const char *arch = o->arch ? o->arch : "llama";
     const bool qwen2 = !strcmp(arch, "qwen2"), qwen3 = !strcmp(arch, "qwen3"), q3moe = !strcmp(arch, "qwen3moe"),
-               mixtral = !strcmp(arch, "mixtral"), moe = q3moe || mixtral;
-    if (strcmp(arch, "llama") && !qwen2 && !qwen3 && !moe)
+               mixtral = !strcmp(arch, "mixtral"), moe = q3moe || mixtral, gemma3 = !strcmp(arch, "gemma3");
+    if (strcmp(arch, "llama") && !qwen2 && !qwen3 && !moe && !gemma3)
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: unknown architecture '%s'", arch);
     const char *garch = mixtral ? "llama" : arch; /* general.architecture */
     const int n_expert = moe ? o->n_expert : 0, n_used = moe ? o->n_expert_used : 0;
@@ -160,7 +160,7 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     }
     const int64_t n_embd = 4096 / o->scale, n_ff = 14336 / o->scale;
     const int64_t n_head = 32, n_head_kv = 8;
-    const int64_t head_dim = (qwen3 || q3moe) ? 2 * n_embd / n_head : n_embd / n_head;
+    const int64_t head_dim = (qwen3 || q3moe || gemma3) ? 2 * n_embd / n_head : n_embd / n_head;
     const int64_t n_q = head_dim * n_head, n_kv = head_dim * n_head_kv;
     /* qwen3moe experts: 2/7 of n_ff (4096 at full width, a multiple of 256 at scales 1, 2, 4, 8, 16) */
     const int64_t n_ff_exp = q3moe ? 2 * n_ff / 7 : n_ff, n_ff_layer = moe ? n_ff_exp : n_ff;
@@ -169,7 +169,7 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: scale %d too large", o->scale);
     }
 
-    const int nt_max = 3 + 16 * o->n_layer;
+    const int nt_max = 3 + 18 * o->n_layer;
     gtensor *ts = calloc((size_t)nt_max, sizeof *ts);
     if (!ts) {
         iqf_gguf_close(voc);
@@ -231,7 +231,13 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
             snprintf(b, sizeof b, "blk.%d.attn_v.bias", l);
             ADD(b, 1, n_kv, 1, KIND_BIAS, l, 0.1);
         }
-        if (qwen3 || q3moe) {
+        if (gemma3) { /* the norms hold 1 + w, as the converter writes them */
+            snprintf(b, sizeof b, "blk.%d.post_attention_norm.weight", l);
+            ADD(b, 1, n_embd, 1, -1, l, 0);
+            snprintf(b, sizeof b, "blk.%d.post_ffw_norm.weight", l);
+            ADD(b, 1, n_embd, 1, -1, l, 0);
+        }
+        if (qwen3 || q3moe || gemma3) {
             snprintf(b, sizeof b, "blk.%d.attn_q_norm.weight", l);
             ADD(b, 1, head_dim, 1, -1, l, 0);
             snprintf(b, sizeof b, "blk.%d.attn_k_norm.weight", l);
@@ -260,7 +266,7 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         goto done;
     }
     char nm[128], key[128];
-    snprintf(nm, sizeof nm, "%s-shaped synthetic (scale 1/%d, %d layers)", moe ? arch : qwen2 || qwen3 ? arch : "Mistral",
+    snprintf(nm, sizeof nm, "%s-shaped synthetic (scale 1/%d, %d layers)", moe || gemma3 ? arch : qwen2 || qwen3 ? arch : "Mistral",
              o->scale, o->n_layer);
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", garch, suffix), key)
     st = iqf_gguf_writer_set_str(w, "general.architecture", garch);
@@ -272,9 +278,14 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     if (!st) st = iqf_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
     if (!st) st = iqf_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)n_head);
     if (!st) st = iqf_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)n_head_kv);
-    if (!st && (qwen3 || q3moe)) st = iqf_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
-    if (!st && (qwen3 || q3moe)) st = iqf_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
-    if (!st) st = iqf_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), qwen2 || qwen3 || q3moe ? 1e-6f : 1e-5f);
+    if (!st && (qwen3 || q3moe || gemma3)) st = iqf_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
+    if (!st && (qwen3 || q3moe || gemma3)) st = iqf_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
+    if (!st) st = iqf_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), qwen2 || qwen3 || q3moe || gemma3 ? 1e-6f : 1e-5f);
+    /* gemma3: a window of 32 with every 2nd layer global (layer 0 slides, layer 1 does not), the
+     * sliding layers' rope base 10000 */
+    if (!st && gemma3) st = iqf_gguf_writer_set_u32(w, KEY("attention.sliding_window"), 32);
+    if (!st && gemma3) st = iqf_gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), 2);
+    if (!st && gemma3) st = iqf_gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), 10000.0f);
     if (!st) st = iqf_gguf_writer_set_f32(w, KEY("rope.freq_base"), 1000000.0f);
     if (!st && moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)n_expert);
     if (!st && moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)n_used);

@@ -20,7 +20,8 @@ typedef struct iqf_genmodel_opts {
     /* Architecture: NULL or "llama" (Mistral shapes), "qwen2" (q/k/v biases, NEOX rope),
      * "qwen3" (per-head q/k RMSNorm, head_dim 2 * n_embd / n_head as Qwen3-0.6B), "mixtral"
      * (general.architecture llama with n_expert experts of width n_ff), "qwen3moe" (qwen3
-     * attention, n_expert experts of width 2 * n_ff / 7: 4096 at scale 1). */
+     * attention, n_expert experts of width 2 * n_ff / 7: 4096 at scale 1), "gemma3" (qwen3-sized
+     * heads with q/k norms, post-attention/FFN norms, window 32, every 2nd layer global). */
     const char *arch;
     int n_expert, n_expert_used; /* MoE only (defaults 8 and 2) */
     const char *vocab;           /* NULL, or a GGUF whose tokenizer.* keys are copied (n_vocab

@@ -1,0 +1,38 @@
+/*
+ * arch.c - the architecture table (arch.h): one designated-initializer row per architecture.
+ * Fields left out are false / 0 / the first enumerator: GQA attention, normal rope, SwiGLU.
+ */
+#include "arch.h"
+
+#include <string.h>
+
+static const iqf_arch ARCHS[] = {
+    /* llama.cpp models/llama.cpp; with expert_count > 0 the Mixtral layout (experts n_ff wide).
+     * Llama 3's rope_freqs, optional attn_output and FFN biases, FFN scales. */
+    { .name = "llama", .rope = IQF_ROPE_NORMAL, .ffn = IQF_FFN_SWIGLU, .moe = IQF_MOE_OPTIONAL,
+      .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .rope_freqs = true, .wo_bias = true,
+      .ffn_bias = true, .ffn_scale = true },
+    /* models/qwen2.cpp: q/k/v biases (read for every architecture, as create_tensor_qkv does), an
+     * optional output.bias; its build_ffn call passes no FFN scales */
+    { .name = "qwen2", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .output_bias = true },
+    /* models/qwen3.cpp: per-head q/k RMS norms before rope */
+    { .name = "qwen3", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .qk_norm = true, .ffn_scale = true },
+    /* models/qwen3moe.cpp: qwen3 attention, softmax top-k experts expert_feed_forward_length wide */
+    { .name = "qwen3moe", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .qk_norm = true,
+      .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true,
+      .ffn_scale = true },
+    /* models/gemma3.cpp: (1 + w) norms baked into the weights by the converter, embeddings times
+     * sqrt(n_embd), per-head q/k norms, Q scaled before attention, post-attention and post-FFN
+     * norms, GeGLU, sliding-window layers (rope base 10000 or rope.freq_base_swa there) */
+    { .name = "gemma3", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_GEGLU, .qk_norm = true, .post_norms = true,
+      .embd_scale = true, .q_prescale = true, .swa = true, .swa_pattern = 6, .softcap = true },
+};
+
+const iqf_arch *iqf_arch_find(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
+        if (!strcmp(ARCHS[i].name, name)) return &ARCHS[i];
+    return NULL;
+}
+
+const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3"; }

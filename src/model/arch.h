@@ -1,0 +1,51 @@
+/*
+ * arch.h - one description per architecture the engine runs (arch.c holds the table).
+ *
+ * The loader (model.c) and the forward pass (forward.c) read a model's row instead of testing
+ * its general.architecture name: which tensors a layer has, the rope style, the attention and
+ * FFN kinds, the MoE gating, the extra norms and scales. Adding an architecture is a row, plus
+ * a building block where its math is genuinely new. Each row states what libllama's graph for
+ * that architecture does (llama.cpp src/models/<arch>.cpp), including the optional tensors it
+ * reads and applies: a tensor libllama loads but one graph ignores is ignored here too.
+ */
+#ifndef IQF_MODEL_ARCH_H
+#define IQF_MODEL_ARCH_H
+
+#include <stdbool.h>
+
+typedef enum { IQF_ROPE_NORMAL, IQF_ROPE_NEOX } iqf_rope_kind; /* pairs (2i, 2i+1) or (i, i + n_rot/2) */
+typedef enum { IQF_ATTN_GQA } iqf_attn_kind;     /* room for MLA, linear (DeltaNet), sinks */
+typedef enum { IQF_FFN_SWIGLU, IQF_FFN_GEGLU } iqf_ffn_kind; /* silu(gate) * up; gelu_tanh(gate) * up */
+typedef enum { IQF_MOE_NONE, IQF_MOE_OPTIONAL, IQF_MOE_REQUIRED } iqf_moe_presence;
+typedef enum { IQF_GATING_SOFTMAX_TOPK } iqf_moe_gating; /* room for sigmoid + bias (DeepSeek-V3) */
+
+typedef struct iqf_arch {
+    const char *name;          /* general.architecture */
+    iqf_rope_kind rope;
+    iqf_attn_kind attn;
+    iqf_ffn_kind ffn;
+    iqf_moe_presence moe;      /* expert layers: none, optional (llama: Mixtral), required */
+    iqf_moe_gating gating;
+    bool moe_norm_w;           /* top-k weights renormalised (libllama passes it per graph, not from the key) */
+    bool exp_ff_key;           /* the experts' width is expert_feed_forward_length (else feed_forward_length) */
+    bool qk_norm;              /* per-head RMS norms attn_q_norm / attn_k_norm (required) */
+    bool post_norms;           /* post_attention_norm and post_ffw_norm after attention and FFN (required) */
+    bool embd_scale;           /* token embeddings times sqrtf(n_embd) */
+    bool q_prescale;           /* the attention scale multiplies Q before attention (ggml_scale), the
+                                * product of Q and K is then not scaled again */
+    bool rope_freqs;           /* rope_freqs.weight (Llama 3 frequency factors) read and applied */
+    bool wo_bias;              /* attn_output.bias read and added */
+    bool ffn_bias;             /* ffn_{up,gate,down}.bias read and added */
+    bool ffn_scale;            /* per-tensor ffn_{up,gate,down}.scale applied (q/k/v/o scales always are) */
+    bool output_bias;          /* output.bias read and added */
+    bool swa;                  /* attention.sliding_window > 0 selects sliding-window layers */
+    int swa_pattern;           /* default pattern: layer il slides unless il % pattern == pattern - 1 */
+    bool softcap;              /* final_logit_softcapping read and applied when non-zero */
+} iqf_arch;
+
+/* The row for a general.architecture value, or NULL if the engine does not run it. */
+const iqf_arch *iqf_arch_find(const char *name);
+/* "llama, qwen2, ..." for error messages. */
+const char *iqf_arch_names(void);
+
+#endif
