@@ -4,7 +4,7 @@
  *                   Mistral) -> gguf-py's LlamaHfVocab ("llama", scores -1000, byte/control
  *                   types); any other tokenizer.json -> the GPT-2 path below
  *   CV_VOCAB_GPT2   _set_vocab_gpt2: tokens and types (get_vocab_base), tokenizer.ggml.pre by
- *                   identification (archs.c cv_pres), merges
+ *                   identification (archs.c iqf_cv_pres), merges
  *   both            gguf-py's SpecialVocab: special token ids (tokenizer_config.json then
  *                   config.json), add_*_token (tokenizer.json's post-processor, then
  *                   tokenizer_config.json), the chat template.
@@ -479,7 +479,7 @@ static uint64_t fnv_val(uint64_t h, yyjson_val *val) {
     return fnv(h, "\n", 1);
 }
 
-/* The identification fingerprint (see archs.c cv_pres). */
+/* The identification fingerprint (see archs.c iqf_cv_pres). */
 static uint64_t vocab_fingerprint(vb *v, yyjson_val *tj) {
     yyjson_val *model = iqf_json_get(tj, "model");
     uint64_t h = 0xcbf29ce484222325ull;
@@ -520,8 +520,8 @@ static int vocab_gpt2(vb *v) {
     /* the pre-tokenizer name */
     uint64_t fp = vocab_fingerprint(v, tj);
     const char *pre = NULL;
-    for (int i = 0; i < cv_n_pres; i++)
-        if (cv_pres[i].fingerprint == fp) pre = cv_pres[i].pre;
+    for (int i = 0; i < iqf_cv_n_pres; i++)
+        if (iqf_cv_pres[i].fingerprint == fp) pre = iqf_cv_pres[i].pre;
     if (getenv("IQF_CONVERT_SHOW_FINGERPRINT")) fprintf(stderr, "%s: fingerprint 0x%016llxull\n", v->tj_path, (unsigned long long)fp);
     if (!pre)
         return vfail(v, "%s: BPE pre-tokenizer not recognized (fingerprint %016llx): this tokenizer is not supported",
