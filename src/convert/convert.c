@@ -207,15 +207,45 @@ static int cv_load(cv *c, int outtype) {
     return 0;
 }
 
+/* Every KV (general.*, the hyper-parameters, the vocabulary) and every tensor info, on a file or
+ * a sizing writer; 0, or -1 with err set. */
+static int cv_declare(cv *c, iqf_gguf_writer *w) {
+    char name[512], label[96];
+    iqf_cv_model_name(c->dir, name, sizeof name);
+    iqf_cv_size_label(c, label, sizeof label);
+    if (iqf_gguf_writer_set_str(w, "general.architecture", c->arch->gguf) != IQF_OK ||
+        iqf_gguf_writer_set_str(w, "general.type", "model") != IQF_OK ||
+        iqf_gguf_writer_set_str(w, "general.name", name) != IQF_OK ||
+        iqf_gguf_writer_set_str(w, "general.size_label", label) != IQF_OK)
+        return iqf_cv_fail(c, "%s", iqf_gguf_writer_error(w));
+    if (iqf_cv_hparams(c, w)) return -1;
+    if (iqf_gguf_writer_set_u32(w, "general.quantization_version", 2) != IQF_OK)
+        return iqf_cv_fail(c, "%s", iqf_gguf_writer_error(w));
+    if (iqf_cv_vocab(c->dir, c->cfg_path, c->hp, c->arch->vocab, w, c->err, c->errlen)) return -1;
+    for (int64_t i = 0; i < c->n_t; i++)
+        if (iqf_gguf_writer_add_tensor(w, c->t[i].name, c->t[i].n_dims, c->t[i].ne, c->t[i].type) != IQF_OK)
+            return iqf_cv_fail(c, "%s", iqf_gguf_writer_error(w));
+    return 0;
+}
+
+static bool convert_args_ok(const char *dir, iqf_convert_outtype outtype, char **err, size_t *errlen,
+                            char *dummy, size_t dummylen) {
+    if (!*err || !*errlen) {
+        *err = dummy;
+        *errlen = dummylen;
+    }
+    (*err)[0] = 0;
+    if (!dir || (int)outtype < 0 || (int)outtype > IQF_CONVERT_Q8_0) {
+        snprintf(*err, *errlen, "iqf_convert: invalid argument");
+        return false;
+    }
+    return true;
+}
+
 iqf_status iqf_convert_hf(const char *dir, const char *out_path, iqf_convert_outtype outtype, char *err,
                           size_t errlen) {
     char dummy[8];
-    if (!err || !errlen) {
-        err = dummy;
-        errlen = sizeof dummy;
-    }
-    err[0] = 0;
-    if (!dir || !out_path || (int)outtype < 0 || (int)outtype > IQF_CONVERT_Q8_0) {
+    if (!convert_args_ok(dir, outtype, &err, &errlen, dummy, sizeof dummy) || !out_path) {
         snprintf(err, errlen, "iqf_convert_hf: invalid argument");
         return IQF_E_INVALID_ARG;
     }
@@ -238,28 +268,11 @@ iqf_status iqf_convert_hf(const char *dir, const char *out_path, iqf_convert_out
             st = IQF_E_INVALID_ARG;
             goto fail;
         }
-    char name[512], label[96];
-    iqf_cv_model_name(dir, name, sizeof name);
-    iqf_cv_size_label(&c, label, sizeof label);
-    if (iqf_gguf_writer_set_str(w, "general.architecture", c.arch->gguf) != IQF_OK ||
-        iqf_gguf_writer_set_str(w, "general.type", "model") != IQF_OK ||
-        iqf_gguf_writer_set_str(w, "general.name", name) != IQF_OK ||
-        iqf_gguf_writer_set_str(w, "general.size_label", label) != IQF_OK) {
+    if (cv_declare(&c, w)) goto fail;
+    if (iqf_gguf_writer_write_header(w) != IQF_OK) {
         snprintf(err, errlen, "%s", iqf_gguf_writer_error(w));
         goto fail;
     }
-    if (iqf_cv_hparams(&c, w)) goto fail;
-    if (iqf_gguf_writer_set_u32(w, "general.quantization_version", 2) != IQF_OK) {
-        snprintf(err, errlen, "%s", iqf_gguf_writer_error(w));
-        goto fail;
-    }
-    if (iqf_cv_vocab(dir, c.cfg_path, c.hp, c.arch->vocab, w, err, errlen)) goto fail;
-    for (int64_t i = 0; i < c.n_t; i++)
-        if (iqf_gguf_writer_add_tensor(w, c.t[i].name, c.t[i].n_dims, c.t[i].ne, c.t[i].type) != IQF_OK ||
-            (i == c.n_t - 1 && iqf_gguf_writer_write_header(w) != IQF_OK)) {
-            snprintf(err, errlen, "%s", iqf_gguf_writer_error(w));
-            goto fail;
-        }
     if (cv_write_data(&c, w)) goto fail;
     st = iqf_gguf_writer_finish(w, err, errlen);
     w = NULL;
@@ -270,4 +283,94 @@ fail:
     cv_free(&c);
     if (st == IQF_OK) st = IQF_E_FORMAT;
     return st;
+}
+
+/* ---- the checkpoint as a GGUF source (iqf_convert_open) -------------------------------------- */
+
+typedef struct cv_source {
+    cv c;
+    char *dir;
+    char err[1024]; /* c.err while the source is open */
+} cv_source;
+
+/* Tensor i's bytes as iqf_convert_hf writes them, row by row into dst; the input pages of its
+ * source tensors are dropped afterwards. */
+static iqf_status cv_src_read(void *user, int64_t i, void *dst, char *err, size_t errlen) {
+    cv_source *s = user;
+    cv *c = &s->c;
+    if (i < 0 || i >= c->n_t) {
+        snprintf(err, errlen, "%s: no tensor %lld", c->dir, (long long)i);
+        return IQF_E_INVALID_ARG;
+    }
+    const ot *o = &c->t[i];
+    float *row = malloc((size_t)o->ne[0] * sizeof *row);
+    if (!row) {
+        snprintf(err, errlen, "%s: out of memory (tensor %s)", c->dir, o->name);
+        return IQF_E_NOMEM;
+    }
+    const int64_t nrows = o->ne[1] * o->ne[2] * o->ne[3];
+    const size_t rb = row_bytes(o->type, o->ne[0]);
+    uint8_t *out = dst;
+    for (int64_t r = 0; r < nrows; r++) {
+        iqf_cv_get_row(o, r, row);
+        encode_row(o->type, row, o->ne[0], out + (size_t)r * rb);
+        if (o->kind == K_STACK && (r + 1) % o->ne[1] == 0) iqf_st_release(c->st, o->srcs[r / o->ne[1]]);
+    }
+    free(row);
+    if (o->kind == K_PLAIN || o->kind == K_PERMUTE || o->kind == K_GATHER || o->kind == K_KB || o->kind == K_VB)
+        iqf_st_release(c->st, o->src);
+    return IQF_OK;
+}
+
+static void cv_src_close(void *user) {
+    cv_source *s = user;
+    cv_free(&s->c);
+    free(s->dir);
+    free(s);
+}
+
+iqf_gguf *iqf_convert_open(const char *dir, iqf_convert_outtype outtype, char *err, size_t errlen) {
+    char dummy[8];
+    if (!convert_args_ok(dir, outtype, &err, &errlen, dummy, sizeof dummy)) return NULL;
+    cv_source *s = calloc(1, sizeof *s);
+    char *d = s ? strdup(dir) : NULL;
+    if (!d) {
+        free(s);
+        snprintf(err, errlen, "%s: out of memory", dir);
+        return NULL;
+    }
+    s->dir = d;
+    cv *c = &s->c;
+    c->dir = s->dir;
+    c->err = err;
+    c->errlen = errlen;
+    iqf_gguf_writer *w = NULL;
+    void *hdr = NULL;
+    size_t hdr_size = 0;
+    uint64_t file_size = 0;
+    if (cv_load(c, (int)outtype) || iqf_cv_plan(c)) goto fail;
+    w = iqf_gguf_writer_open_sizing();
+    if (!w) {
+        snprintf(err, errlen, "%s: out of memory", dir);
+        goto fail;
+    }
+    if (cv_declare(c, w)) goto fail;
+    file_size = iqf_gguf_writer_size(w, NULL, NULL);
+    hdr = file_size ? iqf_gguf_writer_header_bytes(w, &hdr_size) : NULL;
+    if (!hdr) {
+        snprintf(err, errlen, "%s: %s", dir, iqf_gguf_writer_error(w));
+        goto fail;
+    }
+    iqf_gguf_writer_abort(w);
+    /* later messages (tensor reads) go to the source's own buffer, then to the caller's */
+    c->err = s->err;
+    c->errlen = sizeof s->err;
+    iqf_gguf_source src = { s, cv_src_read, cv_src_close };
+    iqf_gguf *g = iqf_gguf_open_source(hdr, hdr_size, file_size, dir, &src, err, errlen); /* closes s on failure */
+    free(hdr);
+    return g;
+fail:
+    iqf_gguf_writer_abort(w);
+    cv_src_close(s);
+    return NULL;
 }
