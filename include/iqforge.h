@@ -423,6 +423,28 @@ IQF_API const iqf_gguf_tensor *iqf_gguf_tensor_at(const iqf_gguf *g, int64_t i);
 IQF_API int64_t iqf_gguf_find_tensor(const iqf_gguf *g, const char *name);       /* index or -1 */
 IQF_API int64_t iqf_gguf_tensor_nelements(const iqf_gguf_tensor *t);
 
+/* A model whose tensor bytes are produced on demand rather than mapped (iqf_convert_open: a Hugging
+ * Face checkpoint converted in memory). iqf_gguf_open_source reads the metadata of a GGUF file
+ * (meta_size bytes: header, KVs, tensor infos, padding, e.g. from iqf_gguf_writer_header_bytes;
+ * copied) describing a file of file_size bytes, with every check of iqf_gguf_open but the data's
+ * presence; the tensors' `data` is NULL and iqf_gguf_tensor_load produces their bytes. src->close
+ * (may be NULL) releases src->user when the handle is closed, or at once if the open fails.
+ * Code that reads tensor data of any handle goes through iqf_gguf_tensor_load/unload: for a
+ * mapped file, load returns t->data and unload does nothing. For a source, load calls src->read
+ * into a buffer of t->nbytes owned by the handle (one tensor at a time: loading another tensor
+ * or unloading this one frees it) and returns NULL with "FILE: what is wrong" in err on failure. */
+typedef struct iqf_gguf_source {
+    void *user;
+    /* Writes the nbytes bytes of tensor `index` (its declared type and shape) to dst. */
+    iqf_status (*read)(void *user, int64_t index, void *dst, char *err, size_t errlen);
+    void (*close)(void *user);
+} iqf_gguf_source;
+IQF_API iqf_gguf *iqf_gguf_open_source(const void *meta, size_t meta_size, uint64_t file_size, const char *name,
+                                       const iqf_gguf_source *src, char *err, size_t errlen);
+IQF_API bool iqf_gguf_is_source(const iqf_gguf *g);
+IQF_API const void *iqf_gguf_tensor_load(iqf_gguf *g, const iqf_gguf_tensor *t, char *err, size_t errlen);
+IQF_API void iqf_gguf_tensor_unload(iqf_gguf *g, const iqf_gguf_tensor *t);
+
 /*
  * Schema. The keys llama.cpp reads for the models it loads (general.architecture, alignment,
  * file_type, name; every {arch}.* hyper-parameter of llama_model::load_hparams such as
@@ -524,6 +546,11 @@ IQF_API iqf_gguf_writer *iqf_gguf_writer_open_sizing(void);
  * then every tensor's data padded): the whole file returned, the metadata part in *meta (may be
  * NULL), the alignment in *align (may be NULL). 0 after an error or on an invalid alignment. */
 IQF_API uint64_t iqf_gguf_writer_size(const iqf_gguf_writer *w, uint64_t *meta, uint64_t *align);
+/* The metadata part of the file as declared so far (header, KVs, tensor infos, padding: the
+ * *meta bytes of iqf_gguf_writer_size, exactly what write_header would write), in a malloc'd
+ * buffer of *size bytes the caller frees; before write_header, on any writer (a sizing one
+ * too), which stays usable. NULL after an error (iqf_gguf_writer_error says which). */
+IQF_API void *iqf_gguf_writer_header_bytes(iqf_gguf_writer *w, size_t *size);
 
 /* ---------------------------------------------------------------------------------------------
  * Model quantization: recipes and importance matrices (src/quantize)
@@ -660,6 +687,11 @@ typedef struct iqf_model_quantize_params {
     /* Progress (NULL, the default: none), independent of `quiet`; see iqf_quantize_progress_fn. */
     iqf_quantize_progress_fn progress;
     void *progress_user;
+    /* The input already open (NULL, the default: `in` is opened with iqf_gguf_open), e.g. a
+     * Hugging Face checkpoint from iqf_convert_open, read tensor by tensor through
+     * iqf_gguf_tensor_load; `in` then only names it in messages. The caller keeps it and closes
+     * it after the call. Not with --target-size (IQF_E_INVALID_ARG). */
+    iqf_gguf *input;
 } iqf_model_quantize_params;
 
 IQF_API iqf_model_quantize_params iqf_model_quantize_default_params(void);
@@ -1201,6 +1233,13 @@ typedef enum iqf_convert_outtype {
 } iqf_convert_outtype;
 IQF_API iqf_status iqf_convert_hf(const char *dir, const char *out_path, iqf_convert_outtype outtype, char *err,
                           size_t errlen);
+/* The same conversion without a file: the checkpoint as an open GGUF handle whose KVs and tensor
+ * infos are those of iqf_convert_hf's output (built in memory) and whose tensor bytes are
+ * converted from the mapped safetensors when iqf_gguf_tensor_load asks for them, one tensor at a
+ * time (see iqf_gguf_open_source). With iqf_model_quantize_params.input it quantizes a checkpoint
+ * in one pass, byte-identical to converting, then quantizing the file. NULL with "FILE: what is
+ * wrong" in err on the same errors as iqf_convert_hf. Close it with iqf_gguf_close. */
+IQF_API iqf_gguf *iqf_convert_open(const char *dir, iqf_convert_outtype outtype, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,9 @@
  *  - independently of the converter: the llama q/k permutation of attn_q/attn_k recomputed from
  *    the safetensors (numpy's reshape/swapaxes as index arithmetic) and each value's f16;
  *  - sharded checkpoints (model.safetensors.index.json) give the same bytes as the single file;
- *  - hostile input: every case of issue 24 gives one "FILE: what is wrong" and writes nothing.
+ *  - hostile input: every case of issue 24 gives one "FILE: what is wrong" and writes nothing;
+ *  - iqf_convert_open (the checkpoint as a GGUF tensor source) is the written file: metadata
+ *    re-serialized byte for byte and every tensor's bytes, for auto, f16, q8_0 and f32.
  */
 #include "testutil.h"
 
@@ -363,12 +365,91 @@ static void test_hostile_dirs(void) {
     CHECK(exists(in), "input removed");
 }
 
+static int closes;
+static void count_close(void *user) {
+    (void)user;
+    closes++;
+}
+static iqf_status never_read(void *user, int64_t i, void *dst, char *err, size_t errlen) {
+    (void)user, (void)i, (void)dst;
+    snprintf(err, errlen, "not called");
+    return IQF_E_INVALID_ARG;
+}
+
+/* iqf_convert_open: the checkpoint as a GGUF source is the file iqf_convert_hf writes (its
+ * metadata re-serialized byte for byte, every tensor's bytes), loaded one tensor at a time. */
+static void test_open_source(void) {
+    char out[1024], err[1024];
+    const char *ck = src_path("tests/data/hf-tiny/ckpt");
+    const iqf_convert_outtype ots[] = { IQF_CONVERT_AUTO, IQF_CONVERT_F16, IQF_CONVERT_Q8_0, IQF_CONVERT_F32 };
+    for (int k = 0; k < 4; k++) {
+        snprintf(out, sizeof out, "%s/src-%d.gguf", tmpdir, k);
+        CHECK(iqf_convert_hf(ck, out, ots[k], err, sizeof err) == IQF_OK, "convert %d: %s", k, err);
+        iqf_gguf *f = iqf_gguf_open(out, err, sizeof err);
+        iqf_gguf *g = iqf_convert_open(ck, ots[k], err, sizeof err);
+        CHECK(f && g, "open %d: %s", k, err);
+        if (!f || !g) {
+            iqf_gguf_close(f);
+            iqf_gguf_close(g);
+            continue;
+        }
+        CHECK(iqf_gguf_is_source(g) && !iqf_gguf_is_source(f), "is_source");
+        CHECK(iqf_gguf_file_size(g) == iqf_gguf_file_size(f) && iqf_gguf_data_offset(g) == iqf_gguf_data_offset(f),
+              "%d: sizes %llu/%llu", k, (unsigned long long)iqf_gguf_file_size(g), (unsigned long long)iqf_gguf_file_size(f));
+        /* the metadata, written again from the source handle, is the file's first data_offset bytes */
+        iqf_gguf_writer *w = iqf_gguf_writer_open_sizing();
+        for (int64_t i = 0; i < iqf_gguf_n_kv(g); i++) iqf_gguf_writer_copy_kv(w, g, i);
+        for (int64_t i = 0; i < iqf_gguf_n_tensors(g); i++) {
+            const iqf_gguf_tensor *t = iqf_gguf_tensor_at(g, i);
+            CHECK(t->data == NULL, "a source tensor has data");
+            iqf_gguf_writer_add_tensor(w, t->name, t->n_dims, t->ne, t->type);
+        }
+        size_t hn = 0;
+        void *h = iqf_gguf_writer_header_bytes(w, &hn);
+        CHECK(h && hn == iqf_gguf_data_offset(f), "%d: header %zu bytes, file's %zu", k, hn, iqf_gguf_data_offset(f));
+        const iqf_gguf_tensor *t0 = iqf_gguf_tensor_at(f, 0);
+        if (h && hn == iqf_gguf_data_offset(f))
+            CHECK(!memcmp(h, (const uint8_t *)t0->data - hn, hn), "%d: metadata bytes differ", k);
+        free(h);
+        h = iqf_gguf_writer_header_bytes(w, &hn); /* the writer stays usable: the same again */
+        CHECK(h && hn == iqf_gguf_data_offset(f), "header twice");
+        free(h);
+        iqf_gguf_writer_abort(w);
+        int bad = 0;
+        for (int64_t i = 0; i < iqf_gguf_n_tensors(g); i++) {
+            const iqf_gguf_tensor *a = iqf_gguf_tensor_at(f, i), *b = iqf_gguf_tensor_at(g, i);
+            CHECK(iqf_gguf_tensor_load(f, a, err, sizeof err) == a->data, "a mapped file loads its mapping");
+            const void *d = iqf_gguf_tensor_load(g, b, err, sizeof err);
+            if (!d || b->nbytes != a->nbytes || memcmp(d, a->data, a->nbytes)) bad++;
+            CHECK(iqf_gguf_tensor_load(g, b, err, sizeof err) == d, "a second load reuses the buffer");
+            if (i % 2) iqf_gguf_tensor_unload(g, b); /* and every other one is left to the next load */
+        }
+        CHECK(bad == 0, "%d: %d tensors differ from the file's", k, bad);
+        iqf_gguf_close(f);
+        iqf_gguf_close(g);
+    }
+    /* a bad directory: one line, NULL */
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/empty-src", tmpdir);
+    mkdir(dir, 0755);
+    CHECK(iqf_convert_open(dir, IQF_CONVERT_AUTO, err, sizeof err) == NULL && strstr(err, "/config.json: ") &&
+              !strchr(err, '\n'), "empty directory: '%s'", err);
+    CHECK(iqf_convert_open(ck, (iqf_convert_outtype)9, err, sizeof err) == NULL, "bad outtype accepted");
+    /* iqf_gguf_open_source refuses bad metadata and still closes its source */
+    iqf_gguf_source src = { NULL, never_read, count_close };
+    closes = 0;
+    CHECK(!iqf_gguf_open_source("GGUF", 4, 4, "m", &src, err, sizeof err) && closes == 1, "truncated metadata: %s", err);
+    CHECK(!iqf_gguf_open_source(NULL, 0, 0, "m", &src, err, sizeof err) && closes == 2, "NULL metadata");
+    CHECK(strstr(err, "m: ") == err, "message names the source: %s", err);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/iqf_test_convert_%d", (int)getpid());
     mkdir(tmpdir, 0755);
     test_json();
     test_safetensors_hostile();
     test_fixture();
+    test_open_source();
     test_hostile_dirs();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -34,5 +34,7 @@ int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 /* True if argv[i] is "-h" or "--help". */
 bool cli_is_help(const char *arg);
+/* True if path names a directory (a Hugging Face checkpoint where a model file is expected). */
+bool cli_is_dir(const char *path);
 
 #endif

@@ -14,9 +14,11 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: iqforge quantize [options] IN.gguf [OUT.gguf] TYPE [NTHREADS]\n\n"
+            "usage: iqforge quantize [options] IN.gguf|HF_DIR [OUT.gguf] TYPE [NTHREADS]\n\n"
             "Quantizes a GGUF model (F32, F16 or BF16 weights) as llama-quantize does: same per-tensor\n"
-            "types, same bytes, same metadata.\n\n"
+            "types, same bytes, same metadata. IN may also be a Hugging Face checkpoint directory: it is\n"
+            "converted in memory tensor by tensor as `iqforge convert` (default outtype) would write it,\n"
+            "and quantized in the same pass: the same file as convert then quantize, with no file between.\n\n"
             "options (as llama-quantize's):\n"
             "  --imatrix FILE               importance matrix (GGUF imatrix or legacy .dat)\n"
             "  --include-weights NAME       use the imatrix only for tensors whose name contains NAME (repeatable)\n"
@@ -198,6 +200,7 @@ static int target_run(const char *in, const char *out, iqf_model_quantize_params
 }
 
 int cmd_quantize(int argc, char **argv) {
+    iqf_gguf *hf = NULL; /* a checkpoint directory as input (iqf_convert_open) */
     iqf_model_quantize_params p = iqf_model_quantize_default_params();
     static iqf_kv_override kvo[MAX_LIST];
     static int prune[MAX_LIST];
@@ -425,6 +428,14 @@ int cmd_quantize(int argc, char **argv) {
     }
     iqf_model_quantize_report rep;
     char err[1024] = "";
+    if (cli_is_dir(in)) { /* a Hugging Face checkpoint: converted as it is read */
+        hf = iqf_convert_open(in, IQF_CONVERT_AUTO, err, sizeof err);
+        if (!hf) {
+            rc = cli_error("quantize: %s", err);
+            goto out;
+        }
+        p.input = hf;
+    }
     if (target) {
         rc = target_run(in, out, &p, &tp, plan_out);
         goto out;
@@ -450,5 +461,6 @@ int cmd_quantize(int argc, char **argv) {
     rc = 0;
 out:
     for (int k = 0; k < tt.n; k++) free(tt.pat[k]);
+    iqf_gguf_close(hf);
     return rc;
 }

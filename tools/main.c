@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct command {
     const char *name;
@@ -26,6 +27,11 @@ static const command commands[] = {
     { "generate", cmd_generate, "greedy text generation" },
     { "ladder", cmd_ladder, "quantize to every type, measure each rung, raise the alarm on a broken one" },
 };
+
+bool cli_is_dir(const char *path) {
+    struct stat sb;
+    return path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
 
 int cli_error(const char *fmt, ...) {
     va_list ap;

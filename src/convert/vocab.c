@@ -4,7 +4,7 @@
  *                   Mistral) -> gguf-py's LlamaHfVocab ("llama", scores -1000, byte/control
  *                   types); any other tokenizer.json -> the GPT-2 path below
  *   CV_VOCAB_GPT2   _set_vocab_gpt2: tokens and types (get_vocab_base), tokenizer.ggml.pre by
- *                   identification (archs.c cv_pres), merges
+ *                   identification (archs.c iqf_cv_pres), merges
  *   both            gguf-py's SpecialVocab: special token ids (tokenizer_config.json then
  *                   config.json), add_*_token (tokenizer.json's post-processor, then
  *                   tokenizer_config.json), the chat template.
@@ -172,6 +172,114 @@ static void sp_template(spv *s, yyjson_val *proc) {
     }
 }
 
+/* tokenizer.ggml.merges from tokenizer.json's model.merges (strings, or pairs joined by a space
+ * with a space inside a part written as U+0120). */
+static int sv_merges(vb *v, yyjson_val *tj) {
+    yyjson_val *m = iqf_json_get(iqf_json_get(tj, "model"), "merges");
+    size_t nm = yyjson_is_arr(m) ? yyjson_arr_size(m) : 0;
+    if (nm) {
+        char **ms = calloc(nm, sizeof *ms);
+        size_t *ml = calloc(nm, sizeof *ml);
+        if (!ms || !ml) {
+            free(ms);
+            free(ml);
+            return vfail(v, "%s: out of memory", v->tj_path);
+        }
+        bool str_form = yyjson_is_str(yyjson_arr_get_first(m));
+        int rc = 0;
+        size_t i, max;
+        yyjson_val *e;
+        yyjson_arr_foreach(m, i, max, e) {
+            if (str_form) {
+                if (!yyjson_is_str(e)) { rc = vfail(v, "%s: merge %zu is not a string", v->tj_path, i); break; }
+                ms[i] = (char *)yyjson_get_str(e);
+                ml[i] = yyjson_get_len(e);
+                continue;
+            }
+            if (!yyjson_is_arr(e) || yyjson_arr_size(e) != 2 || !yyjson_is_str(yyjson_arr_get(e, 0)) ||
+                !yyjson_is_str(yyjson_arr_get(e, 1))) {
+                rc = vfail(v, "%s: merge %zu is not a pair of strings", v->tj_path, i);
+                break;
+            }
+            /* "a b", a space inside a part written as U+0120 */
+            size_t la = yyjson_get_len(yyjson_arr_get(e, 0)), lb = yyjson_get_len(yyjson_arr_get(e, 1));
+            char *o = malloc(2 * (la + lb) + 2);
+            if (!o) { rc = vfail(v, "%s: out of memory", v->tj_path); break; }
+            size_t k = 0;
+            for (int part = 0; part < 2; part++) {
+                const char *src = yyjson_get_str(yyjson_arr_get(e, (size_t)part));
+                size_t l = part ? lb : la;
+                for (size_t j = 0; j < l; j++) {
+                    if (src[j] == ' ') { o[k++] = (char)0xC4; o[k++] = (char)0xA0; }
+                    else o[k++] = src[j];
+                }
+                if (!part) o[k++] = ' ';
+            }
+            o[k] = 0;
+            ms[i] = o;
+            ml[i] = k;
+        }
+        if (!rc && iqf_gguf_writer_set_arr_str(v->w, "tokenizer.ggml.merges", (const char *const *)ms, ml, nm) != IQF_OK)
+            rc = vfail(v, "%s", iqf_gguf_writer_error(v->w));
+        if (!str_form)
+            for (size_t j = 0; j < nm; j++) free(ms[j]);
+        free(ms);
+        free(ml);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* tokenizer.chat_template: tokenizer_config's, else chat_template.jinja / chat_template.json. */
+static int sv_chat_template(vb *v, yyjson_val *tc) {
+    yyjson_val *ct = iqf_json_get(tc, "chat_template");
+    yyjson_doc *alt = NULL;
+    char *jinja = NULL;
+    if (!ct) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/chat_template.jinja", v->dir);
+        FILE *f = fopen(p, "rb");
+        if (f) {
+            if (file_exists(v->dir, "additional_chat_templates")) {
+                fclose(f);
+                return vfail(v, "%s/additional_chat_templates: several chat templates are not supported yet", v->dir);
+            }
+            size_t cap = 1 << 16, n = 0;
+            jinja = malloc(cap);
+            while (jinja) {
+                size_t got = fread(jinja + n, 1, cap - n, f);
+                n += got;
+                if (n < cap) break;
+                if (cap >= ((size_t)64 << 20)) { free(jinja); jinja = NULL; break; }
+                char *nj = realloc(jinja, cap *= 2);
+                if (!nj) { free(jinja); jinja = NULL; }
+                jinja = nj;
+            }
+            fclose(f);
+            if (!jinja) return vfail(v, "%s: unreadable or too large", p);
+            iqf_status st = iqf_gguf_writer_set_strn(v->w, "tokenizer.chat_template", jinja, n);
+            free(jinja);
+            VW(st);
+            return 0;
+        }
+        snprintf(p, sizeof p, "%s/chat_template.json", v->dir);
+        if (file_exists(v->dir, "chat_template.json")) {
+            alt = iqf_json_read_file(p, v->err, v->errlen);
+            if (!alt) return -1;
+            ct = iqf_json_get(yyjson_doc_get_root(alt), "chat_template");
+        }
+    }
+    int rc = 0;
+    if (yyjson_is_str(ct)) {
+        if (iqf_gguf_writer_set_strn(v->w, "tokenizer.chat_template", yyjson_get_str(ct), yyjson_get_len(ct)) != IQF_OK)
+            rc = vfail(v, "%s", iqf_gguf_writer_error(v->w));
+    } else if (yyjson_is_arr(ct))
+        rc = vfail(v, "%s: a list of chat templates is not supported yet", v->tc_path);
+    yyjson_doc_free(alt);
+    if (rc) return rc;
+    return 0;
+}
+
 static int special_vocab(vb *v, bool load_merges, int64_t n_vocab) {
     spv s;
     memset(&s, 0, sizeof s);
@@ -180,61 +288,7 @@ static int special_vocab(vb *v, bool load_merges, int64_t n_vocab) {
     yyjson_val *tc = v->tc ? yyjson_doc_get_root(v->tc) : NULL;
     s.tc_present = tc && yyjson_is_obj(tc) && yyjson_obj_size(tc) > 0;
     yyjson_val *added = tj ? iqf_json_get(tj, "added_tokens") : NULL;
-    /* merges */
-    if (load_merges && tj) {
-        yyjson_val *m = iqf_json_get(iqf_json_get(tj, "model"), "merges");
-        size_t nm = yyjson_is_arr(m) ? yyjson_arr_size(m) : 0;
-        if (nm) {
-            char **ms = calloc(nm, sizeof *ms);
-            size_t *ml = calloc(nm, sizeof *ml);
-            if (!ms || !ml) {
-                free(ms);
-                free(ml);
-                return vfail(v, "%s: out of memory", v->tj_path);
-            }
-            bool str_form = yyjson_is_str(yyjson_arr_get_first(m));
-            int rc = 0;
-            size_t i, max;
-            yyjson_val *e;
-            yyjson_arr_foreach(m, i, max, e) {
-                if (str_form) {
-                    if (!yyjson_is_str(e)) { rc = vfail(v, "%s: merge %zu is not a string", v->tj_path, i); break; }
-                    ms[i] = (char *)yyjson_get_str(e);
-                    ml[i] = yyjson_get_len(e);
-                    continue;
-                }
-                if (!yyjson_is_arr(e) || yyjson_arr_size(e) != 2 || !yyjson_is_str(yyjson_arr_get(e, 0)) ||
-                    !yyjson_is_str(yyjson_arr_get(e, 1))) {
-                    rc = vfail(v, "%s: merge %zu is not a pair of strings", v->tj_path, i);
-                    break;
-                }
-                /* "a b", a space inside a part written as U+0120 */
-                size_t la = yyjson_get_len(yyjson_arr_get(e, 0)), lb = yyjson_get_len(yyjson_arr_get(e, 1));
-                char *o = malloc(2 * (la + lb) + 2);
-                if (!o) { rc = vfail(v, "%s: out of memory", v->tj_path); break; }
-                size_t k = 0;
-                for (int part = 0; part < 2; part++) {
-                    const char *src = yyjson_get_str(yyjson_arr_get(e, (size_t)part));
-                    size_t l = part ? lb : la;
-                    for (size_t j = 0; j < l; j++) {
-                        if (src[j] == ' ') { o[k++] = (char)0xC4; o[k++] = (char)0xA0; }
-                        else o[k++] = src[j];
-                    }
-                    if (!part) o[k++] = ' ';
-                }
-                o[k] = 0;
-                ms[i] = o;
-                ml[i] = k;
-            }
-            if (!rc && iqf_gguf_writer_set_arr_str(v->w, "tokenizer.ggml.merges", (const char *const *)ms, ml, nm) != IQF_OK)
-                rc = vfail(v, "%s", iqf_gguf_writer_error(v->w));
-            if (!str_form)
-                for (size_t j = 0; j < nm; j++) free(ms[j]);
-            free(ms);
-            free(ml);
-            if (rc) return rc;
-        }
-    }
+    if (load_merges && tj && sv_merges(v, tj)) return -1;
     if (tc && !yyjson_is_obj(tc)) return vfail(v, "%s: not a JSON object", v->tc_path);
     for (int t = 0; t < SP_N; t++) {
         char k[32];
@@ -303,54 +357,7 @@ static int special_vocab(vb *v, bool load_merges, int64_t n_vocab) {
                         : t == SP_SEP ? "tokenizer.ggml.add_sep_token" : NULL;
         if (key) VW(iqf_gguf_writer_set_bool(v->w, key, s.add[t]));
     }
-    /* chat template: tokenizer_config's, else chat_template.jinja / chat_template.json */
-    if (s.tc_present) {
-        yyjson_val *ct = iqf_json_get(tc, "chat_template");
-        yyjson_doc *alt = NULL;
-        char *jinja = NULL;
-        if (!ct) {
-            char p[4096];
-            snprintf(p, sizeof p, "%s/chat_template.jinja", v->dir);
-            FILE *f = fopen(p, "rb");
-            if (f) {
-                if (file_exists(v->dir, "additional_chat_templates")) {
-                    fclose(f);
-                    return vfail(v, "%s/additional_chat_templates: several chat templates are not supported yet", v->dir);
-                }
-                size_t cap = 1 << 16, n = 0;
-                jinja = malloc(cap);
-                while (jinja) {
-                    size_t got = fread(jinja + n, 1, cap - n, f);
-                    n += got;
-                    if (n < cap) break;
-                    if (cap >= ((size_t)64 << 20)) { free(jinja); jinja = NULL; break; }
-                    char *nj = realloc(jinja, cap *= 2);
-                    if (!nj) { free(jinja); jinja = NULL; }
-                    jinja = nj;
-                }
-                fclose(f);
-                if (!jinja) return vfail(v, "%s: unreadable or too large", p);
-                iqf_status st = iqf_gguf_writer_set_strn(v->w, "tokenizer.chat_template", jinja, n);
-                free(jinja);
-                VW(st);
-                return 0;
-            }
-            snprintf(p, sizeof p, "%s/chat_template.json", v->dir);
-            if (file_exists(v->dir, "chat_template.json")) {
-                alt = iqf_json_read_file(p, v->err, v->errlen);
-                if (!alt) return -1;
-                ct = iqf_json_get(yyjson_doc_get_root(alt), "chat_template");
-            }
-        }
-        int rc = 0;
-        if (yyjson_is_str(ct)) {
-            if (iqf_gguf_writer_set_strn(v->w, "tokenizer.chat_template", yyjson_get_str(ct), yyjson_get_len(ct)) != IQF_OK)
-                rc = vfail(v, "%s", iqf_gguf_writer_error(v->w));
-        } else if (yyjson_is_arr(ct))
-            rc = vfail(v, "%s: a list of chat templates is not supported yet", v->tc_path);
-        yyjson_doc_free(alt);
-        if (rc) return rc;
-    }
+    if (s.tc_present) return sv_chat_template(v, tc);
     return 0;
 }
 
@@ -479,7 +486,7 @@ static uint64_t fnv_val(uint64_t h, yyjson_val *val) {
     return fnv(h, "\n", 1);
 }
 
-/* The identification fingerprint (see archs.c cv_pres). */
+/* The identification fingerprint (see archs.c iqf_cv_pres). */
 static uint64_t vocab_fingerprint(vb *v, yyjson_val *tj) {
     yyjson_val *model = iqf_json_get(tj, "model");
     uint64_t h = 0xcbf29ce484222325ull;
@@ -520,8 +527,8 @@ static int vocab_gpt2(vb *v) {
     /* the pre-tokenizer name */
     uint64_t fp = vocab_fingerprint(v, tj);
     const char *pre = NULL;
-    for (int i = 0; i < cv_n_pres; i++)
-        if (cv_pres[i].fingerprint == fp) pre = cv_pres[i].pre;
+    for (int i = 0; i < iqf_cv_n_pres; i++)
+        if (iqf_cv_pres[i].fingerprint == fp) pre = iqf_cv_pres[i].pre;
     if (getenv("IQF_CONVERT_SHOW_FINGERPRINT")) fprintf(stderr, "%s: fingerprint 0x%016llxull\n", v->tj_path, (unsigned long long)fp);
     if (!pre)
         return vfail(v, "%s: BPE pre-tokenizer not recognized (fingerprint %016llx): this tokenizer is not supported",

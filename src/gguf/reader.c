@@ -51,6 +51,12 @@ struct iqf_gguf {
     int n_parts;
     iqf_gguf_tensor *own_tensors; /* this file's own tensor array, when tensors is the merged one */
     int64_t own_n_tensors;
+    /* iqf_gguf_open_source: base is an owned copy of the metadata (hdr_size bytes), size the
+     * size of the file it describes; tensor bytes come from src into buf (one tensor at a time) */
+    size_t hdr_size;
+    iqf_gguf_source src;
+    void *buf;
+    int64_t buf_tensor; /* the tensor in buf, -1: none */
 };
 
 
@@ -342,7 +348,7 @@ static iqf_gguf *fail_open(iqf_gguf *g, const char *name, const char *msg, char 
 
 static iqf_gguf *parse(iqf_gguf *g, char *err, size_t errlen) {
     char msg[512];
-    cursor c = { g->base, g->size, 0, msg, sizeof msg, false };
+    cursor c = { g->base, g->hdr_size ? g->hdr_size : g->size, 0, msg, sizeof msg, false };
     char magic[4];
     if (g->size == 0) return fail_open(g, g->path, "empty file", err, errlen);
     if (!rd(&c, magic, 4, "magic")) return fail_open(g, g->path, "too short for a GGUF file", err, errlen);
@@ -448,7 +454,7 @@ static iqf_gguf *parse(iqf_gguf *g, char *err, size_t errlen) {
                      t->name, t->nbytes, (uint64_t)doff + t->offset, g->size);
             return fail_open(g, g->path, msg, err, errlen);
         }
-        t->data = g->base + doff + t->offset;
+        t->data = g->src.read ? NULL : g->base + doff + t->offset; /* a source: iqf_gguf_tensor_load */
         uint64_t padded = t->nbytes + (A - t->nbytes % A) % A; /* nbytes <= file size: no overflow */
         expect += padded;
     }
@@ -576,6 +582,9 @@ void iqf_gguf_close(iqf_gguf *g) {
     free(g->parts);
     if (g->own_tensors) free(g->own_tensors);
     if (g->mapped && g->base) munmap((void *)g->base, g->size);
+    if (g->hdr_size) free((void *)g->base);
+    free(g->buf);
+    if (g->src.close) g->src.close(g->src.user);
     free(g->path);
     free(g->kv);
     free(g->tensors);
@@ -768,4 +777,65 @@ int64_t iqf_gguf_find_tensor(const iqf_gguf *g, const char *name) {
 }
 int64_t iqf_gguf_tensor_nelements(const iqf_gguf_tensor *t) {
     return t ? t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] : 0;
+}
+
+/* ---- tensors produced on demand ----------------------------------------------------------- */
+
+iqf_gguf *iqf_gguf_open_source(const void *meta, size_t meta_size, uint64_t file_size, const char *name,
+                               const iqf_gguf_source *src, char *err, size_t errlen) {
+    iqf_gguf *g = new_handle(name);
+    if (!g) {
+        if (src && src->close) src->close(src->user);
+        return fail_open(NULL, name, "out of memory", err, errlen);
+    }
+    if (src) g->src = *src; /* closed with g from here on */
+    g->buf_tensor = -1;
+    if (!src || !src->read || !meta || !meta_size || file_size < meta_size || file_size > (uint64_t)SIZE_MAX)
+        return fail_open(g, g->path, "invalid source", err, errlen);
+    void *copy = malloc(meta_size);
+    if (!copy) return fail_open(g, g->path, "out of memory", err, errlen);
+    memcpy(copy, meta, meta_size);
+    g->base = copy;
+    g->hdr_size = meta_size;
+    g->size = (size_t)file_size;
+    return parse(g, err, errlen);
+}
+
+bool iqf_gguf_is_source(const iqf_gguf *g) { return g && g->src.read; }
+
+const void *iqf_gguf_tensor_load(iqf_gguf *g, const iqf_gguf_tensor *t, char *err, size_t errlen) {
+    if (!g || !t) {
+        if (err && errlen) snprintf(err, errlen, "iqf_gguf_tensor_load: invalid argument");
+        return NULL;
+    }
+    if (!g->src.read) return t->data;
+    const int64_t i = t - g->tensors;
+    if (i < 0 || i >= g->n_tensors) {
+        if (err && errlen) snprintf(err, errlen, "%s: tensor not of this model", g->path);
+        return NULL;
+    }
+    if (g->buf_tensor == i) return g->buf;
+    free(g->buf);
+    g->buf_tensor = -1;
+    g->buf = malloc(t->nbytes ? t->nbytes : 1);
+    if (!g->buf) {
+        if (err && errlen) snprintf(err, errlen, "%s: out of memory (tensor %s, %zu bytes)", g->path, t->name, t->nbytes);
+        return NULL;
+    }
+    char msg[512] = "";
+    if (g->src.read(g->src.user, i, g->buf, msg, sizeof msg) != IQF_OK) {
+        if (err && errlen) snprintf(err, errlen, "%s", msg[0] ? msg : "tensor source failed");
+        free(g->buf);
+        g->buf = NULL;
+        return NULL;
+    }
+    g->buf_tensor = i;
+    return g->buf;
+}
+
+void iqf_gguf_tensor_unload(iqf_gguf *g, const iqf_gguf_tensor *t) {
+    if (!g || !t || !g->src.read || g->buf_tensor != t - g->tensors) return;
+    free(g->buf);
+    g->buf = NULL;
+    g->buf_tensor = -1;
 }

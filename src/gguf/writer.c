@@ -48,6 +48,10 @@ struct iqf_gguf_writer {
     uint64_t pos;            /* bytes written so far */
     int64_t cur;             /* tensor being streamed */
     uint64_t cur_written;    /* its bytes written */
+    /* iqf_gguf_writer_header_bytes: out() appends to this buffer instead of the file */
+    bool to_mem;
+    uint8_t *mem;
+    size_t mem_len, mem_cap;
 };
 
 static iqf_status wfail(iqf_gguf_writer *w, iqf_status st, const char *fmt, ...)
@@ -411,6 +415,23 @@ iqf_status iqf_gguf_writer_add_tensor(iqf_gguf_writer *w, const char *name, int 
 
 static iqf_status out(iqf_gguf_writer *w, const void *p, size_t n) {
     if (w->status) return w->status;
+    if (w->to_mem) {
+        if (n > w->mem_cap - w->mem_len) {
+            size_t nc = w->mem_cap ? w->mem_cap : 4096;
+            while (nc - w->mem_len < n) {
+                if (nc > SIZE_MAX / 2) return wfail(w, IQF_E_NOMEM, "header too large");
+                nc *= 2;
+            }
+            uint8_t *nm = realloc(w->mem, nc);
+            if (!nm) return wfail(w, IQF_E_NOMEM, "out of memory");
+            w->mem = nm;
+            w->mem_cap = nc;
+        }
+        memcpy(w->mem + w->mem_len, p, n);
+        w->mem_len += n;
+        w->pos += n;
+        return IQF_OK;
+    }
     if (iqf_of_write(&w->of, p, n) != 0) {
         snprintf(w->err, sizeof w->err, "%s", w->of.err); /* already "PATH: reason" */
         return w->status = IQF_E_IO;
@@ -475,11 +496,8 @@ uint64_t iqf_gguf_writer_size(const iqf_gguf_writer *w, uint64_t *meta, uint64_t
     return s;
 }
 
-iqf_status iqf_gguf_writer_write_header(iqf_gguf_writer *w) {
-    if (!w) return IQF_E_INVALID_ARG;
-    if (w->status) return w->status;
-    if (is_sizing(w)) return wfail(w, IQF_E_INVALID_ARG, "a sizing writer writes no header");
-    if (w->state != ST_DECLARE) return wfail(w, IQF_E_INVALID_ARG, "header written twice");
+/* Lays out the tensors and emits header, KVs, infos and padding through out(). */
+static iqf_status emit_header(iqf_gguf_writer *w) {
     char amsg[128];
     w->align = declared_align(w, amsg, sizeof amsg);
     if (!w->align) return wfail(w, IQF_E_INVALID_ARG, "%s", amsg);
@@ -510,10 +528,39 @@ iqf_status iqf_gguf_writer_write_header(iqf_gguf_writer *w) {
     }
     /* ggml pads the header to the alignment (gguf_write_to_buf pads even with no tensors). */
     pad(w);
+    return w->status;
+}
+
+iqf_status iqf_gguf_writer_write_header(iqf_gguf_writer *w) {
+    if (!w) return IQF_E_INVALID_ARG;
+    if (w->status) return w->status;
+    if (is_sizing(w)) return wfail(w, IQF_E_INVALID_ARG, "a sizing writer writes no header");
+    if (w->state != ST_DECLARE) return wfail(w, IQF_E_INVALID_ARG, "header written twice");
+    if (emit_header(w)) return w->status;
     w->state = ST_DATA;
     w->cur = 0;
     w->cur_written = 0;
     return w->status;
+}
+
+void *iqf_gguf_writer_header_bytes(iqf_gguf_writer *w, size_t *size) {
+    if (size) *size = 0;
+    if (!w || !size || w->status || w->state != ST_DECLARE) return NULL;
+    const uint64_t pos = w->pos;
+    w->to_mem = true;
+    w->pos = 0;
+    iqf_status st = emit_header(w);
+    w->to_mem = false;
+    w->pos = pos;
+    uint8_t *m = w->mem;
+    w->mem = NULL;
+    if (st) {
+        free(m);
+        return NULL;
+    }
+    *size = w->mem_len;
+    w->mem_len = w->mem_cap = 0;
+    return m;
 }
 
 iqf_status iqf_gguf_writer_write_data(iqf_gguf_writer *w, const void *data, size_t n) {
@@ -558,6 +605,7 @@ static void free_writer(iqf_gguf_writer *w) {
     free(w->t);
     free(w->t_hash);
     free(w->iobuf);
+    free(w->mem);
     free(w);
 }
 

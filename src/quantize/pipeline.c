@@ -73,10 +73,10 @@ static void prefetch(const void *p, size_t n) {
 
 /* Converts nrows rows of the input tensor (rows [r0, r0+nrows)) to f32 in dst (or returns a
  * pointer into the mapping for F32 input). */
-static iqf_status rows_to_f32(const iqf_gguf_tensor *t, int64_t r0, int64_t nrows, float *buf,
+static iqf_status rows_to_f32(const iqf_gguf_tensor *t, const uint8_t *data, int64_t r0, int64_t nrows, float *buf,
                               const float **out, int n_threads, char *err, size_t errlen) {
     const size_t rs = iqf_row_size(t->type, t->ne[0]);
-    const uint8_t *src = (const uint8_t *)t->data + (size_t)r0 * rs;
+    const uint8_t *src = data + (size_t)r0 * rs;
     if (t->type == IQF_TYPE_F32) {
         *out = (const float *)src;
         return IQF_OK;
@@ -205,6 +205,8 @@ static iqf_status encode_tensor(quant_job *j, int64_t i, const iqf_quantize_para
     if (slab > rows_per_expert) slab = rows_per_expert;
     iqf_status st = slab_buffers(j, t->type == IQF_TYPE_F32 ? 0 : (size_t)(slab * ncols), (size_t)slab * dst_rs, t->name);
     if (st) return st;
+    const uint8_t *data = iqf_gguf_tensor_load(j->pl.g, t, msg, sizeof msg); /* mapped, or produced now */
+    if (!data) return iqf_fail(j->err, j->errlen, IQF_E_FORMAT, "%s", msg);
 #ifndef NDEBUG
     const uint64_t remaining0 = iqf_gguf_writer_data_remaining(wi);
 #endif
@@ -215,9 +217,9 @@ static iqf_status encode_tensor(quant_job *j, int64_t i, const iqf_quantize_para
         const float *x;
         if (r + n < nrows_total) {
             const int64_t nn = nrows_total - (r + n) < slab ? nrows_total - (r + n) : slab;
-            prefetch((const uint8_t *)t->data + (size_t)(r + n) * src_rs, (size_t)nn * src_rs);
+            prefetch(data + (size_t)(r + n) * src_rs, (size_t)nn * src_rs);
         }
-        st = rows_to_f32(t, r, n, j->f32buf, &x, j->n_threads, msg, sizeof msg);
+        st = rows_to_f32(t, data, r, n, j->f32buf, &x, j->n_threads, msg, sizeof msg);
         if (st) return iqf_fail(j->err, j->errlen, st, "tensor %s: %s", t->name, msg);
         const float *imx = it->imatrix ? it->imatrix + expert * ncols : NULL;
         st = j->pl.fb ? iqf_feedback_quantize(j->pl.fb, t->name, new_type, x, j->qbuf, n, ncols, imx, qp, msg, sizeof msg)
@@ -230,11 +232,12 @@ static iqf_status encode_tensor(quant_job *j, int64_t i, const iqf_quantize_para
         if (j->p->post_encode) j->p->post_encode(j->p->post_encode_user, t->name, new_type, j->qbuf, n, ncols);
         st = iqf_gguf_writer_write_data(wi, j->qbuf, (size_t)n * dst_rs);
         if (st) return iqf_fail(j->err, j->errlen, st, "%s", iqf_gguf_writer_error(wi));
-        drop_pages((const uint8_t *)t->data + (size_t)r * src_rs, (size_t)n * src_rs);
+        drop_pages(data + (size_t)r * src_rs, (size_t)n * src_rs);
         r += n;
         *done_in += (int64_t)((size_t)n * src_rs);
         iqf_progress_update(prog, (int)i + 1, t->name, tname(new_type), *done_in);
     }
+    iqf_gguf_tensor_unload(j->pl.g, t);
     /* the plan's byte count for this tensor is what went to the file */
     assert(remaining0 - iqf_gguf_writer_data_remaining(wi) == iqf_plan_item_bytes(&j->pl, i));
     return IQF_OK;
@@ -264,8 +267,15 @@ static iqf_status encode_tensors(quant_job *j) {
             if (j->log) print_plan_line(j, i, new_size);
         } else if (new_type == t->type) { /* copied as it is */
             iqf_gguf_writer *wi = j->ws[j->n_out > 1 ? t->part : 0];
-            st = iqf_gguf_writer_write_data(wi, t->data, t->nbytes);
-            drop_pages(t->data, t->nbytes);
+            char msg[512];
+            const void *data = iqf_gguf_tensor_load(j->pl.g, t, msg, sizeof msg);
+            if (!data) {
+                st = iqf_fail(j->err, j->errlen, IQF_E_FORMAT, "%s", msg);
+                break;
+            }
+            st = iqf_gguf_writer_write_data(wi, data, t->nbytes);
+            drop_pages(data, t->nbytes);
+            iqf_gguf_tensor_unload(j->pl.g, t);
             if (st) iqf_fail(j->err, j->errlen, st, "%s", iqf_gguf_writer_error(wi));
             done_in += (int64_t)t->nbytes;
         } else {

@@ -64,7 +64,7 @@ static void recipe_layers(const iqf_gguf *g, iqf_recipe_model *hp) {
 static iqf_status open_input(iqf_plan *j) {
     char msg[512];
     const iqf_model_quantize_params *p = j->p;
-    j->g = iqf_gguf_open(j->in, msg, sizeof msg);
+    j->g = p->input ? p->input : iqf_gguf_open(j->in, msg, sizeof msg);
     if (!j->g) return iqf_fail(j->err, j->errlen, IQF_E_FORMAT, "%s", msg);
     if (iqf_gguf_check_schema(j->g, msg, sizeof msg)) /* keys llama.cpp reads, before anything is written */
         return iqf_fail(j->err, j->errlen, IQF_E_FORMAT, "%s", msg);
@@ -382,6 +382,6 @@ void iqf_plan_free(iqf_plan *pl) {
     free(pl->rt);
     free(pl->rc);
     iqf_imatrix_free(&pl->im);
-    iqf_gguf_close(pl->g);
+    if (!pl->p || pl->g != pl->p->input) iqf_gguf_close(pl->g); /* a given input stays the caller's */
     memset(pl, 0, sizeof *pl);
 }

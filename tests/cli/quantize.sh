@@ -8,7 +8,7 @@ set -u
 GEN="$(dirname "$CLI")/iqf-genmodel"
 
 "$CLI" quantize --help >"$T/out" 2>&1 && ok || bad "--help exit status"
-expect usage "usage: iqforge quantize \[options\] IN.gguf \[OUT.gguf\] TYPE \[NTHREADS\]" "$T/out"
+expect usage "usage: iqforge quantize \[options\] IN.gguf\|HF_DIR \[OUT.gguf\] TYPE \[NTHREADS\]" "$T/out"
 expect types "IQ3_XXS" "$T/out"
 "$CLI" quantize >"$T/out" 2>&1; [ $? -eq 2 ] && ok || bad "no arguments: want exit 2"
 
