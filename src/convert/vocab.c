@@ -8,12 +8,14 @@
  *   both            gguf-py's SpecialVocab: special token ids (tokenizer_config.json then
  *                   config.json), add_*_token (tokenizer.json's post-processor, then
  *                   tokenizer_config.json), the chat template.
- * A SentencePiece tokenizer.model is refused (not supported yet).
+ * A SentencePiece tokenizer.model: spm.c for CV_VOCAB_LLAMA (then SpecialVocab here), refused
+ * for the other architectures (not supported yet).
  */
 #include "iqforge.h"
 
 #include "convert_internal.h"
 #include "json.h"
+#include "spm.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -742,11 +744,16 @@ int iqf_cv_vocab(const char *dir, const char *cfg_path, yyjson_val *hp, int kind
     int rc = -1;
     snprintf(v.tj_path, sizeof v.tj_path, "%s/tokenizer.json", dir);
     snprintf(v.tc_path, sizeof v.tc_path, "%s/tokenizer_config.json", dir);
-    if (file_exists(dir, "tokenizer.model")) {
-        vfail(&v, "%s/tokenizer.model: SentencePiece vocabularies are not supported yet", dir);
+    if (file_exists(dir, "tokenizer.model") && kind != CV_VOCAB_LLAMA) {
+        vfail(&v, "%s/tokenizer.model: SentencePiece vocabularies are not supported yet for this architecture", dir);
         goto out;
     }
     if (file_exists(dir, "tokenizer_config.json") && !(v.tc = iqf_json_read_file(v.tc_path, err, errlen))) goto out;
+    if (file_exists(dir, "tokenizer.model")) { /* LlamaModel.set_vocab: _set_vocab_sentencepiece (spm.c) */
+        int64_t n = iqf_cv_spm_vocab(dir, hp, v.tc ? yyjson_doc_get_root(v.tc) : NULL, w, looks_special, err, errlen);
+        rc = n < 0 ? -1 : special_vocab(&v, false, n);
+        goto out;
+    }
     if (!(v.tj = iqf_json_read_file(v.tj_path, err, errlen))) goto out;
     yyjson_val *tj = yyjson_doc_get_root(v.tj);
     if (!yyjson_is_obj(tj) || !yyjson_is_obj(iqf_json_get(tj, "model"))) {
