@@ -250,9 +250,8 @@ float iqf_kq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
         l = KQ_MIN(nmax, l);
         L[i] = (uint8_t)l;
         float w = quant_weights[i];
-        /* fused on arm64 below 16 values (q4_K/q5_K's 8 scales), not for 16 or 32 */
-        sumlx = IQF_FMA_ARM_IF(n < 16, w * x[i], l, sumlx);
-        suml2 = IQF_FMA_ARM_IF(n < 16, w * l, l, suml2);
+        sumlx += w * x[i] * l; /* unfused on arm64 too for n % 4 == 0: vectorized (fma.h) */
+        suml2 += w * l * l;
     }
     for (int itry = 0; itry < 5; ++itry) {
         int n_changed = 0;
