@@ -2,9 +2,7 @@
 #include "iqforge.h"
 
 iqf_simd iqf_simd_detect(void) {
-/* IQF_GGML_FMA (util/fma.h, a development build that rounds like ggml's arm64 build on x86)
- * fuses in the scalar code only: such a build stays on the scalar paths. */
-#if (defined(__x86_64__) || defined(__i386__)) && !(defined(IQF_GGML_FMA) && IQF_GGML_FMA)
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

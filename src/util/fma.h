@@ -21,14 +21,12 @@
  *   IQF_FMA_ARM(a, b, c)   a*b + c
  *   IQF_FMS_ARM(a, b, c)   a*b - c   (fma(a, b, -c))
  *   IQF_FNMA_ARM(a, b, c)  c - a*b   (fma(-a, b, c))
- * Only the scalar code uses them; the x86 SIMD kernels reproduce the unfused x86 bytes.
- * IQF_GGML_FMA=1 (a compile definition) selects the fused forms on x86 as well and keeps such a
- * build on the scalar paths (util/cpu.c): a development aid to compare with an FMA build of
- * ggml-quants.c natively instead of under qemu (docs/DEVELOPING.md). */
+ * Only the scalar code uses them (arm64 runs the scalar paths); the x86 SIMD kernels reproduce
+ * the unfused x86 bytes. A NEON kernel must fuse exactly where the scalar code does. */
 #ifndef IQF_UTIL_FMA_H
 #define IQF_UTIL_FMA_H
 #include <math.h>
-#if defined(__aarch64__) || (defined(IQF_GGML_FMA) && IQF_GGML_FMA)
+#if defined(__aarch64__)
 #define IQF_GGML_FUSES 1
 #define IQF_FMA_ARM(a, b, c) fmaf((a), (b), (c))
 #define IQF_FMS_ARM(a, b, c) fmaf((a), (b), -(c))
