@@ -211,19 +211,12 @@ static void sort_prefix_m_scalar(const float *xb, const float *weight, int *orde
     float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0; /* running px/pw of each half */
     for (int j = 0; j < block_size; ++j) {
         const int i = order[j];
-        const float wx = weight[i] * xb[i], wi = weight[i];
-        /* Branch-free: the other half adds +0, which leaves it unchanged (these sums start
-         * at +0 and so are never -0). */
+        const float wi = weight[i];
+        /* pw: the other half adds +0, which leaves it unchanged (these sums start at +0 and so
+         * are never -0); px: ggml's px[h][j] + weight[i]*xb[i] (fused on arm64, fma.h). */
         const bool lo = i < block_size / 2;
-#if IQF_GGML_FUSES
-        /* ggml's px[h][j+1] = px[h][j] + weight[i]*xb[i], fused (util/fma.h) */
-        (void)wx;
-        if (lo) sx0 = IQF_FMA_ARM(weight[i], xb[i], sx0);
-        else sx1 = IQF_FMA_ARM(weight[i], xb[i], sx1);
-#else
-        sx0 = sx0 + (lo ? wx : 0.f);
-        sx1 = sx1 + (lo ? 0.f : wx);
-#endif
+        sx0 = lo ? IQF_FMA_ARM(weight[i], xb[i], sx0) : sx0;
+        sx1 = lo ? sx1 : IQF_FMA_ARM(weight[i], xb[i], sx1);
         sw0 = sw0 + (lo ? wi : 0.f);
         sw1 = sw1 + (lo ? 0.f : wi);
         px[0][j + 1] = sx0;
@@ -286,8 +279,7 @@ typedef struct iq1_kernels {
 static const float x_p[4] = { -1 + IQ1S_DELTA, IQ1S_DELTA, 1 + IQ1S_DELTA, 0 };
 static const float x_m[4] = { -1 - IQ1S_DELTA, -IQ1S_DELTA, 1 - IQ1S_DELTA, 0 };
 
-/* ggml's a*v0 + b*v1 + c*v2 and a*v0*v0 + b*v1*v1 + c*v2*v2 as its build rounds them (fused
- * left to right where it fuses, util/fma.h; elsewhere the plain sums). */
+/* ggml's a*v0 + b*v1 + c*v2 and a*v0*v0 + b*v1*v1 + c*v2*v2, rounded as its build (fma.h) */
 static inline float split_qx(float a, float b, float c, const float *v) {
     return IQF_FMA_ARM(c, v[2], IQF_FMA_ARM(a, v[0], b * v[1]));
 }

@@ -196,18 +196,6 @@ typedef struct enc_ops {
     void (*resolve)(const iqf_iqgrid *g, cand_set *cs, const float *xval, const float *waux, int ng);
 } enc_ops;
 
-/* The 24 terms (waux_i * diff) * diff, diff = scale*q - xval_i, q = 1, 3, 5: e[4i + l]. */
-static inline void nb_terms(float *e, const float *xval, const float *waux, float scale) {
-    const float sq[3] = { scale * 1.f, scale * 3.f, scale * 5.f };
-    for (int i = 0; i < 8; i++) {
-        for (int l = 0; l < 3; l++) {
-            float diff = sq[l] - xval[i];
-            e[4 * i + l] = waux[i] * diff * diff;
-        }
-        e[4 * i + 3] = 0;
-    }
-}
-
 #if IQF_GGML_FUSES
 /* Where ggml's build fuses (util/fma.h): diff = fma(scale, q, -xval_i), d2 = fma(waux_i * diff,
  * diff, d2) per neighbour, ggml's loop as written (no shared terms: the product is not rounded). */
@@ -232,6 +220,18 @@ static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const f
     return gi >= 0 ? gi : nb[1];
 }
 #else
+/* The 24 terms (waux_i * diff) * diff, diff = scale*q - xval_i, q = 1, 3, 5: e[4i + l]. */
+static inline void nb_terms(float *e, const float *xval, const float *waux, float scale) {
+    const float sq[3] = { scale * 1.f, scale * 3.f, scale * 5.f };
+    for (int i = 0; i < 8; i++) {
+        for (int l = 0; l < 3; l++) {
+            float diff = sq[l] - xval[i];
+            e[4 * i + l] = waux[i] * diff * diff;
+        }
+        e[4 * i + 3] = 0;
+    }
+}
+
 static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const float *waux,
                           float scale) {
     float e[32];
