@@ -21,10 +21,10 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 bash scripts/install-oracle.sh arm64
-# The quick tests that pass on arm64 today (test_tokenizer: against the arm64 libllama). Not yet
-# here: the compat differentials of the types whose bytes still differ from ggml's arm64 build
-# (docs/PERFORMANCE.md, "arm64").
-tests="${ARM64_TESTS:-^(test_types|test_gguf|test_codec_api|test_recipe|test_tokenizer)$}"
+# The quick tests (test_tokenizer: against the arm64 libllama; test_compat_platform: compat bytes
+# and decoders of the 18 types whose rounding depends on the platform's ggml, against ggml's
+# arm64 build, about 3 minutes under qemu; docs/COMPAT.md, "arm64").
+tests="${ARM64_TESTS:-^(test_types|test_gguf|test_codec_api|test_recipe|test_tokenizer|test_compat_platform)$}"
 targets=$(echo "$tests" | tr -d '^$()' | tr '|' ' ')
 cmake -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
 # shellcheck disable=SC2086

@@ -8,6 +8,7 @@
  * The SIMD kernels (fp4_lanes.h) run that search on whole vectors with the same arithmetic.
  */
 #include "codec.h"
+#include "util/fma.h"
 
 #include <math.h>
 #include <string.h>
@@ -76,9 +77,9 @@ static inline uint8_t mxfp4_exponent(float amax) {
 /* ---- the scalar reference (ggml's loops) ---- */
 static inline int best_index(float x, float e) {
     int best = 0;
-    float best_err = fabsf(fp4_kv[0] * e - x);
+    float best_err = fabsf(IQF_FMS_ARM(fp4_kv[0], e, x));
     for (int i = 1; i < 16; i++) {
-        const float err = fabsf(fp4_kv[i] * e - x);
+        const float err = fabsf(IQF_FMS_ARM(fp4_kv[i], e, x));
         if (err < best_err) {
             best = i;
             best_err = err;

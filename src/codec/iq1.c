@@ -23,6 +23,7 @@
  */
 #include "codec.h"
 #include "iqgrid.h"
+#include "util/fma.h"
 
 #include <float.h>
 #include <math.h>
@@ -179,7 +180,7 @@ static void sort_order_scalar(const float *x, int n, int *order) {
 
 static float weights_scalar(const float *xb, const float *qw, float sigma2, int n, float *w) {
     if (qw) {
-        for (int i = 0; i < n; ++i) w[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+        for (int i = 0; i < n; ++i) w[i] = qw[i] * sqrtf(IQF_FMA_ARM(xb[i], xb[i], sigma2));
     } else {
         for (int i = 0; i < n; ++i) w[i] = xb[i] * xb[i];
     }
@@ -195,7 +196,7 @@ static void sort_prefix_s_scalar(const float *xb, const float *weight, int *orde
     sumx[0] = sumw[0] = 0;
     for (int j = 0; j < 32; ++j) {
         int i = order[j];
-        sumx[j + 1] = sumx[j] + weight[i] * xb[i];
+        sumx[j + 1] = IQF_FMA_ARM(weight[i], xb[i], sumx[j]);
         sumw[j + 1] = sumw[j] + weight[i];
     }
 }
@@ -210,13 +211,13 @@ static void sort_prefix_m_scalar(const float *xb, const float *weight, int *orde
     float sx0 = 0, sx1 = 0, sw0 = 0, sw1 = 0; /* running px/pw of each half */
     for (int j = 0; j < block_size; ++j) {
         const int i = order[j];
-        const float wx = weight[i] * xb[i], wi = weight[i];
-        /* Branch-free: the other half adds +0, which leaves it unchanged (these sums start
-         * at +0 and so are never -0). */
+        const float wi = weight[i];
+        /* pw: the other half adds +0, which leaves it unchanged (these sums start at +0 and so
+         * are never -0); px: ggml's px[h][j] + weight[i]*xb[i] (fused on arm64, fma.h). */
         const bool lo = i < block_size / 2;
-        sx0 = sx0 + (lo ? wx : 0.f);
+        sx0 = lo ? IQF_FMA_ARM(weight[i], xb[i], sx0) : sx0;
+        sx1 = lo ? sx1 : IQF_FMA_ARM(weight[i], xb[i], sx1);
         sw0 = sw0 + (lo ? wi : 0.f);
-        sx1 = sx1 + (lo ? 0.f : wx);
         sw1 = sw1 + (lo ? 0.f : wi);
         px[0][j + 1] = sx0;
         px[1][j + 1] = sx1;
@@ -239,8 +240,8 @@ static int best_neighbour_scalar(const uint16_t *nb, const uint16_t *nbk, const 
         for (int i = 0; i < 8; ++i) {
             float q = xg[(key >> 2 * i) & 3];
             float w = weight[i];
-            float diff = scale * q - xval[i];
-            d2 += w * diff * diff;
+            float diff = IQF_FMS_ARM(scale, q, xval[i]);
+            d2 = IQF_FMA_ARM(w * diff, diff, d2);
         }
         if (d2 < best_score) {
             best_score = d2;
@@ -278,6 +279,14 @@ typedef struct iq1_kernels {
 static const float x_p[4] = { -1 + IQ1S_DELTA, IQ1S_DELTA, 1 + IQ1S_DELTA, 0 };
 static const float x_m[4] = { -1 - IQ1S_DELTA, -IQ1S_DELTA, 1 - IQ1S_DELTA, 0 };
 
+/* ggml's a*v0 + b*v1 + c*v2 and a*v0*v0 + b*v1*v1 + c*v2*v2, rounded as its build (fma.h) */
+static inline float split_qx(float a, float b, float c, const float *v) {
+    return IQF_FMA_ARM(c, v[2], IQF_FMA_ARM(a, v[0], b * v[1]));
+}
+static inline float split_q2(float a, float b, float c, const float *v) {
+    return IQF_FMA_ARM(c * v[2], v[2], IQF_FMA_ARM(a * v[0], v[0], b * v[1] * v[1]));
+}
+
 static int search_s_scalar(const float *sumx, const float *sumw, float *scale_out, int *bi1,
                            int *bi2) {
     const int bs = 32;
@@ -285,11 +294,8 @@ static int search_s_scalar(const float *sumx, const float *sumw, float *scale_ou
     int besti1 = -1, besti2 = -1, best_shift = 0;
     for (int i1 = 0; i1 <= bs; ++i1) {
         for (int i2 = i1; i2 <= bs; ++i2) {
-            float sumqx = (sumx[i1] - sumx[0]) * x_p[0] + (sumx[i2] - sumx[i1]) * x_p[1] +
-                          (sumx[bs] - sumx[i2]) * x_p[2];
-            float sumq2 = (sumw[i1] - sumw[0]) * x_p[0] * x_p[0] +
-                          (sumw[i2] - sumw[i1]) * x_p[1] * x_p[1] +
-                          (sumw[bs] - sumw[i2]) * x_p[2] * x_p[2];
+            float sumqx = split_qx(sumx[i1] - sumx[0], sumx[i2] - sumx[i1], sumx[bs] - sumx[i2], x_p);
+            float sumq2 = split_q2(sumw[i1] - sumw[0], sumw[i2] - sumw[i1], sumw[bs] - sumw[i2], x_p);
             if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
                 scale = sumqx / sumq2;
                 best_score = scale * sumqx;
@@ -297,10 +303,8 @@ static int search_s_scalar(const float *sumx, const float *sumw, float *scale_ou
                 besti2 = i2;
                 best_shift = 1;
             }
-            sumqx = (sumx[i1] - sumx[0]) * x_m[0] + (sumx[i2] - sumx[i1]) * x_m[1] +
-                    (sumx[bs] - sumx[i2]) * x_m[2];
-            sumq2 = (sumw[i1] - sumw[0]) * x_m[0] * x_m[0] + (sumw[i2] - sumw[i1]) * x_m[1] * x_m[1] +
-                    (sumw[bs] - sumw[i2]) * x_m[2] * x_m[2];
+            sumqx = split_qx(sumx[i1] - sumx[0], sumx[i2] - sumx[i1], sumx[bs] - sumx[i2], x_m);
+            sumq2 = split_q2(sumw[i1] - sumw[0], sumw[i2] - sumw[i1], sumw[bs] - sumw[i2], x_m);
             if (sumq2 > 0 && sumqx * sumqx > best_score * sumq2) {
                 scale = sumqx / sumq2;
                 best_score = scale * sumqx;
@@ -322,10 +326,10 @@ static int search_m_scalar(const float px[2][17], const float pw[2][17], float *
     const float txs[2] = { px[0][bs], px[1][bs] };
     const float tws[2] = { pw[0][bs], pw[1][bs] };
     const float p2 = x_p[2], m2 = x_m[2];
-    const float cp1 = x_p[0] * x_p[0] - x_p[1] * x_p[1];
-    const float cp2 = x_p[1] * x_p[1] - x_p[2] * x_p[2];
-    const float cm1 = x_m[0] * x_m[0] - x_m[1] * x_m[1];
-    const float cm2 = x_m[1] * x_m[1] - x_m[2] * x_m[2];
+    const float cp1 = IQF_FMS_ARM(x_p[0], x_p[0], x_p[1] * x_p[1]);
+    const float cp2 = IQF_FMS_ARM(x_p[1], x_p[1], x_p[2] * x_p[2]);
+    const float cm1 = IQF_FMS_ARM(x_m[0], x_m[0], x_m[1] * x_m[1]);
+    const float cm2 = IQF_FMS_ARM(x_m[1], x_m[1], x_m[2] * x_m[2]);
     float best_score = -FLT_MAX, scale = *scale_out;
     int besti1 = -1, besti2 = -1, best_k = -1;
     for (int i1 = 0; i1 <= bs; ++i1) {
@@ -333,10 +337,10 @@ static int search_m_scalar(const float px[2][17], const float pw[2][17], float *
             float qx_p[2], qx_m[2], q2_p[2], q2_m[2], sumqx[4], sumq2[4];
             for (int h = 0; h < 2; ++h) {
                 const float sx = px[h][i1] + px[h][i2];
-                qx_p[h] = txs[h] * p2 - sx;
-                qx_m[h] = txs[h] * m2 - sx;
-                q2_p[h] = tws[h] * p2 * p2 + pw[h][i1] * cp1 + pw[h][i2] * cp2;
-                q2_m[h] = tws[h] * m2 * m2 + pw[h][i1] * cm1 + pw[h][i2] * cm2;
+                qx_p[h] = IQF_FMS_ARM(txs[h], p2, sx);
+                qx_m[h] = IQF_FMS_ARM(txs[h], m2, sx);
+                q2_p[h] = IQF_FMA_ARM(pw[h][i2], cp2, IQF_FMA_ARM(tws[h] * p2, p2, pw[h][i1] * cp1));
+                q2_m[h] = IQF_FMA_ARM(pw[h][i2], cm2, IQF_FMA_ARM(tws[h] * m2, m2, pw[h][i1] * cm1));
             }
             sumqx[0] = qx_p[0] + qx_p[1];
             sumqx[1] = qx_p[0] + qx_m[1];
@@ -721,8 +725,8 @@ static void iq1_s_superblock(const iq1_kernels *K, const float *xbl, float sumx2
                 for (int j = 0; j < 8; ++j) {
                     float w = weight[8 * k + j];
                     float q = xx[(key >> 2 * j) & 3];
-                    sumqx += w * q * xb[8 * k + j];
-                    sumq2 += w * q * q;
+                    sumqx = IQF_FMA_ARM(w * q, xb[8 * k + j], sumqx);
+                    sumq2 = IQF_FMA_ARM(w * q, q, sumq2);
                 }
             }
             if (sumqx > 0 && sumq2 > 0) scale = sumqx / sumq2;
@@ -744,7 +748,7 @@ static void iq1_s_superblock(const iq1_kernels *K, const float *xbl, float sumx2
     y->d = IQF_FP32_TO_FP16(d * 1.125f);
     float id = 1 / d;
     for (int ib = 0; ib < QK_K / block_size; ++ib) {
-        int l = iqf_nearest_int(0.5f * (id * scales[ib] - 1));
+        int l = iqf_nearest_int(0.5f * IQF_FMS_ARM(id, scales[ib], 1));
         l = l < 0 ? 0 : l > 7 ? 7 : l;
         if (shifts[ib] == -1) l |= 8;
         y->qh[ib] |= (uint16_t)(l << 12);
@@ -810,8 +814,8 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
                 for (int j = 0; j < 8; ++j) {
                     float w = weight[8 * k + j];
                     float q = xx[(key >> 2 * j) & 3];
-                    sumqx_f += w * q * xb[8 * k + j];
-                    sumq2_f += w * q * q;
+                    sumqx_f = IQF_FMA_ARM(w * q, xb[8 * k + j], sumqx_f);
+                    sumq2_f = IQF_FMA_ARM(w * q, q, sumq2_f);
                 }
             }
             if (sumqx_f > 0 && sumq2_f > 0) scale = sumqx_f / sumq2_f;
@@ -831,7 +835,7 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
     float id = 1 / d;
     float sumqx_f = 0, sumq2_f = 0;
     for (int ib = 0; ib < QK_K / block_size; ++ib) {
-        int l = iqf_nearest_int(0.5f * (id * scales[ib] - 1));
+        int l = iqf_nearest_int(0.5f * IQF_FMS_ARM(id, scales[ib], 1));
         l = l < 0 ? 0 : l > 7 ? 7 : l;
         sc[ib / 4] |= (uint16_t)(l << 3 * (ib % 4));
         y->qh[ib] |= masks[shifts[ib]];
@@ -845,8 +849,8 @@ static void iq1_m_superblock(const iq1_kernels *K, const float *xbl, float sumx2
             for (int j = 0; j < 8; ++j) {
                 float w = weight[8 * k + j];
                 float q = xx[(key >> 2 * j) & 3] * (2 * l + 1);
-                sumqx_f += w * q * xb[8 * k + j];
-                sumq2_f += w * q * q;
+                sumqx_f = IQF_FMA_ARM(w * q, xb[8 * k + j], sumqx_f);
+                sumq2_f = IQF_FMA_ARM(w * q, q, sumq2_f);
             }
         }
     }

@@ -23,6 +23,7 @@
 #include "codec.h"
 #include "iqgrid.h"
 #include "iq_refine.h"
+#include "util/fma.h"
 
 #include <float.h>
 #include <math.h>
@@ -195,6 +196,30 @@ typedef struct enc_ops {
     void (*resolve)(const iqf_iqgrid *g, cand_set *cs, const float *xval, const float *waux, int ng);
 } enc_ops;
 
+#if IQF_GGML_FUSES
+/* Where ggml's build fuses (util/fma.h): diff = fma(scale, q, -xval_i), d2 = fma(waux_i * diff,
+ * diff, d2) per neighbour, ggml's loop as written (no shared terms: the product is not rounded). */
+static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const float *waux,
+                          float scale) {
+    const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
+    const uint16_t *nk = g->nbkeys + (nb - g->neighbours);
+    float best = FLT_MAX;
+    int gi = -1;
+    for (int j = 1; j <= nb[0]; j++) {
+        float d2 = 0;
+        unsigned k = nk[j];
+        for (int i = 0; i < 8; i++, k >>= 2) {
+            float diff = IQF_FMS_ARM(scale, (float)(2 * (k & 3) + 1), xval[i]);
+            d2 = IQF_FMA_ARM(waux[i] * diff, diff, d2);
+        }
+        if (d2 < best) {
+            best = d2;
+            gi = nb[j];
+        }
+    }
+    return gi >= 0 ? gi : nb[1];
+}
+#else
 /* The 24 terms (waux_i * diff) * diff, diff = scale*q - xval_i, q = 1, 3, 5: e[4i + l]. */
 static inline void nb_terms(float *e, const float *xval, const float *waux, float scale) {
     const float sq[3] = { scale * 1.f, scale * 3.f, scale * 5.f };
@@ -286,13 +311,14 @@ static int best_nb_scalar(const iqf_iqgrid *g, int u, const float *xval, const f
     /* gi < 0 only if every distance is +Inf or NaN: ggml aborts there; take the first. */
     return gi >= 0 ? gi : nb[1];
 }
+#endif
 
 static void round_scalar(cand_set *cs, const float *xval, int ng) {
     for (int k = 0; k < ng; k++) {
         for (int c = 0; c < cs->nc; c++) cs->key[k][c] = 0;
         for (int i = 0; i < 8; i++) {
             for (int c = 0; c < cs->nc; c++) {
-                int l = iqf_nearest_int(0.5f * (cs->id[c] * xval[8 * k + i] - 1));
+                int l = iqf_nearest_int(0.5f * IQF_FMS_ARM(cs->id[c], xval[8 * k + i], 1));
                 l = l < 0 ? 0 : l > 2 ? 2 : l;
                 cs->key[k][c] |= l << 2 * i;
             }
@@ -307,8 +333,8 @@ static void sums_scalar(cand_set *cs, const float *wx, const float *weight, int 
         const int sh = 2 * (i & 7);
         for (int c = 0; c < cs->nc; c++) {
             float q = (float)(2 * ((key[c] >> sh) & 3) + 1);
-            cs->sumqx[c] += wx[i] * q;
-            cs->sumq2[c] += weight[i] * q * q;
+            cs->sumqx[c] = IQF_FMA_ARM_IF(ng == 2, wx[i], q, cs->sumqx[c]);
+            cs->sumq2[c] = IQF_FMA_ARM_IF(ng == 2, weight[i] * q, q, cs->sumq2[c]);
         }
     }
 }
@@ -414,7 +440,7 @@ static int accept(const cand_set *cs, float *scale) {
 static inline int round8(const float *xval, float id) {
     int u = 0;
     for (int i = 0; i < 8; i++) {
-        int l = iqf_nearest_int(0.5f * (id * xval[i] - 1));
+        int l = iqf_nearest_int(0.5f * IQF_FMS_ARM(id, xval[i], 1));
         l = l < 0 ? 0 : l > 2 ? 2 : l;
         u |= l << 2 * i;
     }
@@ -427,8 +453,8 @@ static inline void key_sums(const int *key, int ng, const float *wx, const float
     float a = 0, b = 0;
     for (int i = 0; i < 8 * ng; i++) {
         float q = (float)(2 * ((key[i >> 3] >> 2 * (i & 7)) & 3) + 1);
-        a += wx[i] * q;
-        b += weight[i] * q * q;
+        a = IQF_FMA_ARM_IF(ng == 2, wx[i], q, a);
+        b = IQF_FMA_ARM_IF(ng == 2, weight[i] * q, q, b);
     }
     *sumqx = a;
     *sumq2 = b;
@@ -448,15 +474,15 @@ static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
     float scale = 1 / iscale;
     float best_mse = 0;
     for (int i = 0; i < n; i++) {
-        float diff = x[i] - scale * (float)L[i];
-        best_mse += qw[i] * diff * diff;
+        float diff = IQF_FNMA_ARM(scale, (float)L[i], x[i]);
+        best_mse += qw[i] * diff * diff; /* unfused on arm64 too (n = 32) */
     }
     /* The 8 trial scales are independent sums: evaluated side by side (each one in ggml's order),
      * then compared in ggml's order is = -4..-1, 1..4. */
     float isc[8], ssc[8], mse[8];
     for (int c = 0; c < 8; c++) {
         int is = c < 4 ? c - 4 : c - 3;
-        isc[c] = (0.1f * (float)is + (float)nmax) / max;
+        isc[c] = IQF_FMA_ARM(0.1f, (float)is, (float)nmax) / max;
         ssc[c] = 1 / isc[c];
         mse[c] = 0;
     }
@@ -464,7 +490,7 @@ static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
         for (int c = 0; c < 8; c++) {
             int l = iqf_nearest_int(isc[c] * x[i]);
             l = l < nmax ? l : nmax;
-            float diff = x[i] - ssc[c] * (float)l;
+            float diff = IQF_FNMA_ARM(ssc[c], (float)l, x[i]);
             mse[c] += qw[i] * diff * diff;
         }
     }
@@ -486,14 +512,14 @@ static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
         int n_changed = 0;
         for (int i = 0; i < n; i++) {
             float w = qw[i];
-            float slx = sumlx - w * x[i] * (float)L[i];
-            float sl2 = suml2 - w * (float)L[i] * (float)L[i];
+            float slx = IQF_FNMA_ARM(w * x[i], (float)L[i], sumlx);
+            float sl2 = IQF_FNMA_ARM(w * (float)L[i], (float)L[i], suml2);
             if (slx > 0 && sl2 > 0) {
                 int new_l = iqf_nearest_int(x[i] * sl2 / slx);
                 new_l = new_l < nmax ? new_l : nmax;
                 if (new_l != L[i]) {
-                    slx += w * x[i] * (float)new_l;
-                    sl2 += w * (float)new_l * (float)new_l;
+                    slx = IQF_FMA_ARM(w * x[i], (float)new_l, slx);
+                    sl2 = IQF_FMA_ARM(w * (float)new_l, (float)new_l, sl2);
                     if (slx * slx * suml2 > sumlx * sumlx * sl2) {
                         L[i] = (uint8_t)new_l;
                         sumlx = slx;
@@ -549,7 +575,7 @@ static inline uint8_t signs8(const float *xb, const float *weight, float *xval, 
 
 static inline float sum_sq256(const float *x) {
     float s = 0;
-    for (int i = 0; i < QK_K; i++) s += x[i] * x[i];
+    for (int i = 0; i < QK_K; i++) s += x[i] * x[i]; /* unfused on arm64 too (fma.h) */
     return s;
 }
 
@@ -563,7 +589,7 @@ static bool xxs_subblock(const enc_ops *E, const iqf_iqgrid *g, const float *xb,
     const int kMaxQ = 3;
     float weight[32], waux[32], xval[32], wx[32];
     uint8_t Lqp[32];
-    for (int i = 0; i < 32; i++) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+    for (int i = 0; i < 32; i++) weight[i] = qw[i] * sqrtf(IQF_FMA_ARM(xb[i], xb[i], sigma2));
     for (int i = 0; i < 32; i++) waux[i] = sqrtf(weight[i]);
     for (int k = 0; k < 4; k++) bsigns[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, true);
     float max;
@@ -579,7 +605,7 @@ static bool xxs_subblock(const enc_ops *E, const iqf_iqgrid *g, const float *xb,
     iqf_iq_cand_window(6, s_cur > 0 ? nw : 0, 10 * (eff_max / s_cur - 5), &is_lo, &cs.nc);
     for (int c = 0; c < MAXC; c++) {
         int is = (c < cs.nc ? c : cs.nc - 1) + is_lo;
-        cs.id[c] = ((float)(2 * kMaxQ - 1) + (float)is * 0.1f) / eff_max;
+        cs.id[c] = IQF_FMA_ARM((float)is, 0.1f, (float)(2 * kMaxQ - 1)) / eff_max;
         cs.sc[c] = 1 / cs.id[c];
     }
     E->round(&cs, xval, 4);
@@ -654,7 +680,7 @@ static void iq2_xxs_rows(const iqf_qctx *ctx, const float *x, void *vy, int64_t 
         y[ibl].d = iqf_fp32_to_fp16(d);
         float id = 1 / d;
         for (int ib = 0; ib < QK_K / 32; ib++) {
-            int l = iqf_nearest_int(0.5f * (id * scales[ib] - 1));
+            int l = iqf_nearest_int(0.5f * IQF_FMS_ARM(id, scales[ib], 1));
             l = l < 0 ? 0 : l > 15 ? 15 : l;
             q2[2 * ib + 1] |= (uint32_t)l << 28;
         }
@@ -677,7 +703,7 @@ static float search16(const enc_ops *E, const iqf_iqgrid *g, const float *xval,
     iqf_iq_cand_window(9, s_cur > 0 ? nw : 0, 10 * (max / s_cur - 5), &is_lo, &cs.nc);
     for (int c = 0; c < MAXC; c++) {
         int is = (c < cs.nc ? c : cs.nc - 1) + is_lo;
-        cs.id[c] = ((float)(2 * kMaxQ - 1) + (float)is * 0.1f) / max;
+        cs.id[c] = IQF_FMA_ARM((float)is, 0.1f, (float)(2 * kMaxQ - 1)) / max;
         cs.sc[c] = 1 / cs.id[c];
     }
     E->round(&cs, xval, 2);
@@ -727,7 +753,7 @@ static void iq2_xs_rows(const iqf_qctx *ctx, const float *x, void *vy, int64_t n
             const float *w = qw + QK_K * ibl + 16 * ib;
             float weight[16], waux[16], xval[16];
             uint8_t bs[2];
-            for (int i = 0; i < 16; i++) weight[i] = w[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+            for (int i = 0; i < 16; i++) weight[i] = w[i] * sqrtf(IQF_FMA_ARM(xb[i], xb[i], sigma2));
             for (int i = 0; i < 16; i++) waux[i] = sqrtf(weight[i]);
             for (int k = 0; k < 2; k++) bs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, true);
             float max;
@@ -754,7 +780,7 @@ static void iq2_xs_rows(const iqf_qctx *ctx, const float *x, void *vy, int64_t n
         y[ibl].d = iqf_fp32_to_fp16(d);
         float id = 1 / d;
         for (int ib = 0; ib < QK_K / 16; ib++) {
-            int l = iqf_nearest_int(0.5f * (id * scales[ib] - 1));
+            int l = iqf_nearest_int(0.5f * IQF_FMS_ARM(id, scales[ib], 1));
             l = l < 0 ? 0 : l > 15 ? 15 : l;
             if (ib % 2 == 0) y[ibl].scales[ib / 2] = (uint8_t)l;
             else y[ibl].scales[ib / 2] |= (uint8_t)(l << 4);
@@ -783,9 +809,9 @@ static void iq2_s_rows(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
             uint8_t bs[2];
             if (qw || flat) {
                 const float *w = qw ? qw + QK_K * ibl + 16 * ib : flat;
-                for (int i = 0; i < 16; i++) weight[i] = w[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+                for (int i = 0; i < 16; i++) weight[i] = w[i] * sqrtf(IQF_FMA_ARM(xb[i], xb[i], sigma2));
             } else {
-                for (int i = 0; i < 16; i++) weight[i] = 0.25f * sigma2 + xb[i] * xb[i];
+                for (int i = 0; i < 16; i++) weight[i] = IQF_FMA_ARM(0.25f, sigma2, xb[i] * xb[i]);
             }
             for (int i = 0; i < 16; i++) waux[i] = sqrtf(weight[i]);
             for (int k = 0; k < 2; k++) bs[k] = signs8(xb + 8 * k, weight + 8 * k, xval + 8 * k, false);
@@ -814,7 +840,7 @@ static void iq2_s_rows(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,
         yb->d = iqf_fp32_to_fp16(d * 0.9875f);
         float id = 1 / d;
         for (int ib = 0; ib < QK_K / 16; ib++) {
-            int l = iqf_nearest_int(0.5f * (id * scales[ib] - 1));
+            int l = iqf_nearest_int(0.5f * IQF_FMS_ARM(id, scales[ib], 1));
             l = l < 0 ? 0 : l > 15 ? 15 : l;
             if (ib % 2 == 0) yb->scales[ib / 2] = (uint8_t)l;
             else yb->scales[ib / 2] |= (uint8_t)(l << 4);

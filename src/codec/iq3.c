@@ -19,6 +19,7 @@
 #include "codec.h"
 #include "iq3_grids.h"
 #include "iq_refine.h"
+#include "util/fma.h"
 
 #include <float.h>
 #include <math.h>
@@ -313,8 +314,8 @@ static int best_neighbour(const iq3_tab *t, int u, const float *xval, const floa
         const float *pg = t->gqf[nb[j]];
         float d2 = 0;
         for (int i = 0; i < 4; i++) {
-            float diff = scale * pg[i] - xval[i];
-            d2 += waux[i] * diff * diff;
+            float diff = IQF_FMS_ARM(scale, pg[i], xval[i]);
+            d2 = IQF_FMA_ARM(waux[i] * diff, diff, d2);
         }
         if (d2 < best_d2) {
             best_d2 = d2;
@@ -338,7 +339,7 @@ static void level_sums(const iq3_sub *sb, const int8_t L[32], float *sumqx, floa
     for (int i = 0; i < 32; i++) {
         float w = sb->w[i];
         float q = (float)(2 * L[i] + 1);
-        a += w * sb->xval[i] * q;
+        a += w * sb->xval[i] * q; /* unfused on arm64 too: vectorized (fma.h) */
         b += w * q * q;
     }
     *sumqx = a;
@@ -358,7 +359,7 @@ static float refine(const iq3_variant *v, const iq3_sub *sb, float scale, const 
         if (!v->refine_all && on[k]) continue;
         int u = 0;
         for (int i = 0; i < 4; i++)
-            u |= clamp07(iqf_nearest_int(0.5f * (id * sb->xval[4 * k + i] - 1))) << 3 * i;
+            u |= clamp07(iqf_nearest_int(0.5f * IQF_FMS_ARM(id, sb->xval[4 * k + i], 1))) << 3 * i;
         int gi = t->kmap[u];
         if (gi < 0) gi = v->neighbour(t, u, sb->xval + 4 * k, sb->waux + 4 * k, scale);
         levels_of(t, gi, L + 4 * k);
@@ -378,12 +379,12 @@ static float search_ref(const iq3_variant *v, const iq3_sub *sb, int8_t L[32]) {
     memset(L, 0, 32);
     for (int k = 0; k < 8; k++) on[k] = v->init_on_grid;
     for (int is = sb->is_lo; is < sb->is_lo + sb->ncand; is++) {
-        const float id = (15 + (float)is * 0.2f) / sb->max;
+        const float id = IQF_FMA_ARM((float)is, 0.2f, 15) / sb->max;
         const float this_scale = 1 / id;
         for (int k = 0; k < 8; k++) {
             int u = 0;
             for (int i = 0; i < 4; i++) {
-                int l = clamp07(iqf_nearest_int(0.5f * (id * sb->xval[4 * k + i] - 1)));
+                int l = clamp07(iqf_nearest_int(0.5f * IQF_FMS_ARM(id, sb->xval[4 * k + i], 1)));
                 Laux[4 * k + i] = (int8_t)l;
                 u |= l << 3 * i;
             }
@@ -533,7 +534,7 @@ static inline int nb_scan(const iq3_tab *t, int u, const float *A) {
 static void prepare_sub(const float *xb, const float *qw, float sigma2, bool parity, iq3_sub *sb,
                         uint8_t signs[4]) {
     if (qw) {
-        for (int i = 0; i < 32; i++) sb->w[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+        for (int i = 0; i < 32; i++) sb->w[i] = qw[i] * sqrtf(IQF_FMA_ARM(xb[i], xb[i], sigma2));
     } else {
         for (int i = 0; i < 32; i++) sb->w[i] = xb[i] * xb[i];
     }
@@ -565,7 +566,7 @@ static void prepare_sub(const float *xb, const float *qw, float sigma2, bool par
 
 
 static inline int scale_nibble(float id, float scale) {
-    int l = iqf_nearest_int(0.5f * (id * scale - 1));
+    int l = iqf_nearest_int(0.5f * IQF_FMS_ARM(id, scale, 1));
     return l < 0 ? 0 : l > 15 ? 15 : l;
 }
 
@@ -574,7 +575,7 @@ static inline int scale_nibble(float id, float scale) {
 static float block_sigma2(const float *xbl, const float *qwbl) {
     float sumx2 = 0;
     if (qwbl)
-        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i];
+        for (int i = 0; i < QK_K; i++) sumx2 += xbl[i] * xbl[i]; /* unfused on arm64 too (fma.h) */
     return 2 * sumx2 / QK_K;
 }
 

@@ -25,6 +25,7 @@
  */
 #include "best_scale.h"
 #include "codec.h"
+#include "util/fma.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -200,14 +201,14 @@ static void cand_ids(float max, float *id) {
 static void sumsq_scalar(const float *x, int stride, int len, int count, float *out) {
     for (int b = 0; b < count; b++) {
         float s = 0;
-        for (int j = 0; j < len; j++) s += x[b * stride + j] * x[b * stride + j];
+        for (int j = 0; j < len; j++) s += x[b * stride + j] * x[b * stride + j]; /* unfused on arm64 too (fma.h) */
         out[b] = s;
     }
 }
 
 static float prep_scalar(const float *xb, const float *qw, float sigma2, float *w, float *maxv) {
     if (qw) {
-        for (int j = 0; j < 32; ++j) w[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+        for (int j = 0; j < 32; ++j) w[j] = qw[j] * sqrtf(IQF_FMA_ARM(xb[j], xb[j], sigma2));
     } else {
         for (int j = 0; j < 32; ++j) w[j] = xb[j] * xb[j];
     }
@@ -241,8 +242,8 @@ static void cand_sums_scalar(const float *xb, const float *w, float max, float *
                 q = kv_f[best_index_iq4(al)];
             }
             float wq = w[j] * q;
-            sumqx += wq * xb[j];
-            sumq2 += wq * q;
+            sumqx = IQF_FMA_ARM(wq, xb[j], sumqx);
+            sumq2 = IQF_FMA_ARM(wq, q, sumq2);
         }
         sqx[c] = sumqx;
         sq2[c] = sumq2;

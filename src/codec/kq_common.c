@@ -12,6 +12,7 @@
  */
 
 #include "kq_common.h"
+#include "util/fma.h"
 
 #include <math.h>
 #include <string.h>
@@ -56,7 +57,7 @@ float iqf_kq_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
         l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, l));
         L[i] = (int8_t)(l + nmax);
         float w = KQ_QX_W(i);
-        sumlx += w * x[i] * l;
+        sumlx += w * x[i] * l; /* unfused on arm64 too (fma.h) */
         suml2 += w * l * l;
     }
     float scale = suml2 ? sumlx / suml2 : 0.0f;
@@ -64,14 +65,15 @@ float iqf_kq_make_qx_quants(int n, int nmax, const float *x, int8_t *L, int rmse
     float best = scale * sumlx;
     for (int is = -9; is <= 9; ++is) {
         if (is == 0) continue;
-        iscale = -(nmax + 0.1f * is) / max;
+        iscale = -IQF_FMA_ARM(0.1f, is, nmax) / max;
         sumlx = suml2 = 0;
         for (int i = 0; i < n; ++i) {
             int l = iqf_nearest_int(iscale * x[i]);
             l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, l));
             float w = KQ_QX_W(i);
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
+            /* fused on arm64 for the 16-value groups (q3_K, q6_K), not the 32 (q4_0, q5_0) */
+            sumlx = IQF_FMA_ARM_IF(n < 32, w * x[i], l, sumlx);
+            suml2 = IQF_FMA_ARM_IF(n < 32, w * l, l, suml2);
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; ++i) {
@@ -97,21 +99,21 @@ float iqf_kq_make_q3_quants(int n, int nmax, const float *x, int8_t *L, bool do_
             l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, l));
             L[i] = (int8_t)l;
             float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
+            sumlx = IQF_FMA_ARM(w * x[i], l, sumlx);
+            suml2 = IQF_FMA_ARM(w * l, l, suml2);
         }
         for (int itry = 0; itry < 5; ++itry) {
             int n_changed = 0;
             for (int i = 0; i < n; ++i) {
                 float w = x[i] * x[i];
-                float slx = sumlx - w * x[i] * L[i];
+                float slx = IQF_FNMA_ARM(w * x[i], L[i], sumlx);
                 if (slx > 0) {
-                    float sl2 = suml2 - w * L[i] * L[i];
+                    float sl2 = IQF_FNMA_ARM(w * L[i], L[i], suml2);
                     int new_l = iqf_nearest_int(x[i] * sl2 / slx);
                     new_l = KQ_MAX(-nmax, KQ_MIN(nmax - 1, new_l));
                     if (new_l != L[i]) {
-                        slx += w * x[i] * new_l;
-                        sl2 += w * new_l * new_l;
+                        slx = IQF_FMA_ARM(w * x[i], new_l, slx);
+                        sl2 = IQF_FMA_ARM(w * new_l, new_l, sl2);
                         if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
                             L[i] = (int8_t)new_l;
                             sumlx = slx;
@@ -146,7 +148,7 @@ float iqf_kq_make_qkx_quants(int n, int nmax, const float *x, const float *weigh
         if (x[i] > max) max = x[i];
         float w = KQ_KX_W(i);
         sum_w += w;
-        sum_x += w * x[i];
+        sum_x = IQF_FMA_ARM(w, x[i], sum_x);
     }
     if (min > 0) min = 0;
     if (max <= min) { /* make_qkx2 tests max == min: the same once min <= 0 <= ... */
@@ -160,41 +162,41 @@ float iqf_kq_make_qkx_quants(int n, int nmax, const float *x, const float *weigh
     for (int i = 0; i < n; ++i) {
         int l = iqf_nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)KQ_MAX(0, KQ_MIN(nmax, l));
-        float diff = scale * L[i] + min - x[i];
+        float diff = IQF_FMA_ARM(scale, L[i], min) - x[i];
         diff = use_mad ? fabsf(diff) : diff * diff;
         float w = KQ_KX_W(i);
-        best_error += w * diff;
+        best_error = IQF_FMA_ARM_IF(n < 32, w, diff, best_error); /* fused on arm64 for 16 values (q2_K) */
     }
     if (nstep < 1) {
         *the_min = -min;
         return scale;
     }
     for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        iscale = (IQF_FMA_ARM(rdelta, is, rmin) + nmax) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; ++i) {
             int l = iqf_nearest_int(iscale * (x[i] - min));
             l = KQ_MAX(0, KQ_MIN(nmax, l));
             Laux[i] = (uint8_t)l;
             float w = KQ_KX_W(i);
-            sum_l += w * l;
+            sum_l += w * l; /* these three unfused on arm64 too (fma.h) */
             sum_l2 += w * l * l;
             sum_xl += w * l * x[i];
         }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
+        float D = IQF_FMS_ARM(sum_w, sum_l2, sum_l * sum_l);
         if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            float this_scale = IQF_FMS_ARM(sum_w, sum_xl, sum_x * sum_l) / D;
+            float this_min = IQF_FMS_ARM(sum_l2, sum_x, sum_l * sum_xl) / D;
             if (this_min > 0) {
                 this_min = 0;
                 this_scale = sum_xl / sum_l2;
             }
             float cur_error = 0;
             for (int i = 0; i < n; ++i) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
+                float diff = IQF_FMA_ARM(this_scale, Laux[i], this_min) - x[i];
                 diff = use_mad ? fabsf(diff) : diff * diff;
                 float w = KQ_KX_W(i);
-                cur_error += w * diff;
+                cur_error = IQF_FMA_ARM(w, diff, cur_error);
             }
             if (cur_error < best_error) {
                 memcpy(L, Laux, (size_t)n);
@@ -221,19 +223,19 @@ float iqf_kq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
     float scale = 1 / iscale;
     float best_mse = 0;
     for (int i = 0; i < n; ++i) {
-        float diff = x[i] - scale * L[i];
+        float diff = IQF_FNMA_ARM(scale, L[i], x[i]);
         float w = quant_weights[i];
-        best_mse += w * diff * diff;
+        best_mse += w * diff * diff; /* unfused on arm64 too for n % 8 == 0 (fma.h) */
     }
     for (int is = -4; is <= 4; ++is) {
         if (is == 0) continue;
-        float iscale_is = (0.1f * is + nmax) / max;
+        float iscale_is = IQF_FMA_ARM(0.1f, is, nmax) / max;
         float scale_is = 1 / iscale_is;
         float mse = 0;
         for (int i = 0; i < n; ++i) {
             int l = iqf_nearest_int(iscale_is * x[i]);
             l = KQ_MIN(nmax, l);
-            float diff = x[i] - scale_is * l;
+            float diff = IQF_FNMA_ARM(scale_is, l, x[i]);
             float w = quant_weights[i];
             mse += w * diff * diff;
         }
@@ -248,21 +250,21 @@ float iqf_kq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
         l = KQ_MIN(nmax, l);
         L[i] = (uint8_t)l;
         float w = quant_weights[i];
-        sumlx += w * x[i] * l;
+        sumlx += w * x[i] * l; /* unfused on arm64 too for n % 4 == 0: vectorized (fma.h) */
         suml2 += w * l * l;
     }
     for (int itry = 0; itry < 5; ++itry) {
         int n_changed = 0;
         for (int i = 0; i < n; ++i) {
             float w = quant_weights[i];
-            float slx = sumlx - w * x[i] * L[i];
-            float sl2 = suml2 - w * L[i] * L[i];
+            float slx = IQF_FNMA_ARM(w * x[i], L[i], sumlx);
+            float sl2 = IQF_FNMA_ARM(w * L[i], L[i], suml2);
             if (slx > 0 && sl2 > 0) {
                 int new_l = iqf_nearest_int(x[i] * sl2 / slx);
                 new_l = KQ_MIN(nmax, new_l);
                 if (new_l != L[i]) {
-                    slx += w * x[i] * new_l;
-                    sl2 += w * new_l * new_l;
+                    slx = IQF_FMA_ARM(w * x[i], new_l, slx);
+                    sl2 = IQF_FMA_ARM(w * new_l, new_l, sl2);
                     if (slx * slx * suml2 > sumlx * sumlx * sl2) {
                         L[i] = (uint8_t)new_l;
                         sumlx = slx;
@@ -355,7 +357,7 @@ void iqf_kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *
     else if (simd == IQF_SIMD_AVX2) j = impl_weights_avx2(n, x, qw, sigma2, w);
 #endif
     (void)simd;
-    for (; j < n; ++j) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+    for (; j < n; ++j) w[j] = qw[j] * sqrtf(IQF_FMA_ARM(x[j], x[j], sigma2));
 }
 
 void iqf_kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, const float *dm,

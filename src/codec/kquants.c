@@ -17,6 +17,7 @@
  */
 #include "kq_best.h"
 #include "kq_common.h"
+#include "util/fma.h"
 
 #include <math.h>
 #include <string.h>
@@ -26,7 +27,7 @@
 /* Sequential sum of squares of one super-block, as the reference's sum_x2 / sumx2 loops. */
 static inline float sb_sumx2(const float *x) {
     float s = 0;
-    for (int j = 0; j < QK_K; ++j) s += x[j] * x[j];
+    for (int j = 0; j < QK_K; ++j) s += x[j] * x[j]; /* unfused on arm64 too (fma.h) */
     return s;
 }
 
@@ -173,7 +174,7 @@ static void dequantize_row_q2_K(const void *vx, float *y, int64_t n) {
                 for (int h = 0; h < 2; h++) {
                     uint8_t sc = x[i].scales[is++];
                     const float dl = d * (sc & 0xF), ml = min * (sc >> 4);
-                    for (int l = 0; l < 16; ++l) *y++ = dl * (float)((q[l + 16 * h] >> shift) & 3) - ml;
+                    for (int l = 0; l < 16; ++l) *y++ = IQF_FMS_ARM(dl, (float)((q[l + 16 * h] >> shift) & 3), ml);
                 }
             }
             q += 32;
@@ -338,7 +339,7 @@ static void k4_search(const iqf_qctx *ctx, const float *xc, const float *qw, int
         for (int g = 0; g < ns * 8; ++g) {
             const float *xg = xc + 32 * g;
             float sum_x2 = 0;
-            for (int l = 0; l < 32; ++l) sum_x2 += xg[l] * xg[l];
+            for (int l = 0; l < 32; ++l) sum_x2 = IQF_FMA_ARM(xg[l], xg[l], sum_x2);
             const float av_x = sqrtf(sum_x2 / 32);
             for (int l = 0; l < 32; ++l) w[32 * g + l] = av_x + fabsf(xg[l]);
         }
@@ -558,8 +559,8 @@ static inline __attribute__((always_inline)) void k45_dequantize(int nmax, const
             const float d1 = d * sc, m1 = min * m;
             kq_get_scale_min_k4(is + 1, b.scales, &sc, &m);
             const float d2 = d * sc, m2 = min * m;
-            for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + ((qh && (qh[l] & u1)) ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + ((qh && (qh[l] & u2)) ? 16 : 0)) - m2;
+            for (int l = 0; l < 32; ++l) *y++ = IQF_FMS_ARM(d1, ((ql[l] & 0xF) + ((qh && (qh[l] & u1)) ? 16 : 0)), m1);
+            for (int l = 0; l < 32; ++l) *y++ = IQF_FMS_ARM(d2, ((ql[l] >> 4) + ((qh && (qh[l] & u2)) ? 16 : 0)), m2);
             ql += 32;
             is += 2;
             u1 = (uint8_t)(u1 << 2);

@@ -8,6 +8,7 @@
  */
 #include "best_scale.h"
 #include "kq_common.h"
+#include "util/fma.h"
 
 #include <float.h>
 #include <math.h>
@@ -182,7 +183,7 @@ static void ref_block(int kind, const float *x, void *blk) { ref_fns[0][kind](x,
 /* ---- the row encoder of every kind ---- */
 static float row_sigma2(const float *x, int64_t n) {
     float sum_x2 = 0;
-    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j]; /* unfused on arm64 too: vectorized (fma.h) */
     return sum_x2 / n;
 }
 
@@ -239,8 +240,8 @@ static inline __attribute__((always_inline)) void leg_dequantize(int kind, const
             const int x0 = (b.qs[j] & 0x0F) | (int)(((qh >> (j + 0)) << 4) & 0x10);
             const int x1 = (b.qs[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
             if (f.asym) {
-                y[j] = x0 * d + m;
-                y[j + QK / 2] = x1 * d + m;
+                y[j] = IQF_FMA_ARM(x0, d, m); /* ggml: x0*d + m, fused on arm64 */
+                y[j + QK / 2] = IQF_FMA_ARM(x1, d, m);
             } else {
                 y[j] = (x0 - f.nmax) * d;
                 y[j + QK / 2] = (x1 - f.nmax) * d;
