@@ -274,3 +274,17 @@ VL_FCMP(vf_ge, _CMP_GE_OQ)
 VL_FCMP(vf_eq, _CMP_EQ_OQ)
 VL_FCMP(vf_ord, _CMP_ORD_Q)
 #undef VL_FCMP
+
+/* additions for best_scale/kq_best (lanesa) */
+#ifndef VEC_LANES_NAMES_A
+#define VEC_LANES_NAMES_A
+#define vf_unord VL_SFX(vl_funord)
+#endif
+#if VL_W == 8
+/* lanes where a or b is NaN */
+VL_FN VM vf_unord(VF a, VF b) {
+    return (VM)_mm256_castps_si256(_mm256_cmp_ps((__m256)a, (__m256)b, _CMP_UNORD_Q));
+}
+#else
+VL_FN VM vf_unord(VF a, VF b) { return _mm512_cmp_ps_mask((__m512)a, (__m512)b, _CMP_UNORD_Q); }
+#endif
