@@ -52,9 +52,10 @@
  * Conventions
  *  - Functions that can fail return an iqf_status (0 = IQF_OK) and, when `err` is not NULL,
  *    write a one-line, NUL-terminated message of at most `errlen` bytes describing what is wrong.
- *  - Logging: functions that report as they go take a `FILE *log` (NULL: silent); the library
- *    prints nothing anywhere else. Progress of long evaluations is a callback
- *    (iqf_context_set_progress), never printed by the library.
+ *  - Logging, one convention: functions that report as they go take a `FILE *log` (NULL:
+ *    silent) and write whole lines to it; the library prints nothing anywhere else (no stderr,
+ *    no terminal line). Progress, which is not logging, is a callback: iqf_context_set_progress
+ *    for evaluations, iqf_model_quantize_params.progress for quantization.
  *  - No function keeps hidden global state besides lazily built, immutable lookup tables
  *    (built once, thread-safely).
  *  - Rows are little-endian, row-major; a quantized row is ncols/blck_size blocks.
@@ -601,6 +602,15 @@ typedef struct iqf_kv_override {
  * "false"; str at most 127 bytes. Errors: IQF_E_INVALID_ARG with a message naming the problem. */
 IQF_API iqf_status iqf_kv_override_parse(const char *arg, iqf_kv_override *out, char *err, size_t errlen);
 
+/* Progress of a model quantization (iqf_model_quantize, iqf_target_quantize; iqf_target_plan_make
+ * while it measures the tensors): called on the calling thread before each tensor and after each
+ * slab of rows, with the tensor's 1-based index `item` of n_items, its name, the stage (`what`:
+ * the target type's name, or "measure"), and the input bytes done of total_bytes; then once more
+ * at the end with name NULL. Not called for a dry run. It must not call back into the job. The
+ * library prints no progress itself (the CLI's line is drawn by this callback). */
+typedef void (*iqf_quantize_progress_fn)(void *user, int item, int n_items, const char *name,
+                                         const char *what, int64_t done_bytes, int64_t total_bytes);
+
 /* Options of `iqforge quantize`, as llama-quantize's. */
 typedef struct iqf_model_quantize_params {
     int ftype;                   /* IQF_FTYPE_* */
@@ -611,7 +621,7 @@ typedef struct iqf_model_quantize_params {
     bool leave_output_tensor;    /* --leave-output-tensor */
     bool pure;                   /* --pure */
     bool dry_run;                /* --dry-run: print the plan, write nothing */
-    bool quiet;                  /* no per-tensor log, no progress line */
+    bool quiet;                  /* no per-tensor log lines */
     const char *imatrix_path;    /* --imatrix (GGUF or legacy .dat), or NULL */
     const char *const *include_weights; /* --include-weights (substrings), n_include of them */
     int n_include;
@@ -647,6 +657,9 @@ typedef struct iqf_model_quantize_params {
      * IQF_E_NONFINITE), IQF_E_SHAPE (made for another model, or an entry of the wrong width). */
     const char *hessian_path;
     float hessian_damp;          /* --hessian-damp: fraction of mean(diag H) added (default 0.01) */
+    /* Progress (NULL, the default: none), independent of `quiet`; see iqf_quantize_progress_fn. */
+    iqf_quantize_progress_fn progress;
+    void *progress_user;
 } iqf_model_quantize_params;
 
 IQF_API iqf_model_quantize_params iqf_model_quantize_default_params(void);
@@ -900,6 +913,22 @@ IQF_API void iqf_hessian_acc_free(iqf_hess_acc *a); /* NULL is fine */
 /* The number of Hessians accumulated, and in *tokens (may be NULL) the input rows seen. */
 IQF_API int iqf_hessian_acc_count(const iqf_hess_acc *a, int64_t *tokens);
 
+/* Reading a Hessian file back (for iqf_quantize_feedback, or to inspect one). Opened and
+ * validated whole (hostile input: every key, shape and value is checked; values finite, diagonal
+ * >= 0). Errors: IQF_E_IO, IQF_E_FORMAT, IQF_E_NONFINITE, IQF_E_NOMEM, IQF_E_INVALID_ARG; message
+ * "PATH: what is wrong". */
+typedef struct iqf_hessian_file iqf_hessian_file;
+IQF_API iqf_status iqf_hessian_file_load(const char *path, iqf_hessian_file **out, char *err,
+                                         size_t errlen);
+IQF_API void iqf_hessian_file_free(iqf_hessian_file *f); /* NULL is fine */
+/* The Hessian of the input of weight `weight` ("blk.0.attn_k.weight": q/k/v share one, gate/up
+ * share one): true with its width *n and diagonal block size *bs (bs == n: the full matrix; else
+ * n/bs blocks of bs x bs), false if the file has none. */
+IQF_API bool iqf_hessian_file_find(const iqf_hessian_file *f, const char *weight, int64_t *n, int64_t *bs);
+/* Copies its n * bs values (row i of block k is row k*bs + i; means E[x x^T]) to out as
+ * float32, in the layout iqf_quantize_feedback takes (hblock = bs). False if absent. */
+IQF_API bool iqf_hessian_file_read(const iqf_hessian_file *f, const char *weight, float *out);
+
 /* ---------------------------------------------------------------------------------------------
  * Tokenizer (src/model/tokenizer.c): llama.cpp's SentencePiece ("llama") and GPT-2 byte-level
  * BPE ("gpt2") tokenizers, built from a GGUF's tokenizer.ggml.* keys (iqf_model_gguf for a
@@ -950,13 +979,39 @@ IQF_API iqf_status iqf_kld_file_info(const char *path, int *n_ctx, int *n_vocab,
                                      char *err, size_t errlen);
 
 /* ---------------------------------------------------------------------------------------------
- * Interrupted runs (src/util/outfile.c). Every output file is written under a temporary name and
- * renamed when complete. For a program (not a library user, which keeps its own signal handling):
- * installs SIGINT, SIGTERM and SIGHUP handlers that remove every live temporary output, print one
- * line "NAME: interrupted by SIGINT; temporary output removed, nothing written" to stderr and
- * _exit(128 + signal); SIGXFSZ is ignored (a write over `ulimit -f` is an ordinary error).
- * Idempotent. Returns 0, or -1 if sigaction failed.
+ * Output files that appear whole or not at all (src/util/outfile.c). Every file the library
+ * writes goes through this; it is public so that a program's own outputs (reports, raw tensors)
+ * get the same guarantee. The data goes to a temporary "PATH.tmp.XXXXXX" in the same folder,
+ * which commit flushes, fsyncs and renames onto PATH (atomic on POSIX); abort, a failed commit
+ * and the signal cleanup below remove it. A device (/dev/null, /dev/full, a FIFO) is written
+ * directly. Messages are "PATH: reason" (strerror). Errors are sticky: after one failed write
+ * every later write fails with the same message and commit removes the temporary file.
+ * A handle is used by one thread at a time.
  * ------------------------------------------------------------------------------------------- */
+typedef struct iqf_outfile iqf_outfile;
+/* Creates the temporary file. Errors: IQF_E_INVALID_ARG (NULL path or out), IQF_E_IO (the folder
+ * is missing or not writable, more than 256 files open at once, path too long), IQF_E_NOMEM;
+ * *out is then NULL. */
+IQF_API iqf_status iqf_outfile_open(const char *path, iqf_outfile **out, char *err, size_t errlen);
+/* Appends n bytes. Errors: IQF_E_INVALID_ARG (NULL of, or NULL data with n > 0), IQF_E_IO (the
+ * write failed, e.g. ENOSPC, or an earlier one did). */
+IQF_API iqf_status iqf_outfile_write(iqf_outfile *of, const void *data, size_t n, char *err, size_t errlen);
+/* Completes the file (PATH now holds exactly the bytes written) and frees the handle, also on
+ * failure. Errors: IQF_E_IO (a write, flush, fsync or the rename failed: PATH is untouched and
+ * the temporary file removed), IQF_E_INVALID_ARG (NULL of). */
+IQF_API iqf_status iqf_outfile_commit(iqf_outfile *of, char *err, size_t errlen);
+/* Removes the temporary file and frees the handle; PATH is untouched. NULL is fine. */
+IQF_API void iqf_outfile_abort(iqf_outfile *of);
+/* True if the two paths name the same existing file (same device and inode): writing one while
+ * reading the other would destroy the input. False if either does not exist. */
+IQF_API bool iqf_same_file(const char *a, const char *b);
+
+/* Interrupted runs. For a program (not a library user, which keeps its own signal handling):
+ * installs SIGINT, SIGTERM and SIGHUP handlers that remove every live temporary output (the
+ * library's and iqf_outfile_open's), print one line "NAME: interrupted by SIGINT; temporary
+ * output removed, nothing written" to stderr and _exit(128 + signal); SIGXFSZ is ignored (a
+ * write over `ulimit -f` is an ordinary IQF_E_IO). Idempotent. Returns 0, or -1 if sigaction
+ * failed. */
 IQF_API int iqf_outfile_install_signal_cleanup(const char *name);
 
 /* ---------------------------------------------------------------------------------------------

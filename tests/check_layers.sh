@@ -65,6 +65,18 @@ for f in $files; do
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 done
 
+# 1b. tools/ (the CLI) includes iqforge.h, its own headers and the ladder's only: no relative path
+# out of tools/ (its include path has no src/, CMakeLists.txt).
+for f in $(find tools -name '*.[ch]' | LC_ALL=C sort); do
+  while IFS= read -r inc; do
+    case $inc in
+      */* | ..*) bad "$f: includes \"$inc\": tools/ uses include/iqforge.h (and src/ladder/ladder.h) only" ;;
+      iqforge.h | ladder.h) ;;
+      *) [ -e "tools/$inc" ] || bad "$f: includes \"$inc\", not in tools/" ;;
+    esac
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+done
+
 # 2. file length
 while read -r n f; do
   [ "$f" = total ] && continue

@@ -3,13 +3,14 @@
  * Each subcommand is `int cmd_NAME(int argc, char **argv)` (argv[0] is the subcommand name) and
  * returns the process exit status: 0 success, 1 error (message already on stderr), 2 usage.
  *
- * The commands use the library through include/iqforge.h only, with two exceptions that stay
- * internal on purpose (the CLI links the static library, which keeps them):
- *  - cmd_ladder.c and ladder_eval.c: src/ladder/ladder.h (the ladder's rung records, alarm and report writers are
- *    the CLI's own top layer; their structs are report rows that change with the reports, not an
- *    ABI to freeze), util/outfile.h and util/progress.h as below;
- *  - cmd_raw.c, cmd_ladder.c: util/outfile.h (the atomic output file: a caller-allocated struct
- *    the library's writers share) and util/progress.h (the terminal progress line).
+ * The commands use the library through include/iqforge.h only (CMakeLists.txt gives tools/ no
+ * include path into src/ but src/ladder), with one exception that stays internal on purpose (the
+ * CLI links the static library, which keeps it):
+ *  - cmd_ladder.c and ladder_eval.c: src/ladder/ladder.h (the ladder's rung records, alarm and
+ *    report writers are the CLI's own top layer; their structs are report rows that change with
+ *    the reports, not an ABI to freeze). Moving src/ladder into tools/ is the next step.
+ * The atomic output file is public (iqf_outfile_*); the progress line (progress.c) and the
+ * whole-file text read (model_cli.c) are the CLI's own.
  * Everything an embedding program needs for the same jobs is public: quantization, the
  * tokenizer, evaluation, importance matrices and Hessians (save/load), the signal cleanup.
  */

@@ -6,7 +6,6 @@
 #include "cli.h"
 
 #include "iqforge.h"
-#include "util/outfile.h"
 
 #include <stdio.h>
 #include <stdlib.h>

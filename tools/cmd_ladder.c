@@ -20,9 +20,8 @@
 #include "model_cli.h"
 
 #include "iqforge.h"
-#include "ladder/ladder.h"
-#include "util/outfile.h"
-#include "util/progress.h"
+#include "ladder.h" /* src/ladder: the one internal header tools/ may include (cli.h says why) */
+#include "progress.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -199,15 +198,17 @@ static bool key_file_matches(const char *path, const char *key, double *v1, doub
 }
 
 static int write_key_file(const char *path, const char *key, const double *v1, const double *v2) {
-    iqf_outfile of;
-    if (iqf_outfile_open(&of, path)) return cli_error("%s", of.err);
+    iqf_outfile *of;
+    char err[512];
+    if (iqf_outfile_open(path, &of, err, sizeof err)) return cli_error("%s", err);
     char buf[256];
     int n = v1 ? snprintf(buf, sizeof buf, "key %s\nppl %a\nppl_err %a\n", key, *v1, *v2)
                : snprintf(buf, sizeof buf, "key %s\n", key);
-    if (iqf_outfile_write(&of, buf, (size_t)n) || iqf_outfile_commit(&of)) {
-        iqf_outfile_abort(&of);
-        return cli_error("%s", of.err);
+    if (iqf_outfile_write(of, buf, (size_t)n, err, sizeof err)) {
+        iqf_outfile_abort(of);
+        return cli_error("%s", err);
     }
+    if (iqf_outfile_commit(of, err, sizeof err)) return cli_error("%s", err);
     return 0;
 }
 
@@ -414,12 +415,12 @@ static int measure_external(const bench *b, ladder_rung *r, const char *gguf_out
     const ladder_eval_args a = eval_args(o, gguf_out, b->base_kld, log_path);
     r->bpw = b->n_weights ? 8.0 * (double)r->file_bytes / (double)b->n_weights : 0;
     stage(&b->prog, r, "evaluating (llama-perplexity)");
-    double t1 = iqf_now();
+    double t1 = cli_now();
     if (ladder_eval_rung(&a, r, err, sizeof err)) {
         set_error(r, "evaluation: %s", err);
         return 0;
     }
-    r->eval_s = iqf_now() - t1;
+    r->eval_s = cli_now() - t1;
     if (!o->prompt) return 0;
     iqf_model *m = NULL;
     stage(&b->prog, r, "smoke test");
@@ -435,7 +436,7 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
     const opts *o = b->o;
     char err[1024];
     iqf_model *m = NULL;
-    double t0 = iqf_now();
+    double t0 = cli_now();
     r->failed = false;
     stage(&b->prog, r, o->simulate ? "simulating" : "quantizing");
     if (!o->simulate) {
@@ -453,7 +454,7 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
             set_error(r, "quantize: %s", err);
             return 0;
         }
-        r->quantize_s = iqf_now() - t0;
+        r->quantize_s = cli_now() - t0;
         struct stat st;
         r->file_bytes = stat(gguf_out, &st) == 0 ? (uint64_t)st.st_size : 0;
         if (o->evaluator) return measure_external(b, r, gguf_out);
@@ -467,7 +468,7 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
             set_error(r, "simulated quantization failed (see above)");
             return 0;
         }
-        r->quantize_s = iqf_now() - t0;
+        r->quantize_s = cli_now() - t0;
         r->file_bytes = simulated_bytes(b->g, r->ttype);
     }
     r->bpw = b->n_weights ? 8.0 * (double)r->file_bytes / (double)b->n_weights : 0;
@@ -480,11 +481,11 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
     iqf_ppl_params pp = { (int)o->n_ctx, (int)o->n_chunks, NULL, b->base_kld, NULL };
     iqf_ppl_result res;
     stage(&b->prog, r, "evaluating");
-    double t1 = iqf_now();
+    double t1 = cli_now();
     if (iqf_perplexity(c, NULL, 0, &pp, &res, err, sizeof err)) {
         set_error(r, "evaluation: %s", err);
     } else {
-        r->eval_s = iqf_now() - t1;
+        r->eval_s = cli_now() - t1;
         r->n_chunks = res.n_chunks;
         r->ppl = res.ppl, r->ppl_err = res.ppl_err;
         r->ppl_ratio = res.ppl_ratio, r->ppl_ratio_err = res.ppl_ratio_err;
@@ -885,7 +886,7 @@ int cmd_ladder(int argc, char **argv) {
     const bool show = !o.quiet && isatty(2);
     b.prog.show = show;
     fault flt = { o.test_break, NULL };
-    double t_start = iqf_now();
+    double t_start = cli_now();
     int done_now = 0;
     rc = 0;
     for (int i = 0; i < n && !o.report_only; i++) {
@@ -893,7 +894,7 @@ int cmd_ladder(int argc, char **argv) {
         if (r->done || !selected(&o, r)) continue;
         b.prog.i = done_now + 1;
         b.prog.n = todo;
-        b.prog.eta = done_now ? (iqf_now() - t_start) / done_now * (todo - done_now) : -1;
+        b.prog.eta = done_now ? (cli_now() - t_start) / done_now * (todo - done_now) : -1;
         char gguf_out[4096];
         path_fmt(gguf_out, sizeof gguf_out, "%s/%s.%s.gguf", o.dir, r->name, iqf_ladder_mode_str(r->mode));
         measure(&b, r, gguf_out, &flt);

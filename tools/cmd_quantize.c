@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "iqforge.h"
+#include "progress.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -415,6 +416,13 @@ int cmd_quantize(int argc, char **argv) {
     p.n_tensor_types = tt.n;
 
     if (!p.dry_run) iqf_outfile_install_signal_cleanup("iqforge quantize");
+    /* The progress line on a terminal (the library reports, tools/progress.c draws). */
+    static cli_progress prog;
+    cli_progress_init(&prog, p.quiet, 0, 0);
+    if (prog.enabled) {
+        p.progress = cli_progress_quantize;
+        p.progress_user = &prog;
+    }
     iqf_model_quantize_report rep;
     char err[1024] = "";
     if (target) {

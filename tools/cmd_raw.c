@@ -5,8 +5,7 @@
 #include "cli.h"
 
 #include "iqforge.h"
-#include "util/outfile.h"
-#include "util/progress.h"
+#include "progress.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -158,19 +157,19 @@ static int run(raw_args *a, bool quantize) {
     if (rows_per_chunk < 1) rows_per_chunk = 1;
     void *ibuf = malloc((size_t)rows_per_chunk * in_row);
     void *obuf = malloc((size_t)rows_per_chunk * out_row);
-    iqf_outfile of;
+    iqf_outfile *of = NULL;
+    char err[256];
     int rc = 0;
     if (!ibuf || !obuf) { rc = cli_error("out of memory"); goto done_noout; }
     iqf_outfile_install_signal_cleanup(quantize ? "iqforge quantize-raw" : "iqforge dequantize-raw");
-    if (iqf_outfile_open(&of, a->out)) { rc = cli_error("%s", of.err); goto done_noout; }
+    if (iqf_outfile_open(a->out, &of, err, sizeof err)) { rc = cli_error("%s", err); goto done_noout; }
 
     iqf_quantize_params qp = iqf_quantize_default_params();
     qp.n_threads = (int)a->threads;
     qp.simd = a->simd;
     qp.mode = a->mode;
-    iqf_progress prog;
-    iqf_progress_init(&prog, a->quiet, 1, nrows * (long long)in_row);
-    char err[256];
+    cli_progress prog;
+    cli_progress_init(&prog, a->quiet, 1, nrows * (long long)in_row);
     for (long long r = 0; r < nrows; r += rows_per_chunk) {
         long long n = nrows - r < rows_per_chunk ? nrows - r : rows_per_chunk;
         if (fread(ibuf, 1, (size_t)n * in_row, fin) != (size_t)n * in_row) {
@@ -191,15 +190,15 @@ static int run(raw_args *a, bool quantize) {
             }
             break;
         }
-        if (iqf_outfile_write(&of, obuf, (size_t)n * out_row)) {
-            rc = cli_error("%s", of.err);
+        if (iqf_outfile_write(of, obuf, (size_t)n * out_row, err, sizeof err)) {
+            rc = cli_error("%s", err);
             break;
         }
-        iqf_progress_update(&prog, 1, a->in, ti->name, (r + n) * (long long)in_row);
+        cli_progress_update(&prog, 1, a->in, ti->name, (r + n) * (long long)in_row);
     }
-    iqf_progress_done(&prog);
-    if (rc) iqf_outfile_abort(&of);
-    else if (iqf_outfile_commit(&of)) rc = cli_error("%s", of.err);
+    cli_progress_done(&prog);
+    if (rc) iqf_outfile_abort(of);
+    else if (iqf_outfile_commit(of, err, sizeof err)) rc = cli_error("%s", err);
 done_noout:
     fclose(fin);
     free(ibuf);

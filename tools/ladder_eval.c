@@ -8,7 +8,7 @@
 #include "ladder_eval.h"
 
 #include "cli.h"
-#include "ladder/ladder.h"
+#include "ladder.h" /* src/ladder: the one internal header tools/ may include (cli.h says why) */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
 #ifndef IQF_LADDER_EVAL_H
 #define IQF_LADDER_EVAL_H
 
-#include "ladder/ladder.h"
+#include "ladder.h" /* src/ladder: the one internal header tools/ may include (cli.h says why) */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,6 @@
 #include "model_cli.h"
 
 #include "cli.h"
-#include "util/infile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -163,10 +162,36 @@ void model_cli_eval_progress(void *user, int done, int total, double seconds) {
     fprintf(stderr, "%.2f minutes\n", t / 60.0);
 }
 
+/* A whole-file read is a few lines of stdio: the CLI's own, not library API (the library reads
+ * its inputs through its parsers, which map or stream them). */
 char *model_cli_read_text(const char *path, size_t *len) {
-    int why = 0;
-    char *buf = iqf_read_file(path, 0, len, &why);
-    if (!buf && why == IQF_READ_OPEN) cli_error("%s: %s", path, strerror(errno));
-    else if (!buf) cli_error("%s: read error", path);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error("%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    const bool bad = ferror(f);
+    fclose(f);
+    if (!buf || bad) {
+        cli_error(buf ? "%s: read error" : "%s: out of memory", path);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
     return buf;
 }

@@ -127,9 +127,9 @@ iqf_gguf_writer *iqf_gguf_writer_open(const char *path, char *err, size_t errlen
         if (err && errlen) snprintf(err, errlen, "%s: out of memory", path);
         return NULL;
     }
-    if (iqf_outfile_open(&w->of, path) != 0) {
+    if (iqf_of_open(&w->of, path) != 0) {
         if (err && errlen) snprintf(err, errlen, "%s", w->of.err);
-        iqf_outfile_abort(&w->of);
+        iqf_of_abort(&w->of);
         free(w);
         return NULL;
     }
@@ -411,7 +411,7 @@ iqf_status iqf_gguf_writer_add_tensor(iqf_gguf_writer *w, const char *name, int 
 
 static iqf_status out(iqf_gguf_writer *w, const void *p, size_t n) {
     if (w->status) return w->status;
-    if (iqf_outfile_write(&w->of, p, n) != 0) {
+    if (iqf_of_write(&w->of, p, n) != 0) {
         snprintf(w->err, sizeof w->err, "%s", w->of.err); /* already "PATH: reason" */
         return w->status = IQF_E_IO;
     }
@@ -572,8 +572,8 @@ iqf_status iqf_gguf_writer_finish(iqf_gguf_writer *w, char *err, size_t errlen) 
               iqf_gguf_writer_data_remaining(w), w->t[w->cur].name);
     iqf_status st = w->status;
     if (st) {
-        iqf_outfile_abort(&w->of);
-    } else if (iqf_outfile_commit(&w->of) != 0) {
+        iqf_of_abort(&w->of);
+    } else if (iqf_of_commit(&w->of) != 0) {
         st = IQF_E_IO;
         snprintf(w->err, sizeof w->err, "%s", w->of.err);
     }
@@ -584,6 +584,6 @@ iqf_status iqf_gguf_writer_finish(iqf_gguf_writer *w, char *err, size_t errlen) 
 
 void iqf_gguf_writer_abort(iqf_gguf_writer *w) {
     if (!w) return;
-    iqf_outfile_abort(&w->of);
+    iqf_of_abort(&w->of);
     free_writer(w);
 }

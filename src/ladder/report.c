@@ -16,12 +16,12 @@ void iqf_ladder_put(ladder_rep *o, const char *fmt, ...) {
     va_end(ap);
     if (k < 0) { o->bad = true; return; }
     if ((size_t)k >= sizeof buf) k = (int)sizeof buf - 1;
-    if (iqf_outfile_write(&o->of, buf, (size_t)k)) o->bad = true;
+    if (iqf_of_write(&o->of, buf, (size_t)k)) o->bad = true;
 }
 
 int iqf_ladder_rep_open(ladder_rep *o, const char *path, char *err, size_t errlen) {
     o->bad = false;
-    if (iqf_outfile_open(&o->of, path)) {
+    if (iqf_of_open(&o->of, path)) {
         snprintf(err, errlen, "%s", o->of.err);
         return -1;
     }
@@ -31,10 +31,10 @@ int iqf_ladder_rep_open(ladder_rep *o, const char *path, char *err, size_t errle
 int iqf_ladder_rep_close(ladder_rep *o, char *err, size_t errlen) {
     if (o->bad) {
         snprintf(err, errlen, "%s", o->of.err[0] ? o->of.err : "write failed");
-        iqf_outfile_abort(&o->of);
+        iqf_of_abort(&o->of);
         return -1;
     }
-    if (iqf_outfile_commit(&o->of)) {
+    if (iqf_of_commit(&o->of)) {
         snprintf(err, errlen, "%s", o->of.err);
         return -1;
     }

@@ -229,15 +229,15 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
         goto done;
     }
     if (mode == 1) {
-        if (iqf_outfile_open(&of, p->kld_base_out)) { st = iqf_fail(err, errlen, IQF_E_IO, "%s", of.err); goto done; }
+        if (iqf_of_open(&of, p->kld_base_out)) { st = iqf_fail(err, errlen, IQF_E_IO, "%s", of.err); goto done; }
         of_open = true;
         uint32_t u = (uint32_t)n_ctx;
         int32_t a = n_vocab, b = n_chunk;
-        iqf_outfile_write(&of, "_logits_", 8);
-        iqf_outfile_write(&of, &u, 4);
-        iqf_outfile_write(&of, &a, 4);
-        iqf_outfile_write(&of, &b, 4);
-        iqf_outfile_write(&of, tokens, sizeof(int32_t) * (size_t)n_chunk * n_ctx);
+        iqf_of_write(&of, "_logits_", 8);
+        iqf_of_write(&of, &u, 4);
+        iqf_of_write(&of, &a, 4);
+        iqf_of_write(&of, &b, 4);
+        iqf_of_write(&of, tokens, sizeof(int32_t) * (size_t)n_chunk * n_ctx);
     }
     double nll = 0, nll2 = 0;
     int64_t count = 0;
@@ -271,7 +271,7 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
             }
         }
         count += n_score;
-        if (mode == 1 && iqf_outfile_write(&of, lp, sizeof(uint16_t) * (size_t)n_score * nv)) {
+        if (mode == 1 && iqf_of_write(&of, lp, sizeof(uint16_t) * (size_t)n_score * nv)) {
             st = iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
             goto done;
         }
@@ -299,11 +299,11 @@ iqf_status iqf_perplexity(iqf_context *c, const int32_t *tokens, size_t n_tokens
     }
     if (of_open) {
         of_open = false;
-        if (iqf_outfile_commit(&of)) st = iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
+        if (iqf_of_commit(&of)) st = iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
     }
 done:
     if (fin) fclose(fin);
-    if (of_open) iqf_outfile_abort(&of);
+    if (of_open) iqf_of_abort(&of);
     free(ftoks);
     free(toks);
     free(logits);

@@ -19,6 +19,7 @@
 #include "../util/outfile.h"
 #include "../util/progress.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SLAB_FLOATS (4 << 20) /* 16 MiB of f32 per slab */
@@ -114,6 +116,7 @@ typedef struct quant_job {
 static iqf_status write_header(quant_job *j) {
     const iqf_model_quantize_params *p = j->p;
     iqf_status st = IQF_OK;
+    assert(j->pl.complete && !p->dry_run); /* the invariant: nothing written before the plan is */
     j->n_out = p->keep_split ? iqf_gguf_n_parts(j->pl.g) : 1;
     const int n_out = j->n_out;
     j->ws = calloc((size_t)n_out, sizeof *j->ws);
@@ -202,6 +205,9 @@ static iqf_status encode_tensor(quant_job *j, int64_t i, const iqf_quantize_para
     if (slab > rows_per_expert) slab = rows_per_expert;
     iqf_status st = slab_buffers(j, t->type == IQF_TYPE_F32 ? 0 : (size_t)(slab * ncols), (size_t)slab * dst_rs, t->name);
     if (st) return st;
+#ifndef NDEBUG
+    const uint64_t remaining0 = iqf_gguf_writer_data_remaining(wi);
+#endif
     for (int64_t r = 0; r < nrows_total;) {
         const int64_t expert = r / rows_per_expert;
         const int64_t left_in_expert = rows_per_expert - r % rows_per_expert;
@@ -229,6 +235,8 @@ static iqf_status encode_tensor(quant_job *j, int64_t i, const iqf_quantize_para
         *done_in += (int64_t)((size_t)n * src_rs);
         iqf_progress_update(prog, (int)i + 1, t->name, tname(new_type), *done_in);
     }
+    /* the plan's byte count for this tensor is what went to the file */
+    assert(remaining0 - iqf_gguf_writer_data_remaining(wi) == iqf_plan_item_bytes(&j->pl, i));
     return IQF_OK;
 }
 
@@ -238,11 +246,12 @@ static iqf_status encode_tensors(quant_job *j) {
     int64_t total_in = 0, done_in = 0;
     for (int64_t i = 0; i < j->pl.nt; i++) total_in += (int64_t)j->pl.items[i].t->nbytes;
     iqf_progress prog;
-    iqf_progress_init(&prog, p->quiet || p->dry_run, (int)j->pl.nt, total_in);
+    iqf_progress_init(&prog, p->dry_run ? NULL : p->progress, p->progress_user, (int)j->pl.nt, total_in);
     iqf_quantize_params qp = iqf_quantize_default_params();
     qp.n_threads = j->n_threads;
     qp.mode = p->mode;
     iqf_status st = IQF_OK;
+    assert(j->pl.complete);
     for (int64_t i = 0; i < j->pl.nt && !st; i++) {
         const iqf_gguf_tensor *t = j->pl.items[i].t;
         const int new_type = j->pl.items[i].choice.type;

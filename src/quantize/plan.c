@@ -336,6 +336,7 @@ iqf_status iqf_plan_open(iqf_plan *pl, const char *in, const iqf_model_quantize_
 iqf_status iqf_plan_types(iqf_plan *pl, int ftype, const int *types, const char (*names)[IQF_GGUF_MAX_NAME],
                           int64_t n_types) {
     pl->ftype = ftype;
+    pl->complete = false;
     pl->n_fallback = pl->n_quantized = 0;
     pl->will_require_imatrix = false;
     iqf_recipe_overrides_free(pl->ov, pl->n_ov);
@@ -345,6 +346,7 @@ iqf_status iqf_plan_types(iqf_plan *pl, int ftype, const int *types, const char 
     iqf_status st = recipe_types(pl);
     if (!st && types) st = exact_types(pl, types, names, n_types);
     if (!st) st = check_types(pl);
+    pl->complete = !st;
     return st;
 }
 

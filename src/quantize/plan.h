@@ -60,6 +60,7 @@ typedef struct iqf_plan {
     int ftype;                /* general.file_type written */
     bool will_require_imatrix; /* dry run only */
     int n_fallback, n_quantized;
+    bool complete;            /* iqf_plan_types accepted every tensor (the pipeline asserts it) */
 } iqf_plan;
 
 /* Opens `in` for params `p`: schema, architecture and hyper-parameters (with --override-kv),

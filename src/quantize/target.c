@@ -216,7 +216,7 @@ static iqf_status measure_all(target_run *r) {
     for (int i = 0; i < r->nt; i++)
         if (!r->items[i].fixed) tot_w += iqf_gguf_tensor_nelements(r->items[i].t);
     iqf_progress prog;
-    iqf_progress_init(&prog, r->log == NULL, r->nt, tot_w);
+    iqf_progress_init(&prog, r->qp->progress, r->qp->progress_user, r->nt, tot_w);
     double max_rse = 0;
     iqf_status st = IQF_OK;
     for (int i = 0; i < r->nt && !st; i++) {

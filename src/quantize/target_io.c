@@ -58,15 +58,15 @@ void iqf_target_plan_print(const iqf_target_plan *p, FILE *f) {
 iqf_status iqf_target_plan_save(const iqf_target_plan *p, const char *path, char *err, size_t errlen) {
     if (!p || !path) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "missing argument");
     iqf_outfile of;
-    if (iqf_outfile_open(&of, path) != 0) return iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
+    if (iqf_of_open(&of, path) != 0) return iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
     for (int i = 0; i < p->n; i++) {
         if (!p->e[i].quantizable) continue;
         char pat[3 * IQF_GGUF_MAX_NAME + 8], line[4 * IQF_GGUF_MAX_NAME + 32];
         iqf_target_pattern(p->e[i].name, pat, sizeof pat);
         int n = snprintf(line, sizeof line, "%s=%s\n", pat, tname(p->e[i].type));
-        if (iqf_outfile_write(&of, line, (size_t)n) != 0) break;
+        if (iqf_of_write(&of, line, (size_t)n) != 0) break;
     }
-    if (iqf_outfile_commit(&of) != 0) return iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
+    if (iqf_of_commit(&of) != 0) return iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
     return IQF_OK;
 }
 

@@ -232,3 +232,34 @@ bool iqf_hessian_read(const iqf_hessian_file *hf, const char *hname, float *out)
         for (int64_t j = 0; j < m; j++) out[j] = elem(t, j);
     return true;
 }
+
+/* The public reader (iqforge.h): the same file handle on the heap, entries found by weight name. */
+iqf_status iqf_hessian_file_load(const char *path, iqf_hessian_file **out, char *err, size_t errlen) {
+    if (out) *out = NULL;
+    if (!path || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "iqf_hessian_file_load: NULL argument");
+    iqf_hessian_file *hf = calloc(1, sizeof *hf);
+    if (!hf) return iqf_fail(err, errlen, IQF_E_NOMEM, "%s: out of memory", path);
+    iqf_status st = iqf_hessian_open(path, hf, err, errlen);
+    if (st) {
+        free(hf);
+        return st;
+    }
+    *out = hf;
+    return IQF_OK;
+}
+
+void iqf_hessian_file_free(iqf_hessian_file *hf) {
+    if (!hf) return;
+    iqf_hessian_close(hf);
+    free(hf);
+}
+
+bool iqf_hessian_file_find(const iqf_hessian_file *hf, const char *weight, int64_t *n, int64_t *bs) {
+    char h[IQF_GGUF_MAX_NAME + 16];
+    return hf && weight && iqf_hessian_name_for(weight, h, sizeof h) && iqf_hessian_find(hf, h, n, bs);
+}
+
+bool iqf_hessian_file_read(const iqf_hessian_file *hf, const char *weight, float *out) {
+    char h[IQF_GGUF_MAX_NAME + 16];
+    return hf && weight && out && iqf_hessian_name_for(weight, h, sizeof h) && iqf_hessian_read(hf, h, out);
+}

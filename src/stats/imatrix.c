@@ -244,7 +244,7 @@ static iqf_status sorted_stats(const iqf_imatrix_stats *stats, int n, const iqf_
     return IQF_OK;
 }
 
-static int wr_i32(iqf_outfile *of, int32_t v) { return iqf_outfile_write(of, &v, 4); }
+static int wr_i32(iqf_outfile *of, int32_t v) { return iqf_of_write(of, &v, 4); }
 
 iqf_status iqf_imatrix_write_dat(const char *path, const iqf_imatrix_stats *stats, int n,
                                  const iqf_imatrix_meta *meta, char *err, size_t errlen) {
@@ -262,7 +262,7 @@ iqf_status iqf_imatrix_write_dat(const char *path, const iqf_imatrix_stats *stat
         else v[i] = NULL; /* no data: skipped, as the reference does */
     }
     iqf_outfile of;
-    if (iqf_outfile_open(&of, path) != 0) {
+    if (iqf_of_open(&of, path) != 0) {
         free(v);
         return iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
     }
@@ -274,7 +274,7 @@ iqf_status iqf_imatrix_write_dat(const char *path, const iqf_imatrix_stats *stat
         if (!s) continue;
         int32_t len = (int32_t)strlen(s->name);
         wr_i32(&of, len);
-        iqf_outfile_write(&of, s->name, (size_t)len);
+        iqf_of_write(&of, s->name, (size_t)len);
         int64_t maxc = 0;
         for (int64_t m = 0; m < s->n_mat; m++)
             if (s->counts[m] > maxc) maxc = s->counts[m];
@@ -287,7 +287,7 @@ iqf_status iqf_imatrix_write_dat(const char *path, const iqf_imatrix_stats *stat
             tmp = malloc((size_t)nval * sizeof *tmp);
             tmp_n = tmp ? (size_t)nval : 0;
             if (!tmp) {
-                iqf_outfile_abort(&of);
+                iqf_of_abort(&of);
                 free(v);
                 return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
             }
@@ -301,15 +301,15 @@ iqf_status iqf_imatrix_write_dat(const char *path, const iqf_imatrix_stats *stat
             }
             tmp[j] = (value / count) * (float)ncall;
         }
-        iqf_outfile_write(&of, tmp, (size_t)nval * sizeof(float));
+        iqf_of_write(&of, tmp, (size_t)nval * sizeof(float));
     }
     wr_i32(&of, meta->chunk_count);
     const char *ds = meta->dataset ? meta->dataset : "";
     wr_i32(&of, (int32_t)strlen(ds));
-    iqf_outfile_write(&of, ds, strlen(ds));
+    iqf_of_write(&of, ds, strlen(ds));
     free(tmp);
     free(v);
-    if (iqf_outfile_commit(&of) != 0) return iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
+    if (iqf_of_commit(&of) != 0) return iqf_fail(err, errlen, IQF_E_IO, "%s", of.err);
     return IQF_OK;
 }
 

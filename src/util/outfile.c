@@ -1,8 +1,11 @@
 #include "outfile.h"
 
+#include "error.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,10 +57,15 @@ static int open_fail(iqf_outfile *of, const char *what) {
     return -1;
 }
 
-int iqf_outfile_open(iqf_outfile *of, const char *path) {
+static int open_nomem(iqf_outfile *of) {
+    of->nomem = true;
+    return open_fail(of, "out of memory");
+}
+
+int iqf_of_open(iqf_outfile *of, const char *path) {
     memset(of, 0, sizeof *of);
     of->path = strdup(path);
-    if (!of->path) return open_fail(of, "out of memory");
+    if (!of->path) return open_nomem(of);
     struct stat st;
     /* Devices (e.g. /dev/null, /dev/full) cannot be renamed onto: write them directly. */
     if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode))) {
@@ -67,7 +75,7 @@ int iqf_outfile_open(iqf_outfile *of, const char *path) {
     }
     size_t n = strlen(path) + 16;
     of->tmp_path = malloc(n);
-    if (!of->tmp_path) return open_fail(of, "out of memory");
+    if (!of->tmp_path) return open_nomem(of);
     snprintf(of->tmp_path, n, "%s.tmp.XXXXXX", path);
     if (n > SLOT_PATH) return open_fail(of, "path too long");
     const int slot = slot_claim();
@@ -103,22 +111,22 @@ int iqf_outfile_open(iqf_outfile *of, const char *path) {
     return 0;
 }
 
-int iqf_outfile_write(iqf_outfile *of, const void *data, size_t n) {
+int iqf_of_write(iqf_outfile *of, const void *data, size_t n) {
     if (of->failed) return -1;
     if (n && fwrite(data, 1, n, of->f) != n) return set_err(of, strerror(errno ? errno : EIO));
     return 0;
 }
 
-long long iqf_outfile_tell(const iqf_outfile *of) { return of->f ? ftello(of->f) : -1; }
+long long iqf_of_tell(const iqf_outfile *of) { return of->f ? ftello(of->f) : -1; }
 
-int iqf_outfile_pad(iqf_outfile *of, size_t align) {
+int iqf_of_pad(iqf_outfile *of, size_t align) {
     static const char zeros[64];
-    long long pos = iqf_outfile_tell(of);
+    long long pos = iqf_of_tell(of);
     if (pos < 0) return set_err(of, "cannot tell position");
     size_t pad = (align - (size_t)pos % align) % align;
     while (pad > 0) {
         size_t k = pad < sizeof zeros ? pad : sizeof zeros;
-        if (iqf_outfile_write(of, zeros, k)) return -1;
+        if (iqf_of_write(of, zeros, k)) return -1;
         pad -= k;
     }
     return 0;
@@ -133,7 +141,7 @@ static void cleanup(iqf_outfile *of) {
     of->f = NULL;
 }
 
-int iqf_outfile_commit(iqf_outfile *of) {
+int iqf_of_commit(iqf_outfile *of) {
     int rc = 0;
     if (!of->failed && fflush(of->f) != 0) rc = set_err(of, strerror(errno));
     if (!of->failed && fsync(fileno(of->f)) != 0 && errno != EINVAL && errno != EROFS)
@@ -148,7 +156,7 @@ int iqf_outfile_commit(iqf_outfile *of) {
     return rc;
 }
 
-void iqf_outfile_abort(iqf_outfile *of) {
+void iqf_of_abort(iqf_outfile *of) {
     if (of->f) fclose(of->f);
     if (of->tmp_path) unlink(of->tmp_path);
     cleanup(of);
@@ -213,4 +221,43 @@ int iqf_outfile_install_signal_cleanup(const char *name) {
     sigemptyset(&ign.sa_mask);
     if (sigaction(SIGXFSZ, &ign, NULL) != 0) return -1;
     return 0;
+}
+
+/* The public handle (iqforge.h): the same struct on the heap, messages copied out to err. */
+static iqf_status of_status(const iqf_outfile *of, char *err, size_t errlen) {
+    if (err && errlen) snprintf(err, errlen, "%s", of->err[0] ? of->err : "write failed");
+    return IQF_E_IO;
+}
+
+iqf_status iqf_outfile_open(const char *path, iqf_outfile **out, char *err, size_t errlen) {
+    if (out) *out = NULL;
+    if (!path || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "iqf_outfile_open: NULL argument");
+    iqf_outfile *of = malloc(sizeof *of);
+    if (!of) return iqf_fail(err, errlen, IQF_E_NOMEM, "%s: out of memory", path);
+    if (iqf_of_open(of, path) != 0) {
+        const iqf_status st = of->nomem ? IQF_E_NOMEM : IQF_E_IO;
+        if (err && errlen) snprintf(err, errlen, "%s", of->err);
+        free(of);
+        return st;
+    }
+    *out = of;
+    return IQF_OK;
+}
+
+iqf_status iqf_outfile_write(iqf_outfile *of, const void *data, size_t n, char *err, size_t errlen) {
+    if (!of || (!data && n)) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "iqf_outfile_write: NULL argument");
+    return iqf_of_write(of, data, n) ? of_status(of, err, errlen) : IQF_OK;
+}
+
+iqf_status iqf_outfile_commit(iqf_outfile *of, char *err, size_t errlen) {
+    if (!of) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "iqf_outfile_commit: NULL handle");
+    iqf_status st = iqf_of_commit(of) ? of_status(of, err, errlen) : IQF_OK;
+    free(of);
+    return st;
+}
+
+void iqf_outfile_abort(iqf_outfile *of) {
+    if (!of) return;
+    iqf_of_abort(of);
+    free(of);
 }

@@ -1,8 +1,10 @@
 /*
  * outfile.h - output files that appear whole or not at all.
  *
- * iqf_outfile_open creates a temporary file next to `path` (same folder, so rename is atomic);
- * iqf_outfile_commit flushes, closes and renames it to `path`; iqf_outfile_abort removes it.
+ * The library's writers embed the struct (iqf_of_*: caller-allocated, no malloc of the handle);
+ * the public iqf_outfile_* of iqforge.h wrap the same code around a heap handle.
+ * iqf_of_open creates a temporary file next to `path` (same folder, so rename is atomic);
+ * iqf_of_commit flushes, closes and renames it to `path`; iqf_of_abort removes it.
  * A failed open owns nothing (calling abort afterwards is a harmless no-op).
  * Every write error (including ENOSPC on /dev/full-like targets) is reported and sticky: after
  * one failure, commit fails and removes the temporary file.
@@ -10,34 +12,35 @@
 #ifndef IQF_OUTFILE_H
 #define IQF_OUTFILE_H
 
-#include "iqforge.h" /* iqf_outfile_install_signal_cleanup is public */
+#include "iqforge.h" /* the public side: iqf_outfile_*, iqf_same_file */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
-typedef struct iqf_outfile {
+struct iqf_outfile {
     FILE *f;
     char *path;      /* final name */
     char *tmp_path;  /* temporary name; NULL when writing to a device such as /dev/full */
     bool failed;
+    bool nomem;      /* the failure was an allocation (open only) */
     int live_slot;   /* 1 + registry slot of tmp_path (see below); 0 if none */
     char err[256];
-} iqf_outfile;
+};
 
 /* Returns 0, or -1 with a message "PATH: reason" in of->err. */
-int iqf_outfile_open(iqf_outfile *of, const char *path);
+int iqf_of_open(iqf_outfile *of, const char *path);
 /* Writes n bytes; returns 0 or -1 (message in of->err). */
-int iqf_outfile_write(iqf_outfile *of, const void *data, size_t n);
+int iqf_of_write(iqf_outfile *of, const void *data, size_t n);
 /* Zero bytes up to the next multiple of `align` of the current size. */
-int iqf_outfile_pad(iqf_outfile *of, size_t align);
-long long iqf_outfile_tell(const iqf_outfile *of);
+int iqf_of_pad(iqf_outfile *of, size_t align);
+long long iqf_of_tell(const iqf_outfile *of);
 /* Returns 0 (file now at its final name) or -1 (temporary removed, message in of->err). */
-int iqf_outfile_commit(iqf_outfile *of);
-void iqf_outfile_abort(iqf_outfile *of);
+int iqf_of_commit(iqf_outfile *of);
+void iqf_of_abort(iqf_outfile *of);
 
 /*
- * Interrupted runs. Every temporary file made by iqf_outfile_open is entered, until commit/abort,
+ * Interrupted runs. Every temporary file made by iqf_of_open (or iqf_outfile_open) is entered, until commit/abort,
  * in a process-wide registry of IQF_OUTFILE_MAX_LIVE fixed-size slots. This registry is the one
  * piece of process-global mutable state in iqforge: a signal handler cannot be given a context
  * pointer, so the only way for it to find the temporary files it must remove is a global it can
@@ -55,11 +58,9 @@ void iqf_outfile_abort(iqf_outfile *of);
  * Returns 0, or -1 if sigaction failed.
  */
 #define IQF_OUTFILE_MAX_LIVE 256 /* --keep-split holds one per part until all are complete */
-int iqf_outfile_install_signal_cleanup(const char *name);
+/* iqf_outfile_install_signal_cleanup(name) is public (iqforge.h). */
 /* Removes every registered temporary file now (async-signal-safe); returns how many. */
 int iqf_outfile_remove_all_live(void);
 
-/* True if the two paths name the same existing file (same device and inode). */
-bool iqf_same_file(const char *a, const char *b);
 
 #endif

@@ -1,8 +1,6 @@
 #include "progress.h"
 
-#include <stdio.h>
 #include <time.h>
-#include <unistd.h>
 
 double iqf_now(void) {
     struct timespec ts;
@@ -10,32 +8,19 @@ double iqf_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void iqf_progress_init(iqf_progress *p, bool quiet, int n_items, int64_t total_bytes) {
-    p->enabled = !quiet && isatty(2);
-    p->t_start = iqf_now();
-    p->t_last = 0;
+void iqf_progress_init(iqf_progress *p, iqf_quantize_progress_fn fn, void *user, int n_items,
+                       int64_t total_bytes) {
+    p->fn = fn;
+    p->user = user;
     p->total_bytes = total_bytes;
-    p->done_bytes = 0;
     p->n_items = n_items;
 }
 
 void iqf_progress_update(iqf_progress *p, int item, const char *name, const char *what,
                          int64_t done_bytes) {
-    p->done_bytes = done_bytes;
-    if (!p->enabled) return;
-    double t = iqf_now();
-    if (t - p->t_last < 0.1 && item != p->n_items) return;
-    p->t_last = t;
-    double el = t - p->t_start;
-    double mbs = el > 0 ? (double)done_bytes / el / 1e6 : 0;
-    double eta = (done_bytes > 0 && p->total_bytes > done_bytes)
-                     ? el * (double)(p->total_bytes - done_bytes) / (double)done_bytes : 0;
-    int w = snprintf(NULL, 0, "%d", p->n_items);
-    fprintf(stderr, "\r\033[K[%*d/%d] %-32.32s %-8s %7.1f MB/s  ETA %02d:%02d", w, item,
-            p->n_items, name ? name : "", what ? what : "", mbs, (int)eta / 60, (int)eta % 60);
-    fflush(stderr);
+    if (p->fn) p->fn(p->user, item, p->n_items, name, what, done_bytes, p->total_bytes);
 }
 
 void iqf_progress_done(iqf_progress *p) {
-    if (p->enabled) fprintf(stderr, "\r\033[K");
+    if (p->fn) p->fn(p->user, p->n_items, p->n_items, NULL, NULL, p->total_bytes, p->total_bytes);
 }
