@@ -92,9 +92,10 @@ VL_FN void VL_SFX(minmaxB)(const float *x, VF *vmin, VF *vmax) {
 }
 
 /* One block of q4_1/q5_1 at its minimum and inverse scale. */
-VL_FN void VL_SFX(asym_codes)(const VF *v, float min, float id, VI top, leg_blk b) {
+VL_FN void VL_SFX(asym_codes)(const float *x, float min, float id, VI top, leg_blk b) {
     VI l[LEG_NV];
-    for (int k = 0; k < LEG_NV; k++) l[k] = vi_min(vi_trunc((v[k] - vf_splat(min)) * vf_splat(id) + vf_splat(0.5f)), top);
+    for (int k = 0; k < LEG_NV; k++)
+        l[k] = vi_min(vi_trunc((vf_load(x + k * VL_W) - vf_splat(min)) * vf_splat(id) + vf_splat(0.5f)), top);
     VL_SFX(pack)(l, b);
 }
 
@@ -128,9 +129,7 @@ VL_FN void VL_SFX(asym)(int kind, const float *x, void *vy, int64_t nb) {
             if (spec >> j & 1) { ref_block(kind, x + j * QK, b.p); continue; }
             *b.d = hd[j];
             *b.m = hm[j];
-            VF v[LEG_NV];
-            VL_SFX(load)(x + j * QK, v);
-            VL_SFX(asym_codes)(v, fmin[j], fid[j], top, b);
+            VL_SFX(asym_codes)(x + j * QK, fmin[j], fid[j], top, b);
         }
     }
     for (; i < nb; i++, x += QK) {
@@ -149,7 +148,7 @@ VL_FN void VL_SFX(asym)(int kind, const float *x, void *vy, int64_t nb) {
         if (min == 0 || max == 0 || isinf(id)) { ref_block(kind, x, b.p); continue; }
         *b.d = vl_f16(d);
         *b.m = vl_f16(min);
-        VL_SFX(asym_codes)(v, min, id, top, b);
+        VL_SFX(asym_codes)(x, min, id, top, b);
     }
 }
 
