@@ -19,10 +19,9 @@ MAX_FUNC_LINES=150
 # Generated tables / grid data (exempt from both limits). Empty today: the grid files are short.
 DATA_FILES=""
 # KNOWN exceptions, exempt from all three checks, each still to be fixed:
-#   src/codec/*_lanes.h: the older lane headers (their own P_*/KQ_*/BS_*/KQB_* macros) are not yet
-#   folded onto vec_lanes.h, and best_scale_lanes.h (1420 lines) not yet split with them.
-TEMP_EXCEPTIONS="src/codec/best_scale_lanes.h src/codec/kq_best_lanes.h
-src/codec/kq_common_lanes.h src/codec/legacy_lanes.h src/codec/iq1_lanes.h src/codec/iq2_lanes.h src/codec/iq3_lanes.h"
+#   src/codec/best_scale_lanes.h: not yet folded onto vec_lanes.h (its own BS_* macros) and, at
+#   1420 lines, not yet split.
+TEMP_EXCEPTIONS="src/codec/best_scale_lanes.h"
 # No function exceptions: every function is under the limit.
 FUNC_EXCEPTIONS=""
 

@@ -17,7 +17,7 @@
  *
  * Written once in plain C. Sums over the values of a sub-block go to 8 partial sums (value i to
  * lane i % 8, in order) added in a fixed tree, so the code can be compiled for any instruction
- * set (kq_best_lanes.h, included once per instruction set for the AVX2 and AVX-512 copies) and every copy
+ * set (kq_best_lanes.h, included once per instruction set: plain, AVX2, AVX-512) and every copy
  * gives the same bits: only element-wise IEEE operations, no contraction (-ffp-contract=off).
  */
 
@@ -25,9 +25,6 @@
 
 #include <math.h>
 #include <string.h>
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#endif
 
 #define KQB_FP16_MAX 65504.f
 #ifndef KQB_Q3_WIN
@@ -63,37 +60,37 @@ static inline int int_near(float v, float d, int lo, int hi) {
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/* SIMD copies: the same code; the two hot kernels (fit, sym_ref) run their 8 lanes as one 8-wide
- * vector (GCC/Clang vector extensions), the same operations lane by lane as the scalar loops, so
- * the same bits (no NaN reaches a comparison: inputs are finite and steps non-zero). */
-typedef float kqb_v8f __attribute__((vector_size(32)));
-typedef int32_t kqb_v8i __attribute__((vector_size(32)));
+/* SIMD copies: the same code; the two hot kernels (errs, sym_ref) run one candidate per lane of
+ * vec_lanes.h's vectors (8 under AVX2, 16 under AVX-512), the same operations lane by lane as the
+ * scalar loops, so the same bits (no NaN reaches a comparison: inputs are finite and steps
+ * non-zero). */
 #define KQB_HAVE_X86 1
-#define KQB_PASS 1
 #define KQB_VEC 1
-#define KQB_TGT __attribute__((target("avx2,fma")))
-#define KQB_SFX(name) name##_avx2
+#define VL_W 8
+#define VL_TGT __attribute__((target("avx2,fma")))
+#define VL_SFX(name) name##_avx2
+#include "vec_lanes.h"
 #include "kq_best_lanes.h"
-#undef KQB_TGT
-#undef KQB_SFX
-#define KQB_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-#define KQB_SFX(name) name##_avx512
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
+#define VL_W 16
+#define VL_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
+#define VL_SFX(name) name##_avx512
+#include "vec_lanes.h"
 #include "kq_best_lanes.h"
-#undef KQB_TGT
-#undef KQB_SFX
-#undef KQB_PASS
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
 #undef KQB_VEC
 #endif
 #define KQB_VEC 0
-#define KQB_PASS 1
-#define KQB_TGT
-#define KQB_SFX(name) name##_scalar
+#define VL_TGT
+#define VL_SFX(name) name##_scalar
 #include "kq_best_lanes.h"
-#undef KQB_TGT
-#undef KQB_SFX
-#undef KQB_PASS
+#undef VL_TGT
+#undef VL_SFX
 #undef KQB_VEC
-
 
 void iqf_kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const float *qw,
                 const float *sref0, const float *mref0, kqb_rep *r) {

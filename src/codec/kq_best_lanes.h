@@ -1,9 +1,18 @@
-/* kq_best_lanes.h - the vector kernels of kq_best.c, written once over the lane count: kq_best.c includes
- * this file once per instruction set, with KQB_PASS and its width macros defined. No include
+/* kq_best_lanes.h - the search of kq_best.c, written once: kq_best.c includes this file once per
+ * instruction set with VL_TGT and VL_SFX defined; the AVX2 and AVX-512 copies (KQB_VEC 1) first
+ * include vec_lanes.h (VL_W 8 and 16) and run the two hot kernels (errs, sym_ref) one candidate
+ * per lane, the plain copy (KQB_VEC 0) runs them as loops over 8 candidates. Per candidate the
+ * operations are the same IEEE ones in the same order in every copy, so the same bits. No include
  * guard on purpose. */
 
+#if KQB_VEC
+#define KQB_L VL_W /* candidates per group */
+#else
+#define KQB_L 8
+#endif
+
 /* The objective's weights (kq_best.h), computed on x and qw scaled by their block maxima. */
-static KQB_TGT void KQB_SFX(weights)(const float *x, const float *qw, float sig, float *w) {
+static VL_TGT void VL_SFX(weights)(const float *x, const float *qw, float sig, float *w) {
     float amax = 0, qmax = 0;
     for (int i = 0; i < QK_K; i++) {
         const float a = fabsf(x[i]);
@@ -31,7 +40,7 @@ static KQB_TGT void KQB_SFX(weights)(const float *x, const float *qw, float sig,
 
 /* Codes of one sub-block at step s and offset mo: q = nearest((x + mo) / s) clamped to
  * [flo, fhi] (s == 0: the code nearest 0). */
-static KQB_TGT void KQB_SFX(codes)(int n, const float *x, float s, float mo, float flo, float fhi,
+static VL_TGT void VL_SFX(codes)(int n, const float *x, float s, float mo, float flo, float fhi,
                                    int8_t *q) {
     if (s == 0) {
         const int8_t z = (int8_t)(flo > 0 ? flo : fhi < 0 ? fhi : 0);
@@ -49,82 +58,63 @@ static KQB_TGT void KQB_SFX(codes)(int n, const float *x, float s, float mo, flo
     }
 }
 
-/* Weighted errors e[c] of nc candidates (s[c], mo[c]) for one sub-block, the codes re-rounded as
- * codes() does and the reconstruction y = s*q - mo computed as the decoder does; each sum runs
- * over the values in order. res[c] = sum w (y - x) (for the min's least-squares step).
- * The candidates run 8 at a time, one per lane; s and mo need room for nc rounded up to 8. */
-static KQB_TGT void KQB_SFX(errs)(int n, const float *x, const float *w, int nc, float *s, float *mo,
-                                  float flo, float fhi, float *e, float *res) {
-    const float z = flo > 0 ? flo : fhi < 0 ? fhi : 0;
-    int ncp = nc;
-    while (ncp % 8) { s[ncp] = s[nc - 1]; mo[ncp] = mo[nc - 1]; ncp++; }
-    for (int c0 = 0; c0 < ncp; c0 += 8) {
-        float a1[8] = { 0 }, a2[8] = { 0 };
-        bool need_div = false;
 #if KQB_VEC
-        kqb_v8f vs, vm, vis, va = { 0 }, vr = { 0 };
-        /* intrinsics, not memcpy: GCC's generic tuning would split a 256-bit copy through a
-         * stack temporary, whose reload stalls on store forwarding */
-        vs = (kqb_v8f)_mm256_loadu_ps(s + c0);
-        vm = (kqb_v8f)_mm256_loadu_ps(mo + c0);
-        const kqb_v8f zero = { 0 }, one = { 1, 1, 1, 1, 1, 1, 1, 1 };
-        {
-            /* is[l] = s == 0 ? 1 : 1 / s, lane-wise */
-            const kqb_v8i sz = vs == zero;
-            vis = one / (kqb_v8f)((sz & (kqb_v8i)one) | (~sz & (kqb_v8i)vs));
-            const kqb_v8f ainf = { INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY };
-            const kqb_v8i nf = (vis == ainf) | (vis == -ainf) | (vis != vis);
-            for (int l = 0; l < 8; l++) need_div |= nf[l] != 0;
-        }
-        const kqb_v8f vz = { z, z, z, z, z, z, z, z };
-        const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
-        const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
-        const kqb_v8f inf = { INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY, INFINITY };
-        const kqb_v8i szero = vs == zero;
-        const kqb_v8i noinv = (vis == inf) | (vis == -inf);
-        const kqb_v8f sdiv = (kqb_v8f)((szero & (kqb_v8i)one) | (~szero & (kqb_v8i)vs));
-        const kqb_v8i vmz = vm == zero;
-        if (!need_div && (vmz[0] & vmz[1] & vmz[2] & vmz[3] & vmz[4] & vmz[5] & vmz[6] & vmz[7])) {
-            /* every offset 0 (the symmetric types): the same operations without the offset
-             * terms (the same bits: a -0 from x + 0 = +0 rounds to the same code, s*r - 0 = s*r);
-             * res is not needed without mins (left 0) */
-            for (int i = 0; i < n; i++) {
-                const float xi = x[i], wi = w[i];
-                const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
-                kqb_v8f v = xv * vis;
-                kqb_v8i m = v < vlo;
-                v = (kqb_v8f)((m & (kqb_v8i)vlo) | (~m & (kqb_v8i)v));
-                m = v > vhi;
-                v = (kqb_v8f)((m & (kqb_v8i)vhi) | (~m & (kqb_v8i)v));
-                kqb_v8f r = (v + M) - M;
-                r = (kqb_v8f)((szero & (kqb_v8i)vz) | (~szero & (kqb_v8i)r));
-                const kqb_v8f df = xv - vs * r;
-                va = va + wv * df * df;
-            }
-        } else
+/* errs() for the VL_W candidates s[0..], mo[0..], one per lane: a1 = sum w (x - y)^2,
+ * a2 = sum w (y - x), each lane's sums over the values in order. */
+VL_FN void VL_SFX(errs_lanes)(int n, const float *x, const float *w, const float *s, const float *mo,
+                              float flo, float fhi, float z, float *a1, float *a2) {
+    const VF vs = vf_load(s), vm = vf_load(mo), zero = vf_splat(0.f), one = vf_splat(1.f);
+    const VM szero = vf_eq(vs, zero);
+    /* is = s == 0 ? 1 : 1 / s; where 1/s overflows, (x + mo) / s instead */
+    const VF sdiv = vf_sel(szero, one, vs), vis = one / sdiv;
+    const VM noinv = vm_or(vf_eq(vis, vf_splat(INFINITY)), vf_eq(vis, vf_splat(-INFINITY)));
+    const bool need_div = vm_bits(vm_or(noinv, vf_unord(vis, vis))) != 0;
+    const VF vz = vf_splat(z), vlo = vf_splat(flo), vhi = vf_splat(fhi), M = vf_splat(KQB_MAGIC);
+    VF va = zero, vr = zero;
+    if (!need_div && vm_bits(vf_eq(vm, zero)) == (1u << VL_W) - 1) {
+        /* every offset 0 (the symmetric types): the same operations without the offset terms
+         * (the same bits: a -0 from x + 0 = +0 rounds to the same code, s*r - 0 = s*r); res is
+         * not needed without mins (left 0) */
         for (int i = 0; i < n; i++) {
-            const float xi = x[i], wi = w[i];
-            const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
-            kqb_v8f v = (xv + vm) * vis;
-            if (need_div) {
-                const kqb_v8f vd = (xv + vm) / sdiv;
-                v = (kqb_v8f)((noinv & (kqb_v8i)vd) | (~noinv & (kqb_v8i)v));
-            }
-            kqb_v8i m = v < vlo;
-            v = (kqb_v8f)((m & (kqb_v8i)vlo) | (~m & (kqb_v8i)v));
-            m = v > vhi;
-            v = (kqb_v8f)((m & (kqb_v8i)vhi) | (~m & (kqb_v8i)v));
-            kqb_v8f r = (v + M) - M;
-            r = (kqb_v8f)((szero & (kqb_v8i)vz) | (~szero & (kqb_v8i)r));
-            const kqb_v8f y = vs * r - vm;
-            const kqb_v8f df = xv - y;
+            const VF xv = vf_splat(x[i]), wv = vf_splat(w[i]);
+            /* v < lo ? lo : v, then v > hi ? hi : v (x86 max/min operand order) */
+            const VF v = vf_min(vhi, vf_max(vlo, xv * vis));
+            const VF r = vf_sel(szero, vz, (v + M) - M);
+            const VF df = xv - vs * r;
+            va = va + wv * df * df;
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            const VF xv = vf_splat(x[i]), wv = vf_splat(w[i]);
+            VF v = (xv + vm) * vis;
+            if (need_div) v = vf_sel(noinv, (xv + vm) / sdiv, v);
+            v = vf_min(vhi, vf_max(vlo, v));
+            const VF r = vf_sel(szero, vz, (v + M) - M);
+            const VF y = vs * r - vm;
+            const VF df = xv - y;
             va = va + wv * df * df;
             vr = vr + wv * (y - xv);
         }
-        _mm256_storeu_ps(a1, (__m256)va);
-        _mm256_storeu_ps(a2, (__m256)vr);
+    }
+    vf_store(a1, va);
+    vf_store(a2, vr);
+}
+#endif
+
+/* Weighted errors e[c] of nc candidates (s[c], mo[c]) for one sub-block, the codes re-rounded as
+ * codes() does and the reconstruction y = s*q - mo computed as the decoder does; each sum runs
+ * over the values in order. res[c] = sum w (y - x) (for the min's least-squares step).
+ * The candidates run KQB_L at a time; s and mo need room for nc rounded up to 16. */
+static VL_TGT void VL_SFX(errs)(int n, const float *x, const float *w, int nc, float *s, float *mo,
+                                float flo, float fhi, float *e, float *res) {
+    const float z = flo > 0 ? flo : fhi < 0 ? fhi : 0;
+    int ncp = nc;
+    while (ncp % KQB_L) { s[ncp] = s[nc - 1]; mo[ncp] = mo[nc - 1]; ncp++; }
+    for (int c0 = 0; c0 < ncp; c0 += KQB_L) {
+        float a1[KQB_L] = { 0 }, a2[KQB_L] = { 0 };
+#if KQB_VEC
+        VL_SFX(errs_lanes)(n, x, w, s + c0, mo + c0, flo, fhi, z, a1, a2);
 #else
-        (void)need_div;
         float is[8];
         for (int l = 0; l < 8; l++) is[l] = s[c0 + l] == 0 ? 1.f : 1.f / s[c0 + l];
         for (int i = 0; i < n; i++)
@@ -145,17 +135,35 @@ static KQB_TGT void KQB_SFX(errs)(int n, const float *x, const float *w, int nc,
                 a2[l] += w[i] * (y - x[i]);
             }
 #endif
-        for (int l = 0; l < 8 && c0 + l < nc; l++) {
+        for (int l = 0; l < KQB_L && c0 + l < nc; l++) {
             e[c0 + l] = isfinite(a1[l]) ? a1[l] : INFINITY;
             res[c0 + l] = a2[l];
         }
     }
 }
 
+#if KQB_VEC
+/* sym_ref()'s sums for the VL_W inverse scales is[0..], one per lane. */
+VL_FN void VL_SFX(sym_lanes)(int n, const float *x, const float *w, const float *wx, const float *is,
+                             float flo, float fhi, float *a1, float *a2) {
+    const VF vis = vf_load(is), vlo = vf_splat(flo), vhi = vf_splat(fhi), M = vf_splat(KQB_MAGIC);
+    VF v1 = vf_splat(0.f), v2 = vf_splat(0.f);
+    for (int i = 0; i < n; i++) {
+        const VF wv = vf_splat(w[i]), wxv = vf_splat(wx[i]);
+        const VF v = vf_min(vhi, vf_max(vlo, vis * vf_splat(x[i])));
+        const VF r = (v + M) - M;
+        v1 = v1 + wxv * r;
+        v2 = v2 + wv * r * r;
+    }
+    vf_store(a1, v1);
+    vf_store(a2, v2);
+}
+#endif
+
 /* Symmetric reference: the best least-squares scale over inverse scales that put the largest
- * |x| at either end of [qlo, qhi] (+- nstep steps of `step`). The candidates run 8 at a time,
+ * |x| at either end of [qlo, qhi] (+- nstep steps of `step`). The candidates run KQB_L at a time,
  * one per lane; each candidate's sums run over the values in order. */
-static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int qlo, int qhi,
+static VL_TGT float VL_SFX(sym_ref)(int n, const float *x, const float *w, int qlo, int qhi,
                                       int nstep, float step) {
     float amax = 0, mx = 0;
     for (int i = 0; i < n; i++) {
@@ -164,7 +172,7 @@ static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int
     }
     if (amax == 0) return 0.f;
     const float fallback = mx / (float)qlo, flo = (float)qlo, fhi = (float)qhi;
-    float wx[32], isv[2 * (2 * 16 + 1) + 8];
+    float wx[32], isv[2 * (2 * 16 + 1) + 16];
     for (int i = 0; i < n; i++) wx[i] = w[i] * x[i];
     int nc = 0;
     for (int side = 0; side < 2; side++) {
@@ -176,30 +184,12 @@ static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int
     }
     if (nc == 0) return fallback;
     int ncp = nc;
-    while (ncp % 8) { isv[ncp] = isv[nc - 1]; ncp++; }
+    while (ncp % KQB_L) { isv[ncp] = isv[nc - 1]; ncp++; }
     float best = -1, bs = fallback;
-    for (int c0 = 0; c0 < ncp; c0 += 8) {
-        float a1[8] = { 0 }, a2[8] = { 0 };
+    for (int c0 = 0; c0 < ncp; c0 += KQB_L) {
+        float a1[KQB_L] = { 0 }, a2[KQB_L] = { 0 };
 #if KQB_VEC
-        kqb_v8f vis, v1 = { 0 }, v2 = { 0 };
-        vis = (kqb_v8f)_mm256_loadu_ps(isv + c0);
-        const kqb_v8f vlo = { flo, flo, flo, flo, flo, flo, flo, flo }, vhi = { fhi, fhi, fhi, fhi, fhi, fhi, fhi, fhi };
-        const kqb_v8f M = { KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC, KQB_MAGIC };
-        for (int i = 0; i < n; i++) {
-            const float xi = x[i], wi = w[i], wxi = wx[i];
-            const kqb_v8f xv = { xi, xi, xi, xi, xi, xi, xi, xi }, wv = { wi, wi, wi, wi, wi, wi, wi, wi };
-            const kqb_v8f wxv = { wxi, wxi, wxi, wxi, wxi, wxi, wxi, wxi };
-            kqb_v8f v = vis * xv;
-            kqb_v8i m = v < vlo;
-            v = (kqb_v8f)((m & (kqb_v8i)vlo) | (~m & (kqb_v8i)v));
-            m = v > vhi;
-            v = (kqb_v8f)((m & (kqb_v8i)vhi) | (~m & (kqb_v8i)v));
-            const kqb_v8f r = (v + M) - M;
-            v1 = v1 + wxv * r;
-            v2 = v2 + wv * r * r;
-        }
-        _mm256_storeu_ps(a1, (__m256)v1);
-        _mm256_storeu_ps(a2, (__m256)v2);
+        VL_SFX(sym_lanes)(n, x, w, wx, isv + c0, flo, fhi, a1, a2);
 #else
         for (int i = 0; i < n; i++)
             for (int l = 0; l < 8; l++) {
@@ -211,7 +201,7 @@ static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int
                 a2[l] += w[i] * r * r;
             }
 #endif
-        for (int l = 0; l < 8 && c0 + l < nc; l++) {
+        for (int l = 0; l < KQB_L && c0 + l < nc; l++) {
             if (a2[l] > 0) {
                 const float score = a1[l] * a1[l] / a2[l];
                 if (score > best) { best = score; bs = a1[l] / a2[l]; }
@@ -229,7 +219,7 @@ static KQB_TGT float KQB_SFX(sym_ref)(int n, const float *x, const float *w, int
  * each k the mins +-winm around the reference, then each k's best min re-solved by least
  * squares. The current (k, m) is the first candidate, so ties keep it; *e0 = its error.
  * Returns the error of the choice. */
-static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const float *w, float sw,
+static VL_TGT float VL_SFX(sub_search)(const kqb_fmt *f, const float *x, const float *w, float sw,
                                          float d, float dm, const float *sref, const float *mref,
                                          int16_t *kio, int16_t *mio, int8_t *qio, float *e0) {
     const int n = f->sublen, W = f->win;
@@ -250,7 +240,7 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
     const int WM = use_m ? f->winm : 0;
     const int mc = !asym ? 0 : !use_m ? *mio : int_near(mref[0], dm, f->mlo, f->mhi);
     int ck[KQB_MAXC], cm[KQB_MAXC], nc = 0;
-    float cs[KQB_MAXC + 8], cmo[KQB_MAXC + 8], e[KQB_MAXC], res[KQB_MAXC];
+    float cs[KQB_MAXC + 16], cmo[KQB_MAXC + 16], e[KQB_MAXC], res[KQB_MAXC];
 #define KQB_ADD(K, M)                                                                          \
     do {                                                                                       \
         bool dup_ = false;                                                                     \
@@ -286,7 +276,7 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
             for (int m = mc - WM; m <= mc + WM; m++)
                 if (!asym || (m >= f->mlo && m <= f->mhi)) KQB_ADD(ks[t], asym ? m : *mio);
     }
-    KQB_SFX(errs)(n, x, w, nc, cs, cmo, flo, fhi, e, res);
+    VL_SFX(errs)(n, x, w, nc, cs, cmo, flo, fhi, e, res);
     if (use_m && sw > 0) {
         /* y = s q - mo: the least-squares mo for a candidate's codes is mo + sum w (y - x) / sum w. */
         const int n1 = nc;
@@ -298,7 +288,7 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
             const int m2 = int_near(cmo[bc] + res[bc] / sw, dm, f->mlo, f->mhi);
             KQB_ADD(ks[t], m2);
         }
-        if (nc > n1) KQB_SFX(errs)(n, x, w, nc - n1, cs + n1, cmo + n1, flo, fhi, e + n1, res + n1);
+        if (nc > n1) VL_SFX(errs)(n, x, w, nc - n1, cs + n1, cmo + n1, flo, fhi, e + n1, res + n1);
     }
 #undef KQB_ADD
     *e0 = e[0];
@@ -306,12 +296,12 @@ static KQB_TGT float KQB_SFX(sub_search)(const kqb_fmt *f, const float *x, const
     for (int c = 1; c < nc; c++) bc = e[c] < e[bc] ? c : bc;
     *kio = (int16_t)ck[bc];
     *mio = (int16_t)cm[bc];
-    KQB_SFX(codes)(n, x, cs[bc], cmo[bc], flo, fhi, qio);
+    VL_SFX(codes)(n, x, cs[bc], cmo[bc], flo, fhi, qio);
     return e[bc];
 }
 
 /* Least-squares d (and dmin) for the integers of r; false if singular. */
-static KQB_TGT bool KQB_SFX(ls_scales)(const kqb_fmt *f, const float *x, const float *w, const kqb_rep *r,
+static VL_TGT bool VL_SFX(ls_scales)(const kqb_fmt *f, const float *x, const float *w, const kqb_rep *r,
                                        uint16_t *hd, uint16_t *hdm) {
     double saa = 0, sab = 0, sbb = 0, sax = 0, sbx = 0;
     for (int j = 0; j < f->nsub; j++) {
@@ -348,10 +338,10 @@ static KQB_TGT bool KQB_SFX(ls_scales)(const kqb_fmt *f, const float *x, const f
     return true;
 }
 
-static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const float *qw,
+static VL_TGT void VL_SFX(search)(const kqb_fmt *f, const float *x, const float *qw,
                                     const float *sref0, const float *mref0, kqb_rep *r) {
     float w[QK_K];
-    KQB_SFX(weights)(x, qw, f->sig, w);
+    VL_SFX(weights)(x, qw, f->sig, w);
     const bool sym = f->mhi == 0;
     /* The start's error: that of its codes re-rounded at its decoded scales (the error-optimal
      * codes for them), measured by the first alternation (its first candidates) when the
@@ -362,8 +352,8 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
     kqb_rep best = *r;
     if (!(f->nstart & 1)) {
         for (int j = 0; j < f->nsub; j++) {
-            float s1[8] = { d0 * (float)r->k[j] }, m1[8] = { sym ? 0.f : dm0 * (float)r->m[j] }, e1, r1;
-            KQB_SFX(errs)(f->sublen, x + j * f->sublen, w + j * f->sublen, 1, s1, m1, (float)f->qlo,
+            float s1[16] = { d0 * (float)r->k[j] }, m1[16] = { sym ? 0.f : dm0 * (float)r->m[j] }, e1, r1;
+            VL_SFX(errs)(f->sublen, x + j * f->sublen, w + j * f->sublen, 1, s1, m1, (float)f->qlo,
                           (float)f->qhi, &e1, &r1);
             ebest += e1;
         }
@@ -375,7 +365,7 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
         for (int i0 = 0; i0 < f->sublen; i0 += 8)
             for (int l = 0; l < 8; l++) a[l] += wj[i0 + l];
         sw[j] = red8(a);
-        if (f->scan > 0 && sym) sref[j] = KQB_SFX(sym_ref)(f->sublen, xj, wj, f->qlo, f->qhi, f->scan, f->scan_step);
+        if (f->scan > 0 && sym) sref[j] = VL_SFX(sym_ref)(f->sublen, xj, wj, f->qlo, f->qhi, f->scan, f->scan_step);
         else sref[j] = sref0[j];
         mref[j] = sym ? 0.f : mref0[j];
     }
@@ -397,7 +387,7 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
             for (int j = 0; j < f->nsub; j++) {
                 s->k[j] = (int16_t)int_near(sref[j], d, f->klo, f->khi);
                 s->m[j] = (int16_t)(sym ? 0 : int_near(mref[j], dm, f->mlo, f->mhi));
-                KQB_SFX(codes)(f->sublen, x + j * f->sublen, d * (float)s->k[j],
+                VL_SFX(codes)(f->sublen, x + j * f->sublen, d * (float)s->k[j],
                                sym ? 0.f : dm * (float)s->m[j], (float)f->qlo, (float)f->qhi,
                                s->q + j * f->sublen);
             }
@@ -414,7 +404,7 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
                 const float sr[KQB_NREF] = { sref[j], f->scan < 0 ? sref[j] : dprev * (float)cur.k[j] };
                 const float mr[KQB_NREF] = { it == 0 ? mref[j] : dmprev * (float)cur.m[j], 0.f };
                 float e0;
-                e += KQB_SFX(sub_search)(f, x + j * f->sublen, w + j * f->sublen, sw[j], d, dm, sr,
+                e += VL_SFX(sub_search)(f, x + j * f->sublen, w + j * f->sublen, sw[j], d, dm, sr,
                                          mr, &cur.k[j], &cur.m[j], cur.q + j * f->sublen, &e0);
                 es += e0;
             }
@@ -434,7 +424,7 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
             }
             if (it + 1 == f->nit) break;
             uint16_t hd, hdm;
-            if (!KQB_SFX(ls_scales)(f, x, w, &cur, &hd, &hdm)) break;
+            if (!VL_SFX(ls_scales)(f, x, w, &cur, &hd, &hdm)) break;
             if (hd == cur.hd && hdm == cur.hdm) break;
             dprev = d;
             dmprev = dm;
@@ -444,9 +434,9 @@ static KQB_TGT void KQB_SFX(search)(const kqb_fmt *f, const float *x, const floa
     }
     if (best_is_start && !start_codes)
         for (int j = 0; j < f->nsub; j++)
-            KQB_SFX(codes)(f->sublen, x + j * f->sublen, d0 * (float)best.k[j],
+            VL_SFX(codes)(f->sublen, x + j * f->sublen, d0 * (float)best.k[j],
                            sym ? 0.f : dm0 * (float)best.m[j], (float)f->qlo, (float)f->qhi,
                            best.q + j * f->sublen);
     *r = best;
 }
-
+#undef KQB_L

@@ -4,9 +4,9 @@
  * Scalar functions follow ggml 0.25.1 (ggml-quants.c, MIT, ggml authors) operation by
  * operation; comments name the reference's expression where the float evaluation order matters.
  *
- * The SIMD batch kernels are written once with GCC/Clang vector extensions and compiled twice
- * (kq_common_lanes.h, included once per width): 8 lanes under target("avx2") and 16 lanes under
- * target("avx512f,..."). Each lane is one independent group running exactly the scalar
+ * The SIMD batch kernels are written once over vec_lanes.h and compiled twice
+ * (kq_common_lanes.h, included once per width): 8 lanes under target("avx2,fma") and 16 lanes
+ * under target("avx512f,..."). Each lane is one independent group running exactly the scalar
  * sequence (same sums in the same order, nearest_int by the same magic-number trick, branches
  * turned into per-lane selects), so results are bitwise those of the scalar functions.
  */
@@ -292,25 +292,23 @@ typedef struct {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define KQ_HAVE_X86 1
 
-#define KQ_LANES_PASS 1
-#define KQ_W 8
-#define KQ_TGT __attribute__((target("avx2")))
-#define KQ_SFX(name) name##_avx2
+#define VL_W 8
+#define VL_TGT __attribute__((target("avx2,fma")))
+#define VL_SFX(name) name##_avx2
+#include "vec_lanes.h"
 #include "kq_common_lanes.h"
-#undef KQ_LANES_PASS
-#undef KQ_W
-#undef KQ_TGT
-#undef KQ_SFX
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
 
-#define KQ_LANES_PASS 2
-#define KQ_W 16
-#define KQ_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-#define KQ_SFX(name) name##_avx512
+#define VL_W 16
+#define VL_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define VL_SFX(name) name##_avx512
+#include "vec_lanes.h"
 #include "kq_common_lanes.h"
-#undef KQ_LANES_PASS
-#undef KQ_W
-#undef KQ_TGT
-#undef KQ_SFX
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
 #endif
 
 /* G groups of one search kind: the lane kernels at the SIMD levels, the scalar function per group

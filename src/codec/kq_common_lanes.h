@@ -1,133 +1,77 @@
-/* kq_common_lanes.h - the vector kernels of kq_common.c, written once over the lane count: kq_common.c includes
- * this file once per instruction set, with KQ_LANES_PASS and its width macros defined. No include
- * guard on purpose. */
-#include <immintrin.h>
+/* kq_common_lanes.h - the vector kernels of kq_common.c, written once over the lane count on
+ * vec_lanes.h: kq_common.c includes vec_lanes.h and then this file once per instruction set, with
+ * VL_W, VL_TGT and VL_SFX defined. Each lane is one group running the scalar function's sequence
+ * (the same IEEE operations in the same order, branches as per-lane selects). No include guard on
+ * purpose. */
 
-#define VF KQ_SFX(vf)
-#define VI KQ_SFX(vi)
-#define P_W KQ_W
-#define P_TGT KQ_TGT
-#define P_SFX KQ_SFX
-#include "lanes_prelude.h"
-#undef P_W
-#undef P_TGT
-#undef P_SFX
-/* KQ_X(op): the intrinsic of this width (_mm256_op / _mm512_op); PS, PD: its vector types. */
-#if KQ_W == 8
-#define KQ_X(op) _mm256_##op
-#define PS __m256
-#define PD __m256d
-#else
-#define KQ_X(op) _mm512_##op
-#define PS __m512
-#define PD __m512d
-#endif
-
-static inline KQ_TGT VF KQ_SFX(ldf)(const float *p) { return (VF)KQ_X(loadu_ps)(p); }
-static inline KQ_TGT VF KQ_SFX(self)(VI m, VF a, VF b) { return (VF)((m & (VI)a) | (~m & (VI)b)); }
-static inline KQ_TGT VI KQ_SFX(seli)(VI m, VI a, VI b) { return (m & a) | (~m & b); }
-static inline KQ_TGT VF KQ_SFX(tof)(VI a) { return __builtin_convertvector(a, VF); }
-/* iqf_nearest_int per lane: identical bits for every input. */
-static inline KQ_TGT VI KQ_SFX(nearest)(VF f) {
-    VF v = f + KQ_SFX(splatf)(12582912.f);
-    return ((VI)v & KQ_SFX(splati)(0x007fffff)) - KQ_SFX(splati)(0x00400000);
-}
-static inline KQ_TGT VI KQ_SFX(clampi)(VI l, VI lo, VI hi) {
-    l = KQ_SFX(seli)(l < hi, l, hi);
-    return KQ_SFX(seli)(l > lo, l, lo);
-}
-static inline KQ_TGT bool KQ_SFX(any)(VI m) {
-#if KQ_W == 8
-    return !_mm256_testz_si256((__m256i)m, (__m256i)m);
-#else
-    return _mm512_test_epi32_mask((__m512i)m, (__m512i)m) != 0;
-#endif
-}
-/* Narrowing store of KQ_W lanes (values fit in 8 bits). */
-static inline KQ_TGT void KQ_SFX(st8)(VI l, void *dst) {
-#if KQ_W == 8
-    __m256i v = (__m256i)(l & KQ_SFX(splati)(0xFF)); /* packus saturation = truncation on 0..255 */
-    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    _mm_storel_epi64((__m128i *)dst, _mm_packus_epi16(w, w));
-#else
-    typedef uint8_t VB8 __attribute__((vector_size(KQ_W)));
-    VB8 b = __builtin_convertvector(l, VB8);
-    memcpy(dst, &b, KQ_W);
-#endif
-}
-
-#define splatf KQ_SFX(splatf)
-#define splati KQ_SFX(splati)
-#define ldf KQ_SFX(ldf)
-#define self KQ_SFX(self)
-#define seli KQ_SFX(seli)
-#define tof KQ_SFX(tof)
-#define vabs KQ_SFX(vabs)
-#define nearest KQ_SFX(nearest)
-#define clampi KQ_SFX(clampi)
-#define anym KQ_SFX(any)
+/* clamp of int32 lanes to [lo, hi] */
+VL_FN VI VL_SFX(clampi)(VI l, VI lo, VI hi) { return vi_max(vi_min(l, hi), lo); }
+/* any lane of m set */
+VL_FN bool VL_SFX(anym)(VM m) { return vm_bits(m) != 0; }
+#define clampi VL_SFX(clampi)
+#define anym VL_SFX(anym)
 
 /* Per lane: the value of largest magnitude (the first, as the reference's loop); *allzero: the
  * lanes whose every |x| is below KQ_GROUP_MAX_EPS (make_qx/make_q3 return zeros there). */
-static inline KQ_TGT VF KQ_SFX(lanes_max)(int n, const float *xt, VI *allzero) {
-    const VF zero = splatf(0.f);
+static inline VL_TGT VF VL_SFX(lanes_max)(int n, const float *xt, VM *allzero) {
+    const VF zero = vf_splat(0.f);
     VF max = zero, amax = zero;
     for (int i = 0; i < n; i++) {
-        VF x = ldf(xt + i * KQ_W), ax = vabs(x);
-        VI gt = ax > amax;
-        amax = self(gt, ax, amax);
-        max = self(gt, x, max);
+        VF x = vf_load(xt + i * VL_W), ax = vf_abs(x);
+        const VM gt = vf_gt(ax, amax);
+        amax = vf_sel(gt, ax, amax);
+        max = vf_sel(gt, x, max);
     }
-    *allzero = amax < splatf(KQ_GROUP_MAX_EPS);
+    *allzero = vf_lt(amax, vf_splat(KQ_GROUP_MAX_EPS));
     return max;
 }
 
 /* The searches' outputs: codes Lb + off and the scale, zeros in the lanes of mask. */
-static inline KQ_TGT void KQ_SFX(lanes_out)(int n, int off, VI mask, const VI *Lb, VF scale, VI *Lout,
+static inline VL_TGT void VL_SFX(lanes_out)(int n, int off, VM mask, const VI *Lb, VF scale, VI *Lout,
                                             float *sc) {
-    const VI voff = splati(off), zi = splati(0);
-    for (int i = 0; i < n; i++) Lout[i] = seli(mask, zi, Lb[i] + voff);
-    scale = self(mask, splatf(0.f), scale);
-    memcpy(sc, &scale, sizeof scale);
+    const VI voff = vi_splat(off), zi = vi_splat(0);
+    for (int i = 0; i < n; i++) Lout[i] = vi_sel(mask, zi, Lb[i] + voff);
+    vf_store(sc, vf_sel(mask, vf_splat(0.f), scale));
 }
 
-/* make_qx_quants(n, nmax, x, L, 1, w) per lane; xt/wt are [n][KQ_W]; wt NULL: w = x*x. */
-static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const float *wt, VI *Lout,
+/* make_qx_quants(n, nmax, x, L, 1, w) per lane; xt/wt are [n][VL_W]; wt NULL: w = x*x. */
+static VL_TGT void VL_SFX(qx_lanes)(int n, int nmax, const float *xt, const float *wt, VI *Lout,
                                     float *sc) {
-    VI Lb[32], allzero;
-    const VF zero = splatf(0.f);
-    const VF max = KQ_SFX(lanes_max)(n, xt, &allzero);
-    const VI lo = splati(-nmax), hi = splati(nmax - 1);
+    VI Lb[32];
+    VM allzero;
+    const VF zero = vf_splat(0.f);
+    const VF max = VL_SFX(lanes_max)(n, xt, &allzero);
+    const VI lo = vi_splat(-nmax), hi = vi_splat(nmax - 1);
     /* Per-value weights w and products w*x are the same for every candidate scale. */
     VF wv[32], wx[32];
     for (int i = 0; i < n; i++) {
-        VF x = ldf(xt + i * KQ_W);
-        wv[i] = wt ? ldf(wt + i * KQ_W) : x * x;
+        VF x = vf_load(xt + i * VL_W);
+        wv[i] = wt ? vf_load(wt + i * VL_W) : x * x;
         wx[i] = wv[i] * x;
     }
-    VF iscale = splatf((float)-nmax) / max;
+    VF iscale = vf_splat((float)-nmax) / max;
     VF sumlx = zero, suml2 = zero;
     for (int i = 0; i < n; i++) {
-        VF x = ldf(xt + i * KQ_W);
-        VI l = clampi(nearest(iscale * x), lo, hi);
+        VF x = vf_load(xt + i * VL_W);
+        VI l = clampi(vf_nearest(iscale * x), lo, hi);
         Lb[i] = l;
-        VF lf = tof(l);
+        VF lf = vf_of_i(l);
         sumlx = sumlx + wx[i] * lf;
         suml2 = suml2 + wv[i] * lf * lf;
     }
-    VF scale = self(suml2 != zero, sumlx / suml2, zero);
+    VF scale = vf_sel(vf_eq(suml2, zero), zero, sumlx / suml2);
     VF best = scale * sumlx;
     /* Candidates is = -9..9 (not 0) two at a time: their sums are independent, which halves the
      * add-latency chains; the winner test then runs in the reference's order (is, then is+1). */
     static const int order[18] = { -9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
     for (int c = 0; c < 18; c += 2) {
-        const VF isa = splatf(-(nmax + 0.1f * order[c])) / max;
-        const VF isb = splatf(-(nmax + 0.1f * order[c + 1])) / max;
+        const VF isa = vf_splat(-(nmax + 0.1f * order[c])) / max;
+        const VF isb = vf_splat(-(nmax + 0.1f * order[c + 1])) / max;
         VF sxa = zero, s2a = zero, sxb = zero, s2b = zero;
         for (int i = 0; i < n; i++) {
-            VF x = ldf(xt + i * KQ_W);
-            VF la = tof(clampi(nearest(isa * x), lo, hi));
-            VF lb = tof(clampi(nearest(isb * x), lo, hi));
+            VF x = vf_load(xt + i * VL_W);
+            VF la = vf_of_i(clampi(vf_nearest(isa * x), lo, hi));
+            VF lb = vf_of_i(clampi(vf_nearest(isb * x), lo, hi));
             sxa = sxa + wx[i] * la;
             s2a = s2a + wv[i] * la * la;
             sxb = sxb + wx[i] * lb;
@@ -135,247 +79,200 @@ static KQ_TGT void KQ_SFX(qx_lanes)(int n, int nmax, const float *xt, const floa
         }
         for (int h = 0; h < 2; h++) {
             const VF isc = h ? isb : isa, sx = h ? sxb : sxa, s2 = h ? s2b : s2a;
-            VI upd = (s2 > zero) & (sx * sx > best * s2);
+            const VM upd = vm_and(vf_gt(s2, zero), vf_gt(sx * sx, best * s2));
             if (!anym(upd)) continue;
             for (int i = 0; i < n; i++)
-                Lb[i] = seli(upd, clampi(nearest(isc * ldf(xt + i * KQ_W)), lo, hi), Lb[i]);
-            scale = self(upd, sx / s2, scale);
-            best = self(upd, scale * sx, best);
+                Lb[i] = vi_sel(upd, clampi(vf_nearest(isc * vf_load(xt + i * VL_W)), lo, hi), Lb[i]);
+            scale = vf_sel(upd, sx / s2, scale);
+            best = vf_sel(upd, scale * sx, best);
         }
     }
-    KQ_SFX(lanes_out)(n, nmax, allzero, Lb, scale, Lout, sc);
+    VL_SFX(lanes_out)(n, nmax, allzero, Lb, scale, Lout, sc);
 }
 
 /* make_q3_quants(n, nmax, x, L, true) per lane. */
-static KQ_TGT void KQ_SFX(q3_lanes)(int n, int nmax, const float *xt, VI *Lout, float *sc) {
-    VI Lb[32], allzero;
-    const VF zero = splatf(0.f);
-    const VF max = KQ_SFX(lanes_max)(n, xt, &allzero);
-    const VI lo = splati(-nmax), hi = splati(nmax - 1);
-    VF iscale = splatf((float)-nmax) / max;
+static VL_TGT void VL_SFX(q3_lanes)(int n, int nmax, const float *xt, VI *Lout, float *sc) {
+    VI Lb[32];
+    VM allzero;
+    const VF zero = vf_splat(0.f);
+    const VF max = VL_SFX(lanes_max)(n, xt, &allzero);
+    const VI lo = vi_splat(-nmax), hi = vi_splat(nmax - 1);
+    VF iscale = vf_splat((float)-nmax) / max;
     VF sumlx = zero, suml2 = zero;
     for (int i = 0; i < n; i++) {
-        VF x = ldf(xt + i * KQ_W);
+        VF x = vf_load(xt + i * VL_W);
         VF w = x * x;
-        VI l = clampi(nearest(iscale * x), lo, hi);
+        VI l = clampi(vf_nearest(iscale * x), lo, hi);
         Lb[i] = l;
-        VF lf = tof(l);
+        VF lf = vf_of_i(l);
         sumlx = sumlx + w * x * lf;
         suml2 = suml2 + w * lf * lf;
     }
-    VI active = ~allzero;
+    VM active = vm_not(allzero);
     for (int itry = 0; itry < 5 && anym(active); ++itry) {
-        VI changed = splati(0);
+        VM changed = vm_of_bits(0);
         for (int i = 0; i < n; i++) {
-            VF x = ldf(xt + i * KQ_W);
+            VF x = vf_load(xt + i * VL_W);
             VF w = x * x;
-            VF Lf = tof(Lb[i]);
+            VF Lf = vf_of_i(Lb[i]);
             VF slx = sumlx - w * x * Lf;
             VF sl2 = suml2 - w * Lf * Lf;
-            VI new_l = clampi(nearest(x * sl2 / slx), lo, hi);
-            VI cand = active & (slx > zero) & (new_l != Lb[i]);
+            VI new_l = clampi(vf_nearest(x * sl2 / slx), lo, hi);
+            const VM cand = vm_and(vm_and(active, vf_gt(slx, zero)), vm_not(vi_eq(new_l, Lb[i])));
             /* Updates are rare: branching keeps sumlx/suml2 off this value's dependency chain. */
             if (!anym(cand)) continue;
-            VF nf = tof(new_l);
+            VF nf = vf_of_i(new_l);
             VF slx2 = slx + w * x * nf;
             VF sl22 = sl2 + w * nf * nf;
-            VI upd = cand & (sl22 > zero) & (slx2 * slx2 * suml2 > sumlx * sumlx * sl22);
-            Lb[i] = seli(upd, new_l, Lb[i]);
-            sumlx = self(upd, slx2, sumlx);
-            suml2 = self(upd, sl22, suml2);
-            changed |= upd;
+            const VM upd = vm_and(vm_and(cand, vf_gt(sl22, zero)), vf_gt(slx2 * slx2 * suml2, sumlx * sumlx * sl22));
+            Lb[i] = vi_sel(upd, new_l, Lb[i]);
+            sumlx = vf_sel(upd, slx2, sumlx);
+            suml2 = vf_sel(upd, sl22, suml2);
+            changed = vm_or(changed, upd);
         }
-        active &= changed;
+        active = vm_and(active, changed);
     }
-    KQ_SFX(lanes_out)(n, nmax, allzero, Lb, self(suml2 > zero, sumlx / suml2, zero), Lout, sc);
+    VL_SFX(lanes_out)(n, nmax, allzero, Lb, vf_sel(vf_gt(suml2, zero), sumlx / suml2, zero), Lout, sc);
 }
 
 /* make_qkx2/3_quants per lane (weights given). */
-static KQ_TGT void KQ_SFX(qkx_lanes)(int n, int nmax, const float *xt, const float *wt, VI *Lout,
+static VL_TGT void VL_SFX(qkx_lanes)(int n, int nmax, const float *xt, const float *wt, VI *Lout,
                                      float *sc, float *mn, float rmin, float rdelta, int nstep,
                                      bool use_mad) {
     VI Lb[32], La[32];
-    const VF zero = splatf(0.f);
-    VF min = ldf(xt), max = min;
-    VF sum_w = ldf(wt);
+    const VF zero = vf_splat(0.f);
+    VF min = vf_load(xt), max = min;
+    VF sum_w = vf_load(wt);
     VF sum_x = sum_w * min;
     for (int i = 1; i < n; i++) {
-        VF x = ldf(xt + i * KQ_W), w = ldf(wt + i * KQ_W);
-        min = self(x < min, x, min);
-        max = self(x > max, x, max);
+        VF x = vf_load(xt + i * VL_W), w = vf_load(wt + i * VL_W);
+        min = vf_sel(vf_lt(x, min), x, min);
+        max = vf_sel(vf_gt(x, max), x, max);
         sum_w = sum_w + w;
         sum_x = sum_x + w * x;
     }
-    min = self(min > zero, zero, min);
-    const VI degen = max <= min;
+    min = vf_sel(vf_gt(min, zero), zero, min);
+    const VM degen = vf_le(max, min);
     const VF min0 = min;
-    const VI lo = splati(0), hi = splati(nmax);
-    VF iscale = splatf((float)nmax) / (max - min);
-    VF scale = splatf(1.f) / iscale;
+    const VI lo = vi_splat(0), hi = vi_splat(nmax);
+    VF iscale = vf_splat((float)nmax) / (max - min);
+    VF scale = vf_splat(1.f) / iscale;
     VF best = zero;
     for (int i = 0; i < n; i++) {
-        VF x = ldf(xt + i * KQ_W), w = ldf(wt + i * KQ_W);
-        VI l = clampi(nearest(iscale * (x - min)), lo, hi);
+        VF x = vf_load(xt + i * VL_W), w = vf_load(wt + i * VL_W);
+        VI l = clampi(vf_nearest(iscale * (x - min)), lo, hi);
         Lb[i] = l;
-        VF diff = scale * tof(l) + min - x;
-        diff = use_mad ? vabs(diff) : diff * diff;
+        VF diff = scale * vf_of_i(l) + min - x;
+        diff = use_mad ? vf_abs(diff) : diff * diff;
         best = best + w * diff;
     }
     for (int is = 0; nstep >= 1 && is <= nstep; ++is) {
         float num = rmin + rdelta * is + nmax;
-        iscale = splatf(num) / (max - min);
+        iscale = vf_splat(num) / (max - min);
         VF sum_l = zero, sum_l2 = zero, sum_xl = zero;
         for (int i = 0; i < n; i++) {
-            VF x = ldf(xt + i * KQ_W), w = ldf(wt + i * KQ_W);
-            VI l = clampi(nearest(iscale * (x - min)), lo, hi);
+            VF x = vf_load(xt + i * VL_W), w = vf_load(wt + i * VL_W);
+            VI l = clampi(vf_nearest(iscale * (x - min)), lo, hi);
             La[i] = l;
-            VF lf = tof(l);
+            VF lf = vf_of_i(l);
             sum_l = sum_l + w * lf;
             sum_l2 = sum_l2 + w * lf * lf;
             sum_xl = sum_xl + w * lf * x;
         }
         VF D = sum_w * sum_l2 - sum_l * sum_l;
-        VI dpos = D > zero;
+        const VM dpos = vf_gt(D, zero);
         if (!anym(dpos)) continue;
         VF this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
         VF this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
-        VI mpos = this_min > zero;
-        this_min = self(mpos, zero, this_min);
-        this_scale = self(mpos, sum_xl / sum_l2, this_scale);
+        const VM mpos = vf_gt(this_min, zero);
+        this_min = vf_sel(mpos, zero, this_min);
+        this_scale = vf_sel(mpos, sum_xl / sum_l2, this_scale);
         VF cur = zero;
         for (int i = 0; i < n; i++) {
-            VF x = ldf(xt + i * KQ_W), w = ldf(wt + i * KQ_W);
-            VF diff = this_scale * tof(La[i]) + this_min - x;
-            diff = use_mad ? vabs(diff) : diff * diff;
+            VF x = vf_load(xt + i * VL_W), w = vf_load(wt + i * VL_W);
+            VF diff = this_scale * vf_of_i(La[i]) + this_min - x;
+            diff = use_mad ? vf_abs(diff) : diff * diff;
             cur = cur + w * diff;
         }
-        VI better = dpos & (cur < best);
+        const VM better = vm_and(dpos, vf_lt(cur, best));
         if (!anym(better)) continue;
-        for (int i = 0; i < n; i++) Lb[i] = seli(better, La[i], Lb[i]);
-        best = self(better, cur, best);
-        scale = self(better, this_scale, scale);
-        min = self(better, this_min, min);
+        for (int i = 0; i < n; i++) Lb[i] = vi_sel(better, La[i], Lb[i]);
+        best = vf_sel(better, cur, best);
+        scale = vf_sel(better, this_scale, scale);
+        min = vf_sel(better, this_min, min);
     }
-    KQ_SFX(lanes_out)(n, 0, degen, Lb, scale, Lout, sc);
-    const VF nm = -self(degen, min0, min);
-    memcpy(mn, &nm, sizeof nm);
+    VL_SFX(lanes_out)(n, 0, degen, Lb, scale, Lout, sc);
+    vf_store(mn, -vf_sel(degen, min0, min));
 }
 
-/* In-register transpose of a KQ_W x KQ_W tile of 32-bit values: out[c][k] = in[k][c]. Within
- * every 128-bit lane: 4x4 transposes by unpacks of 32-bit then 64-bit pairs; then the 128-bit
- * lanes themselves (a 2x2 transpose at AVX2, 4x4 at AVX-512). */
-static inline KQ_TGT void KQ_SFX(transpose)(const VF *in, VF *out) {
-    PS t[KQ_W], u[KQ_W];
-    for (int k = 0; k < KQ_W / 2; k++) {
-        t[2 * k] = KQ_X(unpacklo_ps)((PS)in[2 * k], (PS)in[2 * k + 1]);
-        t[2 * k + 1] = KQ_X(unpackhi_ps)((PS)in[2 * k], (PS)in[2 * k + 1]);
-    }
-    for (int k = 0; k < KQ_W / 4; k++) {
-        PD a = KQ_X(castps_pd)(t[4 * k]), b = KQ_X(castps_pd)(t[4 * k + 2]);
-        PD c = KQ_X(castps_pd)(t[4 * k + 1]), d = KQ_X(castps_pd)(t[4 * k + 3]);
-        u[4 * k + 0] = KQ_X(castpd_ps)(KQ_X(unpacklo_pd)(a, b));
-        u[4 * k + 1] = KQ_X(castpd_ps)(KQ_X(unpackhi_pd)(a, b));
-        u[4 * k + 2] = KQ_X(castpd_ps)(KQ_X(unpacklo_pd)(c, d));
-        u[4 * k + 3] = KQ_X(castpd_ps)(KQ_X(unpackhi_pd)(c, d));
-    }
-    for (int j = 0; j < 4; j++) {
-#if KQ_W == 8
-        out[j] = (VF)_mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
-        out[4 + j] = (VF)_mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
-#else
-        __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), v2 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
-        __m512 w = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
-        out[j] = (VF)_mm512_shuffle_f32x4(v, w, 0x88);
-        out[4 + j] = (VF)_mm512_shuffle_f32x4(v, w, 0xDD);
-        out[8 + j] = (VF)_mm512_shuffle_f32x4(v2, w2, 0x88);
-        out[12 + j] = (VF)_mm512_shuffle_f32x4(v2, w2, 0xDD);
-#endif
-    }
-}
-
-/* Gather KQ_W groups of n values (n a multiple of KQ_W; lanes >= cnt repeat the last group)
- * into [n][KQ_W]. */
-static inline KQ_TGT void KQ_SFX(gather)(int cnt, int n, const float *src, float *dst) {
-    VF rows[KQ_W], cols[KQ_W];
-    for (int i0 = 0; i0 < n; i0 += KQ_W) {
-        for (int k = 0; k < KQ_W; k++) rows[k] = ldf(src + (size_t)(k < cnt ? k : cnt - 1) * n + i0);
-        KQ_SFX(transpose)(rows, cols);
-        memcpy(dst + (size_t)i0 * KQ_W, cols, sizeof cols);
+/* Gather VL_W groups of n values (n a multiple of VL_W; lanes >= cnt repeat the last group)
+ * into [n][VL_W]. */
+static inline VL_TGT void VL_SFX(gather)(int cnt, int n, const float *src, float *dst) {
+    VF rows[VL_W], cols[VL_W];
+    for (int i0 = 0; i0 < n; i0 += VL_W) {
+        for (int k = 0; k < VL_W; k++) rows[k] = vf_load(src + (size_t)(k < cnt ? k : cnt - 1) * n + i0);
+        vf_transpose(rows, cols);
+        for (int c = 0; c < VL_W; c++) vf_store(dst + (size_t)(i0 + c) * VL_W, cols[c]);
     }
 }
 
 /* Codes per lane (Lv[i] = value i of every lane) back to group-major bytes, lanes < cnt. */
-static inline KQ_TGT void KQ_SFX(scatter)(int cnt, int n, const VI *Lv, void *dst) {
-    VF rows[KQ_W], cols[KQ_W];
-    for (int i0 = 0; i0 < n; i0 += KQ_W) {
-        for (int c = 0; c < KQ_W; c++) rows[c] = (VF)Lv[i0 + c];
-        KQ_SFX(transpose)(rows, cols);
-        for (int k = 0; k < cnt; k++) KQ_SFX(st8)((VI)cols[k], (uint8_t *)dst + (size_t)k * n + i0);
+static inline VL_TGT void VL_SFX(scatter)(int cnt, int n, const VI *Lv, void *dst) {
+    VF rows[VL_W], cols[VL_W];
+    for (int i0 = 0; i0 < n; i0 += VL_W) {
+        for (int c = 0; c < VL_W; c++) rows[c] = (VF)Lv[i0 + c];
+        vf_transpose(rows, cols);
+        for (int k = 0; k < cnt; k++) vi_store_lo8((uint8_t *)dst + (size_t)k * n + i0, (VI)cols[k]);
     }
 }
 
-/* The batch of G groups (kq_common.c's run_batch): KQ_W groups at a time, moved into lane layout,
+/* The batch of G groups (kq_common.c's run_batch): VL_W groups at a time, moved into lane layout,
  * searched by the kind's lane kernel and moved back. */
-static KQ_TGT void KQ_SFX(batch)(const kq_search *s, int G, const float *x, const float *w, void *L,
+static VL_TGT void VL_SFX(batch)(const kq_search *s, int G, const float *x, const float *w, void *L,
                                  float *scales, float *mins) {
     const int n = s->n;
-    float xt[32 * KQ_W], wt[32 * KQ_W], sc[KQ_W], mn[KQ_W];
+    float xt[32 * VL_W], wt[32 * VL_W], sc[VL_W], mn[VL_W];
     VI Lv[32];
-    for (int g0 = 0; g0 < G; g0 += KQ_W) {
-        int cnt = G - g0 < KQ_W ? G - g0 : KQ_W;
-        KQ_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
-        if (w) KQ_SFX(gather)(cnt, n, w + (size_t)g0 * n, wt);
-        if (s->kind == KQ_QX) KQ_SFX(qx_lanes)(n, s->nmax, xt, w ? wt : NULL, Lv, sc);
-        else if (s->kind == KQ_Q3) KQ_SFX(q3_lanes)(n, s->nmax, xt, Lv, sc);
-        else KQ_SFX(qkx_lanes)(n, s->nmax, xt, wt, Lv, sc, mn, s->rmin, s->rdelta, s->nstep, s->use_mad);
-        KQ_SFX(scatter)(cnt, n, Lv, (uint8_t *)L + (size_t)g0 * n);
+    for (int g0 = 0; g0 < G; g0 += VL_W) {
+        int cnt = G - g0 < VL_W ? G - g0 : VL_W;
+        VL_SFX(gather)(cnt, n, x + (size_t)g0 * n, xt);
+        if (w) VL_SFX(gather)(cnt, n, w + (size_t)g0 * n, wt);
+        if (s->kind == KQ_QX) VL_SFX(qx_lanes)(n, s->nmax, xt, w ? wt : NULL, Lv, sc);
+        else if (s->kind == KQ_Q3) VL_SFX(q3_lanes)(n, s->nmax, xt, Lv, sc);
+        else VL_SFX(qkx_lanes)(n, s->nmax, xt, wt, Lv, sc, mn, s->rmin, s->rdelta, s->nstep, s->use_mad);
+        VL_SFX(scatter)(cnt, n, Lv, (uint8_t *)L + (size_t)g0 * n);
         for (int k = 0; k < cnt; k++) scales[g0 + k] = sc[k];
         for (int k = 0; mins && k < cnt; k++) mins[g0 + k] = mn[k];
     }
 }
 
 /* kq_impl_weights: whole vectors; returns how many values it did (sqrt is correctly rounded). */
-static KQ_TGT int64_t KQ_SFX(impl_weights)(int64_t n, const float *x, const float *qw, float sigma2,
+static VL_TGT int64_t VL_SFX(impl_weights)(int64_t n, const float *x, const float *qw, float sigma2,
                                            float *w) {
-    const VF s2 = splatf(sigma2);
+    const VF s2 = vf_splat(sigma2);
     int64_t j = 0;
-    for (; j + KQ_W <= n; j += KQ_W) {
-        VF xv = ldf(x + j), q = ldf(qw + j);
+    for (; j + VL_W <= n; j += VL_W) {
+        VF xv = vf_load(x + j), q = vf_load(qw + j);
         VF a = s2 + xv * xv;
-        VF r = q * (VF)KQ_X(sqrt_ps)((PS)a);
-        memcpy(w + j, &r, sizeof r);
+        vf_store(w + j, q * vf_sqrt(a));
     }
     return j;
 }
 
 /* kq_requant: lanes over the values of one group. */
-static KQ_TGT void KQ_SFX(requant)(int ng, int gs, const float *x, const float *d, const float *dm,
+static VL_TGT void VL_SFX(requant)(int ng, int gs, const float *x, const float *d, const float *dm,
                                    int lo, int hi, int off, uint8_t *L) {
-    const VI vlo = splati(lo), vhi = splati(hi), voff = splati(off);
+    const VI vlo = vi_splat(lo), vhi = vi_splat(hi), voff = vi_splat(off);
     for (int g = 0; g < ng; g++) {
         if (!d[g]) continue;
-        const VF vd = splatf(d[g]), vm = splatf(dm ? dm[g] : 0.f);
-        for (int k = 0; k < gs; k += KQ_W) {
-            VF xv = ldf(x + (size_t)g * gs + k);
+        const VF vd = vf_splat(d[g]), vm = vf_splat(dm ? dm[g] : 0.f);
+        for (int k = 0; k < gs; k += VL_W) {
+            VF xv = vf_load(x + (size_t)g * gs + k);
             VF q = dm ? (xv + vm) / vd : xv / vd;
-            KQ_SFX(st8)(clampi(nearest(q), vlo, vhi) + voff, L + (size_t)g * gs + k);
+            vi_store_lo8(L + (size_t)g * gs + k, clampi(vf_nearest(q), vlo, vhi) + voff);
         }
     }
 }
 
-#undef splatf
-#undef splati
-#undef ldf
-#undef self
-#undef seli
-#undef tof
-#undef vabs
-#undef nearest
 #undef clampi
 #undef anym
-#undef VF
-#undef VI
-#undef KQ_X
-#undef PS
-#undef PD
-

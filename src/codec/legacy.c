@@ -274,19 +274,21 @@ const iqf_codec iqf_codecs_legacy[] = {
 
 /* ---- SIMD instantiations of the *_ref encoders (legacy_lanes.h once per instruction set) ---- */
 #ifdef LEG_HAVE_X86
-#define LEG_PASS 1
-#define LW 8
-#define LTGT __attribute__((target("avx2,f16c")))
-#define LSFX(name) name##_avx2
+#define VL_W 8
+#define VL_TGT __attribute__((target("avx2,fma,f16c")))
+#define VL_SFX(name) name##_avx2
+#include "vec_lanes.h"
 #include "legacy_lanes.h"
-#undef LEG_PASS
-#undef LW
-#undef LTGT
-#undef LSFX
-#define LEG_PASS 2
-#define LW 16
-#define LTGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c")))
-#define LSFX(name) name##_avx512
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
+#define VL_W 16
+#define VL_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c")))
+#define VL_SFX(name) name##_avx512
+#include "vec_lanes.h"
 #include "legacy_lanes.h"
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
 #endif
 

@@ -80,6 +80,19 @@
 #define vf_rep8 VL_SFX(vl_frep8)
 #define vi_store_u8 VL_SFX(vl_istore_u8)
 #endif
+/* added for kq_common / legacy */
+#ifndef VEC_LANES_NAMES_KQL
+#define VEC_LANES_NAMES_KQL
+#define vm_not VL_SFX(vl_mnot)
+#define vi_trunc VL_SFX(vl_itrunc)
+#define vi_uncount VL_SFX(vl_iuncount)
+#define vi_store_lo8 VL_SFX(vl_istore_lo8)
+#define vf_transpose VL_SFX(vl_ftranspose)
+#define vf_hmin_each VL_SFX(vl_fhmin_each)
+#define vf_hmax_each VL_SFX(vl_fhmax_each)
+#define vf_store_f16 VL_SFX(vl_fstore_f16)
+#define vl_f16 VL_SFX(vl_f16_)
+#endif
 
 typedef float VF __attribute__((vector_size(VL_W * 4)));
 typedef int32_t VI __attribute__((vector_size(VL_W * 4)));
@@ -114,6 +127,9 @@ VL_FN VI vf_nearest(VF v) {
     const VI b = (VI)(v + vf_splat(12582912.f));
     return (b & vi_splat(0x7fffff)) - vi_splat(0x400000);
 }
+/* added for kq_common / legacy */
+/* (int32_t)f per lane, truncated toward zero (cvttps2dq), |f| < 2^31 */
+VL_FN VI vi_trunc(VF a) { return __builtin_convertvector(a, VI); }
 
 #if VL_W == 8
 VL_FN VF vf_load(const float *p) { return (VF)_mm256_loadu_ps(p); }
@@ -200,6 +216,52 @@ VL_FN void vi_store_u8(uint8_t *p, VI v) {
     const __m128i w = _mm_packus_epi32(_mm256_castsi256_si128((__m256i)v), _mm256_extracti128_si256((__m256i)v, 1));
     _mm_storel_epi64((__m128i *)p, _mm_packus_epi16(w, w));
 }
+/* added for kq_common / legacy */
+/* the lanes not in m */
+VL_FN VM vm_not(VM m) { return ~m; }
+/* acc - 1 in the lanes of m */
+VL_FN VI vi_uncount(VI acc, VM m) { return acc + m; }
+/* the low bytes of the VL_W lanes stored (truncation, as a C cast to uint8_t) */
+VL_FN void vi_store_lo8(uint8_t *p, VI v) { vi_store_u8(p, v & vi_splat(0xFF)); /* packus = truncation on 0..255 */ }
+/* out[c] lane k = in[k] lane c, c, k < VL_W: 32-bit then 64-bit unpacks within the 128-bit lanes,
+ * then the 128-bit lanes themselves (a 2x2 transpose) */
+VL_FN void vf_transpose(const VF *in, VF *out) {
+    __m256 t[8], u[8];
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_ps((__m256)in[2 * k], (__m256)in[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_ps((__m256)in[2 * k], (__m256)in[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) {
+        const __m256d a = _mm256_castps_pd(t[4 * k]), b = _mm256_castps_pd(t[4 * k + 2]);
+        const __m256d c = _mm256_castps_pd(t[4 * k + 1]), d = _mm256_castps_pd(t[4 * k + 3]);
+        u[4 * k + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, b));
+        u[4 * k + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, b));
+        u[4 * k + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(c, d));
+        u[4 * k + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(c, d));
+    }
+    for (int j = 0; j < 4; j++) {
+        out[j] = (VF)_mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        out[4 + j] = (VF)_mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+}
+/* lane k = the minimum (maximum) of the lanes of v[k], k < VL_W: a tree of x86 min (max) over
+ * shuffles of adjacent vectors (its operand order is not vf_hmin's: a zero's sign may differ) */
+#define VL_EACH(name, op)                                                                         \
+    VL_FN VF name(const VF *v) {                                                                  \
+        __m256 a[4], b[2];                                                                        \
+        _Pragma("GCC unroll 8") for (int k = 0; k < 4; k++)                                                               \
+            a[k] = op(_mm256_permute2f128_ps((__m256)v[2 * k], (__m256)v[2 * k + 1], 0x20),        \
+                      _mm256_permute2f128_ps((__m256)v[2 * k], (__m256)v[2 * k + 1], 0x31));       \
+        _Pragma("GCC unroll 8") for (int k = 0; k < 2; k++)                                                               \
+            b[k] = op(_mm256_shuffle_ps(a[2 * k], a[2 * k + 1], 0x44), _mm256_shuffle_ps(a[2 * k], a[2 * k + 1], 0xEE)); \
+        const __m256 c = op(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xDD)); \
+        return (VF)_mm256_permutevar8x32_ps(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));         \
+    }
+VL_EACH(vf_hmin_each, _mm256_min_ps)
+VL_EACH(vf_hmax_each, _mm256_max_ps)
+#undef VL_EACH
+/* the VL_W lanes as fp16 (round to nearest even), stored; F16C: VL_TGT must name f16c */
+VL_FN void vf_store_f16(uint16_t *h, VF v) { _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph((__m256)v, 0)); }
 #else
 VL_FN VF vf_load(const float *p) { return (VF)_mm512_loadu_ps(p); }
 VL_FN void vf_store(float *p, VF v) { _mm512_storeu_ps(p, (__m512)v); }
@@ -266,7 +328,54 @@ VL_FN VI vi_load_u16_pair(const uint16_t *a, const uint16_t *b) {
     return (VI)_mm512_cvtepu16_epi32(_mm256_inserti128_si256(
         _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)), _mm_loadu_si128((const __m128i *)b), 1));
 }
+/* added for kq_common / legacy */
+VL_FN VM vm_not(VM m) { return (VM)~m; }
+VL_FN VI vi_uncount(VI acc, VM m) { return (VI)_mm512_mask_sub_epi32((__m512i)acc, m, (__m512i)acc, _mm512_set1_epi32(1)); }
+VL_FN void vi_store_lo8(uint8_t *p, VI v) { _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8((__m512i)v)); }
+/* 32-bit then 64-bit unpacks within the 128-bit lanes, then those lanes (a 4x4 transpose) */
+VL_FN void vf_transpose(const VF *in, VF *out) {
+    __m512 t[16], u[16];
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_ps((__m512)in[2 * k], (__m512)in[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_ps((__m512)in[2 * k], (__m512)in[2 * k + 1]);
+    }
+    for (int k = 0; k < 4; k++) {
+        const __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 2]);
+        const __m512d c = _mm512_castps_pd(t[4 * k + 1]), d = _mm512_castps_pd(t[4 * k + 3]);
+        u[4 * k + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+        u[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+        u[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+        u[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int j = 0; j < 4; j++) {
+        const __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), v2 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
+        const __m512 w = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
+        out[j] = (VF)_mm512_shuffle_f32x4(v, w, 0x88);
+        out[4 + j] = (VF)_mm512_shuffle_f32x4(v, w, 0xDD);
+        out[8 + j] = (VF)_mm512_shuffle_f32x4(v2, w2, 0x88);
+        out[12 + j] = (VF)_mm512_shuffle_f32x4(v2, w2, 0xDD);
+    }
+}
+#define VL_EACH(name, op)                                                                         \
+    VL_FN VF name(const VF *v) {                                                                  \
+        __m512 a[8], b[4], c[2];                                                                  \
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++)                                                               \
+            a[k] = op(_mm512_shuffle_f32x4((__m512)v[2 * k], (__m512)v[2 * k + 1], 0x44),          \
+                      _mm512_shuffle_f32x4((__m512)v[2 * k], (__m512)v[2 * k + 1], 0xEE));         \
+        _Pragma("GCC unroll 8") for (int k = 0; k < 4; k++)                                                               \
+            b[k] = op(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x88), _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xDD)); \
+        _Pragma("GCC unroll 8") for (int k = 0; k < 2; k++)                                                               \
+            c[k] = op(_mm512_shuffle_ps(b[2 * k], b[2 * k + 1], 0x44), _mm512_shuffle_ps(b[2 * k], b[2 * k + 1], 0xEE)); \
+        const __m512 e = op(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xDD)); \
+        return (VF)_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), e); \
+    }
+VL_EACH(vf_hmin_each, _mm512_min_ps)
+VL_EACH(vf_hmax_each, _mm512_max_ps)
+#undef VL_EACH
+VL_FN void vf_store_f16(uint16_t *h, VF v) { _mm256_storeu_si256((__m256i *)h, _mm512_cvtps_ph((__m512)v, 0)); }
 #endif
+/* added for kq_common / legacy: one float as fp16 bits (F16C, round to nearest even) */
+VL_FN uint16_t vl_f16(float f) { return (uint16_t)_cvtss_sh(f, 0); }
 VL_FCMP(vf_lt, _CMP_LT_OQ)
 VL_FCMP(vf_le, _CMP_LE_OQ)
 VL_FCMP(vf_gt, _CMP_GT_OQ)
@@ -274,3 +383,17 @@ VL_FCMP(vf_ge, _CMP_GE_OQ)
 VL_FCMP(vf_eq, _CMP_EQ_OQ)
 VL_FCMP(vf_ord, _CMP_ORD_Q)
 #undef VL_FCMP
+
+/* additions for best_scale/kq_best (lanesa) */
+#ifndef VEC_LANES_NAMES_A
+#define VEC_LANES_NAMES_A
+#define vf_unord VL_SFX(vl_funord)
+#endif
+#if VL_W == 8
+/* lanes where a or b is NaN */
+VL_FN VM vf_unord(VF a, VF b) {
+    return (VM)_mm256_castps_si256(_mm256_cmp_ps((__m256)a, (__m256)b, _CMP_UNORD_Q));
+}
+#else
+VL_FN VM vf_unord(VF a, VF b) { return _mm512_cmp_ps_mask((__m512)a, (__m512)b, _CMP_UNORD_Q); }
+#endif
