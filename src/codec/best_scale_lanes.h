@@ -16,10 +16,12 @@
 #define NH (16 / VL_W)
 #define FORH _Pragma("GCC unroll 4") for (int h = 0; h < NH; h++)
 
-/* clamp to [lo, hi] (by compares: NaN and -0 stay) then round half to even (|v| < 2^22) */
+/* clamp to [lo, hi] (by compares: NaN and -0 stay) then round half to even (|v| < 2^22). The
+ * selects by VM and vf_sel (a masked move under AVX-512): the bitwise select compiles there to
+ * two masked xors a clamp, 10% of q8_0's time. */
 VL_FN VF VL_SFX(clampround)(VF v, VF lo, VF hi) {
-    v = vf_bsel(v < lo, lo, v);
-    v = vf_bsel(v > hi, hi, v);
+    v = vf_sel(vf_lt(v, lo), lo, v);
+    v = vf_sel(vf_gt(v, hi), hi, v);
     const VF mg = vf_splat(MAGIC);
     return (v + mg) - mg;
 }

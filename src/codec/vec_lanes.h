@@ -181,6 +181,8 @@ VL_FN uint32_t vm_bits(VM m) {
     return b;
 }
 VL_FN VF vf_sel(VM m, VF t, VF f) { return vf_bsel(m, t, f); }
+VL_FN VM vf_lt(VF a, VF b) { return a < b; } /* ordered: false on NaN, as _CMP_LT_OQ */
+VL_FN VM vf_gt(VF a, VF b) { return a > b; }
 /* added for best_scale */
 VL_FN VM vm_of_vi(VI m) { return m; }
 VL_FN VF vf_round(VF v) {
