@@ -78,8 +78,8 @@ VL_FN bool VL_SFX(any)(const VI *m) {
  * round to nearest even on the bits, which is what the full algorithm computes there. */
 VL_FN VU VL_SFX(f2h)(VF f) {
     const VF lim = vf_splat(65504.f), nlim = vf_splat(-65504.f);
-    f = vf_bsel(f > lim, lim, f);
-    f = vf_bsel(f < nlim, nlim, f);
+    f = vf_sel(vf_gt(f, lim), lim, f);
+    f = vf_sel(vf_lt(f, nlim), nlim, f);
     const VU w = (VU)f, a = w & 0x7fffffffu;
     if (vm_bits(vm_of_vi((VI)(a < 0x38800000u))) != 0) return VL_SFX(f2h_full)(f);
     return ((w >> 16) & 0x8000u) | ((a - 0x38000000u + 0xFFFu + ((a >> 13) & 1u)) >> 13);
