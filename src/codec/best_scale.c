@@ -5,8 +5,9 @@
  * lanes: in the candidate loops lane c is one candidate scale (its sums run over the 32 values in
  * a fixed order: two chains, even and odd values, added at the end), in the element loops lane u
  * sums the values j = u, u+16, and the 16 lanes are added in a fixed tree. The file is compiled
- * three times (best_scale_lanes.h, included once per level): plain (4-lane vectors), under target("avx2") (8 lanes) and
- * under target("avx512f,...") (16 lanes); each covers the 16 logical lanes with native vectors
+ * three times (vec_lanes.h and best_scale_lanes.h, included once per width): plain (VL_W 4: vector
+ * extensions only, any target), under target("avx2") (8 lanes) and under target("avx512f,...")
+ * (16 lanes); each covers the 16 logical lanes with native vectors
  * and performs the same IEEE operations per lane, so every level returns the same bytes (no FMA:
  * the tree builds with -ffp-contract=off; no reassociation). Rounding: the float magic-number
  * trick after clamping to the grid (round half to even, as iqf_nearest_int).
@@ -138,35 +139,32 @@ static inline float sum16(const float *a) {
     return ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
 }
 
-#define BS_PASS 0
-#define BS_W 4
-#define BS_TGT
-#define BS_SFX(name) name##_plain
+#define VL_W 4
+#define VL_TGT
+#define VL_SFX(name) name##_plain
+#include "vec_lanes.h"
 #include "best_scale_lanes.h"
-#undef BS_PASS
-#undef BS_W
-#undef BS_TGT
-#undef BS_SFX
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define BS_X86 1
-#define BS_PASS 1
-#define BS_W 8
-#define BS_TGT __attribute__((target("avx2")))
-#define BS_SFX(name) name##_avx2
+#define VL_W 8
+#define VL_TGT __attribute__((target("avx2")))
+#define VL_SFX(name) name##_avx2
+#include "vec_lanes.h"
 #include "best_scale_lanes.h"
-#undef BS_PASS
-#undef BS_W
-#undef BS_TGT
-#undef BS_SFX
-#define BS_PASS 2
-#define BS_W 16
-#define BS_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
-#define BS_SFX(name) name##_avx512
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
+#define VL_W 16
+#define VL_TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define VL_SFX(name) name##_avx512
+#include "vec_lanes.h"
 #include "best_scale_lanes.h"
-#undef BS_PASS
-#undef BS_W
-#undef BS_TGT
-#undef BS_SFX
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
 #endif
 
 #ifdef BS_X86

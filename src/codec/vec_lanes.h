@@ -1,29 +1,36 @@
 /* vec_lanes.h - a small vector abstraction over the lane count, for kernels written once and
- * compiled per instruction set (AVX2: 8 float lanes, AVX-512: 16).
+ * compiled per instruction set (AVX2: 8 float lanes, AVX-512: 16; and the plain width, 4 lanes of
+ * GCC/Clang vector extensions with no instruction-set intrinsics, which any target compiles).
  *
  * The including file defines, before each inclusion:
- *   VL_W          lanes: 8 or 16
- *   VL_TGT        the function attribute, e.g. __attribute__((target("avx2,fma"))) (fma: vf_rcp_nr)
+ *   VL_W          lanes: 8 or 16 (x86 only), or 4 (plain: any target, no x86 header)
+ *   VL_TGT        the function attribute, e.g. __attribute__((target("avx2,fma"))) (fma: vf_rcp_nr);
+ *                 empty for the plain width
  *   VL_SFX(name)  the per-instruction-set name, e.g. name##_avx2
  * and includes this header, then its kernel header (which uses only the names below), then
  * #undefs the three macros. No include guard on purpose: each inclusion defines the helpers of
  * one width (their real names carry VL_SFX's suffix); the short names below are macros that
  * resolve to the current width wherever they are used.
  *
- * Types: VF (VL_W floats), VI (VL_W int32), VM (a lane mask: a VI of 0/-1 under AVX2, a
- * __mmask16 under AVX-512). Arithmetic on VF/VI is GCC/clang vector-extension operators (+ - * /
- * & | ^ << >>), which compile to the same single IEEE instructions as the intrinsics (the tree
- * builds with -ffp-contract=off: no FMA is formed). The helpers are the operations whose x86
- * semantics must be kept bit for bit (min/max operand order, ggml's nearest_int, masks). */
-#include <immintrin.h>
-#include <stdint.h>
-
+ * Types: VF (VL_W floats), VI (VL_W int32), VM (a lane mask: a VI of 0/-1 under AVX2 and at the
+ * plain width, a __mmask16 under AVX-512). Arithmetic on VF/VI is GCC/clang vector-extension
+ * operators (+ - * / & | ^ << >>), which compile to the same single IEEE instructions as the
+ * intrinsics (the tree builds with -ffp-contract=off: no FMA is formed). The helpers are the
+ * operations whose x86 semantics must be kept bit for bit (min/max operand order, ggml's
+ * nearest_int, masks). The plain width has only the operations its kernels use so far
+ * (best_scale's), each with the x86 semantics written in plain C. */
 #if !defined(VL_W) || !defined(VL_TGT) || !defined(VL_SFX)
 #error "vec_lanes.h: define VL_W, VL_TGT and VL_SFX first"
 #endif
-#if VL_W != 8 && VL_W != 16
-#error "vec_lanes.h: VL_W must be 8 or 16"
+#if VL_W != 4 && VL_W != 8 && VL_W != 16
+#error "vec_lanes.h: VL_W must be 4, 8 or 16"
 #endif
+#if VL_W != 4
+#include <immintrin.h>
+#endif
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #ifndef VEC_LANES_NAMES
 #define VEC_LANES_NAMES
@@ -96,11 +103,50 @@
 
 typedef float VF __attribute__((vector_size(VL_W * 4)));
 typedef int32_t VI __attribute__((vector_size(VL_W * 4)));
-#if VL_W == 8
-typedef VI VM;
-#else
+#if VL_W == 16
 typedef __mmask16 VM;
+#else
+typedef VI VM;
 #endif
+
+/* added for best_scale: uint32 lanes (VU), VL_W pairs of int16 (VS: 16-bit lane 2k and 2k + 1
+ * share 32-bit lane k), bitwise selects by a 0/-1 VI mask (and/andnot/or, not a blend), aligned
+ * loads and stores (p aligned to the vector size), and the operations below per width:
+ *   vm_of_vi      a 0/-1 VI mask as a VM
+ *   vf_round      round to the nearest integer, ties to even (|v| < 2^22 at the plain width)
+ *   vi_round      the same, as int32 (cvtps2dq in the default mode; |v| < 2^22 at the plain width)
+ *   vs_mulhrs     (a b + 2^14) >> 15 per int16 lane (pmulhrsw)
+ *   vs_madd       a[2k] b[2k] + a[2k+1] b[2k+1] as int32 (pmaddwd)
+ *   vs_min/vs_max int16 min / max
+ *   vf_transpose16  t[j * 16 + b] = rows[b][j] for 16 rows of 32 floats (t aligned to 64) */
+#ifndef VEC_LANES_NAMES_BS
+#define VEC_LANES_NAMES_BS
+#define VU VL_SFX(vl_vu)
+#define VS VL_SFX(vl_vs)
+#define vf_bsel VL_SFX(vl_fbsel)
+#define vu_bsel VL_SFX(vl_ubsel)
+#define vf_loada VL_SFX(vl_floada)
+#define vf_storea VL_SFX(vl_fstorea)
+#define vu_loada VL_SFX(vl_uloada)
+#define vu_storea VL_SFX(vl_ustorea)
+#define vm_of_vi VL_SFX(vl_m_of_vi)
+#define vf_round VL_SFX(vl_fround)
+#define vi_round VL_SFX(vl_iround)
+#define vs_mulhrs VL_SFX(vl_smulhrs)
+#define vs_madd VL_SFX(vl_smadd)
+#define vs_min VL_SFX(vl_smin)
+#define vs_max VL_SFX(vl_smax)
+#define vf_transpose16 VL_SFX(vl_ftranspose16)
+#endif
+typedef uint32_t VU __attribute__((vector_size(VL_W * 4)));
+typedef int16_t VS __attribute__((vector_size(VL_W * 4)));
+/* m ? t : f per lane, m 0 or -1 (bitwise) */
+VL_FN VF vf_bsel(VI m, VF t, VF f) { return (VF)((m & (VI)t) | (~m & (VI)f)); }
+VL_FN VU vu_bsel(VI m, VU t, VU f) { return ((VU)m & t) | (~(VU)m & f); }
+VL_FN VF vf_loada(const float *p) { return *(const VF *)(const void *)p; }
+VL_FN void vf_storea(float *p, VF v) { *(VF *)(void *)p = v; }
+VL_FN VU vu_loada(const uint32_t *p) { return *(const VU *)(const void *)p; }
+VL_FN void vu_storea(uint32_t *p, VU v) { *(VU *)(void *)p = v; }
 
 VL_FN VF vf_splat(float s) {
     VF v;
@@ -131,7 +177,59 @@ VL_FN VI vf_nearest(VF v) {
 /* (int32_t)f per lane, truncated toward zero (cvttps2dq), |f| < 2^31 */
 VL_FN VI vi_trunc(VF a) { return __builtin_convertvector(a, VI); }
 
-#if VL_W == 8
+#if VL_W == 4
+/* the plain width: lane-wise C with the x86 instructions' semantics (what best_scale uses) */
+VL_FN VF vf_load(const float *p) {
+    VF v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+VL_FN void vf_store(float *p, VF v) { memcpy(p, &v, sizeof v); }
+VL_FN VF vf_min(VF a, VF b) { return vf_bsel(a < b, a, b); }
+VL_FN VF vf_max(VF a, VF b) { return vf_bsel(a > b, a, b); }
+VL_FN VF vf_sqrt(VF a) {
+    for (int k = 0; k < VL_W; k++) a[k] = sqrtf(a[k]);
+    return a;
+}
+VL_FN uint32_t vm_bits(VM m) {
+    uint32_t b = 0;
+    for (int k = 0; k < VL_W; k++) b |= (uint32_t)(m[k] < 0) << k;
+    return b;
+}
+VL_FN VF vf_sel(VM m, VF t, VF f) { return vf_bsel(m, t, f); }
+VL_FN VM vf_lt(VF a, VF b) { return a < b; } /* ordered: false on NaN, as _CMP_LT_OQ */
+VL_FN VM vf_gt(VF a, VF b) { return a > b; }
+/* added for best_scale */
+VL_FN VM vm_of_vi(VI m) { return m; }
+VL_FN VF vf_round(VF v) {
+    const VF mg = vf_splat(12582912.f);
+    return (v + mg) - mg;
+}
+VL_FN VI vi_round(VF v) { return vf_nearest(v); }
+VL_FN VS vs_mulhrs(VS a, VS b) {
+    VS r; /* (a b + 2^14) >> 15, the sum shifted non-negative first */
+    for (int i = 0; i < 2 * VL_W; i++)
+        r[i] = (int16_t)((int32_t)((uint32_t)((int32_t)a[i] * b[i] + 0x4000 + 0x40000000) >> 15) - 0x8000);
+    return r;
+}
+VL_FN VI vs_madd(VS a, VS b) {
+    VI r;
+    for (int i = 0; i < VL_W; i++) r[i] = (int32_t)a[2 * i] * b[2 * i] + (int32_t)a[2 * i + 1] * b[2 * i + 1];
+    return r;
+}
+VL_FN VS vs_min(VS a, VS b) {
+    const VS m = a > b;
+    return (m & b) | (~m & a);
+}
+VL_FN VS vs_max(VS a, VS b) {
+    const VS m = a < b;
+    return (m & b) | (~m & a);
+}
+VL_FN void vf_transpose16(const float *const *rows, float *t) {
+    for (int b = 0; b < 16; b++)
+        for (int j = 0; j < 32; j++) t[j * 16 + b] = rows[b][j];
+}
+#elif VL_W == 8
 VL_FN VF vf_load(const float *p) { return (VF)_mm256_loadu_ps(p); }
 VL_FN void vf_store(float *p, VF v) { _mm256_storeu_ps(p, (__m256)v); }
 VL_FN VI vi_load(const int32_t *p) { return (VI)_mm256_loadu_si256((const __m256i *)p); }
@@ -262,6 +360,33 @@ VL_EACH(vf_hmax_each, _mm256_max_ps)
 #undef VL_EACH
 /* the VL_W lanes as fp16 (round to nearest even), stored; F16C: VL_TGT must name f16c */
 VL_FN void vf_store_f16(uint16_t *h, VF v) { _mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph((__m256)v, 0)); }
+/* added for best_scale */
+VL_FN VM vm_of_vi(VI m) { return m; }
+VL_FN VF vf_round(VF v) { return (VF)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+VL_FN VI vi_round(VF v) { return (VI)_mm256_cvtps_epi32((__m256)v); }
+VL_FN VS vs_mulhrs(VS a, VS b) { return (VS)_mm256_mulhrs_epi16((__m256i)a, (__m256i)b); }
+VL_FN VI vs_madd(VS a, VS b) { return (VI)_mm256_madd_epi16((__m256i)a, (__m256i)b); }
+VL_FN VS vs_min(VS a, VS b) { return (VS)_mm256_min_epi16((__m256i)a, (__m256i)b); }
+VL_FN VS vs_max(VS a, VS b) { return (VS)_mm256_max_epi16((__m256i)a, (__m256i)b); }
+/* 8x8 tiles: 128-bit halves of rows b and b + 4 side by side (the insert takes its half from
+ * memory), then 4x4 transposes within the 128-bit lanes */
+VL_FN void vf_transpose16(const float *const *rows, float *t) {
+    for (int g = 0; g < 2; g++)
+        for (int j0 = 0; j0 < 32; j0 += 4) {
+            __m256 r[4], u[4];
+            for (int b = 0; b < 4; b++)
+                r[b] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(rows[8 * g + b] + j0)),
+                                            _mm_loadu_ps(rows[8 * g + b + 4] + j0), 1);
+            u[0] = _mm256_unpacklo_ps(r[0], r[1]);
+            u[1] = _mm256_unpackhi_ps(r[0], r[1]);
+            u[2] = _mm256_unpacklo_ps(r[2], r[3]);
+            u[3] = _mm256_unpackhi_ps(r[2], r[3]);
+            _mm256_store_ps(t + (j0 + 0) * 16 + 8 * g, _mm256_shuffle_ps(u[0], u[2], 0x44));
+            _mm256_store_ps(t + (j0 + 1) * 16 + 8 * g, _mm256_shuffle_ps(u[0], u[2], 0xEE));
+            _mm256_store_ps(t + (j0 + 2) * 16 + 8 * g, _mm256_shuffle_ps(u[1], u[3], 0x44));
+            _mm256_store_ps(t + (j0 + 3) * 16 + 8 * g, _mm256_shuffle_ps(u[1], u[3], 0xEE));
+        }
+}
 #else
 VL_FN VF vf_load(const float *p) { return (VF)_mm512_loadu_ps(p); }
 VL_FN void vf_store(float *p, VF v) { _mm512_storeu_ps(p, (__m512)v); }
@@ -376,6 +501,48 @@ VL_FN void vf_store_f16(uint16_t *h, VF v) { _mm256_storeu_si256((__m256i *)h, _
 #endif
 /* added for kq_common / legacy: one float as fp16 bits (F16C, round to nearest even) */
 VL_FN uint16_t vl_f16(float f) { return (uint16_t)_cvtss_sh(f, 0); }
+/* added for best_scale */
+VL_FN VM vm_of_vi(VI m) { return _mm512_movepi32_mask((__m512i)m); }
+VL_FN VF vf_round(VF v) { return (VF)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+VL_FN VI vi_round(VF v) { return (VI)_mm512_cvtps_epi32((__m512)v); }
+VL_FN VS vs_mulhrs(VS a, VS b) { return (VS)_mm512_mulhrs_epi16((__m512i)a, (__m512i)b); }
+VL_FN VI vs_madd(VS a, VS b) { return (VI)_mm512_madd_epi16((__m512i)a, (__m512i)b); }
+VL_FN VS vs_min(VS a, VS b) { return (VS)_mm512_min_epi16((__m512i)a, (__m512i)b); }
+VL_FN VS vs_max(VS a, VS b) { return (VS)_mm512_max_epi16((__m512i)a, (__m512i)b); }
+/* per half of 16 values: 4x4 transposes within the 128-bit lanes, then the 128-bit lanes
+ * regrouped (shuffle_f32x4) */
+VL_FN void vf_transpose16(const float *const *rows, float *t) {
+    for (int half = 0; half < 2; half++) {
+        __m512 r[16], u[16], v[16];
+        for (int b = 0; b < 16; b++) r[b] = _mm512_loadu_ps(rows[b] + 16 * half);
+        for (int b = 0; b < 16; b += 2) {
+            u[b] = _mm512_unpacklo_ps(r[b], r[b + 1]);
+            u[b + 1] = _mm512_unpackhi_ps(r[b], r[b + 1]);
+        }
+        for (int b = 0; b < 16; b += 4) {
+            v[b] = _mm512_shuffle_ps(u[b], u[b + 2], 0x44);
+            v[b + 1] = _mm512_shuffle_ps(u[b], u[b + 2], 0xEE);
+            v[b + 2] = _mm512_shuffle_ps(u[b + 1], u[b + 3], 0x44);
+            v[b + 3] = _mm512_shuffle_ps(u[b + 1], u[b + 3], 0xEE);
+        }
+        /* v[4g + c] holds, per 128-bit lane L (values 4L..4L+3 of the half), the value 4L + c of
+         * rows 4g..4g+3 */
+        for (int c = 0; c < 4; c++) {
+            const __m512 a0 = _mm512_shuffle_f32x4(v[c], v[4 + c], 0x88); /* L0,L2 of g0 | g1 */
+            const __m512 a1 = _mm512_shuffle_f32x4(v[c], v[4 + c], 0xDD); /* L1,L3 */
+            const __m512 b0 = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0x88);
+            const __m512 b1 = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0xDD);
+            /* a0 = [g0L0 g0L2 g1L0 g1L2], b0 = [g2L0 g2L2 g3L0 g3L2] */
+            float *o = t + (16 * half + c) * 16;
+            _mm512_store_ps(o + 0 * 64, _mm512_shuffle_f32x4(a0, b0, 0x88)); /* g0L0 g1L0 g2L0 g3L0 */
+            _mm512_store_ps(o + 1 * 64, _mm512_shuffle_f32x4(a1, b1, 0x88)); /* L1 */
+            _mm512_store_ps(o + 2 * 64, _mm512_shuffle_f32x4(a0, b0, 0xDD)); /* L2 */
+            _mm512_store_ps(o + 3 * 64, _mm512_shuffle_f32x4(a1, b1, 0xDD)); /* L3 */
+        }
+    }
+}
+#endif
+#if VL_W != 4
 VL_FCMP(vf_lt, _CMP_LT_OQ)
 VL_FCMP(vf_le, _CMP_LE_OQ)
 VL_FCMP(vf_gt, _CMP_GT_OQ)
@@ -383,13 +550,16 @@ VL_FCMP(vf_ge, _CMP_GE_OQ)
 VL_FCMP(vf_eq, _CMP_EQ_OQ)
 VL_FCMP(vf_ord, _CMP_ORD_Q)
 #undef VL_FCMP
+#endif
 
 /* additions for best_scale/kq_best (lanesa) */
 #ifndef VEC_LANES_NAMES_A
 #define VEC_LANES_NAMES_A
 #define vf_unord VL_SFX(vl_funord)
 #endif
-#if VL_W == 8
+#if VL_W == 4
+VL_FN VM vf_unord(VF a, VF b) { return ~((a == a) & (b == b)); }
+#elif VL_W == 8
 /* lanes where a or b is NaN */
 VL_FN VM vf_unord(VF a, VF b) {
     return (VM)_mm256_castps_si256(_mm256_cmp_ps((__m256)a, (__m256)b, _CMP_UNORD_Q));
