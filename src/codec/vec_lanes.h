@@ -498,9 +498,6 @@ VL_EACH(vf_hmin_each, _mm512_min_ps)
 VL_EACH(vf_hmax_each, _mm512_max_ps)
 #undef VL_EACH
 VL_FN void vf_store_f16(uint16_t *h, VF v) { _mm256_storeu_si256((__m256i *)h, _mm512_cvtps_ph((__m512)v, 0)); }
-#endif
-/* added for kq_common / legacy: one float as fp16 bits (F16C, round to nearest even) */
-VL_FN uint16_t vl_f16(float f) { return (uint16_t)_cvtss_sh(f, 0); }
 /* added for best_scale */
 VL_FN VM vm_of_vi(VI m) { return _mm512_movepi32_mask((__m512i)m); }
 VL_FN VF vf_round(VF v) { return (VF)_mm512_roundscale_ps((__m512)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
@@ -541,6 +538,10 @@ VL_FN void vf_transpose16(const float *const *rows, float *t) {
         }
     }
 }
+#endif
+#if VL_W != 4
+/* added for kq_common / legacy: one float as fp16 bits (F16C, round to nearest even) */
+VL_FN uint16_t vl_f16(float f) { return (uint16_t)_cvtss_sh(f, 0); }
 #endif
 #if VL_W != 4
 VL_FCMP(vf_lt, _CMP_LT_OQ)
