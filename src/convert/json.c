@@ -46,7 +46,7 @@ yyjson_doc *iqf_json_parse(const char *data, size_t len, const char *name, char 
     return d;
 }
 
-yyjson_doc *iqf_json_read_file(const char *path, char *err, size_t errlen) {
+void *iqf_cv_read_whole(const char *path, uint64_t max, const char *what, size_t *len, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -58,8 +58,8 @@ yyjson_doc *iqf_json_read_file(const char *path, char *err, size_t errlen) {
         fclose(f);
         return NULL;
     }
-    if ((uint64_t)st.st_size > IQF_JSON_MAX_BYTES) {
-        snprintf(err, errlen, "%s: JSON of %lld bytes is too large", path, (long long)st.st_size);
+    if ((uint64_t)st.st_size > max) {
+        snprintf(err, errlen, "%s: %s of %lld bytes is too large", path, what, (long long)st.st_size);
         fclose(f);
         return NULL;
     }
@@ -78,6 +78,14 @@ yyjson_doc *iqf_json_read_file(const char *path, char *err, size_t errlen) {
         free(buf);
         return NULL;
     }
+    *len = n;
+    return buf;
+}
+
+yyjson_doc *iqf_json_read_file(const char *path, char *err, size_t errlen) {
+    size_t n = 0;
+    char *buf = iqf_cv_read_whole(path, IQF_JSON_MAX_BYTES, "JSON", &n, err, errlen);
+    if (!buf) return NULL;
     yyjson_doc *d = iqf_json_parse(buf, n, path, err, errlen);
     free(buf);
     return d;

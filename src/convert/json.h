@@ -26,6 +26,10 @@
 yyjson_doc *iqf_json_parse(const char *data, size_t len, const char *name, char *err, size_t errlen);
 /* Read and parse a file; NULL with "PATH: ..." (missing file included). */
 yyjson_doc *iqf_json_read_file(const char *path, char *err, size_t errlen);
+/* The whole regular file at path, malloc'd (*len bytes); NULL with "PATH: what is wrong" in err
+ * when it cannot be opened or read, is not a regular file, or is larger than max ("WHAT of N
+ * bytes is too large"). */
+void *iqf_cv_read_whole(const char *path, uint64_t max, const char *what, size_t *len, char *err, size_t errlen);
 
 /* Small helpers over yyjson values (NULL-safe). */
 yyjson_val *iqf_json_get(yyjson_val *obj, const char *key);            /* NULL if absent or obj not object */

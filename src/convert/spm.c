@@ -14,6 +14,7 @@
  * of IQF_SPM_MAX_GROUP_DEPTH, no recursion.
  */
 #include "spm.h"
+#include "json.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -390,37 +391,9 @@ fail:
 }
 
 iqf_spm *iqf_spm_read_file(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
-        fclose(f);
-        return NULL;
-    }
-    if ((uint64_t)st.st_size > IQF_SPM_MAX_BYTES) {
-        snprintf(err, errlen, "%s: %lld bytes is too large for a tokenizer.model", path, (long long)st.st_size);
-        fclose(f);
-        return NULL;
-    }
-    size_t n = (size_t)st.st_size;
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf) {
-        snprintf(err, errlen, "%s: out of memory", path);
-        fclose(f);
-        return NULL;
-    }
-    size_t got = n ? fread(buf, 1, n, f) : 0;
-    int rerr = ferror(f);
-    fclose(f);
-    if (got != n || rerr) {
-        snprintf(err, errlen, "%s: read error", path);
-        free(buf);
-        return NULL;
-    }
+    size_t n = 0;
+    uint8_t *buf = iqf_cv_read_whole(path, IQF_SPM_MAX_BYTES, "tokenizer.model", &n, err, errlen);
+    if (!buf) return NULL;
     iqf_spm *m = iqf_spm_parse(buf, n, path, err, errlen);
     free(buf);
     return m;
