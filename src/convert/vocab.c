@@ -5,11 +5,11 @@
  *                   types); any other tokenizer.json -> the GPT-2 path below
  *   CV_VOCAB_GPT2   _set_vocab_gpt2: tokens and types (get_vocab_base), tokenizer.ggml.pre by
  *                   identification (archs.c iqf_cv_pres), merges
- *   both            gguf-py's SpecialVocab: special token ids (tokenizer_config.json then
+ *   all             gguf-py's SpecialVocab: special token ids (tokenizer_config.json then
  *                   config.json), add_*_token (tokenizer.json's post-processor, then
- *                   tokenizer_config.json), the chat template.
- * A SentencePiece tokenizer.model: spm.c for CV_VOCAB_LLAMA (then SpecialVocab here), refused
- * for the other architectures (not supported yet).
+ *                   tokenizer_config.json), the chat template, the normalizer flags.
+ * A SentencePiece tokenizer.model: spm.c (then SpecialVocab here) for CV_VOCAB_LLAMA, _SPM and
+ * _GEMMA, ignored by CV_VOCAB_GPT2 (convert_internal.h says which model class does what).
  */
 #include "iqforge.h"
 
@@ -832,17 +832,16 @@ int iqf_cv_vocab(const char *dir, const char *cfg_path, yyjson_val *hp, int kind
     int rc = -1;
     snprintf(v.tj_path, sizeof v.tj_path, "%s/tokenizer.json", dir);
     snprintf(v.tc_path, sizeof v.tc_path, "%s/tokenizer_config.json", dir);
-    if (file_exists(dir, "tokenizer.model") && kind != CV_VOCAB_LLAMA) {
-        vfail(&v, "%s/tokenizer.model: SentencePiece vocabularies are not supported yet for this architecture", dir);
-        goto out;
-    }
     if (file_exists(dir, "tokenizer_config.json") && !(v.tc = iqf_json_read_file(v.tc_path, err, errlen))) goto out;
-    if (file_exists(dir, "tokenizer.model")) { /* LlamaModel.set_vocab: _set_vocab_sentencepiece (spm.c) */
+    if (kind != CV_VOCAB_GPT2 && file_exists(dir, "tokenizer.model")) { /* _set_vocab_sentencepiece (spm.c) */
         /* its SpecialVocab reads tokenizer.json too where there is one (post_processor, added
          * tokens, normalizer), as Llama 2, Mistral and CodeLlama checkpoints ship both */
         if (file_exists(dir, "tokenizer.json") && !(v.tj = iqf_json_read_file(v.tj_path, err, errlen))) goto out;
-        int64_t n = iqf_cv_spm_vocab(dir, hp, v.tc ? yyjson_doc_get_root(v.tc) : NULL, w, looks_special, err, errlen);
+        int64_t n = iqf_cv_spm_vocab(dir, hp, v.tc ? yyjson_doc_get_root(v.tc) : NULL, kind == CV_VOCAB_LLAMA, w,
+                                     looks_special, err, errlen);
         rc = n < 0 ? -1 : special_vocab(&v, false, n);
+        if (!rc && kind == CV_VOCAB_GEMMA && iqf_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false))
+            rc = vfail(&v, "%s", iqf_gguf_writer_error(w));
         goto out;
     }
     if (!(v.tj = iqf_json_read_file(v.tj_path, err, errlen))) goto out;
