@@ -19,6 +19,10 @@
  *    order, and every token, score and type are checked against arrays this test computes from
  *    its piece list by those rules. A second one (vocab_size below the piece count, no
  *    tokenizer_config) checks the cut.
+ *  - With a tokenizer.json beside tokenizer.model (Llama 2, Mistral and CodeLlama ship both):
+ *    SpecialVocab's ids, add flags and normalizer keys from it; CodeLlama's second SpecialVocab
+ *    at vocab_size 32016 (prefix/suffix/middle/eot) and add_bos_token false at 49152
+ *    (test_convert_special states the rules, read from gguf-py's vocab.py and llama.py).
  *  - Hostile input: every prefix of the file, oversized and overflowing varints, lengths past the
  *    end of the file and of the enclosing message, bad wire types and field numbers, unclosed,
  *    mismatched and too deeply nested groups, more than IQF_SPM_MAX_PIECES pieces, out-of-enum
@@ -456,7 +460,13 @@ static void write_text(const char *dir, const char *name, const char *text) {
 }
 
 /* tmpdir/NAME: the fixture's safetensors, its config.json with vocab_size VS (and extra keys). */
+static void make_ckpt_arch(const char *name, char *dir, size_t n, const char *vs, const pbw *model, const char *arch);
 static void make_ckpt(const char *name, char *dir, size_t n, const char *vs, const pbw *model) {
+    make_ckpt_arch(name, dir, n, vs, model, NULL);
+}
+
+/* arch: architectures[0] instead of the fixture's MistralForCausalLM (NULL: keep it) */
+static void make_ckpt_arch(const char *name, char *dir, size_t n, const char *vs, const pbw *model, const char *arch) {
     snprintf(dir, n, "%s/%s", tmpdir, name);
     mkdir(dir, 0755);
     size_t cn, sn;
@@ -469,6 +479,12 @@ static void make_ckpt(const char *name, char *dir, size_t n, const char *vs, con
     if (at) {
         char out[4096];
         snprintf(out, sizeof out, "%.*s\"vocab_size\": %s%s", (int)(at - cfg), cfg, vs, at + strlen("\"vocab_size\": 48"));
+        char *m = arch ? strstr(out, "MistralForCausalLM") : NULL;
+        if (m) {
+            char o2[4096];
+            snprintf(o2, sizeof o2, "%.*s%s%s", (int)(m - out), out, arch, m + strlen("MistralForCausalLM"));
+            memcpy(out, o2, sizeof out);
+        }
         write_text(dir, "config.json", out);
     }
     char p[1100];
@@ -639,6 +655,152 @@ static void test_convert_full(const pbw *full) {
     iqf_gguf_close(g);
 }
 
+/* tokenizer.json beside tokenizer.model: SpecialVocab reads its added tokens, post_processor and
+ * normalizer. TJ's TemplateProcessing starts with <s> (add_bos_token), its normalizer is a
+ * Sequence of BertNormalizer(lowercase null, strip_accents false) and Lowercase. */
+static const char *TJ =
+    "{\"added_tokens\": [{\"id\": 1, \"content\": \"<s>\"}, {\"id\": 2, \"content\": \"</s>\"},"
+    " {\"id\": 290, \"content\": \"<extra_b>\"}, {\"id\": 292, \"content\": \"<|eot|>\"}],"
+    " \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"BertNormalizer\", \"lowercase\": null,"
+    " \"strip_accents\": false}, {\"type\": \"Lowercase\"}]},"
+    " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}},"
+    " {\"Sequence\": {\"id\": \"A\"}}], \"pair\": [{\"SpecialToken\": {\"id\": \"<s>\"}}, {\"Sequence\": {\"id\": \"A\"}},"
+    " {\"Sequence\": {\"id\": \"B\"}}]}}";
+static const char *TC2 =
+    "{\"add_bos_token\": true, \"add_eos_token\": false, \"bos_token\": \"<s>\", \"eos_token\": \"</s>\","
+    " \"middle_token\": \"<extra_b>\", \"eot_token\": {\"content\": \"<|eot|>\"}, \"chat_template\": \"T\"}";
+
+static iqf_gguf *convert_special(const char *name, const char *vs, const pbw *full) {
+    char dir[1024], out[1100], err[1024];
+    make_ckpt(name, dir, sizeof dir, vs, full);
+    write_text(dir, "tokenizer.json", TJ);
+    write_text(dir, "tokenizer_config.json", TC2);
+    snprintf(out, sizeof out, "%s/%s.gguf", tmpdir, name);
+    iqf_status s = iqf_convert_hf(dir, out, IQF_CONVERT_F16, err, sizeof err);
+    CHECK(s == IQF_OK, "convert %s: %s", name, err);
+    iqf_gguf *g = s == IQF_OK ? iqf_gguf_open(out, err, sizeof err) : NULL;
+    CHECK(g != NULL || s != IQF_OK, "open %s: %s", name, err);
+    return g;
+}
+
+static void check_u32(const iqf_gguf *g, const char *key, uint32_t want, const char *what) {
+    uint32_t v = 0;
+    CHECK(iqf_gguf_get_u32(g, key, &v) && v == want, "%s: %s = %u, expected %u", what, key, v, want);
+}
+
+/* The rules read from gguf-py's SpecialVocab and LlamaModel.set_vocab (conversion/llama.py):
+ *  - a plain Llama: tokenizer.json's flags and ids as above, normalizer keys after the template
+ *    (lowercase true: the Lowercase after BertNormalizer's null; strip_accents false);
+ *  - CodeLlama (vocab_size 32016): a second SpecialVocab of prefix/suffix/middle/eot whose ids
+ *    come from the files first (middle_token -> 290, eot_token -> 292) and then 32007/32008 for
+ *    the rest, written in that order after everything the first wrote;
+ *  - vocab_size 49152 (SmolLM and other small models): add_bos_token false, in its place. */
+static void test_convert_special(const pbw *full) {
+    iqf_gguf *g = convert_special("spm-tj", "300", full);
+    static const char *const base[] = { "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+                                        "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
+                                        "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                        "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token",
+                                        "tokenizer.chat_template", "tokenizer.ggml.normalizer.lowercase",
+                                        "tokenizer.ggml.normalizer.strip_accents", NULL, NULL, NULL, NULL, NULL };
+    bool b = false;
+    if (g) {
+        check_keys(g, base, "tokenizer.json");
+        check_u32(g, "tokenizer.ggml.bos_token_id", 1, "tokenizer.json");
+        CHECK(iqf_gguf_get_bool(g, "tokenizer.ggml.normalizer.lowercase", &b) && b, "lowercase true");
+        CHECK(iqf_gguf_get_bool(g, "tokenizer.ggml.normalizer.strip_accents", &b) && !b, "strip_accents false");
+        CHECK(iqf_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b) && b, "add_bos_token true");
+        iqf_gguf_close(g);
+    }
+    if ((g = convert_special("spm-codellama", "32016", full))) {
+        const char *keys[17];
+        memcpy(keys, base, sizeof keys);
+        keys[12] = "tokenizer.ggml.middle_token_id";
+        keys[13] = "tokenizer.ggml.eot_token_id";
+        keys[14] = "tokenizer.ggml.prefix_token_id";
+        keys[15] = "tokenizer.ggml.suffix_token_id";
+        check_keys(g, keys, "codellama");
+        check_u32(g, "tokenizer.ggml.middle_token_id", 290, "codellama");
+        check_u32(g, "tokenizer.ggml.eot_token_id", 292, "codellama");
+        check_u32(g, "tokenizer.ggml.prefix_token_id", 32007, "codellama");
+        check_u32(g, "tokenizer.ggml.suffix_token_id", 32008, "codellama");
+        int64_t kt = iqf_gguf_find_kv(g, "tokenizer.ggml.tokens");
+        CHECK(kt >= 0 && iqf_gguf_arr_n(g, kt) == 32016, "codellama: 32016 tokens");
+        iqf_gguf_close(g);
+    }
+    if ((g = convert_special("spm-49152", "49152", full))) {
+        check_keys(g, base, "49152");
+        CHECK(iqf_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b) && !b, "49152: add_bos_token false");
+        iqf_gguf_close(g);
+    }
+}
+
+/* tokenizer.model by model class (convert_hf_to_gguf's set_vocab):
+ *  - Qwen2/Qwen3 (Qwen2Model): _set_vocab_sentencepiece when there is one, no add_space_prefix
+ *    (LlamaModel's add_prefix_space is not read);
+ *  - Gemma3: _set_vocab_sentencepiece then add_space_prefix false (last), token_embd cut to the
+ *    token count (vocab_size 40 here: the first 40 pieces, 40 rows of the fixture's 48);
+ *  - Qwen3Moe, gpt-oss, DeepSeek: _set_vocab_gpt2, the tokenizer.model is ignored (the fixture's
+ *    tokenizer.json is then read and refused as an unknown pre-tokenizer). */
+static void test_convert_classes(const pbw *full) {
+    char dir[1024], out[1100], err[1024];
+    static const char *const keys[] = { "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+                                        "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
+                                        "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                        "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token",
+                                        "tokenizer.chat_template", "tokenizer.ggml.add_space_prefix", NULL };
+    static const char *const archs[] = { "Qwen2ForCausalLM", "Qwen3ForCausalLM" };
+    static exp_vocab e;
+    for (int a = 0; a < 2; a++) {
+        make_ckpt_arch(archs[a], dir, sizeof dir, "300", full, archs[a]);
+        write_text(dir, "tokenizer_config.json", "{\"add_prefix_space\": true, \"add_bos_token\": true,"
+                                                 " \"add_eos_token\": false, \"chat_template\": \"T\"}");
+        snprintf(out, sizeof out, "%s/%s.gguf", tmpdir, archs[a]);
+        iqf_status s = iqf_convert_hf(dir, out, IQF_CONVERT_F16, err, sizeof err);
+        CHECK(s == IQF_OK, "convert %s: %s", archs[a], err);
+        iqf_gguf *g = s == IQF_OK ? iqf_gguf_open(out, err, sizeof err) : NULL;
+        if (!g) continue;
+        const char *k2[11];
+        memcpy(k2, keys, sizeof k2);
+        k2[10] = NULL; /* no add_space_prefix */
+        check_keys(g, k2, archs[a]);
+        exp_base(&e, NV);
+        check_vocab(g, &e, archs[a]);
+        iqf_gguf_close(g);
+    }
+    make_ckpt_arch("gemma3", dir, sizeof dir, "40, \"sliding_window\": 16", full, "Gemma3ForCausalLM");
+    write_text(dir, "tokenizer_config.json", "{\"add_prefix_space\": true, \"add_bos_token\": true,"
+                                             " \"add_eos_token\": false, \"chat_template\": \"T\"}");
+    snprintf(out, sizeof out, "%s/gemma3.gguf", tmpdir);
+    iqf_status s = iqf_convert_hf(dir, out, IQF_CONVERT_F16, err, sizeof err);
+    CHECK(s == IQF_OK, "convert gemma3: %s", err);
+    iqf_gguf *g = s == IQF_OK ? iqf_gguf_open(out, err, sizeof err) : NULL;
+    if (g) {
+        check_keys(g, keys, "gemma3");
+        bool b = true;
+        CHECK(iqf_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &b) && !b, "gemma3: add_space_prefix false");
+        exp_base(&e, 40);
+        check_vocab(g, &e, "gemma3");
+        const iqf_gguf_tensor *te = iqf_gguf_tensor_at(g, iqf_gguf_find_tensor(g, "token_embd.weight"));
+        CHECK(te && te->ne[1] == 40 && te->ne[0] == 32, "gemma3: token_embd cut to 40 rows");
+        iqf_gguf_close(g);
+    }
+    make_ckpt_arch("qwen3moe", dir, sizeof dir, "300", full, "Qwen3MoeForCausalLM");
+    char src[1100];
+    size_t n;
+    char *tj = read_file(src_path("tests/data/hf-tiny/ckpt/tokenizer.json"), &n);
+    CHECK(tj != NULL, "fixture tokenizer.json");
+    if (tj) {
+        snprintf(src, sizeof src, "%s/tokenizer.json", dir);
+        CHECK(write_file(src, tj, n), "write %s", src);
+        free(tj);
+    }
+    snprintf(out, sizeof out, "%s/qwen3moe.gguf", tmpdir);
+    s = iqf_convert_hf(dir, out, IQF_CONVERT_F16, err, sizeof err);
+    CHECK(s != IQF_OK && strstr(err, "tokenizer.json: BPE pre-tokenizer not recognized") && !exists(out),
+          "qwen3moe ignores tokenizer.model: %s", err);
+}
+
 static void expect_fail(const char *what, const char *dir, const char *want) {
     char out[1100], err[1024] = "";
     snprintf(out, sizeof out, "%s/out.gguf", tmpdir);
@@ -736,6 +898,8 @@ int main(void) {
     test_rules();
     test_hostile(&full);
     test_convert_full(&full);
+    test_convert_special(&full);
+    test_convert_classes(&full);
     test_convert_hostile(&full);
     free(full.b);
     char cmd[600];

@@ -54,7 +54,9 @@ static VL_TGT void VL_SFX(codes)(int n, const float *x, float s, float mo, float
         float v = inv ? (x[i] + mo) * is : (x[i] + mo) / s;
         v = v < flo ? flo : v;
         v = v > fhi ? fhi : v;
-        q[i] = (int8_t)((v + KQB_MAGIC) - KQB_MAGIC);
+        /* a NaN (inputs near FLT_MAX overflow the weights) gets code 0, as x86's cvttss2si
+         * truncated to a byte gives; the conversion of a NaN itself is undefined in C */
+        q[i] = v == v ? (int8_t)((v + KQB_MAGIC) - KQB_MAGIC) : 0;
     }
 }
 

@@ -13,6 +13,7 @@
  *                  block, not by the model), committed by rename or removed on any error.
  */
 #include "convert_internal.h"
+#include "spm.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -162,6 +163,13 @@ static void cv_free(cv *c) {
     yyjson_doc_free(c->cfg_doc);
 }
 
+static bool has_spm(const char *dir) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/tokenizer.model", dir);
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
 static int cv_load(cv *c, int outtype) {
     snprintf(c->cfg_path, sizeof c->cfg_path, "%s/config.json", c->dir);
     c->cfg_doc = iqf_json_read_file(c->cfg_path, c->err, c->errlen);
@@ -181,7 +189,10 @@ static int cv_load(cv *c, int outtype) {
     static const char *const k_blocks[] = { "n_layers", "num_hidden_layers", "n_layer", "num_layers", NULL };
     if (iqf_cv_hint(c, "num_hidden_layers", iqf_cv_hfind(c, k_blocks, NULL), &c->block_count, 0, CV_MAX_BLOCKS)) return -1;
     c->n_vocab_real = -1;
-    if (c->arch->flags & CV_F_GEMMA3) {
+    if ((c->arch->flags & CV_F_GEMMA3) && c->arch->vocab == CV_VOCAB_GEMMA && has_spm(c->dir)) {
+        /* len(tokens) of _create_vocab_sentencepiece */
+        if ((c->n_vocab_real = iqf_cv_spm_n_tokens(c->dir, c->hp, c->err, c->errlen)) < 0) return -1;
+    } else if (c->arch->flags & CV_F_GEMMA3) {
         char tp[4096];
         snprintf(tp, sizeof tp, "%s/tokenizer.json", c->dir);
         yyjson_doc *td = iqf_json_read_file(tp, c->err, c->errlen);

@@ -18,7 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { CV_VOCAB_LLAMA = 1, CV_VOCAB_GPT2 = 2 };
+/* The converter's set_vocab per model class, where a checkpoint has a SentencePiece
+ * tokenizer.model: LLAMA reads it (LlamaModel: add_prefix_space first), SPM reads it else BPE
+ * (Qwen2Model), GEMMA reads it then add_space_prefix false (Gemma3Model), GPT2 ignores it
+ * (TextModel's default, gpt-oss, Qwen2Moe/Qwen3Moe, DeepseekV2). */
+enum { CV_VOCAB_LLAMA = 1, CV_VOCAB_GPT2 = 2, CV_VOCAB_SPM = 3, CV_VOCAB_GEMMA = 4 };
 enum {
     CV_F_PERMUTE_QK = 1 << 0,  /* llama's q/k row permutation (undo_permute) */
     CV_F_VOCAB_SIZE = 1 << 1,  /* ARCH.vocab_size key */
@@ -26,8 +30,8 @@ enum {
     CV_F_LLAMA3_ROPE = 1 << 3, /* rope_freqs tensor for rope_type llama3 */
     CV_F_EXPERT_FF = 1 << 4,   /* ARCH.expert_feed_forward_length = moe_intermediate_size */
     CV_F_GPTOSS = 1 << 6,      /* fused gate_up experts split, down transposed, sinks, sliding window */
-    CV_F_GEMMA3 = 1 << 5,
-    CV_F_DEEPSEEK2 = 1 << 7,   /* MLA (kv_b split), MQA head count 1, nextn layers skipped */      /* norms + 1, token_embd cut to the tokenizer's size, sliding window */
+    CV_F_GEMMA3 = 1 << 5,      /* norms + 1, token_embd cut to the tokenizer's size, sliding window */
+    CV_F_DEEPSEEK2 = 1 << 7,   /* MLA (kv_b split), MQA head count 1, nextn layers skipped */
 };
 
 typedef struct cv_arch {

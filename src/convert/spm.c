@@ -543,7 +543,32 @@ static int64_t spm_added_decoder(spt *t, yyjson_val *dec, bool (*looks_special)(
     return 0;
 }
 
-int64_t iqf_cv_spm_vocab(const char *dir, yyjson_val *hp, yyjson_val *tc, iqf_gguf_writer *w,
+/* find_hparam(["vocab_size_per_layer_input", "vocab_size"], optional=True) or tokenizer.vocab_size() */
+static int64_t spm_count(const char *dir, yyjson_val *hp, const iqf_spm *m, char *err, size_t errlen) {
+    int64_t n = m->n_pieces;
+    const char *vsk = "vocab_size_per_layer_input";
+    yyjson_val *vs = iqf_json_get(hp, vsk);
+    if (!vs) vs = iqf_json_get(hp, vsk = "vocab_size");
+    if (vs && !yyjson_is_null(vs)) {
+        int64_t x;
+        if (!iqf_json_int(vs, &x) || x < 0 || x > IQF_SPM_MAX_VOCAB)
+            return sfail(err, errlen, "%s/config.json: bad %s", dir, vsk);
+        if (x) n = x;
+    }
+    return n;
+}
+
+int64_t iqf_cv_spm_n_tokens(const char *dir, yyjson_val *hp, char *err, size_t errlen) {
+    char mp[4096];
+    snprintf(mp, sizeof mp, "%s/tokenizer.model", dir);
+    iqf_spm *m = iqf_spm_read_file(mp, err, errlen);
+    if (!m) return -1;
+    int64_t n = spm_count(dir, hp, m, err, errlen);
+    iqf_spm_free(m);
+    return n;
+}
+
+int64_t iqf_cv_spm_vocab(const char *dir, yyjson_val *hp, yyjson_val *tc, bool llama_prefix, iqf_gguf_writer *w,
                          bool (*looks_special)(const char *s, size_t len), char *err, size_t errlen) {
     char mp[4096], tcp[4096], ap[4096];
     snprintf(mp, sizeof mp, "%s/tokenizer.model", dir);
@@ -551,7 +576,7 @@ int64_t iqf_cv_spm_vocab(const char *dir, yyjson_val *hp, yyjson_val *tc, iqf_gg
     snprintf(ap, sizeof ap, "%s/added_tokens.json", dir);
     if (tc && !yyjson_is_obj(tc)) return sfail(err, errlen, "%s: not a JSON object", tcp);
     /* LlamaModel.set_vocab writes this first */
-    yyjson_val *aps = iqf_json_get(tc, "add_prefix_space");
+    yyjson_val *aps = llama_prefix ? iqf_json_get(tc, "add_prefix_space") : NULL;
     if (aps && !yyjson_is_null(aps)) {
         if (!yyjson_is_bool(aps)) return sfail(err, errlen, "%s: add_prefix_space is not a boolean", tcp);
         if (iqf_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", yyjson_get_bool(aps)) != IQF_OK)
@@ -559,18 +584,10 @@ int64_t iqf_cv_spm_vocab(const char *dir, yyjson_val *hp, yyjson_val *tc, iqf_gg
     }
     iqf_spm *m = iqf_spm_read_file(mp, err, errlen);
     if (!m) return -1;
-    /* find_hparam(["vocab_size_per_layer_input", "vocab_size"], optional=True) or tokenizer.vocab_size() */
-    int64_t n = m->n_pieces, rc = -1;
-    const char *vsk = "vocab_size_per_layer_input";
-    yyjson_val *vs = iqf_json_get(hp, vsk);
-    if (!vs) vs = iqf_json_get(hp, vsk = "vocab_size");
-    if (vs && !yyjson_is_null(vs)) {
-        int64_t x;
-        if (!iqf_json_int(vs, &x) || x < 0 || x > IQF_SPM_MAX_VOCAB) {
-            iqf_spm_free(m);
-            return sfail(err, errlen, "%s/config.json: bad %s", dir, vsk);
-        }
-        if (x) n = x;
+    int64_t n = spm_count(dir, hp, m, err, errlen), rc = -1;
+    if (n < 0) {
+        iqf_spm_free(m);
+        return -1;
     }
     spt t;
     memset(&t, 0, sizeof t);

@@ -57,14 +57,17 @@ iqf_spm *iqf_spm_parse(const uint8_t *data, size_t len, const char *name, char *
 iqf_spm *iqf_spm_read_file(const char *path, char *err, size_t errlen);
 void iqf_spm_free(iqf_spm *m);
 
-/* LlamaModel.set_vocab over DIR/tokenizer.model (convert_hf_to_gguf's _set_vocab_sentencepiece):
- * tokenizer.ggml.add_space_prefix when tokenizer_config.json (tc, NULL if none) has
- * add_prefix_space, then model "llama", pre "default", tokens, scores, token_type of
- * config.json's vocab_size (hp) tokens: the pieces, added_tokens.json, tokenizer_config's
- * added_tokens_decoder, [PADi] for the rest. Returns that token count (gguf-py's SpecialVocab
- * follows, in vocab.c) or -1 with "FILE: what is wrong" in err. looks_special: the converter's
- * does_token_look_special. */
-int64_t iqf_cv_spm_vocab(const char *dir, yyjson_val *hp, yyjson_val *tc, iqf_gguf_writer *w,
+/* _set_vocab_sentencepiece over DIR/tokenizer.model (convert_hf_to_gguf): with llama_prefix
+ * (LlamaModel.set_vocab) first tokenizer.ggml.add_space_prefix when tokenizer_config.json (tc,
+ * NULL if none) has add_prefix_space; then model "llama", pre "default", tokens, scores,
+ * token_type of config.json's vocab_size (hp) tokens: the pieces, added_tokens.json,
+ * tokenizer_config's added_tokens_decoder, [PADi] for the rest. Returns that token count
+ * (gguf-py's SpecialVocab follows, in vocab.c) or -1 with "FILE: what is wrong" in err.
+ * looks_special: the converter's does_token_look_special. */
+int64_t iqf_cv_spm_vocab(const char *dir, yyjson_val *hp, yyjson_val *tc, bool llama_prefix, iqf_gguf_writer *w,
                          bool (*looks_special)(const char *s, size_t len), char *err, size_t errlen);
+/* The token count iqf_cv_spm_vocab would write (len(tokens) of _create_vocab_sentencepiece:
+ * vocab_size_per_layer_input or vocab_size of config.json, else the piece count); -1 with err. */
+int64_t iqf_cv_spm_n_tokens(const char *dir, yyjson_val *hp, char *err, size_t errlen);
 
 #endif

@@ -5,11 +5,11 @@
  *                   types); any other tokenizer.json -> the GPT-2 path below
  *   CV_VOCAB_GPT2   _set_vocab_gpt2: tokens and types (get_vocab_base), tokenizer.ggml.pre by
  *                   identification (archs.c iqf_cv_pres), merges
- *   both            gguf-py's SpecialVocab: special token ids (tokenizer_config.json then
+ *   all             gguf-py's SpecialVocab: special token ids (tokenizer_config.json then
  *                   config.json), add_*_token (tokenizer.json's post-processor, then
- *                   tokenizer_config.json), the chat template.
- * A SentencePiece tokenizer.model: spm.c for CV_VOCAB_LLAMA (then SpecialVocab here), refused
- * for the other architectures (not supported yet).
+ *                   tokenizer_config.json), the chat template, the normalizer flags.
+ * A SentencePiece tokenizer.model: spm.c (then SpecialVocab here) for CV_VOCAB_LLAMA, _SPM and
+ * _GEMMA, ignored by CV_VOCAB_GPT2 (convert_internal.h says which model class does what).
  */
 #include "iqforge.h"
 
@@ -39,6 +39,7 @@ typedef struct vb {
     char *err;
     size_t errlen;
     iqf_gguf_writer *w;
+    bool llama; /* LlamaModel.set_vocab (CV_VOCAB_LLAMA): CodeLlama and granite vocab_size cases */
     /* id -> token */
     const char **tok;
     size_t *len;
@@ -68,12 +69,14 @@ static bool file_exists(const char *dir, const char *name) {
 
 /* ---- SpecialVocab -------------------------------------------------------------------------- */
 
-enum { SP_BOS, SP_EOS, SP_UNK, SP_SEP, SP_PAD, SP_CLS, SP_MASK, SP_EOT, SP_EOM, SP_N };
-static const char *const sp_names[SP_N] = { "bos", "eos", "unk", "sep", "pad", "cls", "mask", "eot", "eom" };
+enum { SP_BOS, SP_EOS, SP_UNK, SP_SEP, SP_PAD, SP_CLS, SP_MASK, SP_EOT, SP_EOM, SP_PRE, SP_SUF, SP_MID, SP_N };
+static const char *const sp_names[SP_N] = { "bos", "eos", "unk", "sep", "pad", "cls", "mask", "eot", "eom",
+                                            "prefix", "suffix", "middle" };
 static const char *const sp_keys[SP_N] = {
     "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
     "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id", NULL /* no handler for cls */,
     "tokenizer.ggml.mask_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id",
+    "tokenizer.ggml.prefix_token_id", "tokenizer.ggml.suffix_token_id", "tokenizer.ggml.middle_token_id",
 };
 
 typedef struct spv {
@@ -89,6 +92,7 @@ typedef struct spv {
     /* tokenizer_config string values of X_token we may override (NULL: absent/not a string) */
     const char *tc_tok[SP_N];
     bool tc_present;
+    int lower, strip; /* tokenizer.json normalizer flags: -1 unset, else 0/1 */
 } spv;
 
 static void sp_set_add(spv *s, int t, bool val) {
@@ -282,26 +286,59 @@ static int sv_chat_template(vb *v, yyjson_val *tc) {
     return 0;
 }
 
-static int special_vocab(vb *v, bool load_merges, int64_t n_vocab) {
-    spv s;
-    memset(&s, 0, sizeof s);
-    for (int i = 0; i < SP_CLS + 2; i++) s.types[s.n_types++] = i; /* bos..mask */
+/* gguf-py's SpecialVocab._parse_normalizer: Lowercase, StripAccents, BertNormalizer's
+ * lowercase / strip_accents (a JSON null leaves the flag unset), Sequence recursively. */
+static int sv_normalizer(vb *v, spv *s, yyjson_val *n, int depth) {
+    if (!yyjson_is_obj(n)) return 0;
+    if (depth > 64) return vfail(v, "%s: normalizer nested too deeply", v->tj_path);
+    const char *ty = iqf_json_str(iqf_json_get(n, "type"), NULL);
+    if (streq(ty, "Lowercase")) s->lower = 1;
+    else if (streq(ty, "StripAccents")) s->strip = 1;
+    else if (streq(ty, "BertNormalizer")) {
+        const char *names[2] = { "lowercase", "strip_accents" };
+        int *flags[2] = { &s->lower, &s->strip };
+        for (int i = 0; i < 2; i++) {
+            yyjson_val *f = iqf_json_get(n, names[i]);
+            if (!f) continue;
+            if (yyjson_is_null(f)) *flags[i] = -1;
+            else if (yyjson_is_bool(f)) *flags[i] = yyjson_get_bool(f);
+            else return vfail(v, "%s: normalizer %s is not a boolean", v->tj_path, names[i]);
+        }
+    } else if (streq(ty, "Sequence")) {
+        size_t i, max;
+        yyjson_val *e;
+        yyjson_arr_foreach(iqf_json_get(n, "normalizers"), i, max, e) {
+            if (sv_normalizer(v, s, e, depth + 1)) return -1;
+        }
+    }
+    return 0;
+}
+
+/* SpecialVocab(dir, load_merges, special_token_types, n_vocab)._load: the special ids and
+ * add_*_token flags of `types` from tokenizer.json (post_processor, added_tokens, normalizer),
+ * tokenizer_config.json and config.json; merges written when load_merges (they come first in
+ * add_to_gguf). n_vocab < 0: no range check (the converter passes None). */
+static int sv_compute(vb *v, spv *s, const int *types, int n_types, bool load_merges, int64_t n_vocab) {
+    memset(s, 0, sizeof *s);
+    s->lower = s->strip = -1;
+    for (int i = 0; i < n_types; i++) s->types[s->n_types++] = types[i];
     yyjson_val *tj = v->tj ? yyjson_doc_get_root(v->tj) : NULL;
     yyjson_val *tc = v->tc ? yyjson_doc_get_root(v->tc) : NULL;
-    s.tc_present = tc && yyjson_is_obj(tc) && yyjson_obj_size(tc) > 0;
+    s->tc_present = tc && yyjson_is_obj(tc) && yyjson_obj_size(tc) > 0;
     yyjson_val *added = tj ? iqf_json_get(tj, "added_tokens") : NULL;
     if (load_merges && tj && sv_merges(v, tj)) return -1;
+    if (tj && sv_normalizer(v, s, iqf_json_get(tj, "normalizer"), 0)) return -1;
     if (tc && !yyjson_is_obj(tc)) return vfail(v, "%s: not a JSON object", v->tc_path);
     for (int t = 0; t < SP_N; t++) {
         char k[32];
         snprintf(k, sizeof k, "%s_token", sp_names[t]);
-        s.tc_tok[t] = iqf_json_str(iqf_json_get(tc, k), NULL);
-        if (!s.tc_tok[t]) s.tc_tok[t] = iqf_json_str(iqf_json_get(iqf_json_get(tc, k), "content"), NULL);
-        if (s.tc_tok[t] && !*s.tc_tok[t]) s.tc_tok[t] = NULL; /* falsy in Python */
+        s->tc_tok[t] = iqf_json_str(iqf_json_get(tc, k), NULL);
+        if (!s->tc_tok[t]) s->tc_tok[t] = iqf_json_str(iqf_json_get(iqf_json_get(tc, k), "content"), NULL);
+        if (s->tc_tok[t] && !*s->tc_tok[t]) s->tc_tok[t] = NULL; /* falsy in Python */
     }
     if (tj) {
-        if (!s.tc_tok[SP_BOS] && s.tc_tok[SP_CLS] && s.tc_present) s.tc_tok[SP_BOS] = s.tc_tok[SP_CLS];
-        if (!s.tc_tok[SP_EOS] && s.tc_tok[SP_SEP] && s.tc_present) s.tc_tok[SP_EOS] = s.tc_tok[SP_SEP];
+        if (!s->tc_tok[SP_BOS] && s->tc_tok[SP_CLS] && s->tc_present) s->tc_tok[SP_BOS] = s->tc_tok[SP_CLS];
+        if (!s->tc_tok[SP_EOS] && s->tc_tok[SP_SEP] && s->tc_present) s->tc_tok[SP_EOS] = s->tc_tok[SP_SEP];
         yyjson_val *pp = iqf_json_get(tj, "post_processor");
         if (yyjson_is_obj(pp)) {
             yyjson_val *procs = iqf_json_get(pp, "processors");
@@ -310,56 +347,106 @@ static int special_vocab(vb *v, bool load_merges, int64_t n_vocab) {
                 yyjson_val *p = yyjson_is_arr(procs) ? yyjson_arr_get(procs, i) : pp;
                 const char *ty = iqf_json_str(iqf_json_get(p, "type"), NULL);
                 if (streq(ty, "RobertaProcessing")) {
-                    sp_set_add(&s, SP_BOS, true);
-                    sp_set_add(&s, SP_EOS, true);
-                    sp_set_add(&s, SP_SEP, true);
-                    if (!s.tc_tok[SP_CLS] && s.tc_present) s.tc_tok[SP_CLS] = s.tc_tok[SP_BOS];
-                    if (!s.tc_tok[SP_SEP] && s.tc_present) s.tc_tok[SP_SEP] = s.tc_tok[SP_EOS];
+                    sp_set_add(s, SP_BOS, true);
+                    sp_set_add(s, SP_EOS, true);
+                    sp_set_add(s, SP_SEP, true);
+                    if (!s->tc_tok[SP_CLS] && s->tc_present) s->tc_tok[SP_CLS] = s->tc_tok[SP_BOS];
+                    if (!s->tc_tok[SP_SEP] && s->tc_present) s->tc_tok[SP_SEP] = s->tc_tok[SP_EOS];
                 } else if (streq(ty, "TemplateProcessing"))
-                    sp_template(&s, p);
+                    sp_template(s, p);
             }
         }
     }
-    if (s.tc_present) {
-        for (int ti = 0; ti < s.n_types; ti++) {
-            int t = s.types[ti];
+    if (s->tc_present) {
+        for (int ti = 0; ti < s->n_types; ti++) {
+            int t = s->types[ti];
             char k[32];
             snprintf(k, sizeof k, "add_%s_token", sp_names[t]);
             yyjson_val *a = iqf_json_get(tc, k);
-            if (yyjson_is_bool(a)) sp_set_add(&s, t, yyjson_get_bool(a));
-            const char *content = s.tc_tok[t];
+            if (yyjson_is_bool(a)) sp_set_add(s, t, yyjson_get_bool(a));
+            const char *content = s->tc_tok[t];
             if (!content) continue;
             size_t i, max;
             yyjson_val *e;
             yyjson_arr_foreach(added, i, max, e) {
                 if (streq(iqf_json_str(iqf_json_get(e, "content"), NULL), content)) {
                     int64_t id;
-                    if (iqf_json_int(iqf_json_get(e, "id"), &id)) sp_set_id(&s, t, id, n_vocab);
+                    if (iqf_json_int(iqf_json_get(e, "id"), &id)) sp_set_id(s, t, id, n_vocab);
                     break;
                 }
             }
         }
     }
-    for (int ti = 0; ti < s.n_types; ti++) {
-        int t = s.types[ti];
+    for (int ti = 0; ti < s->n_types; ti++) {
+        int t = s->types[ti];
         char k[32];
         snprintf(k, sizeof k, "%s_token_id", sp_names[t]);
         int64_t id;
-        if (iqf_json_int(iqf_json_get(v->hp, k), &id)) sp_set_id(&s, t, id, n_vocab);
+        if (iqf_json_int(iqf_json_get(v->hp, k), &id)) sp_set_id(s, t, id, n_vocab);
     }
+    for (int i = 0; i < s->n_ids; i++)
+        if (s->id[s->id_order[i]] > UINT32_MAX)
+            return vfail(v, "%s: special token id %lld out of range", v->tc_path, (long long)s->id[s->id_order[i]]);
+    return 0;
+}
+
+static const char *sp_add_key(int t) {
+    return t == SP_BOS ? "tokenizer.ggml.add_bos_token" : t == SP_EOS ? "tokenizer.ggml.add_eos_token"
+         : t == SP_SEP ? "tokenizer.ggml.add_sep_token" : NULL;
+}
+
+static bool sp_has_id(const spv *s, int t) {
+    for (int i = 0; i < s->n_ids; i++)
+        if (s->id_order[i] == t) return true;
+    return false;
+}
+
+/* SpecialVocab.add_to_gguf for `s` (merges already written by sv_compute): ids, add flags,
+ * chat template, normalizer flags. LlamaModel.set_vocab then, for CodeLlama (config vocab_size
+ * 32016), makes a second SpecialVocab of prefix/suffix/middle/eot with ids 32007-32010 where the
+ * files name none, and for vocab_size 49152 sets add_bos_token false. gguf-py's writer
+ * overwrites a key in place while ours appends, so those later values are folded into the first
+ * pass's keys here and only keys new to the file are written after it. */
+static int special_vocab(vb *v, bool load_merges, int64_t n_vocab) {
+    static const int std_types[] = { SP_BOS, SP_EOS, SP_UNK, SP_SEP, SP_PAD, SP_CLS, SP_MASK };
+    static const int code_types[] = { SP_PRE, SP_SUF, SP_MID, SP_EOT };
+    spv s, c;
+    if (sv_compute(v, &s, std_types, 7, load_merges, n_vocab)) return -1;
+    int64_t vs = 32000;
+    yyjson_val *vsv = iqf_json_get(v->hp, "vocab_size");
+    if (vsv && !iqf_json_int(vsv, &vs)) vs = -1;
+    const bool code = v->llama && vs == 32016, granite = v->llama && vs == 49152;
+    if (code) {
+        if (sv_compute(v, &c, code_types, 4, false, -1)) return -1;
+        for (int i = 0; i < 4; i++) sp_set_id(&c, code_types[i], 32007 + i, -1);
+        for (int i = 0; i < c.n_ids; i++) /* a key the first pass wrote takes the later value in place */
+            if (sp_has_id(&s, c.id_order[i])) s.id[c.id_order[i]] = c.id[c.id_order[i]];
+        for (int i = 0; i < c.n_add; i++)
+            if (s.has_add[c.add_order[i]]) s.add[c.add_order[i]] = c.add[c.add_order[i]];
+    }
+    if (granite && s.has_add[SP_BOS]) s.add[SP_BOS] = false;
     for (int i = 0; i < s.n_ids; i++) {
         int t = s.id_order[i];
-        if (!sp_keys[t]) continue;
-        if (s.id[t] > UINT32_MAX) return vfail(v, "%s: special token id %lld out of range", v->tc_path, (long long)s.id[t]);
-        VW(iqf_gguf_writer_set_u32(v->w, sp_keys[t], (uint32_t)s.id[t]));
+        if (sp_keys[t]) VW(iqf_gguf_writer_set_u32(v->w, sp_keys[t], (uint32_t)s.id[t]));
     }
     for (int i = 0; i < s.n_add; i++) {
-        int t = s.add_order[i];
-        const char *key = t == SP_BOS ? "tokenizer.ggml.add_bos_token" : t == SP_EOS ? "tokenizer.ggml.add_eos_token"
-                        : t == SP_SEP ? "tokenizer.ggml.add_sep_token" : NULL;
-        if (key) VW(iqf_gguf_writer_set_bool(v->w, key, s.add[t]));
+        const char *key = sp_add_key(s.add_order[i]);
+        if (key) VW(iqf_gguf_writer_set_bool(v->w, key, s.add[s.add_order[i]]));
     }
-    if (s.tc_present) return sv_chat_template(v, tc);
+    if (s.tc_present && sv_chat_template(v, yyjson_doc_get_root(v->tc))) return -1;
+    if (s.lower >= 0) VW(iqf_gguf_writer_set_bool(v->w, "tokenizer.ggml.normalizer.lowercase", s.lower));
+    if (s.strip >= 0) VW(iqf_gguf_writer_set_bool(v->w, "tokenizer.ggml.normalizer.strip_accents", s.strip));
+    if (code) {
+        for (int i = 0; i < c.n_ids; i++) {
+            int t = c.id_order[i];
+            if (!sp_has_id(&s, t) && sp_keys[t]) VW(iqf_gguf_writer_set_u32(v->w, sp_keys[t], (uint32_t)c.id[t]));
+        }
+        for (int i = 0; i < c.n_add; i++) {
+            const char *key = sp_add_key(c.add_order[i]);
+            if (key && !s.has_add[c.add_order[i]]) VW(iqf_gguf_writer_set_bool(v->w, key, c.add[c.add_order[i]]));
+        }
+    }
+    if (granite && !s.has_add[SP_BOS]) VW(iqf_gguf_writer_set_bool(v->w, "tokenizer.ggml.add_bos_token", false));
     return 0;
 }
 
@@ -741,17 +828,20 @@ int iqf_cv_vocab(const char *dir, const char *cfg_path, yyjson_val *hp, int kind
     v.err = err;
     v.errlen = errlen;
     v.w = w;
+    v.llama = kind == CV_VOCAB_LLAMA;
     int rc = -1;
     snprintf(v.tj_path, sizeof v.tj_path, "%s/tokenizer.json", dir);
     snprintf(v.tc_path, sizeof v.tc_path, "%s/tokenizer_config.json", dir);
-    if (file_exists(dir, "tokenizer.model") && kind != CV_VOCAB_LLAMA) {
-        vfail(&v, "%s/tokenizer.model: SentencePiece vocabularies are not supported yet for this architecture", dir);
-        goto out;
-    }
     if (file_exists(dir, "tokenizer_config.json") && !(v.tc = iqf_json_read_file(v.tc_path, err, errlen))) goto out;
-    if (file_exists(dir, "tokenizer.model")) { /* LlamaModel.set_vocab: _set_vocab_sentencepiece (spm.c) */
-        int64_t n = iqf_cv_spm_vocab(dir, hp, v.tc ? yyjson_doc_get_root(v.tc) : NULL, w, looks_special, err, errlen);
+    if (kind != CV_VOCAB_GPT2 && file_exists(dir, "tokenizer.model")) { /* _set_vocab_sentencepiece (spm.c) */
+        /* its SpecialVocab reads tokenizer.json too where there is one (post_processor, added
+         * tokens, normalizer), as Llama 2, Mistral and CodeLlama checkpoints ship both */
+        if (file_exists(dir, "tokenizer.json") && !(v.tj = iqf_json_read_file(v.tj_path, err, errlen))) goto out;
+        int64_t n = iqf_cv_spm_vocab(dir, hp, v.tc ? yyjson_doc_get_root(v.tc) : NULL, kind == CV_VOCAB_LLAMA, w,
+                                     looks_special, err, errlen);
         rc = n < 0 ? -1 : special_vocab(&v, false, n);
+        if (!rc && kind == CV_VOCAB_GEMMA && iqf_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false))
+            rc = vfail(&v, "%s", iqf_gguf_writer_error(w));
         goto out;
     }
     if (!(v.tj = iqf_json_read_file(v.tj_path, err, errlen))) goto out;
