@@ -51,6 +51,8 @@ typedef struct iqf_arch {
     bool softcap;              /* final_logit_softcapping read and applied when non-zero */
     bool attn_out_gate;        /* attn_q yields per head [q | gate]; attention output times sigmoid(gate) */
     const char *ffn_norm_name; /* the FFN's input norm tensor (NULL: "ffn_norm") */
+    bool shared_expert;        /* ffn_{gate,up,down}_shexp beside the routed experts, gated by
+                                * sigmoid(ffn_gate_inp_shexp . x) (qwen35moe) */
 } iqf_arch;
 
 /* The row for a general.architecture value, or NULL if the engine does not run it. */

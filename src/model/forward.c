@@ -87,7 +87,8 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
     c->pool = iqf_pool_new(n_threads);
     int nt = c->pool ? iqf_pool_size(c->pool) : 1;
     int64_t hd = h->head_dim, kvdim = hd * h->n_head_kv, qdim = hd * h->n_head;
-    const int64_t ff = h->n_ff > h->n_ff_exp ? h->n_ff : h->n_ff_exp;
+    int64_t ff = h->n_ff > h->n_ff_exp ? h->n_ff : h->n_ff_exp;
+    if (m->n_ff_shexp > ff) ff = m->n_ff_shexp;
     int64_t B = c->max_batch;
     c->max_ncols = h->n_embd;
     for (int i = 0; i < m->n_mats; i++)
@@ -275,6 +276,8 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
             if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
             for (int j = 0; j < K; j++) w[j] = w[j] / fs;
         }
+        if (c->m->moe_w_scale != 0.0f && c->m->moe_w_scale != 1.0f) /* ggml_scale by expert_weights_scale */
+            for (int j = 0; j < K; j++) w[j] *= c->m->moe_w_scale;
     }
     for (int e = 0; e < NE; e++) {
         int n = 0;
@@ -286,10 +289,19 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
                     n++;
                 }
         if (!n) continue;
-        const iqf_weight wg = expert_view(&ly->gate_exps, e), wu = expert_view(&ly->up_exps, e),
-                         wd = expert_view(&ly->down_exps, e);
-        imat_rows(c, &ly->gate_exps, e, c->ex_in, E, n);
-        imat_rows(c, &ly->up_exps, e, c->ex_in, E, n);
+        iqf_weight wg, wu;
+        const iqf_weight wd = expert_view(&ly->down_exps, e);
+        if (ly->gate_up_exps.data) { /* one [gate | up] tensor: its two halves */
+            wg = wu = expert_view(&ly->gate_up_exps, e);
+            wg.nrows = wu.nrows = F;
+            wu.data += (size_t)F * wu.row_bytes;
+            imat_rows(c, &ly->gate_up_exps, e, c->ex_in, E, n);
+        } else {
+            wg = expert_view(&ly->gate_exps, e);
+            wu = expert_view(&ly->up_exps, e);
+            imat_rows(c, &ly->gate_exps, e, c->ex_in, E, n);
+            imat_rows(c, &ly->up_exps, e, c->ex_in, E, n);
+        }
         iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
         if (ly->sgate_exps) scale_rows(c->g, F, n, ly->sgate_exps[e], F); /* build_lora_mm_id: per-expert scales */
@@ -314,6 +326,24 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
         memcpy(o, m0, sizeof(float) * (size_t)E);
         for (int j = 1; j < K; j++)
             for (int i = 0; i < E; i++) o[i] += m0[(int64_t)j * E + i];
+    }
+}
+
+/* qwen35moe's shared expert (build_ffn, then times sigmoid(ffn_gate_inp_shexp . x)) added to out. */
+static void shared_expert(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out) {
+    const int E = c->m->info.n_embd, F = c->m->n_ff_shexp;
+    float *sh = c->ex_out, *sg = c->probs; /* free once moe_ffn is done */
+    iqf_matmul(c, &ly->gate_shexp, xn, E, nr, c->g, F);
+    iqf_matmul(c, &ly->up_shexp, xn, E, nr, c->u, F);
+    scale_rows(c->g, F, nr, ly->sgate_shexp, F);
+    scale_rows(c->u, F, nr, ly->sup_shexp, F);
+    for (int64_t i = 0; i < (int64_t)nr * F; i++) c->g[i] = (c->g[i] / (1.0f + expf(-c->g[i]))) * c->u[i];
+    iqf_matmul(c, &ly->down_shexp, c->g, F, nr, sh, E);
+    scale_rows(sh, E, nr, ly->sdown_shexp, E);
+    iqf_matmul(c, &ly->gate_inp_shexp, xn, E, nr, sg, 1);
+    for (int t = 0; t < nr; t++) {
+        const float gt = 1.0f / (1.0f + expf(-sg[t]));
+        for (int i = 0; i < E; i++) out[(int64_t)t * E + i] += sh[(int64_t)t * E + i] * gt;
     }
 }
 
@@ -537,6 +567,7 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         for (int t = 0; t < nr; t++) rmsnorm(xs + (int64_t)t * E, ly->ffn_norm, xns + (int64_t)t * E, E, eps);
         if (h->n_expert > 0) {
             moe_ffn(c, ly, xns, nr, c->tmp);
+            if (ly->gate_shexp.data) shared_expert(c, ly, xns, nr, c->tmp);
         } else {
             /* build_ffn: each product, its bias, then its scale */
             iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);

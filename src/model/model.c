@@ -621,6 +621,42 @@ static iqf_status load_layer_attn(loader *ld, int l) {
     return IQF_OK;
 }
 
+/* qwen35moe's shared expert: ffn_{gate,up,down}_shexp (n_ff_shexp wide) with their scales and the
+ * gate ffn_gate_inp_shexp [n_embd] (a one-row product, no scale). */
+static iqf_status load_layer_shexp(loader *ld, int l) {
+    iqf_model *m = ld->m;
+    iqf_layer *ly = &m->layers[l];
+    const int64_t E = m->info.n_embd, F = m->n_ff_shexp;
+    ly->sgate_shexp = ly->sup_shexp = ly->sdown_shexp = 1.0f;
+    iqf_status st;
+    if ((st = layer_mat(ld, l, "ffn_gate_inp_shexp", E, 0, 1, &ly->gate_inp_shexp))) return st;
+    ly->gate_inp_shexp.nrows = 1; /* a vector in the file: one row */
+    if ((st = layer_mat(ld, l, "ffn_gate_shexp", E, F, 1, &ly->gate_shexp)) ||
+        (st = layer_mat(ld, l, "ffn_up_shexp", E, F, 1, &ly->up_shexp)) ||
+        (st = layer_mat(ld, l, "ffn_down_shexp", F, E, 1, &ly->down_shexp)) ||
+        (st = layer_scale(ld, l, "ffn_gate_shexp", 1, &ly->sgate_shexp, NULL)) ||
+        (st = layer_scale(ld, l, "ffn_up_shexp", 1, &ly->sup_shexp, NULL)) ||
+        (st = layer_scale(ld, l, "ffn_down_shexp", 1, &ly->sdown_shexp, NULL)))
+        return st;
+    return IQF_OK;
+}
+
+/* Shared-expert width (expert_shared_feed_forward_length, default feed_forward_length) and
+ * expert_weights_scale (0 or 1: none), as llama_model_qwen35moe::load_arch_hparams reads them. */
+static iqf_status load_shexp_hparams(loader *ld) {
+    iqf_model *m = ld->m;
+    iqf_status st = IQF_OK;
+    m->moe_w_scale = 1.0f;
+    float ws = 0.0f;
+    if (key_float(ld, "expert_weights_scale", &ws) && ws != 0.0f) m->moe_w_scale = ws;
+    if (!isfinite(m->moe_w_scale))
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad expert_weights_scale", ld->path);
+    if (!key_int(ld, "expert_shared_feed_forward_length", false, 0, 0, 1 << 22, &m->n_ff_shexp, &st)) return st;
+    if (m->n_ff_shexp == 0) m->n_ff_shexp = m->info.n_ff;
+    if (m->n_ff_shexp < 1) return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: shared expert of width 0", ld->path);
+    return IQF_OK;
+}
+
 static iqf_status load_layer_ffn(loader *ld, int l) {
     iqf_model *m = ld->m;
     const iqf_model_info *h = &m->info;
@@ -644,16 +680,21 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
         return IQF_OK;
     }
     const int NE = h->n_expert;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", l);
+    const bool fused = iqf_gguf_find_tensor(m->gguf, name) >= 0; /* create_tensor_gate_up_exps */
     if ((st = layer_mat(ld, l, "ffn_gate_inp", E, NE, 1, &ly->gate_inp)) ||
-        (st = layer_mat(ld, l, "ffn_gate_exps", E, h->n_ff_exp, NE, &ly->gate_exps)) ||
-        (st = layer_mat(ld, l, "ffn_up_exps", E, h->n_ff_exp, NE, &ly->up_exps)) ||
+        (fused && (st = layer_mat(ld, l, "ffn_gate_up_exps", E, 2 * (int64_t)h->n_ff_exp, NE, &ly->gate_up_exps))) ||
+        (!fused && (st = layer_mat(ld, l, "ffn_gate_exps", E, h->n_ff_exp, NE, &ly->gate_exps))) ||
+        (!fused && (st = layer_mat(ld, l, "ffn_up_exps", E, h->n_ff_exp, NE, &ly->up_exps))) ||
         (st = layer_mat(ld, l, "ffn_down_exps", h->n_ff_exp, E, NE, &ly->down_exps)))
         return st;
-    if (a->ffn_scale && ((st = layer_scale(ld, l, "ffn_gate_exps", NE, NULL, &ly->sgate_exps)) ||
-                         (st = layer_scale(ld, l, "ffn_up_exps", NE, NULL, &ly->sup_exps)) ||
+    /* libllama reads the gate and up scales only beside separate gate and up tensors */
+    if (a->ffn_scale && ((!fused && (st = layer_scale(ld, l, "ffn_gate_exps", NE, NULL, &ly->sgate_exps))) ||
+                         (!fused && (st = layer_scale(ld, l, "ffn_up_exps", NE, NULL, &ly->sup_exps))) ||
                          (st = layer_scale(ld, l, "ffn_down_exps", NE, NULL, &ly->sdown_exps))))
         return st;
-    return IQF_OK;
+    return a->shared_expert ? load_layer_shexp(ld, l) : IQF_OK;
 }
 
 static iqf_status load_layer(loader *ld, int l) {
@@ -684,6 +725,7 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
     if (!st) st = load_globals(&ld);
     if (!st) st = load_attn_kind(&ld);
     if (!st && m->arch->attn == IQF_ATTN_GDN_HYBRID) st = load_gdn_hparams(&ld);
+    if (!st && m->arch->shared_expert) st = load_shexp_hparams(&ld);
     for (int l = 0; !st && l < m->info.n_layer; l++) st = load_layer(&ld, l);
     if (!st) st = load_vocab(&ld);
     if (!st && p.simulate_type >= 0)
