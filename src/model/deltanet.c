@@ -18,6 +18,7 @@
 #include <string.h>
 
 struct iqf_gdn_ctx {
+    int n_layer;
     float **conv_st;           /* [n_layer] (recurrent layers): [channels][d_conv - 1], else NULL */
     float **ssm_st;            /* [n_layer]: [H_v][S][S], M[j][i] = S[i][j] as ggml stores it */
     float *qkv;                /* [B][channels]: projections, then the convolution's output */
@@ -47,6 +48,7 @@ void iqf_gdn_ctx_free(struct iqf_gdn_ctx *g) {
     free(g->gb);
     free(g->qg);
     free(g->gate);
+    for (int l = 0; g->conv_st && l < g->n_layer; l++) free(g->conv_st[l]); /* ssm_st[l] lies in the same block */
     free(g->conv_st);
     free(g->ssm_st);
     free(g);
@@ -59,6 +61,7 @@ bool iqf_gdn_ctx_new(iqf_context *c) {
     struct iqf_gdn_ctx *g = calloc(1, sizeof *g);
     if (!g) return false;
     c->gdn = g;
+    g->n_layer = h->n_layer;
     const size_t B = (size_t)c->max_batch, qdim = (size_t)h->n_head * (size_t)h->head_dim;
     g->qg = malloc(B * 2 * qdim * sizeof(float));
     g->gate = malloc(B * qdim * sizeof(float));

@@ -286,7 +286,7 @@ static iqf_status load_arch(loader *ld) {
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: unsupported architecture '%.40s' (supported: %s)", ld->path,
                         arch, iqf_arch_names());
     snprintf(m->info.arch, sizeof m->info.arch, "%s", arch);
-    m->info.rope_neox = m->arch->rope == IQF_ROPE_NEOX;
+    m->info.rope_neox = m->arch->rope != IQF_ROPE_NORMAL; /* M-RoPE rotates neox pairs */
     return IQF_OK;
 }
 
