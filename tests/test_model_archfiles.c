@@ -12,7 +12,10 @@
  *     RMS difference < 1e-5 and max |difference| < 1e-3 * max |logit| (float summation order);
  *   - logits with our kv_f16 against libllama's defaults (F16 cache, flash attention auto):
  *     relative RMS < 1e-4 (F16 rounding of K/V);
- *   - greedy continuation of 16 tokens, one token per decode call: identical.
+ *   - greedy continuation of 16 tokens, one token per decode call: identical;
+ *   - our logits of 24 tokens fed one per call (and again after a restart at position 0) against
+ *     those of the one call: relative RMS < 1e-5 (K/V cache, or qwen35's conv and SSM states,
+ *     carried over calls); a step back is refused exactly for the recurrent models.
  * Needs the oracle (skips without it, fails under CI=true) and iqf-archmodel next to IQF_CLI.
  * IQF_ARCH_MODELS=DIR runs on test-llama-archs' own files in DIR instead (~/.cache/iqforge/archs/
  * models-s42); an argument runs the cases whose name contains it.
@@ -34,6 +37,7 @@ typedef struct file_case {
 static const file_case cases[] = {
     { "llama-dense", 4764384 },  { "qwen2-dense", 4753984 },  { "qwen3-dense", 3966272 },
     { "llama-moe", 7119552 },    { "qwen3moe-moe", 7119776 }, { "gemma3-dense", 4760256 },
+    { "qwen35-dense", 5294240 }, { "qwen35moe-moe", 8840768 },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -64,6 +68,30 @@ static void diff(const float *a, const float *b, size_t n, double *rel, double *
         *mag = fmax(*mag, fabs(b[i]));
     }
     *rel = den > 0 ? sqrt(num / den) : INFINITY;
+}
+
+/* Our logits for toks[0..n) fed one token per call, twice over (the second pass restarts at
+ * position 0 without a reset), against the rows of one call's logits `full`: the relative RMS
+ * difference; *rewind_refused says whether a step back (position 3 after n) was refused. */
+static double stepwise(const iqf_model *m, const int32_t *toks, int n, const float *full, int V, bool *rewind_refused) {
+    char err[512];
+    iqf_context *c = NULL;
+    float *one = malloc(sizeof(float) * (size_t)V);
+    double num = 0, den = 0;
+    bool ok = one && iqf_context_new(m, C, 2, &c, err, sizeof err) == IQF_OK;
+    for (int pass = 0; ok && pass < 2; pass++)
+        for (int i = 0; ok && i < n; i++) {
+            ok = iqf_decode(c, &toks[i], 1, i, 0, one, err, sizeof err) == IQF_OK;
+            for (int k = 0; ok && k < V; k++) {
+                const double d = (double)one[k] - full[(size_t)i * V + k];
+                num += d * d;
+                den += (double)full[(size_t)i * V + k] * full[(size_t)i * V + k];
+            }
+        }
+    *rewind_refused = ok && iqf_decode(c, toks, 1, 3, 0, one, err, sizeof err) != IQF_OK;
+    iqf_context_free(c);
+    free(one);
+    return ok && den > 0 ? sqrt(num / den) : INFINITY;
 }
 
 static int argmax(const float *l, int n) {
@@ -107,6 +135,12 @@ static void run_case(const file_case *fc, const char *archmodel) {
     double rel = INFINITY, mx = 0, mag = 0, rel16 = INFINITY, mx16, mag16;
     bool ok = a && b && ours(m, false, toks, C, a) && li_decode(&r, toks, C, 0, 0, b);
     if (ok) diff(a, b, (size_t)C * V, &rel, &mx, &mag);
+    /* a recurrent model (qwen35*: conv and SSM states) cannot step back; the others rewind their cache */
+    const bool recurrent = !strncmp(iqf_model_get_info(m)->arch, "qwen35", 6);
+    bool refused = false;
+    const double srel = ok ? stepwise(m, toks, PROMPT + GEN, a, V, &refused) : INFINITY;
+    CHECK(srel < 1e-5, "%s: logits one token per call differ from one call's (rel %g)", fc->name, srel);
+    CHECK(refused == recurrent, "%s: a step back %s", fc->name, refused ? "was refused" : "was accepted");
     /* greedy, one token per call */
     int same = 0;
     iqf_context *c = NULL;
@@ -129,8 +163,8 @@ static void run_case(const file_case *fc, const char *archmodel) {
     bool ok16 = ok && li_open(&r, path, C, 2, false) && ours(m, true, toks, C, a) && li_decode(&r, toks, C, 0, 0, b);
     if (ok16) diff(a, b, (size_t)C * V, &rel16, &mx16, &mag16);
     li_close(&r);
-    printf("%-13s logits rel RMS %.2g, max |d| %.2g (max |logit| %.2f); F16 cache + FA: rel RMS %.2g; greedy %d/%d identical\n",
-           fc->name, rel, mx, mag, rel16, same, GEN);
+    printf("%-13s logits rel RMS %.2g, max |d| %.2g (max |logit| %.2f); F16 cache + FA: rel RMS %.2g; greedy %d/%d identical; one token per call: rel %.2g\n",
+           fc->name, rel, mx, mag, rel16, same, GEN, srel);
     CHECK(ok && rel < 1e-5 && mx < 1e-3 * mag && mag > 0.1, "%s: logits differ from libllama's (rel %g, max %g)", fc->name,
           rel, mx);
     CHECK(ok16 && rel16 < 1e-4, "%s: F16-cache logits differ from libllama's (rel %g)", fc->name, rel16);

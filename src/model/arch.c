@@ -26,6 +26,19 @@ static const iqf_arch ARCHS[] = {
      * norms, GeGLU, sliding-window layers (rope base 10000 or rope.freq_base_swa there) */
     { .name = "gemma3", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_GEGLU, .qk_norm = true, .post_norms = true,
       .embd_scale = true, .q_prescale = true, .swa = true, .swa_pattern = 6, .softcap = true },
+    /* models/qwen35.cpp: Gated-DeltaNet layers (attention.recurrent_layers, or every layer but each
+     * full_attention_interval-th, default 4) between full-attention ones whose Q projection carries
+     * a sigmoid output gate; per-head q/k norms, interleaved M-RoPE, post_attention_norm as the FFN's
+     * input norm, SwiGLU FFN; final_logit_softcapping is not read */
+    { .name = "qwen35", .rope = IQF_ROPE_IMROPE, .attn = IQF_ATTN_GDN_HYBRID, .ffn = IQF_FFN_SWIGLU,
+      .qk_norm = true, .ffn_scale = true, .attn_out_gate = true, .ffn_norm_name = "post_attention_norm" },
+    /* models/qwen35moe.cpp: qwen35 with softmax top-k experts (renormalised, times
+     * expert_weights_scale when neither 0 nor 1; gate and up possibly one ffn_gate_up_exps tensor)
+     * plus a sigmoid-gated shared expert */
+    { .name = "qwen35moe", .rope = IQF_ROPE_IMROPE, .attn = IQF_ATTN_GDN_HYBRID, .ffn = IQF_FFN_SWIGLU,
+      .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true,
+      .qk_norm = true, .ffn_scale = true, .attn_out_gate = true, .ffn_norm_name = "post_attention_norm",
+      .shared_expert = true },
 };
 
 const iqf_arch *iqf_arch_find(const char *name) {
@@ -35,4 +48,4 @@ const iqf_arch *iqf_arch_find(const char *name) {
     return NULL;
 }
 
-const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3"; }
+const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, qwen35, qwen35moe"; }

@@ -13,8 +13,16 @@
 
 #include <stdbool.h>
 
-typedef enum { IQF_ROPE_NORMAL, IQF_ROPE_NEOX } iqf_rope_kind; /* pairs (2i, 2i+1) or (i, i + n_rot/2) */
-typedef enum { IQF_ATTN_GQA } iqf_attn_kind;     /* room for MLA, linear (DeltaNet), sinks */
+typedef enum {
+    IQF_ROPE_NORMAL, /* pairs (2i, 2i+1) */
+    IQF_ROPE_NEOX,   /* pairs (i, i + n_rot/2) */
+    IQF_ROPE_IMROPE, /* neox pairs; interleaved M-RoPE sections (rope.dimension_sections): with text
+                      * positions (t = h = w = p, e = 0) a pair outside the t/h/w sectors stays unrotated */
+} iqf_rope_kind;
+typedef enum {
+    IQF_ATTN_GQA,
+    IQF_ATTN_GDN_HYBRID, /* Gated-DeltaNet layers (deltanet.c) between GQA ones (qwen35) */
+} iqf_attn_kind;
 typedef enum { IQF_FFN_SWIGLU, IQF_FFN_GEGLU } iqf_ffn_kind; /* silu(gate) * up; gelu_tanh(gate) * up */
 typedef enum { IQF_MOE_NONE, IQF_MOE_OPTIONAL, IQF_MOE_REQUIRED } iqf_moe_presence;
 typedef enum { IQF_GATING_SOFTMAX_TOPK } iqf_moe_gating; /* room for sigmoid + bias (DeepSeek-V3) */
@@ -41,6 +49,10 @@ typedef struct iqf_arch {
     bool swa;                  /* attention.sliding_window > 0 selects sliding-window layers */
     int swa_pattern;           /* default pattern: layer il slides unless il % pattern == pattern - 1 */
     bool softcap;              /* final_logit_softcapping read and applied when non-zero */
+    bool attn_out_gate;        /* attn_q yields per head [q | gate]; attention output times sigmoid(gate) */
+    const char *ffn_norm_name; /* the FFN's input norm tensor (NULL: "ffn_norm") */
+    bool shared_expert;        /* ffn_{gate,up,down}_shexp beside the routed experts, gated by
+                                * sigmoid(ffn_gate_inp_shexp . x) (qwen35moe) */
 } iqf_arch;
 
 /* The row for a general.architecture value, or NULL if the engine does not run it. */

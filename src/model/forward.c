@@ -9,6 +9,7 @@
  * last layer's FFN).
  */
 #include "model.h"
+#include "deltanet.h"
 #include "../util/error.h"
 
 #include <math.h>
@@ -50,6 +51,7 @@ void iqf_context_free(iqf_context *c) {
     free(c->ex_in);
     free(c->ex_out);
     free(c->moe);
+    iqf_gdn_ctx_free(c->gdn);
     free(c);
 }
 
@@ -85,7 +87,8 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
     c->pool = iqf_pool_new(n_threads);
     int nt = c->pool ? iqf_pool_size(c->pool) : 1;
     int64_t hd = h->head_dim, kvdim = hd * h->n_head_kv, qdim = hd * h->n_head;
-    const int64_t ff = h->n_ff > h->n_ff_exp ? h->n_ff : h->n_ff_exp;
+    int64_t ff = h->n_ff > h->n_ff_exp ? h->n_ff : h->n_ff_exp;
+    if (m->n_ff_shexp > ff) ff = m->n_ff_shexp;
     int64_t B = c->max_batch;
     c->max_ncols = h->n_embd;
     for (int i = 0; i < m->n_mats; i++)
@@ -126,6 +129,7 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
     for (int i = 0; i < m->n_mats; i++) any_round |= iqf_mm_act_type(m->mats[i]->type) >= 0;
     any_round |= iqf_mm_act_type(m->output.type) >= 0;
     if (any_round) c->xr = xcalloc((size_t)(B * c->max_ncols), sizeof(float), &ok);
+    if (ok && (m->gdn_hp || m->arch->attn_out_gate)) ok = iqf_gdn_ctx_new(c);
     if (!ok) {
         iqf_context_free(c);
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for a context of %d tokens", n_ctx);
@@ -136,6 +140,7 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
 
 void iqf_context_reset(iqf_context *c) {
     if (c) c->n_past = 0;
+    if (c) iqf_gdn_ctx_reset(c);
 }
 
 int iqf_context_n_ctx(const iqf_context *c) { return c->n_ctx; }
@@ -271,6 +276,8 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
             if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
             for (int j = 0; j < K; j++) w[j] = w[j] / fs;
         }
+        if (c->m->moe_w_scale != 0.0f && c->m->moe_w_scale != 1.0f) /* ggml_scale by expert_weights_scale */
+            for (int j = 0; j < K; j++) w[j] *= c->m->moe_w_scale;
     }
     for (int e = 0; e < NE; e++) {
         int n = 0;
@@ -282,10 +289,19 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
                     n++;
                 }
         if (!n) continue;
-        const iqf_weight wg = expert_view(&ly->gate_exps, e), wu = expert_view(&ly->up_exps, e),
-                         wd = expert_view(&ly->down_exps, e);
-        imat_rows(c, &ly->gate_exps, e, c->ex_in, E, n);
-        imat_rows(c, &ly->up_exps, e, c->ex_in, E, n);
+        iqf_weight wg, wu;
+        const iqf_weight wd = expert_view(&ly->down_exps, e);
+        if (ly->gate_up_exps.data) { /* one [gate | up] tensor: its two halves */
+            wg = wu = expert_view(&ly->gate_up_exps, e);
+            wg.nrows = wu.nrows = F;
+            wu.data += (size_t)F * wu.row_bytes;
+            imat_rows(c, &ly->gate_up_exps, e, c->ex_in, E, n);
+        } else {
+            wg = expert_view(&ly->gate_exps, e);
+            wu = expert_view(&ly->up_exps, e);
+            imat_rows(c, &ly->gate_exps, e, c->ex_in, E, n);
+            imat_rows(c, &ly->up_exps, e, c->ex_in, E, n);
+        }
         iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
         if (ly->sgate_exps) scale_rows(c->g, F, n, ly->sgate_exps[e], F); /* build_lora_mm_id: per-expert scales */
@@ -310,6 +326,24 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
         memcpy(o, m0, sizeof(float) * (size_t)E);
         for (int j = 1; j < K; j++)
             for (int i = 0; i < E; i++) o[i] += m0[(int64_t)j * E + i];
+    }
+}
+
+/* qwen35moe's shared expert (build_ffn, then times sigmoid(ffn_gate_inp_shexp . x)) added to out. */
+static void shared_expert(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out) {
+    const int E = c->m->info.n_embd, F = c->m->n_ff_shexp;
+    float *sh = c->ex_out, *sg = c->probs; /* free once moe_ffn is done */
+    iqf_matmul(c, &ly->gate_shexp, xn, E, nr, c->g, F);
+    iqf_matmul(c, &ly->up_shexp, xn, E, nr, c->u, F);
+    scale_rows(c->g, F, nr, ly->sgate_shexp, F);
+    scale_rows(c->u, F, nr, ly->sup_shexp, F);
+    for (int64_t i = 0; i < (int64_t)nr * F; i++) c->g[i] = (c->g[i] / (1.0f + expf(-c->g[i]))) * c->u[i];
+    iqf_matmul(c, &ly->down_shexp, c->g, F, nr, sh, E);
+    scale_rows(sh, E, nr, ly->sdown_shexp, E);
+    iqf_matmul(c, &ly->gate_inp_shexp, xn, E, nr, sg, 1);
+    for (int t = 0; t < nr; t++) {
+        const float gt = 1.0f / (1.0f + expf(-sg[t]));
+        for (int i = 0; i < E; i++) out[(int64_t)t * E + i] += sh[(int64_t)t * E + i] * gt;
     }
 }
 
@@ -445,22 +479,73 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     }
 }
 
+/* Layer l's attention over the batch: K/V of all T rows into the cache, Q and the output of
+ * rows r0..T-1, the output projection into c->tmp. */
+static void attention(iqf_context *c, int l, int T, int pos, int r0) {
+    const iqf_model *m = c->m;
+    const iqf_model_info *h = &m->info;
+    const iqf_layer *ly = &m->layers[l];
+    const int E = h->n_embd, H = h->n_head, hd = h->head_dim, qdim = H * hd, kvdim = hd * h->n_head_kv;
+    const int nr = T - r0;
+    const float eps = h->rms_eps;
+    const bool neox = m->arch->rope != IQF_ROPE_NORMAL;
+    float *cs_swa = c->rope_cs + (int64_t)c->max_batch * hd; /* sliding layers' table */
+    float *kdst = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
+    float *vdst = c->vcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
+
+    if (m->arch->attn_out_gate) /* per head [q | gate], scaled and biased */
+        iqf_gated_q(c, ly, c->xn + (int64_t)r0 * E, nr, c->q + (int64_t)r0 * qdim);
+    else
+        iqf_matmul(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr, c->q + (int64_t)r0 * qdim, qdim);
+    iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
+    iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
+    if (!m->arch->attn_out_gate) scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, ly->sq, qdim); /* build_qkv: the scale, then the bias */
+    scale_rows(kdst, kvdim, T, ly->sk, kvdim);
+    scale_rows(vdst, kvdim, T, ly->sv, kvdim);
+    if (!m->arch->attn_out_gate) add_bias(c->q + (int64_t)r0 * qdim, qdim, nr, ly->bq, qdim);
+    add_bias(kdst, kvdim, T, ly->bk, kvdim);
+    add_bias(vdst, kvdim, T, ly->bv, kvdim);
+    head_norm(c->q + (int64_t)r0 * qdim, qdim, nr, H, hd, ly->q_norm, eps);
+    head_norm(kdst, kvdim, T, h->n_head_kv, hd, ly->k_norm, eps);
+    for (int t = 0; t < T; t++) {
+        const float *cs = (ly->swa && m->n_swa ? cs_swa : c->rope_cs) + (int64_t)t * hd;
+        if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, neox);
+        rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, neox);
+    }
+    if (m->arch->q_prescale) scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, m->attn_scale, qdim);
+    if (c->kv_f16) /* llama.cpp's default F16 cache: what attention reads back is rounded */
+        for (int64_t i = 0; i < (int64_t)T * kvdim; i++) {
+            kdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(kdst[i]));
+            vdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(vdst[i]));
+        }
+    attjob aj = { c, l, r0, T, pos };
+    int64_t items = (int64_t)nr * H;
+    int nt = iqf_pool_size(c->pool);
+    int64_t grain = items / (nt * 8) > 0 ? items / (nt * 8) : 1;
+    iqf_pool_run(c->pool, items, grain, att_range, &aj);
+
+    if (m->arch->attn_out_gate) iqf_attn_gate_apply(c, c->att + (int64_t)r0 * qdim, nr);
+    iqf_matmul(c, &ly->wo, c->att + (int64_t)r0 * qdim, qdim, nr, c->tmp, E);
+    scale_rows(c->tmp, E, nr, ly->so, E);
+    add_bias(c->tmp, E, nr, ly->bo, E);
+}
+
 /* One piece of at most max_batch tokens (arguments checked by iqf_decode). */
 static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,
                          float *logits) {
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
-    const int E = h->n_embd, H = h->n_head, hd = h->head_dim, qdim = H * hd;
-    const int kvdim = hd * h->n_head_kv, F = h->n_ff, L = h->n_layer;
+    const int E = h->n_embd, hd = h->head_dim, F = h->n_ff, L = h->n_layer;
     const float eps = h->rms_eps;
     const bool capture = c->imat || c->hess;
-    const bool neox = m->arch->rope == IQF_ROPE_NEOX;
 
     float *cs_swa = c->rope_cs + (int64_t)c->max_batch * hd; /* sliding layers' table */
     for (int t = 0; t < T; t++) {
         iqf_weight_row(&m->tok_embd, tokens[t], c->x + (int64_t)t * E);
         rope_table(c->rope_cs + (int64_t)t * hd, pos + t, h->n_rot, h->rope_base, h->rope_freq_scale, h->rope_attn_factor,
                    m->rope_freqs);
+        if (m->arch->rope == IQF_ROPE_IMROPE)
+            iqf_imrope_fix(c->rope_cs + (int64_t)t * hd, h->n_rot, m->gdn_hp->sections, h->rope_attn_factor);
         if (m->n_swa) /* get_rope_freq_base/scale: the sliding layers' own base, scale 1 */
             rope_table(cs_swa + (int64_t)t * hd, pos + t, h->n_rot, m->rope_base_swa, 1.0f, h->rope_attn_factor, m->rope_freqs);
     }
@@ -472,46 +557,17 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
          * capture (imatrix, Hessian) needs every row's input of every matrix. */
         const int r0 = (l == L - 1 && !capture) ? (first_out < T ? first_out : T - 1) : 0;
         const int nr = T - r0;
-        float *kdst = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
-        float *vdst = c->vcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
-
         for (int t = 0; t < T; t++) rmsnorm(c->x + (int64_t)t * E, ly->attn_norm, c->xn + (int64_t)t * E, E, eps);
-        iqf_matmul(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr, c->q + (int64_t)r0 * qdim, qdim);
-        iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
-        iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
-        scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, ly->sq, qdim); /* build_qkv: the scale, then the bias */
-        scale_rows(kdst, kvdim, T, ly->sk, kvdim);
-        scale_rows(vdst, kvdim, T, ly->sv, kvdim);
-        add_bias(c->q + (int64_t)r0 * qdim, qdim, nr, ly->bq, qdim);
-        add_bias(kdst, kvdim, T, ly->bk, kvdim);
-        add_bias(vdst, kvdim, T, ly->bv, kvdim);
-        head_norm(c->q + (int64_t)r0 * qdim, qdim, nr, H, hd, ly->q_norm, eps);
-        head_norm(kdst, kvdim, T, h->n_head_kv, hd, ly->k_norm, eps);
-        for (int t = 0; t < T; t++) {
-            const float *cs = (ly->swa && m->n_swa ? cs_swa : c->rope_cs) + (int64_t)t * hd;
-            if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, neox);
-            rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, neox);
-        }
-        if (m->arch->q_prescale) scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, m->attn_scale, qdim);
-        if (c->kv_f16) /* llama.cpp's default F16 cache: what attention reads back is rounded */
-            for (int64_t i = 0; i < (int64_t)T * kvdim; i++) {
-                kdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(kdst[i]));
-                vdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(vdst[i]));
-            }
-        attjob aj = { c, l, r0, T, pos };
-        int64_t items = (int64_t)nr * H;
-        int nt = iqf_pool_size(c->pool);
-        int64_t grain = items / (nt * 8) > 0 ? items / (nt * 8) : 1;
-        iqf_pool_run(c->pool, items, grain, att_range, &aj);
-
-        iqf_matmul(c, &ly->wo, c->att + (int64_t)r0 * qdim, qdim, nr, c->tmp, E);
-        scale_rows(c->tmp, E, nr, ly->so, E);
-        add_bias(c->tmp, E, nr, ly->bo, E);
+        if (ly->gdn) /* a Gated-DeltaNet layer (deltanet.c) instead of attention */
+            iqf_gdn_forward(c, l, T, r0, c->tmp);
+        else
+            attention(c, l, T, pos, r0);
         residual(c->x + (int64_t)r0 * E, c->tmp, nr, E, ly->post_attn_norm, eps);
         float *xs = c->x + (int64_t)r0 * E, *xns = c->xn + (int64_t)r0 * E;
         for (int t = 0; t < nr; t++) rmsnorm(xs + (int64_t)t * E, ly->ffn_norm, xns + (int64_t)t * E, E, eps);
         if (h->n_expert > 0) {
             moe_ffn(c, ly, xns, nr, c->tmp);
+            if (ly->gate_shexp.data) shared_expert(c, ly, xns, nr, c->tmp);
         } else {
             /* build_ffn: each product, its bias, then its scale */
             iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
@@ -557,6 +613,10 @@ iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int T, int pos, int
     const iqf_model_info *h = &c->m->info;
     if (T == 0) return IQF_OK;
     if (pos > c->n_past) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "position %d skips past the cache (%d)", pos, c->n_past);
+    if (c->m->gdn_hp && pos != c->n_past) { /* recurrent states cannot go back: restart at 0 */
+        if (pos) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "position %d: a recurrent model continues at %d or restarts at 0", pos, c->n_past);
+        iqf_gdn_ctx_reset(c);
+    }
     if ((int64_t)pos + T > c->n_ctx)
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "positions %d..%d exceed the context of %d", pos, pos + T - 1, c->n_ctx);
     if (first_out < 0 || first_out > T) first_out = T;

@@ -5,6 +5,7 @@
  */
 #include "model.h"
 #include "arch.h"
+#include "deltanet.h"
 #include "../util/error.h"
 
 #include "util/parallel.h"
@@ -43,11 +44,13 @@ void iqf_model_free(iqf_model *m) {
             free(m->layers[l].sdown_exps);
             free(m->layers[l].post_attn_norm);
             free(m->layers[l].post_ffn_norm);
+            iqf_gdn_layer_free(m->layers[l].gdn);
         }
     free(m->layers);
     free(m->output_norm);
     free(m->output_b);
     free(m->rope_freqs);
+    free(m->gdn_hp);
     free(m->mats);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
@@ -283,7 +286,7 @@ static iqf_status load_arch(loader *ld) {
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: unsupported architecture '%.40s' (supported: %s)", ld->path,
                         arch, iqf_arch_names());
     snprintf(m->info.arch, sizeof m->info.arch, "%s", arch);
-    m->info.rope_neox = m->arch->rope == IQF_ROPE_NEOX;
+    m->info.rope_neox = m->arch->rope != IQF_ROPE_NORMAL; /* M-RoPE rotates neox pairs */
     return IQF_OK;
 }
 
@@ -492,18 +495,117 @@ static iqf_status layer_scale(loader *ld, int l, const char *nm, int64_t n, floa
     return IQF_OK;
 }
 
+/* qwen35's Gated-DeltaNet sizes and which layers are recurrent (llama_model_qwen35::load_arch_hparams):
+ * ssm.{conv_kernel, inner_size, state_size, time_step_rank, group_count}; the flags from
+ * attention.recurrent_layers, else every layer but each full_attention_interval-th (default 4);
+ * the nextn (MTP) blocks after the trunk are not evaluated, as libllama's main graph does not. */
+static iqf_status load_gdn_hparams(loader *ld) {
+    iqf_model *m = ld->m;
+    iqf_model_info *h = &m->info;
+    iqf_status st = IQF_OK;
+    iqf_gdn_hparams *hp = m->gdn_hp = calloc(1, sizeof *hp);
+    if (!hp) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+    int nextn = 0, interval = 4;
+    if (!key_int(ld, "nextn_predict_layers", false, 0, 0, h->n_layer - 1, &nextn, &st) ||
+        !key_int(ld, "ssm.conv_kernel", true, 0, 1, 64, &hp->d_conv, &st) ||
+        !key_int(ld, "ssm.inner_size", true, 0, 1, 1 << 20, &hp->d_inner, &st) ||
+        !key_int(ld, "ssm.state_size", true, 0, 1, 512, &hp->S, &st) ||
+        !key_int(ld, "ssm.time_step_rank", true, 0, 1, 4096, &hp->H_v, &st) ||
+        !key_int(ld, "ssm.group_count", true, 0, 1, 4096, &hp->H_k, &st) ||
+        !key_int(ld, "full_attention_interval", false, 4, 1, 1 << 20, &interval, &st))
+        return st;
+    if (hp->H_v % hp->H_k || (int64_t)hp->H_v * hp->S != hp->d_inner)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT,
+                        "%s: ssm sizes inconsistent: %d value heads, %d key heads, state %d, inner %d", ld->path,
+                        hp->H_v, hp->H_k, hp->S, hp->d_inner);
+    const int n_all = h->n_layer;
+    h->n_layer -= nextn;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", h->arch);
+    int64_t ki = iqf_gguf_find_kv(m->gguf, key);
+    int at = ki >= 0 && iqf_gguf_kv_type(m->gguf, ki) == IQF_GGUF_ARR ? iqf_gguf_arr_type(m->gguf, ki) : -1;
+    uint64_t n = 0;
+    const uint8_t *v = at == IQF_GGUF_I32 || at == IQF_GGUF_U32 ? iqf_gguf_arr_data(m->gguf, ki, at, &n) : NULL;
+    int sum = 0;
+    for (uint64_t i = 0; v && i < n && i < 4; i++) {
+        int32_t x;
+        memcpy(&x, v + 4 * i, 4);
+        if (x < 0 || x > h->head_dim)
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s[%d] = %d", ld->path, key, (int)i, (int)x);
+        hp->sections[i] = x;
+        sum += x;
+    }
+    if (!v || sum == 0 || sum > h->head_dim) /* ggml_rope_multi: some section, at most ne0 dims */
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing or bad %s", ld->path, key);
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", h->arch);
+    ki = iqf_gguf_find_kv(m->gguf, key);
+    at = ki >= 0 && iqf_gguf_kv_type(m->gguf, ki) == IQF_GGUF_ARR ? iqf_gguf_arr_type(m->gguf, ki) : -1;
+    bool recr[4096] = { false };
+    if (at == IQF_GGUF_BOOL || at == IQF_GGUF_U32 || at == IQF_GGUF_I32) {
+        v = iqf_gguf_arr_data(m->gguf, ki, at, &n);
+        const size_t es = at == IQF_GGUF_BOOL ? 1 : 4;
+        if (!v || n != (uint64_t)n_all)
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s has %llu values for %d layers", ld->path, key,
+                            (unsigned long long)n, n_all);
+        for (int l = 0; l < h->n_layer; l++) {
+            uint32_t x = 0;
+            memcpy(&x, v + (size_t)l * es, es);
+            recr[l] = x != 0;
+        }
+    } else if (at >= 0) {
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s is an array of neither bools nor integers", ld->path, key);
+    } else {
+        for (int l = 0; l < h->n_layer; l++) recr[l] = (l + 1) % interval != 0;
+    }
+    for (int l = 0; l < h->n_layer; l++)
+        if (recr[l] && !(m->layers[l].gdn = calloc(1, sizeof(iqf_gdn_layer))))
+            return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+    return IQF_OK;
+}
+
+/* A Gated-DeltaNet layer's tensors (llama_model_qwen35::load_arch_tensors). */
+static iqf_status load_layer_gdn(loader *ld, int l) {
+    iqf_model *m = ld->m;
+    const iqf_gdn_hparams *hp = m->gdn_hp;
+    iqf_gdn_layer *g = m->layers[l].gdn;
+    const int64_t E = m->info.n_embd, C = 2 * (int64_t)hp->H_k * hp->S + hp->d_inner;
+    g->s_qkv = g->s_z = g->s_alpha = g->s_beta = g->s_out = 1.0f;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.ssm_a", l);
+    const iqf_gguf_tensor *t;
+    iqf_status st;
+    if ((st = layer_mat(ld, l, "attn_qkv", E, C, 1, &g->qkv)) || (st = layer_mat(ld, l, "attn_gate", E, hp->d_inner, 1, &g->z)) ||
+        (st = layer_mat(ld, l, "ssm_alpha", E, hp->H_v, 1, &g->alpha)) ||
+        (st = layer_mat(ld, l, "ssm_beta", E, hp->H_v, 1, &g->beta)) ||
+        (st = layer_mat(ld, l, "ssm_out", hp->d_inner, E, 1, &g->out)) ||
+        (st = layer_scale(ld, l, "attn_qkv", 1, &g->s_qkv, NULL)) || (st = layer_scale(ld, l, "attn_gate", 1, &g->s_z, NULL)) ||
+        (st = layer_scale(ld, l, "ssm_alpha", 1, &g->s_alpha, NULL)) ||
+        (st = layer_scale(ld, l, "ssm_beta", 1, &g->s_beta, NULL)) || (st = layer_scale(ld, l, "ssm_out", 1, &g->s_out, NULL)) ||
+        (st = layer_vec(ld, l, "ssm_dt", "bias", hp->H_v, false, &g->dt)) ||
+        (st = layer_vec(ld, l, "ssm_norm", "weight", hp->S, false, &g->norm)) ||
+        (st = load_vector(ld, &g->a, name, hp->H_v)))
+        return st;
+    snprintf(name, sizeof name, "blk.%d.ssm_conv1d.weight", l);
+    if ((st = get_tensor(ld, name, hp->d_conv, C, false, &t))) return st;
+    if (!(g->conv = malloc((size_t)(C * hp->d_conv) * sizeof(float)))) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+    m->info.n_params += C * hp->d_conv;
+    return iqf_dequantize(t->type, t->data, g->conv, C, hp->d_conv, 1, ld->err, ld->errlen);
+}
+
 static iqf_status load_layer_attn(loader *ld, int l) {
     iqf_model *m = ld->m;
     const iqf_model_info *h = &m->info;
     const iqf_arch *a = m->arch;
     iqf_layer *ly = &m->layers[l];
     const int64_t E = h->n_embd, hd = h->head_dim, qdim = hd * h->n_head, kvdim = hd * h->n_head_kv;
+    const int64_t qmul = a->attn_out_gate ? 2 : 1; /* per head [q | gate] */
     ly->sq = ly->sk = ly->sv = ly->so = ly->sgate = ly->sup = ly->sdown = 1.0f;
     iqf_status st;
-    if ((st = layer_vec(ld, l, "attn_norm", "weight", E, false, &ly->attn_norm)) ||
-        (st = layer_mat(ld, l, "attn_q", E, qdim, 1, &ly->wq)) || (st = layer_mat(ld, l, "attn_k", E, kvdim, 1, &ly->wk)) ||
+    if ((st = layer_vec(ld, l, "attn_norm", "weight", E, false, &ly->attn_norm))) return st;
+    if (ly->gdn) return load_layer_gdn(ld, l);
+    if ((st = layer_mat(ld, l, "attn_q", E, qdim * qmul, 1, &ly->wq)) || (st = layer_mat(ld, l, "attn_k", E, kvdim, 1, &ly->wk)) ||
         (st = layer_mat(ld, l, "attn_v", E, kvdim, 1, &ly->wv)) || (st = layer_mat(ld, l, "attn_output", qdim, E, 1, &ly->wo)) ||
-        (st = layer_vec(ld, l, "attn_q", "bias", qdim, true, &ly->bq)) ||
+        (st = layer_vec(ld, l, "attn_q", "bias", qdim * qmul, true, &ly->bq)) ||
         (st = layer_vec(ld, l, "attn_k", "bias", kvdim, true, &ly->bk)) ||
         (st = layer_vec(ld, l, "attn_v", "bias", kvdim, true, &ly->bv)) ||
         (st = layer_scale(ld, l, "attn_q", 1, &ly->sq, NULL)) || (st = layer_scale(ld, l, "attn_k", 1, &ly->sk, NULL)) ||
@@ -519,6 +621,42 @@ static iqf_status load_layer_attn(loader *ld, int l) {
     return IQF_OK;
 }
 
+/* qwen35moe's shared expert: ffn_{gate,up,down}_shexp (n_ff_shexp wide) with their scales and the
+ * gate ffn_gate_inp_shexp [n_embd] (a one-row product, no scale). */
+static iqf_status load_layer_shexp(loader *ld, int l) {
+    iqf_model *m = ld->m;
+    iqf_layer *ly = &m->layers[l];
+    const int64_t E = m->info.n_embd, F = m->n_ff_shexp;
+    ly->sgate_shexp = ly->sup_shexp = ly->sdown_shexp = 1.0f;
+    iqf_status st;
+    if ((st = layer_mat(ld, l, "ffn_gate_inp_shexp", E, 0, 1, &ly->gate_inp_shexp))) return st;
+    ly->gate_inp_shexp.nrows = 1; /* a vector in the file: one row */
+    if ((st = layer_mat(ld, l, "ffn_gate_shexp", E, F, 1, &ly->gate_shexp)) ||
+        (st = layer_mat(ld, l, "ffn_up_shexp", E, F, 1, &ly->up_shexp)) ||
+        (st = layer_mat(ld, l, "ffn_down_shexp", F, E, 1, &ly->down_shexp)) ||
+        (st = layer_scale(ld, l, "ffn_gate_shexp", 1, &ly->sgate_shexp, NULL)) ||
+        (st = layer_scale(ld, l, "ffn_up_shexp", 1, &ly->sup_shexp, NULL)) ||
+        (st = layer_scale(ld, l, "ffn_down_shexp", 1, &ly->sdown_shexp, NULL)))
+        return st;
+    return IQF_OK;
+}
+
+/* Shared-expert width (expert_shared_feed_forward_length, default feed_forward_length) and
+ * expert_weights_scale (0 or 1: none), as llama_model_qwen35moe::load_arch_hparams reads them. */
+static iqf_status load_shexp_hparams(loader *ld) {
+    iqf_model *m = ld->m;
+    iqf_status st = IQF_OK;
+    m->moe_w_scale = 1.0f;
+    float ws = 0.0f;
+    if (key_float(ld, "expert_weights_scale", &ws) && ws != 0.0f) m->moe_w_scale = ws;
+    if (!isfinite(m->moe_w_scale))
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad expert_weights_scale", ld->path);
+    if (!key_int(ld, "expert_shared_feed_forward_length", false, 0, 0, 1 << 22, &m->n_ff_shexp, &st)) return st;
+    if (m->n_ff_shexp == 0) m->n_ff_shexp = m->info.n_ff;
+    if (m->n_ff_shexp < 1) return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: shared expert of width 0", ld->path);
+    return IQF_OK;
+}
+
 static iqf_status load_layer_ffn(loader *ld, int l) {
     iqf_model *m = ld->m;
     const iqf_model_info *h = &m->info;
@@ -526,7 +664,7 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
     iqf_layer *ly = &m->layers[l];
     const int64_t E = h->n_embd, F = h->n_ff;
     iqf_status st;
-    if ((st = layer_vec(ld, l, "ffn_norm", "weight", E, false, &ly->ffn_norm))) return st;
+    if ((st = layer_vec(ld, l, a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm", "weight", E, false, &ly->ffn_norm))) return st;
     if (h->n_expert == 0) {
         if ((st = layer_mat(ld, l, "ffn_gate", E, F, 1, &ly->wgate)) || (st = layer_mat(ld, l, "ffn_up", E, F, 1, &ly->wup)) ||
             (st = layer_mat(ld, l, "ffn_down", F, E, 1, &ly->wdown)))
@@ -542,16 +680,21 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
         return IQF_OK;
     }
     const int NE = h->n_expert;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", l);
+    const bool fused = iqf_gguf_find_tensor(m->gguf, name) >= 0; /* create_tensor_gate_up_exps */
     if ((st = layer_mat(ld, l, "ffn_gate_inp", E, NE, 1, &ly->gate_inp)) ||
-        (st = layer_mat(ld, l, "ffn_gate_exps", E, h->n_ff_exp, NE, &ly->gate_exps)) ||
-        (st = layer_mat(ld, l, "ffn_up_exps", E, h->n_ff_exp, NE, &ly->up_exps)) ||
+        (fused && (st = layer_mat(ld, l, "ffn_gate_up_exps", E, 2 * (int64_t)h->n_ff_exp, NE, &ly->gate_up_exps))) ||
+        (!fused && (st = layer_mat(ld, l, "ffn_gate_exps", E, h->n_ff_exp, NE, &ly->gate_exps))) ||
+        (!fused && (st = layer_mat(ld, l, "ffn_up_exps", E, h->n_ff_exp, NE, &ly->up_exps))) ||
         (st = layer_mat(ld, l, "ffn_down_exps", h->n_ff_exp, E, NE, &ly->down_exps)))
         return st;
-    if (a->ffn_scale && ((st = layer_scale(ld, l, "ffn_gate_exps", NE, NULL, &ly->sgate_exps)) ||
-                         (st = layer_scale(ld, l, "ffn_up_exps", NE, NULL, &ly->sup_exps)) ||
+    /* libllama reads the gate and up scales only beside separate gate and up tensors */
+    if (a->ffn_scale && ((!fused && (st = layer_scale(ld, l, "ffn_gate_exps", NE, NULL, &ly->sgate_exps))) ||
+                         (!fused && (st = layer_scale(ld, l, "ffn_up_exps", NE, NULL, &ly->sup_exps))) ||
                          (st = layer_scale(ld, l, "ffn_down_exps", NE, NULL, &ly->sdown_exps))))
         return st;
-    return IQF_OK;
+    return a->shared_expert ? load_layer_shexp(ld, l) : IQF_OK;
 }
 
 static iqf_status load_layer(loader *ld, int l) {
@@ -581,6 +724,8 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
     if (!st) st = load_rope(&ld);
     if (!st) st = load_globals(&ld);
     if (!st) st = load_attn_kind(&ld);
+    if (!st && m->arch->attn == IQF_ATTN_GDN_HYBRID) st = load_gdn_hparams(&ld);
+    if (!st && m->arch->shared_expert) st = load_shexp_hparams(&ld);
     for (int l = 0; !st && l < m->info.n_layer; l++) st = load_layer(&ld, l);
     if (!st) st = load_vocab(&ld);
     if (!st && p.simulate_type >= 0)

@@ -39,9 +39,13 @@ typedef struct iqf_layer {
     float *sgate_exps, *sup_exps, *sdown_exps; /* per-expert .scale [n_expert], or NULL */
     float *post_attn_norm, *post_ffn_norm; /* gemma3: RMS norms of the attention / FFN outputs, or NULL */
     bool swa;                    /* sliding-window layer (attends to the last n_swa positions) */
+    struct iqf_gdn_layer *gdn;   /* qwen35: a Gated-DeltaNet layer (deltanet.h) instead of attention, or NULL */
+    iqf_weight gate_up_exps;     /* gate and up experts in one tensor [n_embd -> 2 n_ff_exp] x n_expert, or no data */
+    iqf_weight gate_inp_shexp, gate_shexp, up_shexp, down_shexp; /* shared expert and its gate [n_embd -> 1], or no data */
+    float sgate_shexp, sup_shexp, sdown_shexp; /* their per-tensor .scale (1 when absent) */
 } iqf_layer;
 
-#define IQF_MAX_WEIGHTS_PER_LAYER 8
+#define IQF_MAX_WEIGHTS_PER_LAYER 16
 
 struct iqf_model {
     iqf_model_info info;
@@ -55,6 +59,9 @@ struct iqf_model {
     int n_swa;                  /* sliding window (0: none) */
     float rope_base_swa;        /* rope base of the sliding-window layers (rope scaling 1 there) */
     float softcap;              /* final logit softcapping (0: none) */
+    struct iqf_gdn_hparams *gdn_hp; /* qwen35: Gated-DeltaNet sizes and rope sections (deltanet.h), or NULL */
+    int n_ff_shexp;             /* shared expert width (0: none) */
+    float moe_w_scale;          /* expert_weights_scale where the row applies it (1: none) */
     iqf_weight **mats; /* every matrix product's weight (layers' 7, then output), n_mats */
     int n_mats;
     void *gguf;                 /* iqf_gguf* the weights point into */
@@ -104,6 +111,7 @@ struct iqf_context {
     struct iqf_hess_acc *hess; /* NULL unless capturing Hessians (hessian.h) */
     iqf_eval_progress_fn progress; /* NULL or called after each chunk (iqf_context_set_progress) */
     void *progress_user;
+    struct iqf_gdn_ctx *gdn;   /* qwen35: recurrent states and scratch (deltanet.c), or NULL */
 };
 
 /* Hessian capture (hessian.c): X^T X of the rows if w owns a slot of c->hess. */
