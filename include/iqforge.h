@@ -444,6 +444,13 @@ IQF_API iqf_gguf *iqf_gguf_open_source(const void *meta, size_t meta_size, uint6
 IQF_API bool iqf_gguf_is_source(const iqf_gguf *g);
 IQF_API const void *iqf_gguf_tensor_load(iqf_gguf *g, const iqf_gguf_tensor *t, char *err, size_t errlen);
 IQF_API void iqf_gguf_tensor_unload(iqf_gguf *g, const iqf_gguf_tensor *t);
+/* Every tensor of a source produced at once into memory the handle owns: afterwards each
+ * tensor's `data` points at its bytes (laid out as in the file's data section) and load/unload
+ * behave as for a mapped file. For a consumer that reads any tensor at any time (the inference
+ * engine); costs the data section's size in memory. Does nothing on a mapped file. Errors:
+ * IQF_E_NOMEM, or the status of the source's failure with its "FILE: what" in err; the handle
+ * is unchanged then. */
+IQF_API iqf_status iqf_gguf_materialize(iqf_gguf *g, char *err, size_t errlen);
 
 /*
  * Schema. The keys llama.cpp reads for the models it loads (general.architecture, alignment,
@@ -774,6 +781,13 @@ typedef struct iqf_model_params {
 IQF_API iqf_model_params iqf_model_default_params(void);
 IQF_API iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
                           char *err, size_t errlen);
+/* The same from an open GGUF handle, e.g. a Hugging Face checkpoint converted in memory
+ * (iqf_convert_open): a source handle has every tensor produced into memory first
+ * (iqf_gguf_materialize), so the model costs the converted file's size in memory. take: the model
+ * owns g (closed by iqf_model_free, or at once when the load fails); else the caller keeps g open
+ * while the model lives and closes it afterwards. Messages name iqf_gguf_path(g). */
+IQF_API iqf_status iqf_model_load_gguf(iqf_gguf *g, bool take, const iqf_model_params *params, iqf_model **out,
+                                       char *err, size_t errlen);
 IQF_API void iqf_model_free(iqf_model *m); /* NULL is fine */
 IQF_API const iqf_model_info *iqf_model_get_info(const iqf_model *m);
 /* The GGUF the model was loaded from (for the tokenizer); lives as long as the model. */

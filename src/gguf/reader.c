@@ -57,6 +57,8 @@ struct iqf_gguf {
     iqf_gguf_source src;
     void *buf;
     int64_t buf_tensor; /* the tensor in buf, -1: none */
+    void *mem;          /* iqf_gguf_materialize: every tensor's bytes (anonymous mapping), or NULL */
+    size_t mem_size;
 };
 
 
@@ -584,6 +586,7 @@ void iqf_gguf_close(iqf_gguf *g) {
     if (g->mapped && g->base) munmap((void *)g->base, g->size);
     if (g->hdr_size) free((void *)g->base);
     free(g->buf);
+    if (g->mem) munmap(g->mem, g->mem_size);
     if (g->src.close) g->src.close(g->src.user);
     free(g->path);
     free(g->kv);
@@ -808,7 +811,7 @@ const void *iqf_gguf_tensor_load(iqf_gguf *g, const iqf_gguf_tensor *t, char *er
         if (err && errlen) snprintf(err, errlen, "iqf_gguf_tensor_load: invalid argument");
         return NULL;
     }
-    if (!g->src.read) return t->data;
+    if (!g->src.read || g->mem) return t->data;
     const int64_t i = t - g->tensors;
     if (i < 0 || i >= g->n_tensors) {
         if (err && errlen) snprintf(err, errlen, "%s: tensor not of this model", g->path);
@@ -834,8 +837,38 @@ const void *iqf_gguf_tensor_load(iqf_gguf *g, const iqf_gguf_tensor *t, char *er
 }
 
 void iqf_gguf_tensor_unload(iqf_gguf *g, const iqf_gguf_tensor *t) {
-    if (!g || !t || !g->src.read || g->buf_tensor != t - g->tensors) return;
+    if (!g || !t || !g->src.read || g->mem || g->buf_tensor != t - g->tensors) return;
     free(g->buf);
     g->buf = NULL;
     g->buf_tensor = -1;
+}
+
+iqf_status iqf_gguf_materialize(iqf_gguf *g, char *err, size_t errlen) {
+    if (!g) {
+        if (err && errlen) snprintf(err, errlen, "iqf_gguf_materialize: invalid argument");
+        return IQF_E_INVALID_ARG;
+    }
+    if (!g->src.read || g->mem) return IQF_OK;
+    const size_t n = g->size > g->data_offset ? g->size - g->data_offset : 1;
+    void *mem = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        if (err && errlen) snprintf(err, errlen, "%s: out of memory (%zu bytes for the tensors)", g->path, n);
+        return IQF_E_NOMEM;
+    }
+    free(g->buf);
+    g->buf = NULL;
+    g->buf_tensor = -1;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        char msg[512] = "";
+        const iqf_status st = g->src.read(g->src.user, i, (uint8_t *)mem + g->tensors[i].offset, msg, sizeof msg);
+        if (st != IQF_OK) {
+            if (err && errlen) snprintf(err, errlen, "%s", msg[0] ? msg : "tensor source failed");
+            munmap(mem, n);
+            return st;
+        }
+    }
+    for (int64_t i = 0; i < g->n_tensors; i++) g->tensors[i].data = (const uint8_t *)mem + g->tensors[i].offset;
+    g->mem = mem;
+    g->mem_size = n;
+    return IQF_OK;
 }
