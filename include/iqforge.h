@@ -1073,6 +1073,9 @@ typedef struct iqf_calib_params {
     int n_ctx;          /* tokens per chunk (<= 0: 128; capped at the model's context, >= 8) */
     int n_chunks;       /* chunks (<= 0: 8; fewer if the text is shorter) */
     int n_threads;      /* <= 0: one per CPU */
+    iqf_gguf *input;    /* the model as an open handle instead of the path, which then only names
+                           it (iqf_model_load_gguf; the caller keeps it open until iqf_calib_free;
+                           a source handle is materialized): NULL: load the path */
 } iqf_calib_params;
 
 /* Loads the model, tokenizes (or samples) the text, and stores the model's log-probabilities on
