@@ -438,12 +438,23 @@ typedef struct iqf_gguf_source {
     /* Writes the nbytes bytes of tensor `index` (its declared type and shape) to dst. */
     iqf_status (*read)(void *user, int64_t index, void *dst, char *err, size_t errlen);
     void (*close)(void *user);
+    /* Optional (NULL: whole tensors through read): rows row0 .. row0 + nrows - 1 of tensor
+     * `index` (rows over ne[1] * ne[2] * ne[3]), their bytes to dst. */
+    iqf_status (*read_rows)(void *user, int64_t index, int64_t row0, int64_t nrows, void *dst, char *err, size_t errlen);
 } iqf_gguf_source;
 IQF_API iqf_gguf *iqf_gguf_open_source(const void *meta, size_t meta_size, uint64_t file_size, const char *name,
                                        const iqf_gguf_source *src, char *err, size_t errlen);
 IQF_API bool iqf_gguf_is_source(const iqf_gguf *g);
 IQF_API const void *iqf_gguf_tensor_load(iqf_gguf *g, const iqf_gguf_tensor *t, char *err, size_t errlen);
 IQF_API void iqf_gguf_tensor_unload(iqf_gguf *g, const iqf_gguf_tensor *t);
+/* Rows row0 .. row0 + nrows - 1 of t (rows over ne[1] * ne[2] * ne[3]): for a mapped file or a
+ * materialized source a pointer into the tensor; for a source with read_rows those rows alone,
+ * produced into the handle's buffer (valid until the next load or unload), so that a consumer
+ * reading a tensor slab by slab holds one slab, not the tensor; for a source without it the whole
+ * tensor is loaded (iqf_gguf_tensor_load) and the pointer is into it. NULL with "FILE: what" in
+ * err on failure or rows out of range. Release with iqf_gguf_tensor_unload. */
+IQF_API const void *iqf_gguf_tensor_load_rows(iqf_gguf *g, const iqf_gguf_tensor *t, int64_t row0, int64_t nrows,
+                                              char *err, size_t errlen);
 /* Every tensor of a source produced at once into memory the handle owns: afterwards each
  * tensor's `data` points at its bytes (laid out as in the file's data section) and load/unload
  * behave as for a mapped file. For a consumer that reads any tensor at any time (the inference
