@@ -438,12 +438,30 @@ typedef struct iqf_gguf_source {
     /* Writes the nbytes bytes of tensor `index` (its declared type and shape) to dst. */
     iqf_status (*read)(void *user, int64_t index, void *dst, char *err, size_t errlen);
     void (*close)(void *user);
+    /* Optional (NULL: whole tensors through read): rows row0 .. row0 + nrows - 1 of tensor
+     * `index` (rows over ne[1] * ne[2] * ne[3]), their bytes to dst. */
+    iqf_status (*read_rows)(void *user, int64_t index, int64_t row0, int64_t nrows, void *dst, char *err, size_t errlen);
 } iqf_gguf_source;
 IQF_API iqf_gguf *iqf_gguf_open_source(const void *meta, size_t meta_size, uint64_t file_size, const char *name,
                                        const iqf_gguf_source *src, char *err, size_t errlen);
 IQF_API bool iqf_gguf_is_source(const iqf_gguf *g);
 IQF_API const void *iqf_gguf_tensor_load(iqf_gguf *g, const iqf_gguf_tensor *t, char *err, size_t errlen);
 IQF_API void iqf_gguf_tensor_unload(iqf_gguf *g, const iqf_gguf_tensor *t);
+/* Rows row0 .. row0 + nrows - 1 of t (rows over ne[1] * ne[2] * ne[3]): for a mapped file or a
+ * materialized source a pointer into the tensor; for a source with read_rows those rows alone,
+ * produced into the handle's buffer (valid until the next load or unload), so that a consumer
+ * reading a tensor slab by slab holds one slab, not the tensor; for a source without it the whole
+ * tensor is loaded (iqf_gguf_tensor_load) and the pointer is into it. NULL with "FILE: what" in
+ * err on failure or rows out of range. Release with iqf_gguf_tensor_unload. */
+IQF_API const void *iqf_gguf_tensor_load_rows(iqf_gguf *g, const iqf_gguf_tensor *t, int64_t row0, int64_t nrows,
+                                              char *err, size_t errlen);
+/* Every tensor of a source produced at once into memory the handle owns: afterwards each
+ * tensor's `data` points at its bytes (laid out as in the file's data section) and load/unload
+ * behave as for a mapped file. For a consumer that reads any tensor at any time (the inference
+ * engine); costs the data section's size in memory. Does nothing on a mapped file. Errors:
+ * IQF_E_NOMEM, or the status of the source's failure with its "FILE: what" in err; the handle
+ * is unchanged then. */
+IQF_API iqf_status iqf_gguf_materialize(iqf_gguf *g, char *err, size_t errlen);
 
 /*
  * Schema. The keys llama.cpp reads for the models it loads (general.architecture, alignment,
@@ -774,6 +792,13 @@ typedef struct iqf_model_params {
 IQF_API iqf_model_params iqf_model_default_params(void);
 IQF_API iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
                           char *err, size_t errlen);
+/* The same from an open GGUF handle, e.g. a Hugging Face checkpoint converted in memory
+ * (iqf_convert_open): a source handle has every tensor produced into memory first
+ * (iqf_gguf_materialize), so the model costs the converted file's size in memory. take: the model
+ * owns g (closed by iqf_model_free, or at once when the load fails); else the caller keeps g open
+ * while the model lives and closes it afterwards. Messages name iqf_gguf_path(g). */
+IQF_API iqf_status iqf_model_load_gguf(iqf_gguf *g, bool take, const iqf_model_params *params, iqf_model **out,
+                                       char *err, size_t errlen);
 IQF_API void iqf_model_free(iqf_model *m); /* NULL is fine */
 IQF_API const iqf_model_info *iqf_model_get_info(const iqf_model *m);
 /* The GGUF the model was loaded from (for the tokenizer); lives as long as the model. */
@@ -1059,6 +1084,9 @@ typedef struct iqf_calib_params {
     int n_ctx;          /* tokens per chunk (<= 0: 128; capped at the model's context, >= 8) */
     int n_chunks;       /* chunks (<= 0: 8; fewer if the text is shorter) */
     int n_threads;      /* <= 0: one per CPU */
+    iqf_gguf *input;    /* the model as an open handle instead of the path, which then only names
+                           it (iqf_model_load_gguf; the caller keeps it open until iqf_calib_free;
+                           a source handle is materialized): NULL: load the path */
 } iqf_calib_params;
 
 /* Loads the model, tokenizes (or samples) the text, and stores the model's log-probabilities on

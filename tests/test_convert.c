@@ -436,7 +436,7 @@ static void test_open_source(void) {
               !strchr(err, '\n'), "empty directory: '%s'", err);
     CHECK(iqf_convert_open(ck, (iqf_convert_outtype)9, err, sizeof err) == NULL, "bad outtype accepted");
     /* iqf_gguf_open_source refuses bad metadata and still closes its source */
-    iqf_gguf_source src = { NULL, never_read, count_close };
+    iqf_gguf_source src = { NULL, never_read, count_close, NULL };
     closes = 0;
     CHECK(!iqf_gguf_open_source("GGUF", 4, 4, "m", &src, err, sizeof err) && closes == 1, "truncated metadata: %s", err);
     CHECK(!iqf_gguf_open_source(NULL, 0, 0, "m", &src, err, sizeof err) && closes == 2, "NULL metadata");

@@ -116,7 +116,12 @@ int model_cli_load(const char *path, const model_cli_sim *s, int n_threads, iqf_
         p.imatrix = im_lookup;
         p.imatrix_user = im;
     }
-    iqf_status st = iqf_model_load(path, &p, out, err, sizeof err);
+    iqf_status st;
+    if (cli_is_dir(path)) { /* a Hugging Face checkpoint, converted in memory as `convert` would write it */
+        iqf_gguf *g = iqf_convert_open(path, IQF_CONVERT_AUTO, err, sizeof err);
+        st = g ? iqf_model_load_gguf(g, true, &p, out, err, sizeof err) : IQF_E_FORMAT;
+    } else
+        st = iqf_model_load(path, &p, out, err, sizeof err);
     iqf_imatrix_file_free(im);
     if (st) return cli_error("%s", err);
     return 0;

@@ -304,9 +304,10 @@ typedef struct cv_source {
     char err[1024]; /* c.err while the source is open */
 } cv_source;
 
-/* Tensor i's bytes as iqf_convert_hf writes them, row by row into dst; the input pages of its
- * source tensors are dropped afterwards. */
-static iqf_status cv_src_read(void *user, int64_t i, void *dst, char *err, size_t errlen) {
+/* Rows row0 .. row0 + n - 1 of tensor i as iqf_convert_hf writes them, into dst; the input
+ * pages consumed are dropped as they go (a plain or permuted tensor's prefix, a stacked expert
+ * when its last row is out, any other source when the tensor's last row is out). */
+static iqf_status cv_src_read_rows(void *user, int64_t i, int64_t row0, int64_t n, void *dst, char *err, size_t errlen) {
     cv_source *s = user;
     cv *c = &s->c;
     if (i < 0 || i >= c->n_t) {
@@ -314,23 +315,44 @@ static iqf_status cv_src_read(void *user, int64_t i, void *dst, char *err, size_
         return IQF_E_INVALID_ARG;
     }
     const ot *o = &c->t[i];
+    const int64_t nrows = o->ne[1] * o->ne[2] * o->ne[3];
+    if (row0 < 0 || n < 1 || row0 > nrows - n) {
+        snprintf(err, errlen, "%s: rows %lld+%lld outside tensor %s", c->dir, (long long)row0, (long long)n, o->name);
+        return IQF_E_INVALID_ARG;
+    }
     float *row = malloc((size_t)o->ne[0] * sizeof *row);
     if (!row) {
         snprintf(err, errlen, "%s: out of memory (tensor %s)", c->dir, o->name);
         return IQF_E_NOMEM;
     }
-    const int64_t nrows = o->ne[1] * o->ne[2] * o->ne[3];
     const size_t rb = row_bytes(o->type, o->ne[0]);
     uint8_t *out = dst;
-    for (int64_t r = 0; r < nrows; r++) {
+    for (int64_t r = row0; r < row0 + n; r++) {
         iqf_cv_get_row(o, r, row);
-        encode_row(o->type, row, o->ne[0], out + (size_t)r * rb);
+        encode_row(o->type, row, o->ne[0], out + (size_t)(r - row0) * rb);
         if (o->kind == K_STACK && (r + 1) % o->ne[1] == 0) iqf_st_release(c->st, o->srcs[r / o->ne[1]]);
     }
     free(row);
-    if (o->kind == K_PLAIN || o->kind == K_PERMUTE || o->kind == K_GATHER || o->kind == K_KB || o->kind == K_VB)
+    const int64_t end = row0 + n;
+    if (end == nrows && (o->kind == K_PLAIN || o->kind == K_PERMUTE || o->kind == K_GATHER || o->kind == K_KB || o->kind == K_VB))
         iqf_st_release(c->st, o->src);
+    else if (o->kind == K_PLAIN || (o->kind == K_PERMUTE && o->perm_heads > 0)) {
+        const int64_t blk = o->kind == K_PLAIN ? 1 : o->ne[1] / o->perm_heads; /* rows a head permutes among */
+        const int64_t done = blk > 0 ? end / blk * blk : 0;
+        iqf_st_release_prefix(c->st, o->src, (uint64_t)done * (uint64_t)o->ne[0] * iqf_st_dtype_size(o->src->dtype));
+    }
     return IQF_OK;
+}
+
+/* Tensor i's bytes as iqf_convert_hf writes them, into dst. */
+static iqf_status cv_src_read(void *user, int64_t i, void *dst, char *err, size_t errlen) {
+    cv_source *s = user;
+    if (i < 0 || i >= s->c.n_t) {
+        snprintf(err, errlen, "%s: no tensor %lld", s->c.dir, (long long)i);
+        return IQF_E_INVALID_ARG;
+    }
+    const ot *o = &s->c.t[i];
+    return cv_src_read_rows(user, i, 0, o->ne[1] * o->ne[2] * o->ne[3], dst, err, errlen);
 }
 
 static void cv_src_close(void *user) {
@@ -376,7 +398,7 @@ iqf_gguf *iqf_convert_open(const char *dir, iqf_convert_outtype outtype, char *e
     /* later messages (tensor reads) go to the source's own buffer, then to the caller's */
     c->err = s->err;
     c->errlen = sizeof s->err;
-    iqf_gguf_source src = { s, cv_src_read, cv_src_close };
+    iqf_gguf_source src = { s, cv_src_read, cv_src_close, cv_src_read_rows };
     iqf_gguf *g = iqf_gguf_open_source(hdr, hdr_size, file_size, dir, &src, err, errlen); /* closes s on failure */
     free(hdr);
     return g;

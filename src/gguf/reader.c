@@ -20,44 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct gkv {
-    const char *key;
-    int type;           /* vtype; IQF_GGUF_ARR for arrays */
-    int arr_type;       /* element type of an array, else -1 */
-    uint64_t n;         /* array length (1 for scalars) */
-    void *val;          /* arena: scalar / packed elements / text / string offsets (n+1) */
-    char *strbase;      /* string arrays: text base (element j = strbase + off[j]) */
-    size_t len;         /* scalar string length */
-} gkv;
-
-struct iqf_gguf {
-    char *path;
-    const uint8_t *base;
-    size_t size;
-    bool mapped;
-    uint32_t version;
-    size_t alignment;
-    size_t data_offset;
-    int64_t n_kv, n_tensors;
-    gkv *kv;
-    iqf_gguf_tensor *tensors;
-    char *arena;        /* KV values, keys and tensor names */
-    int64_t *kv_hash, *t_hash;
-    size_t kv_hmask, t_hmask;
-    uint64_t seed;      /* per-handle hash seed: crafted colliding names cannot be precomputed */
-    /* A gguf-split model opened by its first part (split.c): parts[1..n_parts-1] are the other
-     * parts (parts[0] is NULL: this handle), and `tensors` is every part's tensors. */
-    struct iqf_gguf **parts;
-    int n_parts;
-    iqf_gguf_tensor *own_tensors; /* this file's own tensor array, when tensors is the merged one */
-    int64_t own_n_tensors;
-    /* iqf_gguf_open_source: base is an owned copy of the metadata (hdr_size bytes), size the
-     * size of the file it describes; tensor bytes come from src into buf (one tensor at a time) */
-    size_t hdr_size;
-    iqf_gguf_source src;
-    void *buf;
-    int64_t buf_tensor; /* the tensor in buf, -1: none */
-};
+/* struct iqf_gguf and gkv: gguf_internal.h (shared with source.c) */
 
 
 /* ------------------------------------------------------------------------------------------ */
@@ -584,6 +547,7 @@ void iqf_gguf_close(iqf_gguf *g) {
     if (g->mapped && g->base) munmap((void *)g->base, g->size);
     if (g->hdr_size) free((void *)g->base);
     free(g->buf);
+    if (g->mem) munmap(g->mem, g->mem_size);
     if (g->src.close) g->src.close(g->src.user);
     free(g->path);
     free(g->kv);
@@ -803,39 +767,3 @@ iqf_gguf *iqf_gguf_open_source(const void *meta, size_t meta_size, uint64_t file
 
 bool iqf_gguf_is_source(const iqf_gguf *g) { return g && g->src.read; }
 
-const void *iqf_gguf_tensor_load(iqf_gguf *g, const iqf_gguf_tensor *t, char *err, size_t errlen) {
-    if (!g || !t) {
-        if (err && errlen) snprintf(err, errlen, "iqf_gguf_tensor_load: invalid argument");
-        return NULL;
-    }
-    if (!g->src.read) return t->data;
-    const int64_t i = t - g->tensors;
-    if (i < 0 || i >= g->n_tensors) {
-        if (err && errlen) snprintf(err, errlen, "%s: tensor not of this model", g->path);
-        return NULL;
-    }
-    if (g->buf_tensor == i) return g->buf;
-    free(g->buf);
-    g->buf_tensor = -1;
-    g->buf = malloc(t->nbytes ? t->nbytes : 1);
-    if (!g->buf) {
-        if (err && errlen) snprintf(err, errlen, "%s: out of memory (tensor %s, %zu bytes)", g->path, t->name, t->nbytes);
-        return NULL;
-    }
-    char msg[512] = "";
-    if (g->src.read(g->src.user, i, g->buf, msg, sizeof msg) != IQF_OK) {
-        if (err && errlen) snprintf(err, errlen, "%s", msg[0] ? msg : "tensor source failed");
-        free(g->buf);
-        g->buf = NULL;
-        return NULL;
-    }
-    g->buf_tensor = i;
-    return g->buf;
-}
-
-void iqf_gguf_tensor_unload(iqf_gguf *g, const iqf_gguf_tensor *t) {
-    if (!g || !t || !g->src.read || g->buf_tensor != t - g->tensors) return;
-    free(g->buf);
-    g->buf = NULL;
-    g->buf_tensor = -1;
-}

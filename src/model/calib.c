@@ -225,7 +225,8 @@ iqf_status iqf_calib_open(const char *model, const iqf_calib_params *p, iqf_cali
     if (!cb) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     iqf_model_params mp = iqf_model_default_params();
     mp.n_threads = p->n_threads;
-    iqf_status st = iqf_model_load(model, &mp, &cb->m, err, errlen);
+    iqf_status st = p->input ? iqf_model_load_gguf(p->input, false, &mp, &cb->m, err, errlen)
+                             : iqf_model_load(model, &mp, &cb->m, err, errlen);
     if (st) {
         iqf_calib_free(cb);
         return st;

@@ -54,7 +54,7 @@ void iqf_model_free(iqf_model *m) {
     free(m->mats);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
-    iqf_gguf_close(m->gguf);
+    if (!m->gguf_borrowed) iqf_gguf_close(m->gguf);
     free(m);
 }
 
@@ -702,23 +702,10 @@ static iqf_status load_layer(loader *ld, int l) {
     return st ? st : load_layer_ffn(ld, l);
 }
 
-iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
-                          char *err, size_t errlen) {
-    if (!path || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL path or output");
-    *out = NULL;
+/* The stages on an open handle (m->gguf set); frees m on failure. */
+static iqf_status load_stages(iqf_model *m, const iqf_model_params *params, iqf_model **out, char *err, size_t errlen) {
     iqf_model_params p = params ? *params : iqf_model_default_params();
-    if (p.simulate_type >= 0 && !iqf_can_encode(p.simulate_type))
-        return iqf_fail(err, errlen, IQF_E_UNSUPPORTED, "cannot simulate %s: this build has no encoder for it",
-                    iqf_type_get(p.simulate_type) ? iqf_type_get(p.simulate_type)->name : "an unknown type");
-    iqf_model *m = calloc(1, sizeof *m);
-    if (!m) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
-    char gerr[512];
-    m->gguf = iqf_gguf_open(path, gerr, sizeof gerr);
-    if (!m->gguf) {
-        free(m);
-        return iqf_fail(err, errlen, IQF_E_FORMAT, "%s", gerr);
-    }
-    loader ld = { m, path, err, errlen };
+    loader ld = { m, iqf_gguf_path(m->gguf), err, errlen };
     iqf_status st = load_arch(&ld);
     if (!st) st = load_sizes(&ld);
     if (!st) st = load_rope(&ld);
@@ -737,4 +724,51 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
     }
     *out = m;
     return IQF_OK;
+}
+
+static iqf_status check_sim(const iqf_model_params *p, char *err, size_t errlen) {
+    if (p && p->simulate_type >= 0 && !iqf_can_encode(p->simulate_type))
+        return iqf_fail(err, errlen, IQF_E_UNSUPPORTED, "cannot simulate %s: this build has no encoder for it",
+                    iqf_type_get(p->simulate_type) ? iqf_type_get(p->simulate_type)->name : "an unknown type");
+    return IQF_OK;
+}
+
+iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_model **out,
+                          char *err, size_t errlen) {
+    if (!path || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL path or output");
+    *out = NULL;
+    iqf_status st = check_sim(params, err, errlen);
+    if (st) return st;
+    iqf_model *m = calloc(1, sizeof *m);
+    if (!m) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    char gerr[512];
+    m->gguf = iqf_gguf_open(path, gerr, sizeof gerr);
+    if (!m->gguf) {
+        free(m);
+        return iqf_fail(err, errlen, IQF_E_FORMAT, "%s", gerr);
+    }
+    return load_stages(m, params, out, err, errlen);
+}
+
+/* A handle rather than a path: a source (a checkpoint converted in memory, iqf_convert_open) has
+ * its tensors produced into memory first, since the engine reads any weight at any time. */
+iqf_status iqf_model_load_gguf(iqf_gguf *g, bool take, const iqf_model_params *params, iqf_model **out, char *err,
+                               size_t errlen) {
+    if (!g || !out) {
+        if (take) iqf_gguf_close(g);
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL model handle or output");
+    }
+    *out = NULL;
+    iqf_status st = check_sim(params, err, errlen);
+    iqf_model *m = st ? NULL : calloc(1, sizeof *m);
+    if (!st && !m) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    if (!st) st = iqf_gguf_materialize(g, err, errlen);
+    if (st) {
+        free(m);
+        if (take) iqf_gguf_close(g);
+        return st;
+    }
+    m->gguf = g;
+    m->gguf_borrowed = !take;
+    return load_stages(m, params, out, err, errlen);
 }

@@ -65,6 +65,7 @@ struct iqf_model {
     iqf_weight **mats; /* every matrix product's weight (layers' 7, then output), n_mats */
     int n_mats;
     void *gguf;                 /* iqf_gguf* the weights point into */
+    bool gguf_borrowed;         /* iqf_model_load_gguf without take: the caller closes gguf */
     void **owned;               /* simulate: float copies */
     int n_owned;
 };

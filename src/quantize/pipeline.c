@@ -205,8 +205,10 @@ static iqf_status encode_tensor(quant_job *j, int64_t i, const iqf_quantize_para
     if (slab > rows_per_expert) slab = rows_per_expert;
     iqf_status st = slab_buffers(j, t->type == IQF_TYPE_F32 ? 0 : (size_t)(slab * ncols), (size_t)slab * dst_rs, t->name);
     if (st) return st;
-    const uint8_t *data = iqf_gguf_tensor_load(j->pl.g, t, msg, sizeof msg); /* mapped, or produced now */
-    if (!data) return iqf_fail(j->err, j->errlen, IQF_E_FORMAT, "%s", msg);
+    /* mapped; or produced now, slab by slab (a source's rows: one slab held, not the tensor) */
+    const bool by_rows = iqf_gguf_is_source(j->pl.g);
+    const uint8_t *data = by_rows ? NULL : iqf_gguf_tensor_load(j->pl.g, t, msg, sizeof msg);
+    if (!by_rows && !data) return iqf_fail(j->err, j->errlen, IQF_E_FORMAT, "%s", msg);
 #ifndef NDEBUG
     const uint64_t remaining0 = iqf_gguf_writer_data_remaining(wi);
 #endif
@@ -215,11 +217,13 @@ static iqf_status encode_tensor(quant_job *j, int64_t i, const iqf_quantize_para
         const int64_t left_in_expert = rows_per_expert - r % rows_per_expert;
         const int64_t n = slab < left_in_expert ? slab : left_in_expert;
         const float *x;
-        if (r + n < nrows_total) {
+        if (by_rows && !(data = iqf_gguf_tensor_load_rows(j->pl.g, t, r, n, msg, sizeof msg)))
+            return iqf_fail(j->err, j->errlen, IQF_E_FORMAT, "%s", msg);
+        if (!by_rows && r + n < nrows_total) {
             const int64_t nn = nrows_total - (r + n) < slab ? nrows_total - (r + n) : slab;
             prefetch(data + (size_t)(r + n) * src_rs, (size_t)nn * src_rs);
         }
-        st = rows_to_f32(t, data, r, n, j->f32buf, &x, j->n_threads, msg, sizeof msg);
+        st = rows_to_f32(t, data, by_rows ? 0 : r, n, j->f32buf, &x, j->n_threads, msg, sizeof msg);
         if (st) return iqf_fail(j->err, j->errlen, st, "tensor %s: %s", t->name, msg);
         const float *imx = it->imatrix ? it->imatrix + expert * ncols : NULL;
         st = j->pl.fb ? iqf_feedback_quantize(j->pl.fb, t->name, new_type, x, j->qbuf, n, ncols, imx, qp, msg, sizeof msg)
@@ -232,7 +236,7 @@ static iqf_status encode_tensor(quant_job *j, int64_t i, const iqf_quantize_para
         if (j->p->post_encode) j->p->post_encode(j->p->post_encode_user, t->name, new_type, j->qbuf, n, ncols);
         st = iqf_gguf_writer_write_data(wi, j->qbuf, (size_t)n * dst_rs);
         if (st) return iqf_fail(j->err, j->errlen, st, "%s", iqf_gguf_writer_error(wi));
-        drop_pages(data + (size_t)r * src_rs, (size_t)n * src_rs);
+        if (!by_rows) drop_pages(data + (size_t)r * src_rs, (size_t)n * src_rs);
         r += n;
         *done_in += (int64_t)((size_t)n * src_rs);
         iqf_progress_update(prog, (int)i + 1, t->name, tname(new_type), *done_in);

@@ -141,8 +141,6 @@ static bool user_choice(target_run *r, int i, bool tied) {
  * the items: fixed or free, the candidates of the free ones. */
 static iqf_status classify(target_run *r) {
     iqf_plan *pl = &r->pl;
-    if (r->qp->input) /* the measurement reads rows of any tensor at any time: a mapped file only */
-        return iqf_fail(r->err, r->errlen, IQF_E_INVALID_ARG, "%s: --target-size needs a GGUF file as input", r->in);
     iqf_status st = iqf_plan_open(pl, r->in, r->qp, NULL, r->err, r->errlen);
     if (st) return st;
     if (!pl->have_im)
@@ -158,6 +156,7 @@ static iqf_status classify(target_run *r) {
         iqf_target_item *it = &r->items[i];
         const iqf_gguf_tensor *t = pl->items[i].t;
         it->t = t;
+        it->g = pl->g;
         it->name = pl->rt[i].name;
         it->im = pl->items[i].imatrix;
         it->type = pl->items[i].choice.type;

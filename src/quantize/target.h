@@ -38,6 +38,8 @@ typedef struct iqf_target_cand {
 
 typedef struct iqf_target_item {
     const iqf_gguf_tensor *t;
+    iqf_gguf *g;               /* t's handle, read through iqf_gguf_tensor_load (a source: one
+                                  tensor at a time); NULL: t->data is mapped */
     const char *name;          /* its output name (after --prune-layers) */
     bool quantizable, fixed;
     int type;                  /* fixed type, or the chosen one */

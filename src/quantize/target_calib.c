@@ -95,7 +95,9 @@ static iqf_status probe_tensor(iqf_calib *cb, iqf_target_item *it, const iqf_tar
 
 iqf_status iqf_target_calibrate(const char *in, iqf_target_item *items, int nt, const iqf_target_params *tp,
                                 const iqf_quantize_params *qp, FILE *logf, iqf_calib **out, char *err, size_t errlen) {
-    iqf_calib_params cp = { tp->calib_text, tp->calib_ctx, tp->calib_chunks, qp->n_threads };
+    /* a checkpoint converted in memory: the engine loads the items' handle (materialized then) */
+    iqf_gguf *src = nt > 0 && iqf_gguf_is_source(items[0].g) ? items[0].g : NULL;
+    iqf_calib_params cp = { tp->calib_text, tp->calib_ctx, tp->calib_chunks, qp->n_threads, src };
     iqf_calib *cb = NULL;
     iqf_status st = iqf_calib_open(in, &cp, &cb, err, errlen);
     if (st) return st;

