@@ -367,7 +367,7 @@ static int search_m_scalar(const float px[2][17], const float pw[2][17], float *
     return besti1 < 0 || besti2 < 0 ? -1 : best_k;
 }
 
-#ifdef IQ1_X86
+/* the vector kernels' helpers: every target (the NEON level is the plain width) */
 /* The reference's sumqx/sumq2 of one IQ1_S split (i1, i2) for x_p and x_m (used by the
  * vector kernels' edge cases only). */
 static inline void scalar_pair_s(const float *sumx, const float *sumw, int i1, int i2, float *sqxp,
@@ -599,6 +599,21 @@ static void place_prefix_s(const float *xb, const float *weight, const int32_t *
 }
 
 /* ---- the kernels (iq1_lanes.h), once per instruction set ---- */
+/* the NEON level: the plain width at 8 lanes (vec_lanes_plain.h), any GCC/clang target */
+#define VL_W 8
+#define VL_PLAIN 1
+#define VL_TGT
+#define VL_SFX(name) name##_neon
+#include "vec_lanes.h"
+#include "iq1_lanes.h"
+#undef VL_PLAIN
+#undef VL_W
+#undef VL_TGT
+#undef VL_SFX
+/* arm64 runs the NEON kernels only where they fuse exactly as the scalar code (IQF_FMA_ARM) */
+#define IQ1_NEON (!IQF_GGML_FUSES)
+
+#ifdef IQ1_X86
 #define VL_W 8
 #define VL_TGT AVX2_TARGET
 #define VL_SFX(name) name##_avx2
@@ -624,10 +639,11 @@ static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
     iq1_kernels k = { ctx->simd, best_neighbour_scalar, weights_scalar,
                       sort_prefix_m_scalar, sort_prefix_s_scalar, search_s_scalar, search_m_scalar };
 #ifdef IQ1_X86
-    if (ctx->simd >= IQF_SIMD_AVX512) k = kernels_avx512;
-    else if (ctx->simd >= IQF_SIMD_AVX2) k = kernels_avx2;
-    k.simd = ctx->simd;
+    if (ctx->simd == IQF_SIMD_AVX512) k = kernels_avx512;
+    else if (IQF_SIMD_IS_X86(ctx->simd)) k = kernels_avx2;
 #endif
+    if (IQ1_NEON && ctx->simd == IQF_SIMD_NEON) k = kernels_neon;
+    k.simd = ctx->simd;
     return k;
 }
 

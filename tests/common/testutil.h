@@ -65,4 +65,11 @@ typedef struct tu_small_llama {
 } tu_small_llama;
 bool tu_write_small_llama(const char *path, const tu_small_llama *spec);
 
+/* The highest SIMD level: loops over SCALAR..TU_SIMD_TOP through the public API (which resolves
+ * a level the CPU lacks to the best it has) cover every level, IQF_SIMD_NEON (the plain-width
+ * kernels) also on x86-64. tu_simd_runs: whether an internal kernel may be called at level s
+ * directly (x86 levels only on a CPU that has them). */
+#define TU_SIMD_TOP IQF_SIMD_NEON
+static inline bool tu_simd_runs(int s) { return s == IQF_SIMD_NEON || s <= (int)iqf_simd_detect(); }
+
 #endif
