@@ -32,7 +32,7 @@
 #undef VL_IS_PLAIN
 #if VL_W == 4 || defined(VL_PLAIN)
 #define VL_IS_PLAIN 1
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) || defined(__clang__)
 /* 32-byte vectors on a target whose ABI passes them differently with AVX (x86-64 without it):
  * every plain-width function is static, so no vector crosses a translation unit */
 #pragma GCC diagnostic ignored "-Wpsabi"

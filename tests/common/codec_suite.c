@@ -52,6 +52,7 @@ static void best_check(int type, const float *x, int64_t rows, int64_t cols, con
     bool have = false;
     char err[256];
     for (int simd = IQF_SIMD_SCALAR; simd <= TU_SIMD_TOP; simd++) {
+        if (!tu_simd_runs(simd)) continue;
         for (int threads = 1; threads <= 3; threads += 2) {
             iqf_quantize_params p = iqf_quantize_default_params();
             p.mode = IQF_MODE_BEST;
@@ -448,6 +449,7 @@ static void best_case(int type, const float *x, int64_t rows, int64_t cols, cons
     if (st != IQF_OK) goto out;
     const iqf_simd top = TU_SIMD_TOP;
     for (int simd = IQF_SIMD_SCALAR; simd <= (int)top; simd++) {
+        if (!tu_simd_runs(simd)) continue;
         for (int threads = 1; threads <= 3; threads += 2) {
             if (simd == IQF_SIMD_SCALAR && threads == 1) continue;
             p.simd = (iqf_simd)simd;

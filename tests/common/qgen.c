@@ -98,6 +98,7 @@ int qgen_diff(int type, const float *x, int64_t rows, int64_t cols, const float 
 
     iqf_simd top = TU_SIMD_TOP;
     for (int simd = IQF_SIMD_SCALAR; simd <= (int)top; simd++) {
+        if (!tu_simd_runs(simd)) continue;
         for (int threads = 1; threads <= 3; threads += 2) {
             iqf_quantize_params p = iqf_quantize_default_params();
             p.simd = (iqf_simd)simd;
