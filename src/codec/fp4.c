@@ -135,17 +135,9 @@ static inline void fp4_pack(const uint8_t *codes, int h, uint8_t *qs) {
 }
 
 /* ---- SIMD instantiations (fp4_lanes.h once per instruction set) ---- */
-/* the NEON level: the plain width at 8 lanes (vec_lanes_plain.h), any GCC/clang target */
-#define VL_W 8
-#define VL_PLAIN 1
-#define VL_TGT
-#define VL_SFX(name) name##_neon
-#include "vec_lanes.h"
-#include "fp4_lanes.h"
-#undef VL_PLAIN
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "fp4_lanes.h"
+#include "lanes_neon.h"
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FP4_HAVE_X86 1
 #include <immintrin.h>

@@ -365,17 +365,9 @@ static const float iq2_lev[16] = { 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
                                    1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f }; /* q per level slot */
 
 /* The SIMD steps (iq2_lanes.h), once per instruction set: ops_neon, ops_avx2, ops_avx512. */
-/* the NEON level: the plain width at 8 lanes (vec_lanes_plain.h), any GCC/clang target */
-#define VL_W 8
-#define VL_PLAIN 1
-#define VL_TGT
-#define VL_SFX(name) name##_neon
-#include "vec_lanes.h"
-#include "iq2_lanes.h"
-#undef VL_PLAIN
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "iq2_lanes.h"
+#include "lanes_neon.h"
 /* arm64 runs the NEON kernels only where they fuse exactly as the scalar code (IQF_FMA_ARM) */
 #define IQ2_NEON (!IQF_GGML_FUSES)
 
@@ -389,20 +381,14 @@ static const float iq2_lev[16] = { 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
 #define VL_W 8
 #define VL_TGT T_AVX2
 #define VL_SFX(name) name##_avx2
-#include "vec_lanes.h"
-#include "iq2_lanes.h"
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+#define VL_KERNELS "iq2_lanes.h"
+#include "lanes_inst.h"
 
 #define VL_W 16
 #define VL_TGT T_AVX512
 #define VL_SFX(name) name##_avx512
-#include "vec_lanes.h"
-#include "iq2_lanes.h"
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+#define VL_KERNELS "iq2_lanes.h"
+#include "lanes_inst.h"
 #endif
 
 static const enc_ops *select_ops(const iqf_qctx *ctx) {

@@ -85,17 +85,9 @@ static inline int int_near(float v, float d, int lo, int hi) {
 #undef KQB_VEC
 #endif
 #define KQB_VEC 1
-/* the NEON level: the plain width at 8 lanes (vec_lanes_plain.h), any GCC/clang target */
-#define VL_W 8
-#define VL_PLAIN 1
-#define VL_TGT
-#define VL_SFX(name) name##_neon
-#include "vec_lanes.h"
-#include "kq_best_lanes.h"
-#undef VL_PLAIN
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "kq_best_lanes.h"
+#include "lanes_neon.h"
 #undef KQB_VEC
 #define KQB_VEC 0
 #define VL_TGT

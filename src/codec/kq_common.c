@@ -289,17 +289,9 @@ typedef struct {
 } kq_search;
 
 /* ---- SIMD instantiations ---- */
-/* the NEON level: the plain width at 8 lanes (vec_lanes_plain.h), any GCC/clang target */
-#define VL_W 8
-#define VL_PLAIN 1
-#define VL_TGT
-#define VL_SFX(name) name##_neon
-#include "vec_lanes.h"
-#include "kq_common_lanes.h"
-#undef VL_PLAIN
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "kq_common_lanes.h"
+#include "lanes_neon.h"
 /* arm64 runs the NEON kernels only where they fuse exactly as the scalar code (IQF_FMA_ARM) */
 #define KQ_NEON (!IQF_GGML_FUSES)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -268,17 +268,9 @@ const iqf_codec iqf_codecs_legacy[] = {
 };
 
 /* ---- SIMD instantiations of the *_ref encoders (legacy_lanes.h once per instruction set) ---- */
-/* the NEON level: the plain width at 8 lanes (vec_lanes_plain.h), any GCC/clang target */
-#define VL_W 8
-#define VL_PLAIN 1
-#define VL_TGT
-#define VL_SFX(name) name##_neon
-#include "vec_lanes.h"
-#include "legacy_lanes.h"
-#undef VL_PLAIN
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "legacy_lanes.h"
+#include "lanes_neon.h"
 #ifdef LEG_HAVE_X86
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma,f16c")))

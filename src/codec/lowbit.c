@@ -150,17 +150,9 @@ static void tq2_0_row_ref(const float *x, block_tq2_0 *y, int64_t nb) {
 }
 
 /* ---- SIMD instantiations (lowbit_lanes.h once per instruction set) ---- */
-/* the NEON level: the plain width at 8 lanes (vec_lanes_plain.h), any GCC/clang target */
-#define VL_W 8
-#define VL_PLAIN 1
-#define VL_TGT
-#define VL_SFX(name) name##_neon
-#include "vec_lanes.h"
-#include "lowbit_lanes.h"
-#undef VL_PLAIN
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "lowbit_lanes.h"
+#include "lanes_neon.h"
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define LB_HAVE_X86 1
 #include <immintrin.h>

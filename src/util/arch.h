@@ -1,7 +1,7 @@
 /* arch.h - which instruction-set code this translation unit may compile. IQF_ARCH_X86 is set
  * (and <immintrin.h> included) only when compiling for x86 with GCC or clang, whose
- * target attributes the AVX2/AVX-512 kernels use; everywhere else (arm64, other compilers) only
- * the scalar kernels are compiled and the run-time dispatch never leaves them
+ * target attributes the AVX2/AVX-512 kernels use; everywhere else (arm64, other compilers) the
+ * scalar kernels and the plain-width (vector-extension) ones of the NEON level are compiled
  * (iqf_simd_detect() returns IQF_SIMD_NEON on arm64 with GCC/clang, else IQF_SIMD_SCALAR). */
 #ifndef IQF_UTIL_ARCH_H
 #define IQF_UTIL_ARCH_H
