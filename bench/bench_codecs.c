@@ -9,7 +9,7 @@
  * scaling of one type (wall time, 1..iqf_cpu_count threads, output checked identical).
  *
  *   bench_codecs [--types iq3_xxs,iq3_s] [--rows N] [--cols N] [--reps N]
- *                [--scaling-type iq3_xxs|none] [--scalar] [--simd scalar|avx2|avx512] [--best]
+ *                [--scaling-type iq3_xxs|none] [--scalar] [--simd scalar|avx2|avx512|neon] [--best]
  *
  * --best adds a row per type and imatrix setting for the `best` encoder mode (IQF_MODE_BEST),
  * timed against the same oracle run; its bytes are checked to decode bitwise alike with the
@@ -41,7 +41,7 @@ typedef struct timing {
 static void usage(void) {
     fprintf(stderr,
             "usage: bench_codecs [--types t1,t2,...] [--rows N] [--cols N] [--reps N]\n"
-            "                    [--scaling-type TYPE|none] [--scalar] [--simd scalar|avx2|avx512]\n");
+            "                    [--scaling-type TYPE|none] [--scalar] [--simd scalar|avx2|avx512|neon]\n");
     exit(2);
 }
 
@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--simd") && i + 1 < argc) {
             const char *sv = argv[++i];
             simd = !strcmp(sv, "scalar") ? IQF_SIMD_SCALAR : !strcmp(sv, "avx2") ? IQF_SIMD_AVX2
-                 : !strcmp(sv, "avx512") ? IQF_SIMD_AVX512 : IQF_SIMD_AUTO;
+                 : !strcmp(sv, "avx512") ? IQF_SIMD_AVX512 : !strcmp(sv, "neon") ? IQF_SIMD_NEON : IQF_SIMD_AUTO;
             if (simd == IQF_SIMD_AUTO) usage();
             if (simd > iqf_simd_detect()) simd = iqf_simd_detect();
         }

@@ -212,9 +212,14 @@ typedef enum iqf_simd {
     IQF_SIMD_SCALAR = 1,   /* portable C */
     IQF_SIMD_AVX2 = 2,
     IQF_SIMD_AVX512 = 3,
+    IQF_SIMD_NEON = 4,     /* 4/8-lane GCC/clang vector-extension kernels: NEON on arm64 (always
+                              there), SSE on x86-64 where it is a test level only (AUTO never
+                              picks it there); the quantizers only, the model engine runs its
+                              portable C path at this level */
 } iqf_simd;
 
-/* The best level this CPU supports (never returns IQF_SIMD_AUTO). */
+/* The best level this CPU supports (never returns IQF_SIMD_AUTO): AVX-512 or AVX2 on x86-64,
+ * NEON on arm64 (built with GCC or clang), else scalar. */
 IQF_API iqf_simd iqf_simd_detect(void);
 IQF_API const char *iqf_simd_name(iqf_simd s);
 

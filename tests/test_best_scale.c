@@ -99,7 +99,7 @@ int main(void) {
     static const int qmins[5] = { -8, 0, -16, 0, -127 }, qmaxs[5] = { 7, 15, 15, 31, 127 };
     float *x = malloc(sizeof(float) * QK * MAXB), *y = malloc(sizeof(float) * QK * MAXB);
     uint8_t *ref = malloc(64 * MAXB), *got = malloc(64 * MAXB), blk[64];
-    const iqf_simd top = iqf_simd_detect();
+    const iqf_simd top = TU_SIMD_TOP;
     float ones[QK];
     for (int j = 0; j < QK; j++) ones[j] = 1;
     tu_rng r = { 12345 };
@@ -112,6 +112,7 @@ int main(void) {
                     fill(d, &r, x, nb);
                     iqf_best_legacy_row(IQF_SIMD_SCALAR, kind, x, ref, (int64_t)nb * QK, NULL);
                     for (int s = IQF_SIMD_AVX2; s <= (int)top; s++) {
+                        if (!tu_simd_runs(s)) continue;
                         memset(got, 0x55, bs * nb);
                         iqf_best_legacy_row((iqf_simd)s, kind, x, got, (int64_t)nb * QK, NULL);
                         CHECK(memcmp(ref, got, bs * nb) == 0, "%s dist %d nb %d: %s bytes differ from scalar",
@@ -123,6 +124,7 @@ int main(void) {
                         uint8_t L[QK];
                         iqf_half hd, hm = 0;
                         for (int s = IQF_SIMD_SCALAR; s <= (int)top; s++) {
+                            if (!tu_simd_runs(s)) continue;
                             if (kind == 1 || kind == 3)
                                 iqf_best_asym_block((iqf_simd)s, x + b * QK, ones, qmaxs[kind], L, &hd, &hm);
                             else

@@ -279,7 +279,7 @@ static void correlated(void) {
         float *H8 = malloc(sizeof(float) * (size_t)(n * 8));
         for (int64_t i = 0; i < n; i++)
             for (int64_t j = 0; j < 8; j++) H8[i * 8 + j] = H[i * n + (i / 8) * 8 + j];
-        for (int lv = IQF_SIMD_SCALAR; lv <= IQF_SIMD_AVX512; lv++) {
+        for (int lv = IQF_SIMD_SCALAR; lv <= TU_SIMD_TOP; lv++) {
             iqf_quantize_params ps = p;
             ps.simd = (iqf_simd)lv;
             CHECK(iqf_quantize_feedback(t, W, c, rows, n, H, 0, 0.01f, d, &ps, err, sizeof err) == IQF_OK && !memcmp(c, b, sz),
@@ -496,7 +496,7 @@ static void best_mode(void) {
             CHECK(iqf_quantize_feedback(t, W, c, rows, n, H, 256, 0.01f, d, &p, err, sizeof err) == IQF_OK && !memcmp(c, b, sz),
                   "%s best: 1 and %d threads differ", name, nt);
         }
-        for (int lv = IQF_SIMD_SCALAR; lv <= IQF_SIMD_AVX512; lv++) {
+        for (int lv = IQF_SIMD_SCALAR; lv <= TU_SIMD_TOP; lv++) {
             iqf_quantize_params ps = p;
             ps.simd = (iqf_simd)lv;
             CHECK(iqf_quantize_feedback(t, W, c, rows, n, H, 256, 0.01f, d, &ps, err, sizeof err) == IQF_OK && !memcmp(c, b, sz),
@@ -515,8 +515,8 @@ static void best_mode(void) {
                 for (int i = 0; i < 256; i++) xt[i] = x[i] + 0.002f * (float)((i * 37 + (int)k) % 11 - 5);
                 memcpy(r0, a + (size_t)k * ts, ts);
                 CHECK(iqf_kq_best_refine(IQF_SIMD_SCALAR, t, xt, im, r0, 2), "%s: refine refused", name);
-                for (int lv = IQF_SIMD_AVX2; lv <= IQF_SIMD_AVX512; lv++) {
-                    if (lv > (int)iqf_simd_detect()) continue;
+                for (int lv = IQF_SIMD_AVX2; lv <= TU_SIMD_TOP; lv++) {
+                    if (!tu_simd_runs(lv)) continue;
                     memcpy(r1, a + (size_t)k * ts, ts);
                     iqf_kq_best_refine((iqf_simd)lv, t, xt, im, r1, 2);
                     differ += memcmp(r0, r1, ts) != 0;
@@ -590,7 +590,8 @@ static void iq_refine(void) {
             for (int nw = 1; nw <= 4; nw += 3) {
                 memcpy(r, a + sz * (size_t)k, sz);
                 iq3 ? iqf_iq3_refine(IQF_SIMD_SCALAR, t, xtb, imb, r, nw) : iqf_iq2_refine(IQF_SIMD_SCALAR, t, xtb, imb, r, nw);
-                for (int lv = IQF_SIMD_AVX2; lv <= (int)iqf_simd_detect(); lv++) {
+                for (int lv = IQF_SIMD_AVX2; lv <= TU_SIMD_TOP; lv++) {
+                    if (!tu_simd_runs(lv)) continue;
                     memcpy(r2, a + sz * (size_t)k, sz);
                     iq3 ? iqf_iq3_refine((iqf_simd)lv, t, xtb, imb, r2, nw) : iqf_iq2_refine((iqf_simd)lv, t, xtb, imb, r2, nw);
                     differ += memcmp(r, r2, sz) != 0;

@@ -18,7 +18,7 @@
 static void quantize_usage(FILE *f) {
     fprintf(f,
             "usage: iqforge quantize-raw --type TYPE --cols N [--imatrix IMAT.f32] [--threads T]\n"
-            "                            [--mode compat|best] [--simd auto|scalar|avx2|avx512] [--quiet]\n"
+            "                            [--mode compat|best] [--simd auto|scalar|avx2|avx512|neon] [--quiet]\n"
             "                            IN.f32 OUT.bin\n"
             "       iqforge quantize-raw --list-types\n\n"
             "IN is little-endian float32 rows of N values; IMAT is N float32 values (one weight per\n"
@@ -73,6 +73,7 @@ static int parse(int argc, char **argv, raw_args *a, bool quantize) {
             else if (!strcmp(v, "scalar")) a->simd = IQF_SIMD_SCALAR;
             else if (!strcmp(v, "avx2")) a->simd = IQF_SIMD_AVX2;
             else if (!strcmp(v, "avx512")) a->simd = IQF_SIMD_AVX512;
+            else if (!strcmp(v, "neon")) a->simd = IQF_SIMD_NEON;
             else { cli_error("%s: --simd: unknown level '%s'", argv[0], v); return 2; }
         } else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) a->quiet = true;
         else if (quantize && !strcmp(s, "--list-types")) a->list = true;

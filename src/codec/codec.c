@@ -67,11 +67,7 @@ int iqf_mode_from_name(const char *name) {
     return -1;
 }
 
-static iqf_simd resolve_simd(iqf_simd want) {
-    iqf_simd have = iqf_simd_detect();
-    if (want == IQF_SIMD_AUTO || want > have) return have;
-    return want;
-}
+static iqf_simd resolve_simd(iqf_simd want) { return iqf_simd_resolve(want); }
 
 /* Checks shared by quantize and dequantize: type known and supported, shape whole. */
 static iqf_status check_shape(int type, int64_t nrows, int64_t ncols, bool encode,
@@ -115,7 +111,7 @@ __attribute__((target("avx2"))) static int64_t skip_finite_avx2(const float *x, 
 
 static int64_t skip_finite(iqf_simd simd, const float *x, int64_t n) {
 #if defined(__x86_64__) || defined(__i386__)
-    if (simd >= IQF_SIMD_AVX2) return skip_finite_avx2(x, n);
+    if (IQF_SIMD_IS_X86(simd)) return skip_finite_avx2(x, n);
 #endif
     (void)simd;
     return skip_finite_base(x, n);

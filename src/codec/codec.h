@@ -10,6 +10,7 @@
 #define IQF_CODEC_H
 
 #include "iqforge.h"
+#include "util/arch.h"
 
 #include <assert.h>
 #include <stdint.h>

@@ -551,6 +551,9 @@ static int grid_terms_ref(const grid_tab *g, const float *u, const float *imp, f
     return nan ? -1 : key;
 }
 
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "fb_grid_lanes.h"
+#include "lanes_neon.h"
 #ifdef IQF_ARCH_X86
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma")))
@@ -589,12 +592,12 @@ static inline float point_error(const grid_tab *g, const float (*A)[16], int p) 
 static int nearest_point(const grid_tab *g, const float *u, const float *imp, float db, iqf_simd simd) {
     float A[8][16];
 #ifdef IQF_ARCH_X86
-    const int key = simd >= IQF_SIMD_AVX512 ? grid_terms_avx512(g, u, imp, db, A)
-                    : simd >= IQF_SIMD_AVX2 ? grid_terms_avx2(g, u, imp, db, A)
+    const int key = simd == IQF_SIMD_AVX512 ? grid_terms_avx512(g, u, imp, db, A)
+                    : IQF_SIMD_IS_X86(simd) ? grid_terms_avx2(g, u, imp, db, A)
+                    : simd == IQF_SIMD_NEON ? grid_terms_neon(g, u, imp, db, A)
                                             : grid_terms_ref(g, u, imp, db, A);
 #else
-    (void)simd;
-    const int key = grid_terms_ref(g, u, imp, db, A);
+    const int key = simd == IQF_SIMD_NEON ? grid_terms_neon(g, u, imp, db, A) : grid_terms_ref(g, u, imp, db, A);
 #endif
     int n, best = 0;
     const uint16_t *list = NULL;
@@ -605,10 +608,12 @@ static int nearest_point(const grid_tab *g, const float *u, const float *imp, fl
     n = list ? list[0] : g->np;
     if (list) best = list[1];
 #ifdef IQF_ARCH_X86
-    if (list && n > 8 && simd >= IQF_SIMD_AVX2) /* short lists (IQ3's 5-7 points): the scalar loop is faster */
-        return simd >= IQF_SIMD_AVX512 ? list_scan_avx512(g, (const float (*)[16])A, list + 1, n, best)
+    if (list && n > 8 && IQF_SIMD_IS_X86(simd)) /* short lists (IQ3's 5-7 points): the scalar loop is faster */
+        return simd == IQF_SIMD_AVX512 ? list_scan_avx512(g, (const float (*)[16])A, list + 1, n, best)
                                        : list_scan_avx2(g, (const float (*)[16])A, list + 1, n, best);
 #endif
+    if (list && n > 8 && simd == IQF_SIMD_NEON)
+        return list_scan_neon(g, (const float (*)[16])A, list + 1, n, best);
     float be = INFINITY;
     for (int j = 0; j < n; j++) {
         const int p = list ? list[1 + j] : j;

@@ -135,6 +135,9 @@ static inline void fp4_pack(const uint8_t *codes, int h, uint8_t *qs) {
 }
 
 /* ---- SIMD instantiations (fp4_lanes.h once per instruction set) ---- */
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "fp4_lanes.h"
+#include "lanes_neon.h"
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FP4_HAVE_X86 1
 #include <immintrin.h>
@@ -161,7 +164,7 @@ static void mxfp4_compat(iqf_simd simd, const float *x, void *vy, int64_t nb) {
     if (simd == IQF_SIMD_AVX512) { mxfp4_row_avx512(x, vy, nb); return; }
     if (simd == IQF_SIMD_AVX2) { mxfp4_row_avx2(x, vy, nb); return; }
 #endif
-    (void)simd;
+    if (simd == IQF_SIMD_NEON) { mxfp4_row_neon(x, vy, nb); return; }
     mxfp4_row_ref(x, vy, nb);
 }
 
@@ -170,7 +173,7 @@ static void nvfp4_compat(iqf_simd simd, const float *x, void *vy, int64_t nb) {
     if (simd == IQF_SIMD_AVX512) { nvfp4_row_avx512(x, vy, nb); return; }
     if (simd == IQF_SIMD_AVX2) { nvfp4_row_avx2(x, vy, nb); return; }
 #endif
-    (void)simd;
+    if (simd == IQF_SIMD_NEON) { nvfp4_row_neon(x, vy, nb); return; }
     nvfp4_row_ref(x, vy, nb);
 }
 

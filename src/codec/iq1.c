@@ -367,10 +367,9 @@ static int search_m_scalar(const float px[2][17], const float pw[2][17], float *
     return besti1 < 0 || besti2 < 0 ? -1 : best_k;
 }
 
-#ifdef IQ1_X86
 /* The reference's sumqx/sumq2 of one IQ1_S split (i1, i2) for x_p and x_m (used by the
  * vector kernels' edge cases only). */
-static inline void scalar_pair_s(const float *sumx, const float *sumw, int i1, int i2, float *sqxp,
+static inline __attribute__((unused)) void scalar_pair_s(const float *sumx, const float *sumw, int i1, int i2, float *sqxp,
                                  float *sqxm, float *sq2p, float *sq2m) {
     const int bs = 32;
     *sqxp = (sumx[i1] - sumx[0]) * x_p[0] + (sumx[i2] - sumx[i1]) * x_p[1] + (sumx[bs] - sumx[i2]) * x_p[2];
@@ -599,35 +598,36 @@ static void place_prefix_s(const float *xb, const float *weight, const int32_t *
 }
 
 /* ---- the kernels (iq1_lanes.h), once per instruction set ---- */
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "iq1_lanes.h"
+#include "lanes_neon.h"
+#define IQ1_NEON (!IQF_GGML_FUSES) /* arm64: not until the kernels fuse as the scalar code (fma.h) */
+
+#ifdef IQ1_X86
 #define VL_W 8
 #define VL_TGT AVX2_TARGET
 #define VL_SFX(name) name##_avx2
-#include "vec_lanes.h"
-#include "iq1_lanes.h"
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+#define VL_KERNELS "iq1_lanes.h"
+#include "lanes_inst.h"
 
 #define VL_W 16
 #define VL_TGT AVX512_TARGET
 #define VL_SFX(name) name##_avx512
 #define IQ1_PACKED 1
-#include "vec_lanes.h"
-#include "iq1_lanes.h"
+#define VL_KERNELS "iq1_lanes.h"
+#include "lanes_inst.h"
 #undef IQ1_PACKED
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
 #endif
 
 static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
     iq1_kernels k = { ctx->simd, best_neighbour_scalar, weights_scalar,
                       sort_prefix_m_scalar, sort_prefix_s_scalar, search_s_scalar, search_m_scalar };
 #ifdef IQ1_X86
-    if (ctx->simd >= IQF_SIMD_AVX512) k = kernels_avx512;
-    else if (ctx->simd >= IQF_SIMD_AVX2) k = kernels_avx2;
-    k.simd = ctx->simd;
+    if (ctx->simd == IQF_SIMD_AVX512) k = kernels_avx512;
+    else if (IQF_SIMD_IS_X86(ctx->simd)) k = kernels_avx2;
 #endif
+    if (IQ1_NEON && ctx->simd == IQF_SIMD_NEON) k = kernels_neon;
+    k.simd = ctx->simd;
     return k;
 }
 

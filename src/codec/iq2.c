@@ -361,6 +361,16 @@ static inline void lookup_prefetch(const iqf_iqgrid *g, cand_set *cs, int ng) {
 
 static const enc_ops ops_scalar = { best_nb_scalar, round_scalar, sums_scalar, NULL };
 
+static const float iq2_lev[16] = { 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
+                                   1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f }; /* q per level slot */
+
+/* The SIMD steps (iq2_lanes.h), once per instruction set: ops_neon, ops_avx2, ops_avx512. */
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "iq2_lanes.h"
+#include "lanes_neon.h"
+/* arm64 runs the NEON kernels only where they fuse exactly as the scalar code (IQF_FMA_ARM) */
+#define IQ2_NEON (!IQF_GGML_FUSES)
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define IQF_X86 1
@@ -368,36 +378,25 @@ static const enc_ops ops_scalar = { best_nb_scalar, round_scalar, sums_scalar, N
 #define T_AVX2 __attribute__((target("avx2,fma")))
 #define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
 
-static const float iq2_lev[16] = { 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
-                                   1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f }; /* q per level slot */
-
-/* The SIMD steps (iq2_lanes.h), once per instruction set: ops_avx2, ops_avx512. */
 #define VL_W 8
 #define VL_TGT T_AVX2
 #define VL_SFX(name) name##_avx2
-#include "vec_lanes.h"
-#include "iq2_lanes.h"
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+#define VL_KERNELS "iq2_lanes.h"
+#include "lanes_inst.h"
 
 #define VL_W 16
 #define VL_TGT T_AVX512
 #define VL_SFX(name) name##_avx512
-#include "vec_lanes.h"
-#include "iq2_lanes.h"
-#undef VL_W
-#undef VL_TGT
-#undef VL_SFX
+#define VL_KERNELS "iq2_lanes.h"
+#include "lanes_inst.h"
 #endif
 
 static const enc_ops *select_ops(const iqf_qctx *ctx) {
 #ifdef IQF_X86
     if (ctx && ctx->simd == IQF_SIMD_AVX512) return &ops_avx512;
     if (ctx && ctx->simd == IQF_SIMD_AVX2) return &ops_avx2;
-#else
-    (void)ctx;
 #endif
+    if (IQ2_NEON && ctx && ctx->simd == IQF_SIMD_NEON) return &ops_neon;
     return &ops_scalar;
 }
 

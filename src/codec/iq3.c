@@ -428,7 +428,8 @@ static int least_important(const float *x, const float *w) {
     return imin;
 }
 
-#ifdef IQ3_X86
+/* the vector searches (iq3_lanes.h) and their helpers: every target (the NEON level is the plain
+ * width), the x86 widths on x86 */
 typedef struct iq3_cands {
     float sumqx[32], sumq2[32];
     int32_t gkey[8][32]; /* key of the grid point chosen for group k by candidate c */
@@ -508,6 +509,13 @@ static inline int nb_scan(const iq3_tab *t, int u, const float *A) {
 }
 
 /* The kernels (iq3_lanes.h), once per instruction set. */
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "iq3_lanes.h"
+#include "lanes_neon.h"
+/* arm64 runs the NEON kernels only where they fuse exactly as the scalar code (IQF_FMA_ARM) */
+#define IQ3_NEON (!IQF_GGML_FUSES)
+
+#ifdef IQ3_X86
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma")))
 #define VL_SFX(name) name##_avx2
@@ -727,9 +735,8 @@ static void pick_impl(iqf_simd simd, iq3_variant *v) {
 #ifdef IQ3_X86
     if (simd == IQF_SIMD_AVX512) pick_avx512(v);
     else if (simd == IQF_SIMD_AVX2) pick_avx2(v);
-#else
-    (void)simd;
 #endif
+    if (IQ3_NEON && simd == IQF_SIMD_NEON) pick_neon(v);
 }
 
 static void quantize_row_iq3_xxs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,

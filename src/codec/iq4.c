@@ -451,13 +451,13 @@ AVX512_TARGET static void indices_avx512(const float *x, int n, float id, uint8_
 static iq4_kernels pick_kernels(const iqf_qctx *ctx) {
     iq4_kernels k = { sumsq_scalar, prep_scalar, cand_sums_scalar, indices_scalar };
 #ifdef IQ4_X86
-    if (ctx->simd >= IQF_SIMD_AVX2) {
+    if (IQF_SIMD_IS_X86(ctx->simd)) {
         k.sumsq = sumsq_avx2;
         k.prep = prep_avx2;
         k.cand_sums = cand_sums_avx2;
         k.indices = indices_avx2;
     }
-    if (ctx->simd >= IQF_SIMD_AVX512 && bucket_ok) {
+    if (ctx->simd == IQF_SIMD_AVX512 && bucket_ok) {
         k.prep = prep_avx512;
         k.cand_sums = cand_sums_avx512;
         k.indices = indices_avx512;
@@ -473,7 +473,7 @@ static iq4_kernels pick_kernels(const iqf_qctx *ctx) {
 void iqf_iq4_sumsq(iqf_simd simd, const float *x, int stride, int len, int count, float *out);
 void iqf_iq4_sumsq(iqf_simd simd, const float *x, int stride, int len, int count, float *out) {
 #ifdef IQ4_X86
-    if (simd >= IQF_SIMD_AVX2) {
+    if (IQF_SIMD_IS_X86(simd)) {
         sumsq_avx2(x, stride, len, count, out);
         return;
     }

@@ -84,6 +84,11 @@ static inline int int_near(float v, float d, int lo, int hi) {
 #undef VL_SFX
 #undef KQB_VEC
 #endif
+#define KQB_VEC 1
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "kq_best_lanes.h"
+#include "lanes_neon.h"
+#undef KQB_VEC
 #define KQB_VEC 0
 #define VL_TGT
 #define VL_SFX(name) name##_scalar
@@ -110,6 +115,7 @@ void iqf_kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const floa
     if (simd == IQF_SIMD_AVX512) { search_avx512(f, x, qw, sref0, mref0, r); return; }
     if (simd == IQF_SIMD_AVX2) { search_avx2(f, x, qw, sref0, mref0, r); return; }
 #endif
+    if (simd == IQF_SIMD_NEON) { search_neon(f, x, qw, sref0, mref0, r); return; }
     (void)simd;
     search_scalar(f, x, qw, sref0, mref0, r);
 }

@@ -147,38 +147,33 @@ static void q8_0_ref(const float *x, void *vy, int64_t nb) {
     }
 }
 
-/* The reference encoders at each SIMD level ([0] the plain C above, [1] AVX2, [2] AVX-512). */
+/* The reference encoders at each SIMD level ([0] the plain C above, [1] AVX2, [2] AVX-512, [3] NEON). */
 typedef void (*ref_fn)(const float *x, void *vy, int64_t nb);
 #define LEG_FNS(sfx) { q4_0_ref##sfx, q4_1_ref##sfx, q5_0_ref##sfx, q5_1_ref##sfx, q8_0_ref##sfx }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define LEG_HAVE_X86 1
 #define LEG_DECLARE(sfx)                                                                          \
     static void q4_0_ref##sfx(const float *, void *, int64_t), q4_1_ref##sfx(const float *, void *, int64_t), \
         q5_0_ref##sfx(const float *, void *, int64_t), q5_1_ref##sfx(const float *, void *, int64_t),         \
         q8_0_ref##sfx(const float *, void *, int64_t);
+LEG_DECLARE(_neon)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define LEG_HAVE_X86 1
 LEG_DECLARE(_avx2)
 LEG_DECLARE(_avx512)
-#undef LEG_DECLARE
-static const ref_fn ref_fns[3][5] = { LEG_FNS(), LEG_FNS(_avx2), LEG_FNS(_avx512) };
+static const ref_fn ref_fns[4][5] = { LEG_FNS(), LEG_FNS(_avx2), LEG_FNS(_avx512), LEG_FNS(_neon) };
 #else
-static const ref_fn ref_fns[1][5] = { LEG_FNS() };
+static const ref_fn ref_fns[4][5] = { LEG_FNS(), LEG_FNS(), LEG_FNS(), LEG_FNS(_neon) };
 #endif
+#undef LEG_DECLARE
 #undef LEG_FNS
 
-/* A row without an importance matrix: the reference encoder at the context's SIMD level. */
+/* A row without an importance matrix: the reference encoder at the context's SIMD level
+ * ([3]: the NEON level, the plain width). */
 static void ref_row(iqf_simd simd, int kind, const float *x, void *vy, int64_t nb) {
-#ifdef LEG_HAVE_X86
-    ref_fns[simd == IQF_SIMD_AVX512 ? 2 : simd == IQF_SIMD_AVX2 ? 1 : 0][kind](x, vy, nb);
-#else
-    (void)simd;
-    ref_fns[0][kind](x, vy, nb);
-#endif
+    ref_fns[simd == IQF_SIMD_NEON ? 3 : simd == IQF_SIMD_AVX512 ? 2 : simd == IQF_SIMD_AVX2 ? 1 : 0][kind](x, vy, nb);
 }
 
-#ifdef LEG_HAVE_X86
 /* One block through the plain reference: the SIMD kernels' path for blocks they do not take. */
 static void ref_block(int kind, const float *x, void *blk) { ref_fns[0][kind](x, blk, 1); }
-#endif
 
 /* ---- the row encoder of every kind ---- */
 static float row_sigma2(const float *x, int64_t n) {
@@ -273,6 +268,9 @@ const iqf_codec iqf_codecs_legacy[] = {
 };
 
 /* ---- SIMD instantiations of the *_ref encoders (legacy_lanes.h once per instruction set) ---- */
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "legacy_lanes.h"
+#include "lanes_neon.h"
 #ifdef LEG_HAVE_X86
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma,f16c")))

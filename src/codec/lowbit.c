@@ -150,6 +150,9 @@ static void tq2_0_row_ref(const float *x, block_tq2_0 *y, int64_t nb) {
 }
 
 /* ---- SIMD instantiations (lowbit_lanes.h once per instruction set) ---- */
+/* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
+#define VL_KERNELS "lowbit_lanes.h"
+#include "lanes_neon.h"
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define LB_HAVE_X86 1
 #include <immintrin.h>
@@ -331,6 +334,7 @@ static void quantize_row_q1_0(const iqf_qctx *ctx, const float *x, void *vy, int
     if (ctx->simd == IQF_SIMD_AVX512) { q1_0_row_avx512(x, vy, n / QK1_0); return; }
     if (ctx->simd == IQF_SIMD_AVX2) { q1_0_row_avx2(x, vy, n / QK1_0); return; }
 #endif
+    if (ctx->simd == IQF_SIMD_NEON) { q1_0_row_neon(x, vy, n / QK1_0); return; }
     if (ctx->simd == IQF_SIMD_SCALAR) q1_0_row_ref(x, vy, n / QK1_0);
     else q1_0_row_fast(x, vy, n / QK1_0);
 }
@@ -343,6 +347,7 @@ static void quantize_row_q2_0(const iqf_qctx *ctx, const float *x, void *vy, int
     if (ctx->simd == IQF_SIMD_AVX512) { q2_0_row_avx512(x, vy, n / QK2_0); return; }
     if (ctx->simd == IQF_SIMD_AVX2) { q2_0_row_avx2(x, vy, n / QK2_0); return; }
 #endif
+    if (ctx->simd == IQF_SIMD_NEON) { q2_0_row_neon(x, vy, n / QK2_0); return; }
     q2_0_row_ref(x, vy, n / QK2_0);
 }
 static void quantize_row_tq1_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
@@ -354,6 +359,7 @@ static void quantize_row_tq1_0(const iqf_qctx *ctx, const float *x, void *vy, in
     if (ctx->simd == IQF_SIMD_AVX512) { tq1_0_row_avx512(x, vy, n / QK_K); return; }
     if (ctx->simd == IQF_SIMD_AVX2) { tq1_0_row_avx2(x, vy, n / QK_K); return; }
 #endif
+    if (ctx->simd == IQF_SIMD_NEON) { tq1_0_row_neon(x, vy, n / QK_K); return; }
     tq1_0_row_ref(x, vy, n / QK_K);
 }
 static void quantize_row_tq2_0(const iqf_qctx *ctx, const float *x, void *vy, int64_t n, const float *qw) {
@@ -365,6 +371,7 @@ static void quantize_row_tq2_0(const iqf_qctx *ctx, const float *x, void *vy, in
     if (ctx->simd == IQF_SIMD_AVX512) { tq2_0_row_avx512(x, vy, n / QK_K); return; }
     if (ctx->simd == IQF_SIMD_AVX2) { tq2_0_row_avx2(x, vy, n / QK_K); return; }
 #endif
+    if (ctx->simd == IQF_SIMD_NEON) { tq2_0_row_neon(x, vy, n / QK_K); return; }
     tq2_0_row_ref(x, vy, n / QK_K);
 }
 

@@ -12,6 +12,8 @@
  * one width (their real names carry VL_SFX's suffix); the short names below are macros that
  * resolve to the current width wherever they are used.
  *
+ * VL_PLAIN (optional, with VL_W 8): the plain width at 8 lanes (vec_lanes_plain.h).
+ *
  * Types: VF (VL_W floats), VI (VL_W int32), VM (a lane mask: a VI of 0/-1 under AVX2 and at the
  * plain width, a __mmask16 under AVX-512). Arithmetic on VF/VI is GCC/clang vector-extension
  * operators (+ - * / & | ^ << >>), which compile to the same single IEEE instructions as the
@@ -25,7 +27,21 @@
 #if VL_W != 4 && VL_W != 8 && VL_W != 16
 #error "vec_lanes.h: VL_W must be 4, 8 or 16"
 #endif
-#if VL_W != 4
+/* the plain width: VL_W 4, or VL_W 8 with VL_PLAIN defined (the AVX2 lane layout in vector
+ * extensions: the kernels written for 8 lanes run unchanged; the NEON level, IQF_SIMD_NEON) */
+#undef VL_IS_PLAIN
+#if VL_W == 4 || defined(VL_PLAIN)
+#define VL_IS_PLAIN 1
+#if defined(__GNUC__) || defined(__clang__)
+/* 32-byte vectors on a target whose ABI passes them differently with AVX (x86-64 without it):
+ * every plain-width function is static, so no vector crosses a translation unit */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+#if VL_W == 16
+#error "vec_lanes.h: the plain width is VL_W 4 or 8"
+#endif
+#else
+#define VL_IS_PLAIN 0
 #include <immintrin.h>
 #endif
 #include <math.h>
@@ -103,7 +119,7 @@
 
 typedef float VF __attribute__((vector_size(VL_W * 4)));
 typedef int32_t VI __attribute__((vector_size(VL_W * 4)));
-#if VL_W == 16
+#if VL_W == 16 && !VL_IS_PLAIN
 typedef __mmask16 VM;
 #else
 typedef VI VM;
@@ -177,58 +193,8 @@ VL_FN VI vf_nearest(VF v) {
 /* (int32_t)f per lane, truncated toward zero (cvttps2dq), |f| < 2^31 */
 VL_FN VI vi_trunc(VF a) { return __builtin_convertvector(a, VI); }
 
-#if VL_W == 4
-/* the plain width: lane-wise C with the x86 instructions' semantics (what best_scale uses) */
-VL_FN VF vf_load(const float *p) {
-    VF v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-VL_FN void vf_store(float *p, VF v) { memcpy(p, &v, sizeof v); }
-VL_FN VF vf_min(VF a, VF b) { return vf_bsel(a < b, a, b); }
-VL_FN VF vf_max(VF a, VF b) { return vf_bsel(a > b, a, b); }
-VL_FN VF vf_sqrt(VF a) {
-    for (int k = 0; k < VL_W; k++) a[k] = sqrtf(a[k]);
-    return a;
-}
-VL_FN uint32_t vm_bits(VM m) {
-    uint32_t b = 0;
-    for (int k = 0; k < VL_W; k++) b |= (uint32_t)(m[k] < 0) << k;
-    return b;
-}
-VL_FN VF vf_sel(VM m, VF t, VF f) { return vf_bsel(m, t, f); }
-VL_FN VM vf_lt(VF a, VF b) { return a < b; } /* ordered: false on NaN, as _CMP_LT_OQ */
-VL_FN VM vf_gt(VF a, VF b) { return a > b; }
-/* added for best_scale */
-VL_FN VM vm_of_vi(VI m) { return m; }
-VL_FN VF vf_round(VF v) {
-    const VF mg = vf_splat(12582912.f);
-    return (v + mg) - mg;
-}
-VL_FN VI vi_round(VF v) { return vf_nearest(v); }
-VL_FN VS vs_mulhrs(VS a, VS b) {
-    VS r; /* (a b + 2^14) >> 15, the sum shifted non-negative first */
-    for (int i = 0; i < 2 * VL_W; i++)
-        r[i] = (int16_t)((int32_t)((uint32_t)((int32_t)a[i] * b[i] + 0x4000 + 0x40000000) >> 15) - 0x8000);
-    return r;
-}
-VL_FN VI vs_madd(VS a, VS b) {
-    VI r;
-    for (int i = 0; i < VL_W; i++) r[i] = (int32_t)a[2 * i] * b[2 * i] + (int32_t)a[2 * i + 1] * b[2 * i + 1];
-    return r;
-}
-VL_FN VS vs_min(VS a, VS b) {
-    const VS m = a > b;
-    return (m & b) | (~m & a);
-}
-VL_FN VS vs_max(VS a, VS b) {
-    const VS m = a < b;
-    return (m & b) | (~m & a);
-}
-VL_FN void vf_transpose16(const float *const *rows, float *t) {
-    for (int b = 0; b < 16; b++)
-        for (int j = 0; j < 32; j++) t[j * 16 + b] = rows[b][j];
-}
+#if VL_IS_PLAIN
+#include "vec_lanes_plain.h"
 #elif VL_W == 8
 VL_FN VF vf_load(const float *p) { return (VF)_mm256_loadu_ps(p); }
 VL_FN void vf_store(float *p, VF v) { _mm256_storeu_ps(p, (__m256)v); }
@@ -539,11 +505,11 @@ VL_FN void vf_transpose16(const float *const *rows, float *t) {
     }
 }
 #endif
-#if VL_W != 4
+#if !VL_IS_PLAIN
 /* added for kq_common / legacy: one float as fp16 bits (F16C, round to nearest even) */
 VL_FN uint16_t vl_f16(float f) { return (uint16_t)_cvtss_sh(f, 0); }
 #endif
-#if VL_W != 4
+#if !VL_IS_PLAIN
 VL_FCMP(vf_lt, _CMP_LT_OQ)
 VL_FCMP(vf_le, _CMP_LE_OQ)
 VL_FCMP(vf_gt, _CMP_GT_OQ)
@@ -558,7 +524,7 @@ VL_FCMP(vf_ord, _CMP_ORD_Q)
 #define VEC_LANES_NAMES_A
 #define vf_unord VL_SFX(vl_funord)
 #endif
-#if VL_W == 4
+#if VL_IS_PLAIN
 VL_FN VM vf_unord(VF a, VF b) { return ~((a == a) & (b == b)); }
 #elif VL_W == 8
 /* lanes where a or b is NaN */
@@ -567,4 +533,21 @@ VL_FN VM vf_unord(VF a, VF b) {
 }
 #else
 VL_FN VM vf_unord(VF a, VF b) { return _mm512_cmp_ps_mask((__m512)a, (__m512)b, _CMP_UNORD_Q); }
+#endif
+
+/* a*b + c as the scalar code's IQF_FMA_ARM (util/fma.h): one fused rounding per lane where the
+ * platform's ggml fuses (the plain width on arm64), the two roundings elsewhere (every x86
+ * width: the x86 bytes are the unfused ones). A kernel writes it exactly where the scalar code
+ * it mirrors writes IQF_FMA_ARM. */
+#ifndef VEC_LANES_NAMES_FMA
+#define VEC_LANES_NAMES_FMA
+#define vf_fma_arm VL_SFX(vl_ffma_arm)
+#endif
+#if VL_IS_PLAIN && defined(__aarch64__)
+VL_FN VF vf_fma_arm(VF a, VF b, VF c) {
+    for (int k = 0; k < VL_W; k++) c[k] = __builtin_fmaf(a[k], b[k], c[k]);
+    return c;
+}
+#else
+VL_FN VF vf_fma_arm(VF a, VF b, VF c) { return a * b + c; }
 #endif

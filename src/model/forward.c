@@ -11,6 +11,7 @@
 #include "model.h"
 #include "deltanet.h"
 #include "../util/error.h"
+#include "../util/arch.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -81,8 +82,7 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
     c->m = m;
     c->n_ctx = n_ctx;
     c->max_batch = n_ctx < IQF_MAX_BATCH ? n_ctx : IQF_MAX_BATCH; /* longer inputs go in pieces */
-    c->simd = iqf_simd_detect();
-    if (simd != IQF_SIMD_AUTO && simd < c->simd) c->simd = simd;
+    c->simd = iqf_simd_resolve(simd); /* NEON: the engine's portable C path (no NEON kernels yet) */
     c->kv_f16 = cp->kv_f16;
     c->pool = iqf_pool_new(n_threads);
     int nt = c->pool ? iqf_pool_size(c->pool) : 1;

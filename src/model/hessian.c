@@ -201,9 +201,9 @@ static void hess_range(void *arg, int64_t b, int64_t e, int tid) {
             while (nr < 4 && r + nr < 4 * g + 4 && r + nr < end) nr++;
             const int64_t i0 = r - blk * s->bs;
 #ifdef IQF_ARCH_X86
-            if (j->simd >= IQF_SIMD_AVX512)
+            if (j->simd == IQF_SIMD_AVX512)
                 acc_avx512(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, s->sum + r * s->bs);
-            else if (j->simd >= IQF_SIMD_AVX2)
+            else if (IQF_SIMD_IS_X86(j->simd))
                 acc_avx2(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, s->sum + r * s->bs);
             else
 #endif

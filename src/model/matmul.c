@@ -45,7 +45,7 @@ static void decode_rows(const iqf_weight *w, int64_t r0, int64_t nr, float *out,
         return;
     case IQF_TYPE_F16:
 #ifdef IQF_ARCH_X86
-        if (simd >= IQF_SIMD_AVX2) {
+        if (IQF_SIMD_IS_X86(simd)) {
             f16_to_f32_f16c(src, out, nr * K);
             return;
         }
@@ -188,7 +188,7 @@ __attribute__((target("avx2,fma"))) static void kern_avx2(const float *W, int64_
 
 float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n) {
 #ifdef IQF_ARCH_X86
-    if (s >= IQF_SIMD_AVX2) return dot_avx2(a, b, n);
+    if (IQF_SIMD_IS_X86(s)) return dot_avx2(a, b, n);
 #else
     (void)s;
 #endif
@@ -208,7 +208,7 @@ __attribute__((target("avx2,fma"))) static void axpy_avx2(float a, const float *
 
 void iqf_axpy_f32(iqf_simd s, float a, const float *x, float *y, int64_t n) {
 #ifdef IQF_ARCH_X86
-    if (s >= IQF_SIMD_AVX2) {
+    if (IQF_SIMD_IS_X86(s)) {
         axpy_avx2(a, x, y, n);
         return;
     }
@@ -327,7 +327,7 @@ static void mm_range(void *arg, int64_t b, int64_t e, int tid) {
             W = buf;
         }
 #ifdef IQF_ARCH_X86
-        if (c->simd >= IQF_SIMD_AVX2)
+        if (IQF_SIMD_IS_X86(c->simd))
             kern_avx2(W, K, nr, j->x, j->ldx, j->T, j->y + r0, j->ldy, K);
         else
 #endif

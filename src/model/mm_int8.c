@@ -23,7 +23,7 @@
 #include <string.h>
 
 bool iqf_mm_int8_supported(int type, iqf_simd s) {
-    return s >= IQF_SIMD_AVX2 && (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S || type == IQF_TYPE_Q4_K ||
+    return IQF_SIMD_IS_X86(s) && (type == IQF_TYPE_IQ3_XXS || type == IQF_TYPE_IQ3_S || type == IQF_TYPE_Q4_K ||
                                   type == IQF_TYPE_Q6_K);
 }
 
@@ -548,7 +548,7 @@ void iqf_mm_int8_tile(const iqf_weight *w, int64_t r0, int nr, uint8_t *buf, con
     }
 #else
     /* Panels pay a repacking step per tile: worth it when many token rows share the tile. */
-    if (T >= 8 && s >= IQF_SIMD_AVX512 && have_vnni()) {
+    if (T >= 8 && s == IQF_SIMD_AVX512 && have_vnni()) {
         decode_panels(w, r0, nr, buf);
         kernel_panels(buf, nr, K, xq, xd, T, Y, ldy, scale_span(w->type));
     } else {

@@ -51,8 +51,8 @@ __attribute__((target("avx512f"))) static void apply_avx512(float *t, const floa
 
 void iqf_fb_apply(iqf_simd simd, float *t, const float *Ub, int64_t bs, const float *e, int P, int64_t n) {
 #ifdef IQF_ARCH_X86
-    if (simd >= IQF_SIMD_AVX512) apply_avx512(t, Ub, bs, e, P, n);
-    else if (simd >= IQF_SIMD_AVX2) apply_avx2(t, Ub, bs, e, P, n);
+    if (simd == IQF_SIMD_AVX512) apply_avx512(t, Ub, bs, e, P, n);
+    else if (IQF_SIMD_IS_X86(simd)) apply_avx2(t, Ub, bs, e, P, n);
     else
 #else
     (void)simd;
@@ -125,8 +125,8 @@ void iqf_fb_apply_rows(iqf_simd simd, int R, float *const *ts, const float *Ub, 
                        const float (*es)[FB_PANEL], int P, int64_t n) {
     assert(P >= 1 && P <= FB_PANEL);
 #ifdef IQF_ARCH_X86
-    if (R == FB_APPLY_R && simd >= IQF_SIMD_AVX512) apply_rows_avx512(ts, Ub, bs, es, P, n);
-    else if (R == FB_APPLY_R && simd >= IQF_SIMD_AVX2) apply_rows_avx2(ts, Ub, bs, es, P, n);
+    if (R == FB_APPLY_R && simd == IQF_SIMD_AVX512) apply_rows_avx512(ts, Ub, bs, es, P, n);
+    else if (R == FB_APPLY_R && IQF_SIMD_IS_X86(simd)) apply_rows_avx2(ts, Ub, bs, es, P, n);
     else
 #endif
         for (int r = 0; r < R; r++) iqf_fb_apply(simd, ts[r], Ub, bs, es[r], P, n);

@@ -55,8 +55,8 @@ __attribute__((target("avx512f"))) static inline void fb_panel_update_avx512(flo
 
 static inline void iqf_fb_panel_update(iqf_simd simd, float *x, const float *u, int k, float e) {
 #ifdef IQF_ARCH_X86
-    if (simd >= IQF_SIMD_AVX512) fb_panel_update_avx512(x, u, k, e);
-    else if (simd >= IQF_SIMD_AVX2) fb_panel_update_avx2(x, u, k, e);
+    if (simd == IQF_SIMD_AVX512) fb_panel_update_avx512(x, u, k, e);
+    else if (IQF_SIMD_IS_X86(simd)) fb_panel_update_avx2(x, u, k, e);
     else
 #else
     (void)simd;

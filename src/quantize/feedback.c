@@ -68,10 +68,7 @@ typedef struct fbjob {
 } fbjob;
 
 /* The SIMD level to use: the requested one, or the best the CPU has if it lacks it (or AUTO). */
-static iqf_simd resolve_simd(iqf_simd want) {
-    const iqf_simd have = iqf_simd_detect();
-    return want == IQF_SIMD_AUTO || want > have ? have : want;
-}
+static iqf_simd resolve_simd(iqf_simd want) { return iqf_simd_resolve(want); }
 
 /* a and b hold the same n floats bit for bit. */
 static bool same_bits(const float *a, const float *b, int n) {

@@ -9,8 +9,22 @@ iqf_simd iqf_simd_detect(void) {
         __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"))
         return IQF_SIMD_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return IQF_SIMD_AVX2;
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+    return IQF_SIMD_NEON; /* Advanced SIMD is part of the AArch64 baseline */
 #endif
     return IQF_SIMD_SCALAR;
+}
+
+/* The level to run for a request: AUTO -> the best; NEON (the vector-extension kernels build
+ * for any GCC/clang target) as asked; an x86 level the CPU lacks -> the best it has. */
+iqf_simd iqf_simd_resolve(iqf_simd want) {
+    const iqf_simd have = iqf_simd_detect();
+    if (want == IQF_SIMD_SCALAR) return want;
+#if defined(__GNUC__) || defined(__clang__)
+    if (want == IQF_SIMD_NEON) return want;
+#endif
+    if (want == IQF_SIMD_AVX2 && have == IQF_SIMD_AVX512) return want;
+    return have;
 }
 
 const char *iqf_simd_name(iqf_simd s) {
@@ -19,6 +33,7 @@ const char *iqf_simd_name(iqf_simd s) {
     case IQF_SIMD_SCALAR: return "scalar";
     case IQF_SIMD_AVX2: return "avx2";
     case IQF_SIMD_AVX512: return "avx512";
+    case IQF_SIMD_NEON: return "neon";
     }
     return "?";
 }

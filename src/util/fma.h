@@ -21,8 +21,9 @@
  *   IQF_FMA_ARM(a, b, c)   a*b + c
  *   IQF_FMS_ARM(a, b, c)   a*b - c   (fma(a, b, -c))
  *   IQF_FNMA_ARM(a, b, c)  c - a*b   (fma(-a, b, c))
- * Only the scalar code uses them (arm64 runs the scalar paths); the x86 SIMD kernels reproduce
- * the unfused x86 bytes. A NEON kernel must fuse exactly where the scalar code does. */
+ * The scalar code uses them; the x86 SIMD kernels reproduce the unfused x86 bytes. A NEON
+ * kernel must fuse exactly where the scalar code does (vec_lanes.h's vf_fma_arm); a family whose
+ * lane code does not yet runs scalar on arm64 (its *_NEON switch is !IQF_GGML_FUSES). */
 #ifndef IQF_UTIL_FMA_H
 #define IQF_UTIL_FMA_H
 #include <math.h>

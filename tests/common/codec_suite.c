@@ -51,7 +51,8 @@ static void best_check(int type, const float *x, int64_t rows, int64_t cols, con
     if (!ref || !q || !ya || !yb) { CHECK(0, "out of memory"); goto out; }
     bool have = false;
     char err[256];
-    for (int simd = IQF_SIMD_SCALAR; simd <= (int)iqf_simd_detect(); simd++) {
+    for (int simd = IQF_SIMD_SCALAR; simd <= TU_SIMD_TOP; simd++) {
+        if (!tu_simd_runs(simd)) continue;
         for (int threads = 1; threads <= 3; threads += 2) {
             iqf_quantize_params p = iqf_quantize_default_params();
             p.mode = IQF_MODE_BEST;
@@ -446,8 +447,9 @@ static void best_case(int type, const float *x, int64_t rows, int64_t cols, cons
     iqf_status st = iqf_quantize(type, x, b0, rows, cols, im, &p, err, sizeof err);
     CHECK(st == IQF_OK, "%s %s best: %s", ti->name, what, err);
     if (st != IQF_OK) goto out;
-    const iqf_simd top = iqf_simd_detect();
+    const iqf_simd top = TU_SIMD_TOP;
     for (int simd = IQF_SIMD_SCALAR; simd <= (int)top; simd++) {
+        if (!tu_simd_runs(simd)) continue;
         for (int threads = 1; threads <= 3; threads += 2) {
             if (simd == IQF_SIMD_SCALAR && threads == 1) continue;
             p.simd = (iqf_simd)simd;

@@ -96,8 +96,9 @@ int qgen_diff(int type, const float *x, int64_t rows, int64_t cols, const float 
               (long long)bad, bad >= 0 ? dq_ours[bad] : 0.0, bad >= 0 ? dq_ref[bad] : 0.0);
     }
 
-    iqf_simd top = iqf_simd_detect();
+    iqf_simd top = TU_SIMD_TOP;
     for (int simd = IQF_SIMD_SCALAR; simd <= (int)top; simd++) {
+        if (!tu_simd_runs(simd)) continue;
         for (int threads = 1; threads <= 3; threads += 2) {
             iqf_quantize_params p = iqf_quantize_default_params();
             p.simd = (iqf_simd)simd;

@@ -65,4 +65,15 @@ typedef struct tu_small_llama {
 } tu_small_llama;
 bool tu_write_small_llama(const char *path, const tu_small_llama *spec);
 
+/* The highest SIMD level: loops over SCALAR..TU_SIMD_TOP through the public API (which resolves
+ * a level the CPU lacks to the best it has) cover every level, IQF_SIMD_NEON (the plain-width
+ * kernels) also on x86-64. tu_simd_runs: whether level s runs as itself, so may also be passed
+ * to an internal kernel directly (an x86 level only on an x86 CPU that has it; elsewhere the
+ * API would resolve it to another level, already covered: skipped, which saves qemu time). */
+#define TU_SIMD_TOP IQF_SIMD_NEON
+static inline bool tu_simd_runs(int s) {
+    const int h = (int)iqf_simd_detect();
+    return s == IQF_SIMD_SCALAR || s == IQF_SIMD_NEON || ((h == IQF_SIMD_AVX2 || h == IQF_SIMD_AVX512) && s <= h);
+}
+
 #endif
