@@ -26,6 +26,14 @@ static const iqf_arch ARCHS[] = {
      * norms, GeGLU, sliding-window layers (rope base 10000 or rope.freq_base_swa there) */
     { .name = "gemma3", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_GEGLU, .qk_norm = true, .post_norms = true,
       .embd_scale = true, .q_prescale = true, .swa = true, .swa_pattern = 6, .softcap = true },
+    /* models/openai-moe.cpp: q/k/v/o biases, attention sinks, scale 1/sqrt(n_rot), sliding-window
+     * layers (period 2, their rope base rope.freq_base_swa else the global one, the global scale),
+     * post_attention_norm as the FFN norm, softmax over the top-k biased router logits, experts
+     * with biases and swiglu_oai (moe.c), YaRN rope from the generic rope.scaling keys */
+    { .name = "gpt-oss", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .moe = IQF_MOE_REQUIRED,
+      .gating = IQF_GATING_SOFTMAX_WEIGHT, .exp_ff_key = true, .wo_bias = true, .swa = true, .swa_pattern = 2,
+      .attn_sinks = true, .attn_scale_rot = true, .swa_rope_global = true, .moe_biases = true,
+      .ffn_norm_name = "post_attention_norm" },
 };
 
 const iqf_arch *iqf_arch_find(const char *name) {
@@ -35,4 +43,4 @@ const iqf_arch *iqf_arch_find(const char *name) {
     return NULL;
 }
 
-const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3"; }
+const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss"; }

@@ -17,7 +17,10 @@ typedef enum { IQF_ROPE_NORMAL, IQF_ROPE_NEOX } iqf_rope_kind; /* pairs (2i, 2i+
 typedef enum { IQF_ATTN_GQA } iqf_attn_kind;     /* room for MLA, linear (DeltaNet), sinks */
 typedef enum { IQF_FFN_SWIGLU, IQF_FFN_GEGLU } iqf_ffn_kind; /* silu(gate) * up; gelu_tanh(gate) * up */
 typedef enum { IQF_MOE_NONE, IQF_MOE_OPTIONAL, IQF_MOE_REQUIRED } iqf_moe_presence;
-typedef enum { IQF_GATING_SOFTMAX_TOPK } iqf_moe_gating; /* room for sigmoid + bias (DeepSeek-V3) */
+typedef enum {
+    IQF_GATING_SOFTMAX_TOPK,   /* softmax over all experts, then the top k (room for sigmoid + bias, DeepSeek-V3) */
+    IQF_GATING_SOFTMAX_WEIGHT, /* gpt-oss: top k of the (biased) router logits, softmax over those k (moe.c) */
+} iqf_moe_gating;
 
 typedef struct iqf_arch {
     const char *name;          /* general.architecture */
@@ -41,6 +44,12 @@ typedef struct iqf_arch {
     bool swa;                  /* attention.sliding_window > 0 selects sliding-window layers */
     int swa_pattern;           /* default pattern: layer il slides unless il % pattern == pattern - 1 */
     bool softcap;              /* final_logit_softcapping read and applied when non-zero */
+    /* gpt-oss (models/openai-moe.cpp) */
+    bool attn_sinks;           /* attn_sinks.weight [n_head]: one extra logit per head in the softmax (required) */
+    bool attn_scale_rot;       /* the attention scale is 1/sqrt(rope.dimension_count), not 1/sqrt(key_length) */
+    bool swa_rope_global;      /* sliding layers default to the global rope base and scale (not 10000 and 1) */
+    bool moe_biases;           /* ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias (required), swiglu_oai experts */
+    const char *ffn_norm_name; /* the FFN input norm's tensor name (NULL: ffn_norm) */
 } iqf_arch;
 
 /* The row for a general.architecture value, or NULL if the engine does not run it. */
