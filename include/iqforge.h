@@ -747,8 +747,8 @@ IQF_API iqf_status iqf_model_quantize(const char *in, const char *out,
 /*
  * Loading. iqf_model_load maps a GGUF file with the GGUF reader and checks that it is a llama-
  * architecture model (general.architecture "llama"; mistral checkpoints converted by llama.cpp
- * use it too, and Mixtral-style MoE with expert_count > 0) or a "qwen2", "qwen3" or "qwen3moe"
- * model, whose tensors are all present with the shapes the hyperparameters imply. Weights
+ * use it too, and Mixtral-style MoE with expert_count > 0) or a "qwen2", "qwen3", "qwen3moe",
+ * "gemma3" or "gpt-oss" model (src/model/arch.c), whose tensors are all present with the shapes the hyperparameters imply. Weights
  * stay in the file's types; matrix products decode them tile by tile.
  * Errors: IQF_E_IO (open/map), IQF_E_FORMAT (not GGUF, missing or inconsistent key or tensor,
  * "unsupported architecture"), IQF_E_UNSUPPORTED (a weight type this build cannot decode),
@@ -772,9 +772,10 @@ typedef struct iqf_model_info {
     int n_expert, n_expert_used; /* mixture of experts: expert_count, expert_used_count; 0 if dense */
     int n_ff_exp;              /* an expert's FFN width (qwen3moe expert_feed_forward_length; Mixtral n_ff) */
     bool expert_weights_norm;  /* renormalise the top-k router weights (Mixtral, qwen3moe) */
-    /* Linear RoPE scaling as libllama applies it: positions times rope_freq_scale
-     * (1 / rope.scaling.factor for scaling type "linear" or absent, 1 for "none" or factor 0),
-     * cos/sin times rope_attn_factor (rope.scaling.attn_factor, default 1). */
+    /* RoPE scaling as libllama applies it: positions times rope_freq_scale
+     * (1 / rope.scaling.factor for scaling type "linear", "yarn" or absent, 1 for "none" or
+     * factor 0), cos/sin times rope_attn_factor (rope.scaling.attn_factor, default 1; for "yarn"
+     * times llama_context's YaRN attn_factor, 1 + 0.1 ln factor over itself). */
     float rope_freq_scale, rope_attn_factor;
 } iqf_model_info;
 

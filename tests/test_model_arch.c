@@ -5,7 +5,9 @@
  * Each model is written by iqf-genmodel's library (random weights with realistic statistics,
  * F32, 2 layers, Mistral widths / 16: n_embd 256, 32 heads / 8 KV heads; qwen3 with head_dim
  * 2 * n_embd / n_head; MoE with 8 experts, 2 used; gemma3 with qwen3's heads, post-norms, GeGLU,
- * a window of 32 on layer 0 and a global layer 1) with the GPT-2 BPE vocabulary (qwen*) or the
+ * a window of 32 on layer 0 and a global layer 1; gpt-oss with qwen3's heads, q/k/v/o biases,
+ * sinks, YaRN (factor 32 over 4096), the window on layer 0, 8 experts with router and expert
+ * biases) with the GPT-2 BPE vocabulary (qwen*, gemma3, gpt-oss) or the
  * llama SPM one (Mixtral) from tests/data/vocab. Engine-only checks: metadata, logits identical
  * with 1 and 3 threads, and on the MoE models the per-expert imatrix capture (see imatrix_checks). Against libllama (context with an F32 KV cache and flash attention off,
  * so both compute the same float graph), on a tokenized TinyStories excerpt:
@@ -15,7 +17,8 @@
  *   - perplexity over 4 chunks of 128 (llama-perplexity's scoring of the second half): within
  *     0.05% (measured ~1e-6 relative);
  *   - greedy continuation of 24 tokens, decoding one token at a time: identical.
- * Needs the oracle (skips locally without it, fails under CI=true).
+ * Needs the oracle (skips locally without it, fails under CI=true). An argument runs the
+ * architectures whose name contains it.
  */
 #include "iqforge.h"
 #include "genmodel.h"
@@ -40,6 +43,7 @@ static const arch_case cases[] = {
     { "mixtral", "tests/data/vocab/ggml-vocab-llama-spm.gguf", false },
     { "qwen3moe", "tests/data/vocab/ggml-vocab-gpt-2.gguf", false },
     { "gemma3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", true },
+    { "gpt-oss", "tests/data/vocab/ggml-vocab-gpt-2.gguf", false },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -149,8 +153,9 @@ static void run_case(const arch_case *ac, int idx, const char *text, size_t text
         return;
     }
     const iqf_model_info *h = iqf_model_get_info(m);
-    const bool moe = !strcmp(ac->arch, "mixtral") || !strcmp(ac->arch, "qwen3moe");
-    const bool q3 = !strcmp(ac->arch, "qwen3") || !strcmp(ac->arch, "qwen3moe") || !strcmp(ac->arch, "gemma3");
+    const bool moe = !strcmp(ac->arch, "mixtral") || !strcmp(ac->arch, "qwen3moe") || !strcmp(ac->arch, "gpt-oss");
+    const bool q3 = !strcmp(ac->arch, "qwen3") || !strcmp(ac->arch, "qwen3moe") || !strcmp(ac->arch, "gemma3") ||
+                    !strcmp(ac->arch, "gpt-oss");
     CHECK(!strcmp(h->arch, moe && !q3 ? "llama" : ac->arch) && h->n_embd == 256 && h->n_layer == 2 &&
               h->head_dim == (q3 ? 16 : 8) && h->rope_neox == (strcmp(ac->arch, "mixtral") != 0) &&
               h->n_expert == (moe ? 8 : 0) && h->n_expert_used == (moe ? 2 : 0) && h->tied_output == ac->tied,
@@ -246,7 +251,7 @@ static void run_case(const arch_case *ac, int idx, const char *text, size_t text
     remove(path);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     size_t len = 0;
     char *text = read_file(src_path("tests/data/text/tinystories-valid-excerpt.txt"), &len);
     CHECK(text != NULL, "text");
@@ -263,7 +268,7 @@ int main(void) {
      * the biases (qwen2) and the llama-arch MoE keys (Mixtral) */
     const bool san = getenv("IQF_SANITIZED") != NULL;
     for (int i = 0; i < N_CASES; i++)
-        if (!san || i == 2 || i == 4) run_case(&cases[i], i, text, len, have);
+        if ((!san || i == 2 || i == 4) && (argc < 2 || strstr(cases[i].arch, argv[1]))) run_case(&cases[i], i, text, len, have);
     free(text);
     int rc = test_finish("test_model_arch");
     if (!have && !tu_ci() && rc == 0) return 77;

@@ -38,6 +38,7 @@ static const file_case cases[] = {
     { "llama-dense", 4764384 },  { "qwen2-dense", 4753984 },  { "qwen3-dense", 3966272 },
     { "llama-moe", 7119552 },    { "qwen3moe-moe", 7119776 }, { "gemma3-dense", 4760256 },
     { "qwen35-dense", 5294240 }, { "qwen35moe-moe", 8840768 },
+    { "gpt-oss-moe", 7136736 },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -1,6 +1,6 @@
 /*
  * test_model_fleet_imatrix.c - `iqforge imatrix` on the other architectures (qwen2, qwen3,
- * Mixtral-style llama MoE, qwen3moe, gemma3) against llama-imatrix's files for the same models and text.
+ * Mixtral-style llama MoE, qwen3moe, gemma3, gpt-oss) against llama-imatrix's files for the same models and text.
  *
  * The fixtures tests/data/fleet-imatrix/ARCH.imatrix.gguf were written by llama-imatrix (llama.cpp
  * of node-llama-cpp 3.22.1's bundle, ggml 0.25.1; tests/data/fleet-imatrix/README.md has the exact
@@ -46,6 +46,7 @@ static const fleet_case cases[] = {
     { "mixtral", "tests/data/vocab/ggml-vocab-llama-spm.gguf", 23 },
     { "qwen3moe", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 24 },
     { "gemma3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 25 },
+    { "gpt-oss", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 26 },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -157,7 +158,7 @@ static void run_case(const fleet_case *fc, const int32_t *toks, int n_tok) {
     printf("%-8s %d entries (%d per-expert), %d chunks, PPL %.4f: %d count mismatches, worst relative E[x^2] difference %.3g (%s)\n",
            fc->arch, d->n_entries, n_expert_entries, d->n_chunks, d->ppl, count_mismatch, worst, worst_at);
     CHECK(worst < 1e-3, "%s: imatrix differs from llama-imatrix's by %g at %s", fc->arch, worst, worst_at);
-    if (strstr(fc->arch, "moe") || !strcmp(fc->arch, "mixtral"))
+    if (strstr(fc->arch, "moe") || !strcmp(fc->arch, "mixtral") || !strcmp(fc->arch, "gpt-oss"))
         CHECK(n_expert_entries == 3 * 2, "%s: %d expert entries", fc->arch, n_expert_entries);
     iqf_imatrix_data_free(d);
     iqf_context_free(c);

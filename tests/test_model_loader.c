@@ -6,7 +6,9 @@
  *     experts);
  *   - rope.scaling.type "linear" with a factor: positions times 1/factor, cos/sin times
  *     rope.scaling.attn_factor, as llama_context sets freq_scale and attn_factor; "none" ignores
- *     the factor; a type the engine does not implement (yarn) is still refused, by name.
+ *     the factor; "yarn" as llama_context sets it up (ext_factor 1, beta 32/1, the original
+ *     context, attn_factor get_mscale(factor) / (1 + 0.1 ln factor) times the key's); a type the
+ *     engine does not implement (longrope) is still refused, by name.
  * Each qwen3 model (genmodel, F32, 2 layers, n_embd 256, GPT-2 vocabulary) is compared with the
  * oracle's libllama on a 128-token chunk of TinyStories with the tolerance of test_model_arch
  * (F32 KV cache: relative RMS < 1e-5, max |difference| < 1e-3), and the scaled model's logits
@@ -37,6 +39,7 @@ static const lcase cases[] = {
     { "plain (exp_ff 0)", NULL, 0.0f, 0.0f, 1.0f, 1.0f },
     { "linear x4, attn 0.8", "linear", 4.0f, 0.8f, 0.25f, 0.8f },
     { "none x4 (factor ignored)", "none", 4.0f, 0.0f, 1.0f, 1.0f },
+    { "yarn x4, attn 0.8", "yarn", 4.0f, 0.8f, 0.25f, -1.0f }, /* want_attn < 0: YaRN's, computed */
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -76,10 +79,10 @@ int main(void) {
     snprintf(path, sizeof path, "/tmp/iqf_test_loader_%d.gguf", (int)getpid());
 
     /* A scaling type the engine does not implement is refused by name. */
-    CHECK(write_model(path, "yarn", 4.0f, 0.0f, err, sizeof err), "genmodel: %s", err);
+    CHECK(write_model(path, "longrope", 4.0f, 0.0f, err, sizeof err), "genmodel: %s", err);
     iqf_model *m = NULL;
-    CHECK(iqf_model_load(path, NULL, &m, err, sizeof err) == IQF_E_FORMAT && strstr(err, "unsupported RoPE scaling 'yarn'"),
-          "yarn: want a refusal, got '%s'", m ? "(loaded)" : err);
+    CHECK(iqf_model_load(path, NULL, &m, err, sizeof err) == IQF_E_FORMAT && strstr(err, "unsupported RoPE scaling 'longrope'"),
+          "longrope: want a refusal, got '%s'", m ? "(loaded)" : err);
     iqf_model_free(m);
 
     float *ref = NULL; /* the first case's logits (no scaling) */
@@ -92,7 +95,10 @@ int main(void) {
         CHECK(iqf_model_load(path, NULL, &m, err, sizeof err) == IQF_OK, "%s: load: %s", lc->label, err);
         if (!m) continue;
         const iqf_model_info *h = iqf_model_get_info(m);
-        CHECK(h->n_expert == 0 && h->rope_freq_scale == lc->want_freq_scale && h->rope_attn_factor == lc->want_attn,
+        /* llama_context: get_mscale(4, 1) * 1 / (1 + 0.1 ln 4), times rope.scaling.attn_factor */
+        const float want_attn = lc->want_attn >= 0 ? lc->want_attn
+                                                   : (0.1f * logf(4.0f) + 1.0f) * (1.0f / (1.0f + 0.1f * logf(4.0f))) * lc->attn_factor;
+        CHECK(h->n_expert == 0 && h->rope_freq_scale == lc->want_freq_scale && h->rope_attn_factor == want_attn,
               "%s: freq_scale %g attn_factor %g", lc->label, (double)h->rope_freq_scale, (double)h->rope_attn_factor);
         const int V = h->n_vocab;
         iqf_vocab *voc = iqf_vocab_load(iqf_model_gguf(m), err, sizeof err);

@@ -39,6 +39,14 @@ static const iqf_arch ARCHS[] = {
       .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true,
       .qk_norm = true, .ffn_scale = true, .attn_out_gate = true, .ffn_norm_name = "post_attention_norm",
       .shared_expert = true },
+    /* models/openai-moe.cpp: q/k/v/o biases, attention sinks, scale 1/sqrt(n_rot), sliding-window
+     * layers (period 2, their rope base rope.freq_base_swa else the global one, the global scale),
+     * post_attention_norm as the FFN norm, softmax over the top-k biased router logits, experts
+     * with biases and swiglu_oai (moe.c), YaRN rope from the generic rope.scaling keys */
+    { .name = "gpt-oss", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .moe = IQF_MOE_REQUIRED,
+      .gating = IQF_GATING_SOFTMAX_WEIGHT, .exp_ff_key = true, .wo_bias = true, .swa = true, .swa_pattern = 2,
+      .attn_sinks = true, .attn_scale_rot = true, .swa_rope_global = true, .moe_biases = true,
+      .ffn_norm_name = "post_attention_norm" },
 };
 
 const iqf_arch *iqf_arch_find(const char *name) {
@@ -48,4 +56,4 @@ const iqf_arch *iqf_arch_find(const char *name) {
     return NULL;
 }
 
-const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, qwen35, qwen35moe"; }
+const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, qwen35, qwen35moe, gpt-oss"; }

@@ -25,7 +25,10 @@ typedef enum {
 } iqf_attn_kind;
 typedef enum { IQF_FFN_SWIGLU, IQF_FFN_GEGLU } iqf_ffn_kind; /* silu(gate) * up; gelu_tanh(gate) * up */
 typedef enum { IQF_MOE_NONE, IQF_MOE_OPTIONAL, IQF_MOE_REQUIRED } iqf_moe_presence;
-typedef enum { IQF_GATING_SOFTMAX_TOPK } iqf_moe_gating; /* room for sigmoid + bias (DeepSeek-V3) */
+typedef enum {
+    IQF_GATING_SOFTMAX_TOPK,   /* softmax over all experts, then the top k (room for sigmoid + bias, DeepSeek-V3) */
+    IQF_GATING_SOFTMAX_WEIGHT, /* gpt-oss: top k of the (biased) router logits, softmax over those k (moe.c) */
+} iqf_moe_gating;
 
 typedef struct iqf_arch {
     const char *name;          /* general.architecture */
@@ -53,6 +56,11 @@ typedef struct iqf_arch {
     const char *ffn_norm_name; /* the FFN's input norm tensor (NULL: "ffn_norm") */
     bool shared_expert;        /* ffn_{gate,up,down}_shexp beside the routed experts, gated by
                                 * sigmoid(ffn_gate_inp_shexp . x) (qwen35moe) */
+    /* gpt-oss (models/openai-moe.cpp) */
+    bool attn_sinks;           /* attn_sinks.weight [n_head]: one extra logit per head in the softmax (required) */
+    bool attn_scale_rot;       /* the attention scale is 1/sqrt(rope.dimension_count), not 1/sqrt(key_length) */
+    bool swa_rope_global;      /* sliding layers default to the global rope base and scale (not 10000 and 1) */
+    bool moe_biases;           /* ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias (required), swiglu_oai experts */
 } iqf_arch;
 
 /* The row for a general.architecture value, or NULL if the engine does not run it. */

@@ -160,15 +160,25 @@ static void rmsnorm(const float *x, const float *w, float *y, int64_t n, float e
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
 
-/* cos/sin table for one position: ggml_rope_cache_init with ext_factor 0 (rope_yarn: the angle
- * freq_scale * theta, cos and sin times mscale = attn_factor; both 1 leave the bytes unchanged). */
-static void rope_table(float *cs, int pos, int n_rot, float base, float freq_scale, float mscale, const float *ff) {
+/* cos/sin table for one position: ggml_rope_cache_init (rope_yarn: the angle freq_scale * theta,
+ * cos and sin times mscale = attn_factor; both 1 leave the bytes unchanged). With YaRN's
+ * ext_factor (ext != 0) the angle mixes in the unscaled one by rope_yarn_ramp over the correction
+ * dims corr, and mscale grows by 1 + 0.1 ln(1 / freq_scale). */
+static void rope_table(float *cs, int pos, int n_rot, float base, float freq_scale, float mscale, const float *ff,
+                       float ext, const float *corr) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int i = 0; i < n_rot; i += 2) {
-        const float t = freq_scale * (ff ? theta / ff[i / 2] : theta); /* ggml: theta / freq_factors[i0/2] */
-        cs[i] = cosf(t) * mscale;
-        cs[i + 1] = sinf(t) * mscale;
+        const float te = ff ? theta / ff[i / 2] : theta; /* ggml: theta / freq_factors[i0/2] */
+        float t = freq_scale * te, ms = mscale;
+        if (ext != 0.0f) {
+            const float y = ((float)(i / 2) - corr[0]) / fmaxf(0.001f, corr[1] - corr[0]);
+            const float ramp_mix = (1 - fminf(1, fmaxf(0, y))) * ext;
+            t = t * (1 - ramp_mix) + te * ramp_mix;
+            ms *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+        }
+        cs[i] = cosf(t) * ms;
+        cs[i + 1] = sinf(t) * ms;
         theta *= theta_scale;
     }
 }
@@ -373,7 +383,7 @@ static float f16r(float x) { return iqf_fp16_to_fp32(iqf_fp32_to_fp16(x)); }
 
 /* One query row of ggml's one-row path over positions 0..p (hd <= 64): out[0..hd). */
 static void att_row_ggml_f16(const float *q, const float *K, const float *V, int64_t kvdim, int hd, int s0, int p,
-                             float scale, float *out) {
+                             float scale, const float *sink, float *out) {
     float qh[FA_ONE_ROW_MAX_HD], vkq[FA_ONE_ROW_MAX_HD];
     for (int d = 0; d < hd; d++) {
         qh[d] = f16r(q[d]);
@@ -395,6 +405,16 @@ static void att_row_ggml_f16(const float *q, const float *K, const float *V, int
             vs = expf(sv - M);
         }
         for (int d = 0; d < hd; d++) vkq[d] = f16r(fmaf(v[d], vs, vkq[d]));
+        S = S * ms + vs;
+    }
+    if (sink) { /* gpt-oss: the sink joins the softmax after the f16 accumulator is read back */
+        float ms = 1.0f, vs = 1.0f;
+        if (*sink > M) {
+            ms = expf(M - *sink);
+            for (int d = 0; d < hd; d++) vkq[d] *= ms;
+        } else {
+            vs = expf(*sink - M);
+        }
         S = S * ms + vs;
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
@@ -449,6 +469,7 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     const float *V = c->vcache + (size_t)j->layer * c->n_ctx * kvdim;
     float *sc = c->scores + (size_t)tid * c->n_ctx;
     const bool one_row = ggml_fa_one_row(c, hd, j->T);
+    const float *sinks = c->m->layers[j->layer].attn_sinks; /* one extra logit per head, or NULL */
     for (int64_t it = b; it < e; it++) {
         const int t = j->r0 + (int)(it / H), head = (int)(it % H), g = head / group;
         const int p = j->pos + t; /* attends to s0..p: a sliding layer masks p - s >= n_swa */
@@ -456,7 +477,7 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
         const float *q = c->q + (int64_t)t * H * hd + (int64_t)head * hd;
         if (one_row) {
             att_row_ggml_f16(q, K + (int64_t)g * hd, V + (int64_t)g * hd, kvdim, hd, s0, p, scale,
-                             c->att + (int64_t)t * H * hd + (int64_t)head * hd);
+                             sinks ? sinks + head : NULL, c->att + (int64_t)t * H * hd + (int64_t)head * hd);
             continue;
         }
         float mx = -INFINITY;
@@ -465,12 +486,14 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
             sc[s] = v;
             if (v > mx) mx = v;
         }
+        if (sinks && sinks[head] > mx) mx = sinks[head]; /* ggml_soft_max_f32 with sinks */
         double sum = 0.0;
         for (int s = s0; s <= p; s++) {
             float v = expf(sc[s] - mx);
             sum += (double)v;
             sc[s] = v;
         }
+        if (sinks) sum += (double)expf(sinks[head] - mx);
         const float inv = (float)(1.0 / sum);
         float *o = c->att + (int64_t)t * H * hd + (int64_t)head * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
@@ -543,11 +566,12 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
     for (int t = 0; t < T; t++) {
         iqf_weight_row(&m->tok_embd, tokens[t], c->x + (int64_t)t * E);
         rope_table(c->rope_cs + (int64_t)t * hd, pos + t, h->n_rot, h->rope_base, h->rope_freq_scale, h->rope_attn_factor,
-                   m->rope_freqs);
+                   m->rope_freqs, m->yarn_ext, m->yarn_corr);
         if (m->arch->rope == IQF_ROPE_IMROPE)
             iqf_imrope_fix(c->rope_cs + (int64_t)t * hd, h->n_rot, m->gdn_hp->sections, h->rope_attn_factor);
-        if (m->n_swa) /* get_rope_freq_base/scale: the sliding layers' own base, scale 1 */
-            rope_table(cs_swa + (int64_t)t * hd, pos + t, h->n_rot, m->rope_base_swa, 1.0f, h->rope_attn_factor, m->rope_freqs);
+        if (m->n_swa) /* get_rope_freq_base/scale: the sliding layers' own base and scale */
+            rope_table(cs_swa + (int64_t)t * hd, pos + t, h->n_rot, m->rope_base_swa, m->rope_scale_swa, h->rope_attn_factor,
+                       m->rope_freqs, m->yarn_ext, m->yarn_corr_swa);
     }
     if (m->arch->embd_scale) scale_rows(c->x, E, T, sqrtf((float)E), E); /* ggml_scale by sqrtf(n_embd) */
 
@@ -565,7 +589,9 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         residual(c->x + (int64_t)r0 * E, c->tmp, nr, E, ly->post_attn_norm, eps);
         float *xs = c->x + (int64_t)r0 * E, *xns = c->xn + (int64_t)r0 * E;
         for (int t = 0; t < nr; t++) rmsnorm(xs + (int64_t)t * E, ly->ffn_norm, xns + (int64_t)t * E, E, eps);
-        if (h->n_expert > 0) {
+        if (h->n_expert > 0 && m->arch->gating == IQF_GATING_SOFTMAX_WEIGHT) {
+            iqf_moe_ffn_oai(c, ly, xns, nr, c->tmp);
+        } else if (h->n_expert > 0) {
             moe_ffn(c, ly, xns, nr, c->tmp);
             if (ly->gate_shexp.data) shared_expert(c, ly, xns, nr, c->tmp);
         } else {

@@ -45,6 +45,11 @@ void iqf_model_free(iqf_model *m) {
             free(m->layers[l].post_attn_norm);
             free(m->layers[l].post_ffn_norm);
             iqf_gdn_layer_free(m->layers[l].gdn);
+            free(m->layers[l].attn_sinks);
+            free(m->layers[l].bgate_inp);
+            free(m->layers[l].bgate_exps);
+            free(m->layers[l].bup_exps);
+            free(m->layers[l].bdown_exps);
         }
     free(m->layers);
     free(m->output_norm);
@@ -340,9 +345,30 @@ static iqf_status load_sizes(loader *ld) {
     return IQF_OK;
 }
 
+/* YaRN as llama_context sets it up: ext_factor 1, beta_fast 32 and beta_slow 1 (hparams' defaults),
+ * the original context rope.scaling.original_context_length (else context_length), attn_factor
+ * get_mscale(factor) / (1 + 0.1 ln factor) times rope.scaling.attn_factor; ggml_rope_ext's
+ * rope_yarn multiplies cos/sin by 1 + 0.1 ln factor again. rope.scaling.yarn_log_multiplier is
+ * read by deepseek2 / mistral3 graphs only (not in the table). */
+static iqf_status load_yarn(loader *ld) {
+    iqf_model *m = ld->m;
+    iqf_model_info *h = &m->info;
+    iqf_status st = IQF_OK;
+    int n_orig;
+    if (!key_int(ld, "rope.scaling.original_context_length", false, h->n_ctx_train, 0, INT32_MAX, &n_orig, &st)) return st;
+    m->n_ctx_orig_yarn = n_orig ? n_orig : h->n_ctx_train;
+    m->yarn_ext = 1.0f;
+    iqf_yarn_corr_dims(h->n_rot, m->n_ctx_orig_yarn, h->rope_base, 32.0f, 1.0f, m->yarn_corr);
+    const float factor = 1.0f / h->rope_freq_scale;
+    float af = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+    af *= 1.0f / (1.0f + 0.1f * logf(factor));
+    h->rope_attn_factor *= af;
+    return IQF_OK;
+}
+
 /* RoPE and the norm epsilon. RoPE scaling as llama_model::load_hparams and llama_context read
  * it: the type defaults to "linear"; the factor (0 = none) gives freq_scale = 1 / factor,
- * ignored for type "none"; attn_factor scales cos/sin. YaRN and LongRoPE are not implemented. */
+ * ignored for type "none"; attn_factor scales cos/sin. LongRoPE is not implemented. */
 static iqf_status load_rope(loader *ld) {
     iqf_model *m = ld->m;
     iqf_model_info *h = &m->info;
@@ -354,13 +380,18 @@ static iqf_status load_rope(loader *ld) {
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", h->arch);
     iqf_gguf_get_str(m->gguf, key, &sc, NULL);
-    if (strcmp(sc, "none") != 0 && strcmp(sc, "linear") != 0)
+    if (strcmp(sc, "none") != 0 && strcmp(sc, "linear") != 0 && strcmp(sc, "yarn") != 0)
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling '%.40s'", ld->path, sc);
     float factor = 0.0f;
     if (!key_float(ld, "rope.scaling.factor", &factor)) key_float(ld, "rope.scale_linear", &factor); /* the older name */
     h->rope_freq_scale = factor == 0.0f || !strcmp(sc, "none") ? 1.0f : 1.0f / factor;
+    m->rope_scale_swa = factor == 0.0f ? 1.0f : 1.0f / factor; /* hparams' rope_freq_scale_train */
     h->rope_attn_factor = 1.0f;
     key_float(ld, "rope.scaling.attn_factor", &h->rope_attn_factor);
+    if (!strcmp(sc, "yarn")) {
+        iqf_status st = load_yarn(ld);
+        if (st) return st;
+    }
     if (!isfinite(h->rope_freq_scale) || !(h->rope_freq_scale > 0) || !isfinite(h->rope_attn_factor))
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad rope.scaling.factor %g or attn_factor %g", ld->path,
                         (double)factor, (double)h->rope_attn_factor);
@@ -420,17 +451,20 @@ static iqf_status load_attn_kind(loader *ld) {
     const iqf_model_info *h = &m->info;
     const iqf_arch *a = m->arch;
     iqf_status st = IQF_OK;
-    m->attn_scale = 1.0f / sqrtf((float)h->head_dim);
+    m->attn_scale = 1.0f / sqrtf((float)(a->attn_scale_rot ? h->n_rot : h->head_dim));
     if (a->q_prescale && h->n_layer == 62) m->attn_scale = 1.0f / sqrtf((float)(h->n_embd / h->n_head));
     if (a->softcap && key_float(ld, "final_logit_softcapping", &m->softcap) && (!isfinite(m->softcap) || m->softcap < 0))
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad final_logit_softcapping %g", ld->path, (double)m->softcap);
     if (!a->swa) return IQF_OK;
     if (!key_int(ld, "attention.sliding_window", false, 0, 0, INT32_MAX, &m->n_swa, &st)) return st;
     if (m->n_swa == 0) return IQF_OK;
-    m->rope_base_swa = 10000.0f;
+    /* gemma3: base 10000 and scale 1 unless the key says; gpt-oss: the global base and scale */
+    m->rope_base_swa = a->swa_rope_global ? h->rope_base : 10000.0f;
+    if (!a->swa_rope_global) m->rope_scale_swa = 1.0f;
     key_float(ld, "rope.freq_base_swa", &m->rope_base_swa);
     if (!(m->rope_base_swa > 0) || !isfinite(m->rope_base_swa))
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad rope.freq_base_swa", ld->path);
+    if (m->yarn_ext != 0.0f) iqf_yarn_corr_dims(h->n_rot, m->n_ctx_orig_yarn, m->rope_base_swa, 32.0f, 1.0f, m->yarn_corr_swa);
     char key[128];
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", h->arch);
     const int64_t ki = iqf_gguf_find_kv(m->gguf, key);
@@ -615,6 +649,7 @@ static iqf_status load_layer_attn(loader *ld, int l) {
     if (a->qk_norm && ((st = layer_vec(ld, l, "attn_q_norm", "weight", hd, false, &ly->q_norm)) ||
                        (st = layer_vec(ld, l, "attn_k_norm", "weight", hd, false, &ly->k_norm))))
         return st;
+    if (a->attn_sinks && (st = layer_vec(ld, l, "attn_sinks", "weight", h->n_head, false, &ly->attn_sinks))) return st;
     if (a->post_norms && ((st = layer_vec(ld, l, "post_attention_norm", "weight", E, false, &ly->post_attn_norm)) ||
                           (st = layer_vec(ld, l, "post_ffw_norm", "weight", E, false, &ly->post_ffn_norm))))
         return st;
@@ -657,6 +692,19 @@ static iqf_status load_shexp_hparams(loader *ld) {
     return IQF_OK;
 }
 
+/* A 2-D tensor blk.<l>.<nm> of ne1 rows of ne0 read as floats (gpt-oss's per-expert biases). */
+static iqf_status layer_mat_f32(loader *ld, int l, const char *nm, int64_t ne0, int64_t ne1, float **out) {
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s", l, nm);
+    const iqf_gguf_tensor *t;
+    iqf_status st = get_tensor(ld, name, ne0, ne1, false, &t);
+    if (st) return st;
+    *out = malloc((size_t)(ne0 * ne1) * sizeof(float));
+    if (!*out) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+    ld->m->info.n_params += ne0 * ne1;
+    return iqf_dequantize(t->type, t->data, *out, ne1, ne0, 1, ld->err, ld->errlen);
+}
+
 static iqf_status load_layer_ffn(loader *ld, int l) {
     iqf_model *m = ld->m;
     const iqf_model_info *h = &m->info;
@@ -693,6 +741,11 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
     if (a->ffn_scale && ((!fused && (st = layer_scale(ld, l, "ffn_gate_exps", NE, NULL, &ly->sgate_exps))) ||
                          (!fused && (st = layer_scale(ld, l, "ffn_up_exps", NE, NULL, &ly->sup_exps))) ||
                          (st = layer_scale(ld, l, "ffn_down_exps", NE, NULL, &ly->sdown_exps))))
+        return st;
+    if (a->moe_biases && ((st = layer_vec(ld, l, "ffn_gate_inp", "bias", NE, false, &ly->bgate_inp)) ||
+                          (st = layer_mat_f32(ld, l, "ffn_gate_exps.bias", h->n_ff_exp, NE, &ly->bgate_exps)) ||
+                          (st = layer_mat_f32(ld, l, "ffn_up_exps.bias", h->n_ff_exp, NE, &ly->bup_exps)) ||
+                          (st = layer_mat_f32(ld, l, "ffn_down_exps.bias", E, NE, &ly->bdown_exps))))
         return st;
     return a->shared_expert ? load_layer_shexp(ld, l) : IQF_OK;
 }

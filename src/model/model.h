@@ -43,6 +43,9 @@ typedef struct iqf_layer {
     iqf_weight gate_up_exps;     /* gate and up experts in one tensor [n_embd -> 2 n_ff_exp] x n_expert, or no data */
     iqf_weight gate_inp_shexp, gate_shexp, up_shexp, down_shexp; /* shared expert and its gate [n_embd -> 1], or no data */
     float sgate_shexp, sup_shexp, sdown_shexp; /* their per-tensor .scale (1 when absent) */
+    float *attn_sinks;           /* gpt-oss: per-head sink logits [n_head], or NULL */
+    float *bgate_inp;            /* gpt-oss: router bias [n_expert], or NULL */
+    float *bgate_exps, *bup_exps, *bdown_exps; /* gpt-oss: per-expert biases [n_expert][width], or NULL */
 } iqf_layer;
 
 #define IQF_MAX_WEIGHTS_PER_LAYER 16
@@ -62,6 +65,10 @@ struct iqf_model {
     struct iqf_gdn_hparams *gdn_hp; /* qwen35: Gated-DeltaNet sizes and rope sections (deltanet.h), or NULL */
     int n_ff_shexp;             /* shared expert width (0: none) */
     float moe_w_scale;          /* expert_weights_scale where the row applies it (1: none) */
+    float rope_scale_swa;       /* rope frequency scale of the sliding-window layers */
+    float yarn_ext;             /* YaRN ext_factor (0: no YaRN) */
+    int n_ctx_orig_yarn;        /* YaRN's original context (rope.scaling.original_context_length) */
+    float yarn_corr[2], yarn_corr_swa[2]; /* ggml_rope_yarn_corr_dims of the global / sliding layers' base */
     iqf_weight **mats; /* every matrix product's weight (layers' 7, then output), n_mats */
     int n_mats;
     void *gguf;                 /* iqf_gguf* the weights point into */
@@ -140,6 +147,12 @@ int iqf_mm_act_type(int wtype);
 /* Rounds one activation row of K values to vtype and back to float (y = d * q; y may be x).
  * For Q8_1, s (K/32 floats, or NULL) receives the blocks' fp16 s = d * sum q. */
 void iqf_mm_round_act(int vtype, const float *x, float *y, int64_t K, float *s);
+
+/* gpt-oss's mixture of experts (moe.c): biased router logits, softmax over the top k, experts
+ * with biases and swiglu_oai; rows xn (nr of them, ld n_embd), result into out (ld n_embd). */
+void iqf_moe_ffn_oai(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out);
+/* YaRN (ggml_rope_yarn_corr_dims): the start and end correction dims for a rope base. */
+void iqf_yarn_corr_dims(int n_dims, int n_ctx_orig, float base, float beta_fast, float beta_slow, float dims[2]);
 
 /* Vector helpers (SIMD chosen at run time). */
 float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n);

@@ -139,7 +139,8 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: bad options");
     const char *arch = o->arch ? o->arch : "llama";
     const bool qwen2 = !strcmp(arch, "qwen2"), qwen3 = !strcmp(arch, "qwen3"), q3moe = !strcmp(arch, "qwen3moe"),
-               mixtral = !strcmp(arch, "mixtral"), moe = q3moe || mixtral, gemma3 = !strcmp(arch, "gemma3");
+               mixtral = !strcmp(arch, "mixtral"), oss = !strcmp(arch, "gpt-oss"), moe = q3moe || mixtral || oss,
+               gemma3 = !strcmp(arch, "gemma3");
     if (strcmp(arch, "llama") && !qwen2 && !qwen3 && !moe && !gemma3)
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: unknown architecture '%s'", arch);
     const char *garch = mixtral ? "llama" : arch; /* general.architecture */
@@ -160,16 +161,16 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     }
     const int64_t n_embd = 4096 / o->scale, n_ff = 14336 / o->scale;
     const int64_t n_head = 32, n_head_kv = 8;
-    const int64_t head_dim = (qwen3 || q3moe || gemma3) ? 2 * n_embd / n_head : n_embd / n_head;
+    const int64_t head_dim = (qwen3 || q3moe || gemma3 || oss) ? 2 * n_embd / n_head : n_embd / n_head;
     const int64_t n_q = head_dim * n_head, n_kv = head_dim * n_head_kv;
     /* qwen3moe experts: 2/7 of n_ff (4096 at full width, a multiple of 256 at scales 1, 2, 4, 8, 16) */
-    const int64_t n_ff_exp = q3moe ? 2 * n_ff / 7 : n_ff, n_ff_layer = moe ? n_ff_exp : n_ff;
+    const int64_t n_ff_exp = q3moe || oss ? 2 * n_ff / 7 : n_ff, n_ff_layer = moe ? n_ff_exp : n_ff;
     if (n_embd < 32 || head_dim < 2) {
         iqf_gguf_close(voc);
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: scale %d too large", o->scale);
     }
 
-    const int nt_max = 3 + 18 * o->n_layer;
+    const int nt_max = 3 + 22 * o->n_layer;
     gtensor *ts = calloc((size_t)nt_max, sizeof *ts);
     if (!ts) {
         iqf_gguf_close(voc);
@@ -205,6 +206,16 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
             ADD3(b, 3, n_embd, n_ff_exp, n_expert, IN_FFN, l, 0.8 * s_in);
             snprintf(b, sizeof b, "blk.%d.ffn_up_exps.weight", l);
             ADD3(b, 3, n_embd, n_ff_exp, n_expert, IN_FFN, l, 0.8 * s_in);
+            if (oss) { /* the router's and the experts' biases (one row per expert) */
+                snprintf(b, sizeof b, "blk.%d.ffn_gate_inp.bias", l);
+                ADD(b, 1, n_expert, 1, KIND_BIAS, l, 0.5);
+                snprintf(b, sizeof b, "blk.%d.ffn_gate_exps.bias", l);
+                ADD(b, 2, n_ff_exp, n_expert, KIND_BIAS, l, 0.3);
+                snprintf(b, sizeof b, "blk.%d.ffn_up_exps.bias", l);
+                ADD(b, 2, n_ff_exp, n_expert, KIND_BIAS, l, 0.3);
+                snprintf(b, sizeof b, "blk.%d.ffn_down_exps.bias", l);
+                ADD(b, 2, n_embd, n_expert, KIND_BIAS, l, 0.05);
+            }
         } else {
             snprintf(b, sizeof b, "blk.%d.ffn_down.weight", l);
             ADD(b, 2, n_ff, n_embd, IN_FFN_DOWN, l, 0.8 * s_ff);
@@ -213,7 +224,7 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
             snprintf(b, sizeof b, "blk.%d.ffn_up.weight", l);
             ADD(b, 2, n_embd, n_ff, IN_FFN, l, 0.8 * s_in);
         }
-        snprintf(b, sizeof b, "blk.%d.ffn_norm.weight", l);
+        snprintf(b, sizeof b, oss ? "blk.%d.post_attention_norm.weight" : "blk.%d.ffn_norm.weight", l); /* gpt-oss: the FFN norm */
         ADD(b, 1, n_embd, 1, -1, l, 0);
         snprintf(b, sizeof b, "blk.%d.attn_k.weight", l);
         ADD(b, 2, n_embd, n_kv, IN_ATTN, l, 1.2 * s_in);
@@ -223,7 +234,13 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         ADD(b, 2, n_embd, n_q, IN_ATTN, l, 1.2 * s_in);
         snprintf(b, sizeof b, "blk.%d.attn_v.weight", l);
         ADD(b, 2, n_embd, n_kv, IN_ATTN, l, 0.6 * s_in);
-        if (qwen2) {
+        if (oss) {
+            snprintf(b, sizeof b, "blk.%d.attn_output.bias", l);
+            ADD(b, 1, n_embd, 1, KIND_BIAS, l, 0.05);
+            snprintf(b, sizeof b, "blk.%d.attn_sinks.weight", l); /* one logit per head */
+            ADD(b, 1, n_head, 1, KIND_BIAS, l, 1.5);
+        }
+        if (qwen2 || oss) {
             snprintf(b, sizeof b, "blk.%d.attn_q.bias", l);
             ADD(b, 1, n_q, 1, KIND_BIAS, l, 0.3);
             snprintf(b, sizeof b, "blk.%d.attn_k.bias", l);
@@ -278,9 +295,16 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     if (!st) st = iqf_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
     if (!st) st = iqf_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)n_head);
     if (!st) st = iqf_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)n_head_kv);
-    if (!st && (qwen3 || q3moe || gemma3)) st = iqf_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
-    if (!st && (qwen3 || q3moe || gemma3)) st = iqf_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
-    if (!st) st = iqf_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), qwen2 || qwen3 || q3moe || gemma3 ? 1e-6f : 1e-5f);
+    const bool q3heads = qwen3 || q3moe || gemma3 || oss;
+    if (!st && q3heads) st = iqf_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
+    if (!st && q3heads) st = iqf_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
+    if (!st) st = iqf_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), qwen2 || q3heads ? 1e-6f : 1e-5f);
+    /* gpt-oss: a window of 32 on the even layers (libllama's default period 2), YaRN as the
+     * released models (factor 32 over an original context of 4096) */
+    if (!st && oss) st = iqf_gguf_writer_set_u32(w, KEY("attention.sliding_window"), 32);
+    if (!st && oss) st = iqf_gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn");
+    if (!st && oss) st = iqf_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 32.0f);
+    if (!st && oss) st = iqf_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 4096);
     /* gemma3: a window of 32 with every 2nd layer global (layer 0 slides, layer 1 does not), the
      * sliding layers' rope base 10000 */
     if (!st && gemma3) st = iqf_gguf_writer_set_u32(w, KEY("attention.sliding_window"), 32);
@@ -289,7 +313,7 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     if (!st) st = iqf_gguf_writer_set_f32(w, KEY("rope.freq_base"), 1000000.0f);
     if (!st && moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)n_expert);
     if (!st && moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)n_used);
-    if (!st && q3moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)n_ff_exp);
+    if (!st && (q3moe || oss)) st = iqf_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)n_ff_exp);
     if (!st && !voc) st = iqf_gguf_writer_set_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
     if (!st && o->dense_exp_ff_zero && !moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), 0);
     if (!st && o->rope_scaling) st = iqf_gguf_writer_set_str(w, KEY("rope.scaling.type"), o->rope_scaling);
@@ -315,9 +339,11 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         const gtensor *t = &ts[i];
         rng r = seeded(o->seed, 1 + (uint64_t)i, 99);
         if (t->kind < 0 || t->kind == KIND_BIAS) {
-            for (int64_t j = 0; j < t->ne[0]; j++)
-                row[j] = (float)(t->kind < 0 ? 1.0 + 0.05 * normal(&r) : t->sigma * normal(&r));
-            st = iqf_gguf_writer_write_data(w, row, (size_t)t->ne[0] * 4);
+            for (int64_t k = 0; k < t->ne[1] && !st; k++) { /* one row, or gpt-oss's per-expert biases */
+                for (int64_t j = 0; j < t->ne[0]; j++)
+                    row[j] = (float)(t->kind < 0 ? 1.0 + 0.05 * normal(&r) : t->sigma * normal(&r));
+                st = iqf_gguf_writer_write_data(w, row, (size_t)t->ne[0] * 4);
+            }
             continue;
         }
         const int64_t ncols = t->ne[0], nrows = t->ne[1] * t->ne[2];

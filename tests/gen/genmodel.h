@@ -21,7 +21,9 @@ typedef struct iqf_genmodel_opts {
      * "qwen3" (per-head q/k RMSNorm, head_dim 2 * n_embd / n_head as Qwen3-0.6B), "mixtral"
      * (general.architecture llama with n_expert experts of width n_ff), "qwen3moe" (qwen3
      * attention, n_expert experts of width 2 * n_ff / 7: 4096 at scale 1), "gemma3" (qwen3-sized
-     * heads with q/k norms, post-attention/FFN norms, window 32, every 2nd layer global). */
+     * heads with q/k norms, post-attention/FFN norms, window 32, every 2nd layer global),
+     * "gpt-oss" (qwen3-sized heads with q/k/v/o biases and sinks, window 32 on even layers,
+     * YaRN factor 32 over 4096, qwen3moe-wide experts with router and expert biases). */
     const char *arch;
     int n_expert, n_expert_used; /* MoE only (defaults 8 and 2) */
     const char *vocab;           /* NULL, or a GGUF whose tokenizer.* keys are copied (n_vocab
