@@ -34,6 +34,7 @@ typedef struct file_case {
 static const file_case cases[] = {
     { "llama-dense", 4764384 },  { "qwen2-dense", 4753984 },  { "qwen3-dense", 3966272 },
     { "llama-moe", 7119552 },    { "qwen3moe-moe", 7119776 }, { "gemma3-dense", 4760256 },
+    { "deepseek2-moe", 4426528 },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 

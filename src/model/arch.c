@@ -26,6 +26,11 @@ static const iqf_arch ARCHS[] = {
      * norms, GeGLU, sliding-window layers (rope base 10000 or rope.freq_base_swa there) */
     { .name = "gemma3", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_GEGLU, .qk_norm = true, .post_norms = true,
       .embd_scale = true, .q_prescale = true, .swa = true, .swa_pattern = 6, .softcap = true },
+    /* models/deepseek2.cpp (DeepSeek V2/V3, MLA files with attn_k_b / attn_v_b): normal rope on the
+     * rope part only, YaRN; dense first layers, then routed + shared experts; its build_ffn and
+     * build_moe_ffn calls pass no FFN scales (attn_output.scale is applied); nextn not evaluated */
+    { .name = "deepseek2", .rope = IQF_ROPE_NORMAL, .attn = IQF_ATTN_MLA, .ffn = IQF_FFN_SWIGLU,
+      .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_KEYED, .exp_ff_key = true, .dense_lead = true },
 };
 
 const iqf_arch *iqf_arch_find(const char *name) {
@@ -35,4 +40,4 @@ const iqf_arch *iqf_arch_find(const char *name) {
     return NULL;
 }
 
-const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3"; }
+const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2"; }

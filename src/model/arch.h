@@ -14,10 +14,17 @@
 #include <stdbool.h>
 
 typedef enum { IQF_ROPE_NORMAL, IQF_ROPE_NEOX } iqf_rope_kind; /* pairs (2i, 2i+1) or (i, i + n_rot/2) */
-typedef enum { IQF_ATTN_GQA } iqf_attn_kind;     /* room for MLA, linear (DeltaNet), sinks */
+typedef enum {
+    IQF_ATTN_GQA,
+    IQF_ATTN_MLA, /* deepseek2: low-rank q, compressed KV latent + a shared rope key, k_b/v_b per head */
+} iqf_attn_kind; /* room for linear (DeltaNet), sinks */
 typedef enum { IQF_FFN_SWIGLU, IQF_FFN_GEGLU } iqf_ffn_kind; /* silu(gate) * up; gelu_tanh(gate) * up */
 typedef enum { IQF_MOE_NONE, IQF_MOE_OPTIONAL, IQF_MOE_REQUIRED } iqf_moe_presence;
-typedef enum { IQF_GATING_SOFTMAX_TOPK } iqf_moe_gating; /* room for sigmoid + bias (DeepSeek-V3) */
+typedef enum {
+    IQF_GATING_SOFTMAX_TOPK,
+    IQF_GATING_KEYED, /* deepseek2: expert_gating_func (softmax, sigmoid), exp_probs_b selection bias,
+                       * expert groups, expert_weights_norm / _scale from their keys, shared experts */
+} iqf_moe_gating;
 
 typedef struct iqf_arch {
     const char *name;          /* general.architecture */
@@ -41,6 +48,7 @@ typedef struct iqf_arch {
     bool swa;                  /* attention.sliding_window > 0 selects sliding-window layers */
     int swa_pattern;           /* default pattern: layer il slides unless il % pattern == pattern - 1 */
     bool softcap;              /* final_logit_softcapping read and applied when non-zero */
+    bool dense_lead;           /* leading_dense_block_count layers have a dense FFN, the rest experts */
 } iqf_arch;
 
 /* The row for a general.architecture value, or NULL if the engine does not run it. */

@@ -50,6 +50,7 @@ void iqf_context_free(iqf_context *c) {
     free(c->ex_in);
     free(c->ex_out);
     free(c->moe);
+    free(c->ds);
     free(c);
 }
 
@@ -126,6 +127,7 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
     for (int i = 0; i < m->n_mats; i++) any_round |= iqf_mm_act_type(m->mats[i]->type) >= 0;
     any_round |= iqf_mm_act_type(m->output.type) >= 0;
     if (any_round) c->xr = xcalloc((size_t)(B * c->max_ncols), sizeof(float), &ok);
+    if (ok && !iqf_ds_alloc(c)) ok = false;
     if (!ok) {
         iqf_context_free(c);
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for a context of %d tokens", n_ctx);
@@ -154,6 +156,8 @@ static void rmsnorm(const float *x, const float *w, float *y, int64_t n, float e
     const float scale = 1.0f / sqrtf(mean + eps);
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
+
+void iqf_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps) { rmsnorm(x, w, y, n, eps); }
 
 /* cos/sin table for one position: ggml_rope_cache_init with ext_factor 0 (rope_yarn: the angle
  * freq_scale * theta, cos and sin times mscale = attn_factor; both 1 leave the bytes unchanged). */
@@ -445,16 +449,59 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     }
 }
 
+/* GQA attention of rows r0..T-1 of layer l from c->xn (K/V of all T rows into the cache), after
+ * attn_output (scale, bias) into c->tmp. */
+static void gqa_attention(iqf_context *c, int l, int T, int pos, int r0) {
+    const iqf_model *m = c->m;
+    const iqf_model_info *h = &m->info;
+    const iqf_layer *ly = &m->layers[l];
+    const int E = h->n_embd, H = h->n_head, hd = h->head_dim, qdim = H * hd, kvdim = hd * h->n_head_kv, nr = T - r0;
+    const float eps = h->rms_eps;
+    const bool neox = m->arch->rope == IQF_ROPE_NEOX;
+    const float *cs_swa = c->rope_cs + (int64_t)c->max_batch * hd; /* sliding layers' table */
+    float *kdst = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
+    float *vdst = c->vcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
+    iqf_matmul(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr, c->q + (int64_t)r0 * qdim, qdim);
+    iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
+    iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
+    scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, ly->sq, qdim); /* build_qkv: the scale, then the bias */
+    scale_rows(kdst, kvdim, T, ly->sk, kvdim);
+    scale_rows(vdst, kvdim, T, ly->sv, kvdim);
+    add_bias(c->q + (int64_t)r0 * qdim, qdim, nr, ly->bq, qdim);
+    add_bias(kdst, kvdim, T, ly->bk, kvdim);
+    add_bias(vdst, kvdim, T, ly->bv, kvdim);
+    head_norm(c->q + (int64_t)r0 * qdim, qdim, nr, H, hd, ly->q_norm, eps);
+    head_norm(kdst, kvdim, T, h->n_head_kv, hd, ly->k_norm, eps);
+    for (int t = 0; t < T; t++) {
+        const float *cs = (ly->swa && m->n_swa ? cs_swa : c->rope_cs) + (int64_t)t * hd;
+        if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, neox);
+        rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, neox);
+    }
+    if (m->arch->q_prescale) scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, m->attn_scale, qdim);
+    if (c->kv_f16) /* llama.cpp's default F16 cache: what attention reads back is rounded */
+        for (int64_t i = 0; i < (int64_t)T * kvdim; i++) {
+            kdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(kdst[i]));
+            vdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(vdst[i]));
+        }
+    attjob aj = { c, l, r0, T, pos };
+    int64_t items = (int64_t)nr * H;
+    int nt = iqf_pool_size(c->pool);
+    int64_t grain = items / (nt * 8) > 0 ? items / (nt * 8) : 1;
+    iqf_pool_run(c->pool, items, grain, att_range, &aj);
+
+    iqf_matmul(c, &ly->wo, c->att + (int64_t)r0 * qdim, qdim, nr, c->tmp, E);
+    scale_rows(c->tmp, E, nr, ly->so, E);
+    add_bias(c->tmp, E, nr, ly->bo, E);
+}
+
 /* One piece of at most max_batch tokens (arguments checked by iqf_decode). */
 static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,
                          float *logits) {
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
-    const int E = h->n_embd, H = h->n_head, hd = h->head_dim, qdim = H * hd;
-    const int kvdim = hd * h->n_head_kv, F = h->n_ff, L = h->n_layer;
+    const int E = h->n_embd, hd = h->head_dim, F = h->n_ff, L = h->n_layer;
     const float eps = h->rms_eps;
     const bool capture = c->imat || c->hess;
-    const bool neox = m->arch->rope == IQF_ROPE_NEOX;
 
     float *cs_swa = c->rope_cs + (int64_t)c->max_batch * hd; /* sliding layers' table */
     for (int t = 0; t < T; t++) {
@@ -472,45 +519,18 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
          * capture (imatrix, Hessian) needs every row's input of every matrix. */
         const int r0 = (l == L - 1 && !capture) ? (first_out < T ? first_out : T - 1) : 0;
         const int nr = T - r0;
-        float *kdst = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
-        float *vdst = c->vcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
 
         for (int t = 0; t < T; t++) rmsnorm(c->x + (int64_t)t * E, ly->attn_norm, c->xn + (int64_t)t * E, E, eps);
-        iqf_matmul(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr, c->q + (int64_t)r0 * qdim, qdim);
-        iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
-        iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
-        scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, ly->sq, qdim); /* build_qkv: the scale, then the bias */
-        scale_rows(kdst, kvdim, T, ly->sk, kvdim);
-        scale_rows(vdst, kvdim, T, ly->sv, kvdim);
-        add_bias(c->q + (int64_t)r0 * qdim, qdim, nr, ly->bq, qdim);
-        add_bias(kdst, kvdim, T, ly->bk, kvdim);
-        add_bias(vdst, kvdim, T, ly->bv, kvdim);
-        head_norm(c->q + (int64_t)r0 * qdim, qdim, nr, H, hd, ly->q_norm, eps);
-        head_norm(kdst, kvdim, T, h->n_head_kv, hd, ly->k_norm, eps);
-        for (int t = 0; t < T; t++) {
-            const float *cs = (ly->swa && m->n_swa ? cs_swa : c->rope_cs) + (int64_t)t * hd;
-            if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, neox);
-            rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, neox);
-        }
-        if (m->arch->q_prescale) scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, m->attn_scale, qdim);
-        if (c->kv_f16) /* llama.cpp's default F16 cache: what attention reads back is rounded */
-            for (int64_t i = 0; i < (int64_t)T * kvdim; i++) {
-                kdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(kdst[i]));
-                vdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(vdst[i]));
-            }
-        attjob aj = { c, l, r0, T, pos };
-        int64_t items = (int64_t)nr * H;
-        int nt = iqf_pool_size(c->pool);
-        int64_t grain = items / (nt * 8) > 0 ? items / (nt * 8) : 1;
-        iqf_pool_run(c->pool, items, grain, att_range, &aj);
-
-        iqf_matmul(c, &ly->wo, c->att + (int64_t)r0 * qdim, qdim, nr, c->tmp, E);
-        scale_rows(c->tmp, E, nr, ly->so, E);
-        add_bias(c->tmp, E, nr, ly->bo, E);
+        if (m->arch->attn == IQF_ATTN_MLA)
+            iqf_mla_attention(c, l, T, pos, r0, c->tmp);
+        else
+            gqa_attention(c, l, T, pos, r0);
         residual(c->x + (int64_t)r0 * E, c->tmp, nr, E, ly->post_attn_norm, eps);
         float *xs = c->x + (int64_t)r0 * E, *xns = c->xn + (int64_t)r0 * E;
         for (int t = 0; t < nr; t++) rmsnorm(xs + (int64_t)t * E, ly->ffn_norm, xns + (int64_t)t * E, E, eps);
-        if (h->n_expert > 0) {
+        if (m->arch->gating == IQF_GATING_KEYED && ly->gate_inp.data) {
+            iqf_moe_ds(c, ly, xns, nr, c->tmp);
+        } else if (ly->gate_inp.data) {
             moe_ffn(c, ly, xns, nr, c->tmp);
         } else {
             /* build_ffn: each product, its bias, then its scale */

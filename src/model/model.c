@@ -43,6 +43,9 @@ void iqf_model_free(iqf_model *m) {
             free(m->layers[l].sdown_exps);
             free(m->layers[l].post_attn_norm);
             free(m->layers[l].post_ffn_norm);
+            free(m->layers[l].q_a_norm);
+            free(m->layers[l].kv_a_norm);
+            free(m->layers[l].exp_probs_b);
         }
     free(m->layers);
     free(m->output_norm);
@@ -331,7 +334,8 @@ static iqf_status load_sizes(loader *ld) {
     const int hd = h->head_dim;
     int vl;
     if (!key_int(ld, "rope.dimension_count", false, hd, 2, hd, &h->n_rot, &st) ||
-        !key_int(ld, "attention.value_length", false, hd, hd, hd, &vl, &st))
+        /* MLA files state the compressed widths: key kv_lora + rope, value kv_lora (load_mla) */
+        !key_int(ld, "attention.value_length", false, hd, a->attn == IQF_ATTN_MLA ? 1 : hd, hd, &vl, &st))
         return st;
     if (h->n_rot % 2) return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: odd rope.dimension_count %d", ld->path, h->n_rot);
     return IQF_OK;
@@ -351,7 +355,8 @@ static iqf_status load_rope(loader *ld) {
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", h->arch);
     iqf_gguf_get_str(m->gguf, key, &sc, NULL);
-    if (strcmp(sc, "none") != 0 && strcmp(sc, "linear") != 0)
+    m->mla.ext_factor = m->arch->attn == IQF_ATTN_MLA && !strcmp(sc, "yarn") ? 1.0f : 0.0f; /* MLA's rope has YaRN */
+    if (strcmp(sc, "none") != 0 && strcmp(sc, "linear") != 0 && m->mla.ext_factor == 0.0f)
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling '%.40s'", ld->path, sc);
     float factor = 0.0f;
     if (!key_float(ld, "rope.scaling.factor", &factor)) key_float(ld, "rope.scale_linear", &factor); /* the older name */
@@ -451,6 +456,81 @@ static iqf_status load_attn_kind(loader *ld) {
     return IQF_OK;
 }
 
+static float yarn_get_mscale(float scale, float mscale) { return scale <= 1.0f ? 1.0f : 0.1f * mscale * logf(scale) + 1.0f; }
+
+/* ggml_rope_yarn_corr_dims: the dimension range over which YaRN ramps from extrapolation to
+ * interpolation (beta_fast 32, beta_slow 1: libllama's defaults, no key sets them for deepseek2). */
+static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
+    return n_dims * logf(n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
+}
+
+/* deepseek2's sizes, routing keys and YaRN as llama_model_deepseek2::load_arch_hparams,
+ * llama_context (yarn_attn_factor) and its graph (kq_scale) compute them. */
+static iqf_status load_mla(loader *ld) {
+    iqf_model *m = ld->m;
+    iqf_model_info *h = &m->info;
+    struct iqf_mla_hp *p = &m->mla;
+    if (m->arch->attn != IQF_ATTN_MLA) return IQF_OK;
+    iqf_status st = IQF_OK;
+    int nextn = 0, gating = 0, octx = 0;
+    const bool lite = h->n_layer == 27 || h->n_layer == 26 || (h->n_layer == 48 && h->n_vocab == 128256);
+    if (!key_int(ld, "nextn_predict_layers", false, 0, 0, h->n_layer - 1, &nextn, &st) ||
+        (!lite && !key_int(ld, "attention.q_lora_rank", true, 0, 0, 1 << 16, &p->q_lora, &st)) ||
+        !key_int(ld, "attention.kv_lora_rank", true, 0, 1, 1 << 16, &p->kv_lora, &st) ||
+        !key_int(ld, "attention.key_length_mla", true, 0, h->n_rot + 1, 1 << 14, &p->k_mla, &st) ||
+        !key_int(ld, "attention.value_length_mla", true, 0, 1, 1 << 14, &p->v_mla, &st) ||
+        !key_int(ld, "leading_dense_block_count", false, 0, 0, h->n_layer, &p->n_dense_lead, &st) ||
+        !key_int(ld, "expert_shared_count", true, 0, 0, 64, &p->n_shared, &st) ||
+        !key_int(ld, "expert_gating_func", false, 0, 0, 3, &gating, &st) ||
+        !key_int(ld, "expert_group_count", false, 0, 0, h->n_expert, &p->n_groups, &st) ||
+        !key_int(ld, "expert_group_used_count", false, 0, 0, h->n_expert, &p->n_group_used, &st) ||
+        !key_int(ld, "rope.scaling.original_context_length", false, h->n_ctx_train, 1, INT32_MAX, &octx, &st))
+        return st;
+    h->n_layer -= nextn; /* the nextn (MTP) layers are not evaluated */
+    if (p->n_dense_lead > 0 && h->n_ff < 1)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %d dense layers without feed_forward_length", ld->path,
+                        p->n_dense_lead);
+    if (h->n_head_kv != 1 || h->head_dim != p->kv_lora + h->n_rot)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: MLA with head_count_kv %d and key_length %d (expected 1 and "
+                        "kv_lora_rank + rope = %d)", ld->path, h->n_head_kv, h->head_dim, p->kv_lora + h->n_rot);
+    if (gating == 0) gating = (h->n_layer == 47 || h->n_layer == 48) && h->n_vocab == 154880 ? 2 : 1; /* V2 files */
+    if (gating == 3)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: expert_gating_func sqrt-softplus is not supported", ld->path);
+    p->sigmoid = gating == 2;
+    if (p->n_groups > 1 && (h->n_expert % p->n_groups || p->n_group_used < 1 || p->n_group_used >= p->n_groups))
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %d experts in %d groups, %d used", ld->path, h->n_expert,
+                        p->n_groups, p->n_group_used);
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", h->arch);
+    bool nw = false;
+    iqf_gguf_get_bool(m->gguf, key, &nw);
+    h->expert_weights_norm = nw;
+    key_float(ld, "expert_weights_scale", &p->w_scale);
+    float log_mul = 0.0f, tscale = 0.0f;
+    if (key_float(ld, "rope.scaling.yarn_log_multiplier", &log_mul)) log_mul /= 0.1f; /* the converter's factor */
+    if (key_float(ld, "attention.temperature_scale", &tscale) && tscale != 0.0f)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: attention temperature scaling is not supported", ld->path);
+    const float fs = h->rope_freq_scale;
+    float af = 1.0f;
+    if (p->ext_factor != 0.0f) { /* llama_context: yarn_attn_factor */
+        const float factor = 1.0f / fs;
+        if (log_mul != 0.0f)
+            af = yarn_get_mscale(factor, log_mul != 1.0f ? log_mul : 1.0f) / yarn_get_mscale(factor, log_mul);
+        else
+            af = yarn_get_mscale(factor, 1.0f);
+        af *= 1.0f / (1.0f + 0.1f * logf(factor));
+    }
+    p->attn_factor = af * h->rope_attn_factor;
+    const float af_org = p->attn_factor * (1.0f + 0.1f * logf(1.0f / fs));
+    const float mscale = af_org * (1.0f + 0.1f * log_mul * logf(1.0f / fs));
+    p->kq_scale = 1.0f * mscale * mscale / sqrtf((float)p->k_mla);
+    const float start = floorf(yarn_corr_dim(h->n_rot, octx, 32.0f, h->rope_base));
+    const float end = ceilf(yarn_corr_dim(h->n_rot, octx, 1.0f, h->rope_base));
+    p->corr[0] = start > 0 ? start : 0;
+    p->corr[1] = end < h->n_rot - 1 ? end : (float)(h->n_rot - 1);
+    return IQF_OK;
+}
+
 /* Layer tensors: blk.<l>.<nm>.weight / .bias. A matrix joins the model's list of products
  * (imatrix slots, simulation). */
 static iqf_status layer_vec(loader *ld, int l, const char *nm, const char *kind, int64_t n, bool optional, float **out) {
@@ -492,6 +572,67 @@ static iqf_status layer_scale(loader *ld, int l, const char *nm, int64_t n, floa
     return IQF_OK;
 }
 
+/* deepseek2 attention (llama_model_deepseek2::load_arch_tensors, MLA layout): the q latent pair
+ * attn_q_a / attn_q_a_norm / attn_q_b (or attn_q when q_lora_rank is 0), attn_kv_a_mqa (latent,
+ * then the shared rope key), attn_kv_a_norm, attn_k_b and attn_v_b per head, attn_output. */
+static iqf_status load_layer_mla(loader *ld, int l) {
+    iqf_model *m = ld->m;
+    const iqf_model_info *h = &m->info;
+    const struct iqf_mla_hp *p = &m->mla;
+    iqf_layer *ly = &m->layers[l];
+    const int64_t E = h->n_embd, H = h->n_head, nope = p->k_mla - h->n_rot;
+    ly->sq = ly->sk = ly->sv = ly->so = ly->sgate = ly->sup = ly->sdown = 1.0f;
+    iqf_status st;
+    if ((st = layer_vec(ld, l, "attn_norm", "weight", E, false, &ly->attn_norm)) ||
+        (st = layer_vec(ld, l, "attn_kv_a_norm", "weight", p->kv_lora, false, &ly->kv_a_norm)))
+        return st;
+    if (p->q_lora > 0) {
+        if ((st = layer_vec(ld, l, "attn_q_a_norm", "weight", p->q_lora, false, &ly->q_a_norm)) ||
+            (st = layer_mat(ld, l, "attn_q_a", E, p->q_lora, 1, &ly->wq_a)) ||
+            (st = layer_mat(ld, l, "attn_q_b", p->q_lora, H * p->k_mla, 1, &ly->wq_b)))
+            return st;
+    } else if ((st = layer_mat(ld, l, "attn_q", E, H * p->k_mla, 1, &ly->wq))) {
+        return st;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.attn_kv_b.weight", l);
+    if (iqf_gguf_find_tensor(m->gguf, name) >= 0 && iqf_gguf_find_tensor(m->gguf, "blk.0.attn_k_b.weight") < 0)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: %s: the older unsplit MLA layout is not supported "
+                        "(convert the model again: attn_k_b / attn_v_b)", ld->path, name);
+    if ((st = layer_mat(ld, l, "attn_kv_a_mqa", E, p->kv_lora + h->n_rot, 1, &ly->wkv_a)) ||
+        (st = layer_mat(ld, l, "attn_k_b", nope, p->kv_lora, (int)H, &ly->wk_b)) ||
+        (st = layer_mat(ld, l, "attn_v_b", p->kv_lora, p->v_mla, (int)H, &ly->wv_b)) ||
+        (st = layer_mat(ld, l, "attn_output", H * p->v_mla, E, 1, &ly->wo)) ||
+        (st = layer_scale(ld, l, "attn_output", 1, &ly->so, NULL))) /* build_attn's wo_s */
+        return st;
+    return IQF_OK;
+}
+
+/* deepseek2's expert layers: router, selection bias, experts (split or fused gate_up), shared
+ * experts n_ff_exp * expert_shared_count wide. Its graph passes no FFN scales. */
+static iqf_status load_layer_moe_ds(loader *ld, int l) {
+    iqf_model *m = ld->m;
+    const iqf_model_info *h = &m->info;
+    iqf_layer *ly = &m->layers[l];
+    const int64_t E = h->n_embd, NE = h->n_expert, F = h->n_ff_exp, FS = F * m->mla.n_shared;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", l);
+    const bool fused = iqf_gguf_find_tensor(m->gguf, name) >= 0;
+    iqf_status st;
+    if ((st = layer_mat(ld, l, "ffn_gate_inp", E, NE, 1, &ly->gate_inp)) ||
+        (st = layer_vec(ld, l, "exp_probs_b", "bias", NE, true, &ly->exp_probs_b)) ||
+        (fused && (st = layer_mat(ld, l, "ffn_gate_up_exps", E, 2 * F, (int)NE, &ly->gate_up_exps))) ||
+        (!fused && (st = layer_mat(ld, l, "ffn_gate_exps", E, F, (int)NE, &ly->gate_exps))) ||
+        (!fused && (st = layer_mat(ld, l, "ffn_up_exps", E, F, (int)NE, &ly->up_exps))) ||
+        (st = layer_mat(ld, l, "ffn_down_exps", F, E, (int)NE, &ly->down_exps)))
+        return st;
+    if (FS > 0 && ((st = layer_mat(ld, l, "ffn_gate_shexp", E, FS, 1, &ly->gate_shexp)) ||
+                   (st = layer_mat(ld, l, "ffn_up_shexp", E, FS, 1, &ly->up_shexp)) ||
+                   (st = layer_mat(ld, l, "ffn_down_shexp", FS, E, 1, &ly->down_shexp))))
+        return st;
+    return IQF_OK;
+}
+
 static iqf_status load_layer_attn(loader *ld, int l) {
     iqf_model *m = ld->m;
     const iqf_model_info *h = &m->info;
@@ -527,7 +668,7 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
     const int64_t E = h->n_embd, F = h->n_ff;
     iqf_status st;
     if ((st = layer_vec(ld, l, "ffn_norm", "weight", E, false, &ly->ffn_norm))) return st;
-    if (h->n_expert == 0) {
+    if (h->n_expert == 0 || (a->dense_lead && l < m->mla.n_dense_lead)) {
         if ((st = layer_mat(ld, l, "ffn_gate", E, F, 1, &ly->wgate)) || (st = layer_mat(ld, l, "ffn_up", E, F, 1, &ly->wup)) ||
             (st = layer_mat(ld, l, "ffn_down", F, E, 1, &ly->wdown)))
             return st;
@@ -542,6 +683,7 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
         return IQF_OK;
     }
     const int NE = h->n_expert;
+    if (a->gating == IQF_GATING_KEYED) return load_layer_moe_ds(ld, l);
     if ((st = layer_mat(ld, l, "ffn_gate_inp", E, NE, 1, &ly->gate_inp)) ||
         (st = layer_mat(ld, l, "ffn_gate_exps", E, h->n_ff_exp, NE, &ly->gate_exps)) ||
         (st = layer_mat(ld, l, "ffn_up_exps", E, h->n_ff_exp, NE, &ly->up_exps)) ||
@@ -555,7 +697,7 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
 }
 
 static iqf_status load_layer(loader *ld, int l) {
-    iqf_status st = load_layer_attn(ld, l);
+    iqf_status st = ld->m->arch->attn == IQF_ATTN_MLA ? load_layer_mla(ld, l) : load_layer_attn(ld, l);
     return st ? st : load_layer_ffn(ld, l);
 }
 
@@ -581,6 +723,7 @@ iqf_status iqf_model_load(const char *path, const iqf_model_params *params, iqf_
     if (!st) st = load_rope(&ld);
     if (!st) st = load_globals(&ld);
     if (!st) st = load_attn_kind(&ld);
+    if (!st) st = load_mla(&ld);
     for (int l = 0; !st && l < m->info.n_layer; l++) st = load_layer(&ld, l);
     if (!st) st = load_vocab(&ld);
     if (!st && p.simulate_type >= 0)

@@ -39,9 +39,15 @@ typedef struct iqf_layer {
     float *sgate_exps, *sup_exps, *sdown_exps; /* per-expert .scale [n_expert], or NULL */
     float *post_attn_norm, *post_ffn_norm; /* gemma3: RMS norms of the attention / FFN outputs, or NULL */
     bool swa;                    /* sliding-window layer (attends to the last n_swa positions) */
+    /* deepseek2 (MLA, attn_mla.c): q through a low-rank pair (or plain wq), the compressed KV */
+    iqf_weight wq_a, wq_b, wkv_a, wk_b, wv_b; /* wk_b, wv_b: one matrix per head (n_mat = n_head) */
+    float *q_a_norm, *kv_a_norm;             /* RMS norms of the q / kv latents */
+    iqf_weight gate_up_exps;                 /* fused experts: gate rows, then up rows, per expert */
+    iqf_weight gate_shexp, up_shexp, down_shexp; /* shared experts (moe_ds.c) */
+    float *exp_probs_b;                      /* expert selection bias [n_expert], or NULL */
 } iqf_layer;
 
-#define IQF_MAX_WEIGHTS_PER_LAYER 8
+#define IQF_MAX_WEIGHTS_PER_LAYER 16 /* deepseek2's MoE layers have 13 */
 
 struct iqf_model {
     iqf_model_info info;
@@ -55,6 +61,17 @@ struct iqf_model {
     int n_swa;                  /* sliding window (0: none) */
     float rope_base_swa;        /* rope base of the sliding-window layers (rope scaling 1 there) */
     float softcap;              /* final logit softcapping (0: none) */
+    struct iqf_mla_hp {         /* deepseek2: MLA sizes, YaRN, DeepSeek MoE routing (model.c loads) */
+        int q_lora, kv_lora;    /* attention.q_lora_rank (0: plain attn_q), attention.kv_lora_rank */
+        int k_mla, v_mla;       /* per-head key (nope + rope) and value widths after decompression */
+        int n_dense_lead;       /* leading_dense_block_count: layers with a dense FFN */
+        int n_shared;           /* expert_shared_count */
+        int n_groups, n_group_used; /* expert groups (0/1: none) */
+        bool sigmoid;           /* expert_gating_func 2; else softmax */
+        float w_scale;          /* expert_weights_scale (0 or 1: none) */
+        float kq_scale;         /* mscale^2 / sqrt(k_mla) */
+        float ext_factor, attn_factor, corr[2]; /* YaRN (ext_factor 0: off) */
+    } mla;
     iqf_weight **mats; /* every matrix product's weight (layers' 7, then output), n_mats */
     int n_mats;
     void *gguf;                 /* iqf_gguf* the weights point into */
@@ -102,6 +119,7 @@ struct iqf_context {
     float *ex_in, *ex_out;     /* gathered rows [max_batch][n_embd], expert outputs [max_batch][n_embd] */
     float *moe;                /* per (token, slot) expert outputs [max_batch][n_expert_used][n_embd] */
     struct iqf_hess_acc *hess; /* NULL unless capturing Hessians (hessian.h) */
+    float *ds;                 /* deepseek2 scratch (attn_mla.c, moe_ds.c), or NULL */
     iqf_eval_progress_fn progress; /* NULL or called after each chunk (iqf_context_set_progress) */
     void *progress_user;
 };
@@ -131,6 +149,15 @@ int iqf_mm_act_type(int wtype);
 /* Rounds one activation row of K values to vtype and back to float (y = d * q; y may be x).
  * For Q8_1, s (K/32 floats, or NULL) receives the blocks' fp16 s = d * sum q. */
 void iqf_mm_round_act(int vtype, const float *x, float *y, int64_t K, float *s);
+
+/* deepseek2 blocks: scratch for a context (false: out of memory); MLA attention of rows r0..T-1
+ * of layer l from c->xn (K/V of all T rows into the cache), after attn_output into out (ld n_embd);
+ * DeepSeek MoE FFN (keyed gating, selection bias, groups, shared experts) of nr rows xn. */
+bool iqf_ds_alloc(iqf_context *c);
+void iqf_mla_attention(iqf_context *c, int l, int T, int pos, int r0, float *out);
+void iqf_moe_ds(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out);
+/* ggml_rms_norm times the weight (forward.c), shared with the blocks above. */
+void iqf_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps);
 
 /* Vector helpers (SIMD chosen at run time). */
 float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n);
