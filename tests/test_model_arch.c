@@ -250,7 +250,7 @@ static void run_case(const arch_case *ac, int idx, const char *text, size_t text
     remove(path);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     size_t len = 0;
     char *text = read_file(src_path("tests/data/text/tinystories-valid-excerpt.txt"), &len);
     CHECK(text != NULL, "text");
@@ -266,8 +266,9 @@ int main(void) {
     /* under the sanitizers (slow): qwen3 and qwen3moe only, which cover every new code path but
      * the biases (qwen2) and the llama-arch MoE keys (Mixtral) */
     const bool san = getenv("IQF_SANITIZED") != NULL;
-    for (int i = 0; i < N_CASES; i++)
-        if (!san || i == 2 || i == 4) run_case(&cases[i], i, text, len, have);
+    for (int i = 0; i < N_CASES; i++) /* an argument runs the cases whose name contains it */
+        if ((!san || i == 2 || i == 4) && (argc < 2 || strstr(cases[i].arch, argv[1])))
+            run_case(&cases[i], i, text, len, have);
     free(text);
     int rc = test_finish("test_model_arch");
     if (!have && !tu_ci() && rc == 0) return 77;
