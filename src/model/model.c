@@ -461,7 +461,7 @@ static float yarn_get_mscale(float scale, float mscale) { return scale <= 1.0f ?
 /* ggml_rope_yarn_corr_dims: the dimension range over which YaRN ramps from extrapolation to
  * interpolation (beta_fast 32, beta_slow 1: libllama's defaults, no key sets them for deepseek2). */
 static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot, float base) {
-    return n_dims * logf(n_ctx_orig / (n_rot * 2 * (float)M_PI)) / (2 * logf(base));
+    return n_dims * logf(n_ctx_orig / (n_rot * 2 * 3.14159265358979323846f) /* (float)M_PI */) / (2 * logf(base));
 }
 
 /* deepseek2's sizes, routing keys and YaRN as llama_model_deepseek2::load_arch_hparams,
