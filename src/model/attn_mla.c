@@ -20,14 +20,15 @@
 #include <string.h>
 
 /* Scratch shared by the two deepseek2 blocks (never live at the same time): attention uses
- * [q latent B*q_lora | values B*H*v_mla | rope table B*n_rot], the MoE block (moe_ds.c)
+ * [q latent B*q_lora | values B*H*v_mla | rope table B*n_rot | queries B*H*k_mla], the MoE block (moe_ds.c)
  * [selection scores B*n_expert | gate_up B*2*n_ff_exp | shared gate, up 2*B*n_ff_exp*n_shared]. */
 bool iqf_ds_alloc(iqf_context *c) {
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
     if (m->arch->attn != IQF_ATTN_MLA && m->arch->gating != IQF_GATING_KEYED) return true;
     const size_t B = (size_t)c->max_batch, FS = (size_t)h->n_ff_exp * (size_t)m->mla.n_shared;
-    const size_t att = B * ((size_t)m->mla.q_lora + (size_t)h->n_head * (size_t)m->mla.v_mla + (size_t)h->n_rot);
+    const size_t att = B * ((size_t)m->mla.q_lora + (size_t)h->n_head * ((size_t)m->mla.v_mla + (size_t)m->mla.k_mla) +
+                            (size_t)h->n_rot);
     const size_t moe = B * ((size_t)h->n_expert + 2 * (size_t)h->n_ff_exp + 2 * FS);
     c->ds = calloc((att > moe ? att : moe) + 1, sizeof(float));
     return c->ds != NULL;
@@ -142,7 +143,7 @@ void iqf_mla_attention(iqf_context *c, int l, int T, int pos, int r0, float *out
     const int E = h->n_embd, H = h->n_head, KD = h->head_dim, KL = p->kv_lora, R = h->n_rot;
     const int KM = p->k_mla, nope = KM - R, VM = p->v_mla, QL = p->q_lora, nr = T - r0;
     const int64_t B = c->max_batch;
-    float *qa = c->ds, *vo = qa + B * QL, *cs = vo + B * H * VM, *qf = c->tmp;
+    float *qa = c->ds, *vo = qa + B * QL, *cs = vo + B * H * VM, *qf = cs + B * R;
     for (int t = 0; t < T; t++) yarn_table(m, pos + t, cs + (int64_t)t * R);
     mla_kv(c, ly, c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * KD, T, cs);
     const float *xn = c->xn + (int64_t)r0 * E;
