@@ -497,7 +497,8 @@ static iqf_status load_mla(loader *ld) {
     if (gating == 3)
         return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: expert_gating_func sqrt-softplus is not supported", ld->path);
     p->sigmoid = gating == 2;
-    if (p->n_groups > 1 && (h->n_expert % p->n_groups || p->n_group_used < 1 || p->n_group_used >= p->n_groups))
+    if (p->n_groups > 1 && (h->n_expert % p->n_groups || p->n_group_used < 1 || p->n_group_used >= p->n_groups ||
+                            p->n_groups > 256)) /* moe_ds.c's group buffers */
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %d experts in %d groups, %d used", ld->path, h->n_expert,
                         p->n_groups, p->n_group_used);
     char key[128];
