@@ -44,6 +44,7 @@ static const arch_case cases[] = {
     { "qwen3moe", "tests/data/vocab/ggml-vocab-gpt-2.gguf", false },
     { "gemma3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", true },
     { "gpt-oss", "tests/data/vocab/ggml-vocab-gpt-2.gguf", false },
+    { "deepseek2", "tests/data/vocab/ggml-vocab-gpt-2.gguf", false },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -128,7 +129,8 @@ static void imatrix_checks(const iqf_model *m, const int32_t *toks, int n, const
     }
     printf("%-8s imatrix: %d MoE layers, per-expert gate/up sums vs n_used x router sums: worst relative difference %.2g\n",
            arch, found, worst);
-    CHECK(found == h->n_layer && worst < 1e-5, "%s: per-expert imatrix sums (%g)", arch, worst);
+    const int moe_layers = strcmp(arch, "deepseek2") ? h->n_layer : h->n_layer - 1; /* deepseek2: layer 0 dense */
+    CHECK(found == moe_layers && worst < 1e-5, "%s: per-expert imatrix sums (%g)", arch, worst);
     iqf_imatrix_data_free(d);
 }
 
@@ -153,11 +155,13 @@ static void run_case(const arch_case *ac, int idx, const char *text, size_t text
         return;
     }
     const iqf_model_info *h = iqf_model_get_info(m);
-    const bool moe = !strcmp(ac->arch, "mixtral") || !strcmp(ac->arch, "qwen3moe") || !strcmp(ac->arch, "gpt-oss");
+    const bool ds2 = !strcmp(ac->arch, "deepseek2");
+    const bool moe = !strcmp(ac->arch, "mixtral") || !strcmp(ac->arch, "qwen3moe") || !strcmp(ac->arch, "gpt-oss") || ds2;
     const bool q3 = !strcmp(ac->arch, "qwen3") || !strcmp(ac->arch, "qwen3moe") || !strcmp(ac->arch, "gemma3") ||
                     !strcmp(ac->arch, "gpt-oss");
-    CHECK(!strcmp(h->arch, moe && !q3 ? "llama" : ac->arch) && h->n_embd == 256 && h->n_layer == 2 &&
-              h->head_dim == (q3 ? 16 : 8) && h->rope_neox == (strcmp(ac->arch, "mixtral") != 0) &&
+    /* deepseek2: one MLA key head of kv_lora 64 + rope 16, normal rope */
+    CHECK(!strcmp(h->arch, moe && !q3 && !ds2 ? "llama" : ac->arch) && h->n_embd == 256 && h->n_layer == 2 &&
+              h->head_dim == (ds2 ? 80 : q3 ? 16 : 8) && h->rope_neox == (strcmp(ac->arch, "mixtral") != 0 && !ds2) &&
               h->n_expert == (moe ? 8 : 0) && h->n_expert_used == (moe ? 2 : 0) && h->tied_output == ac->tied,
           "%s: metadata (head_dim %d, experts %d/%d)", ac->arch, h->head_dim, h->n_expert, h->n_expert_used);
     const int V = h->n_vocab;
@@ -267,8 +271,9 @@ int main(int argc, char **argv) {
     /* under the sanitizers (slow): qwen3 and qwen3moe only, which cover every new code path but
      * the biases (qwen2) and the llama-arch MoE keys (Mixtral) */
     const bool san = getenv("IQF_SANITIZED") != NULL;
-    for (int i = 0; i < N_CASES; i++)
-        if ((!san || i == 2 || i == 4) && (argc < 2 || strstr(cases[i].arch, argv[1]))) run_case(&cases[i], i, text, len, have);
+    for (int i = 0; i < N_CASES; i++) /* an argument runs the cases whose name contains it */
+        if ((!san || i == 2 || i == 4) && (argc < 2 || strstr(cases[i].arch, argv[1])))
+            run_case(&cases[i], i, text, len, have);
     free(text);
     int rc = test_finish("test_model_arch");
     if (!have && !tu_ci() && rc == 0) return 77;

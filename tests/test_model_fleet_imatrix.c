@@ -1,6 +1,6 @@
 /*
  * test_model_fleet_imatrix.c - `iqforge imatrix` on the other architectures (qwen2, qwen3,
- * Mixtral-style llama MoE, qwen3moe, gemma3, gpt-oss) against llama-imatrix's files for the same models and text.
+ * Mixtral-style llama MoE, qwen3moe, gemma3, gpt-oss, deepseek2) against llama-imatrix's files for the same models and text.
  *
  * The fixtures tests/data/fleet-imatrix/ARCH.imatrix.gguf were written by llama-imatrix (llama.cpp
  * of node-llama-cpp 3.22.1's bundle, ggml 0.25.1; tests/data/fleet-imatrix/README.md has the exact
@@ -47,6 +47,7 @@ static const fleet_case cases[] = {
     { "qwen3moe", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 24 },
     { "gemma3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 25 },
     { "gpt-oss", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 26 },
+    { "deepseek2", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 26 },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -128,9 +129,13 @@ static void run_case(const fleet_case *fc, const int32_t *toks, int n_tok) {
             CHECK(0, "%s: %s missing from the fixture", fc->arch, d->names[i]);
             continue;
         }
-        CHECK(ncols == d->ncols[i] && n_mat == d->n_mat[i], "%s: %s is %lld x %lld in the fixture, %lld x %d here",
+        /* a dense 3-D weight (deepseek2's per-head attn_k_b / attn_v_b): llama-imatrix keeps its
+         * per-matrix sums flattened under one count; ours are per matrix with equal counts */
+        bool flat = n_mat == 1 && d->n_mat[i] > 1 && ncols == d->ncols[i] * d->n_mat[i];
+        for (int e = 1; flat && e < d->n_mat[i]; e++) flat = d->mat_counts[i][e] == d->mat_counts[i][0];
+        CHECK(flat || (ncols == d->ncols[i] && n_mat == d->n_mat[i]), "%s: %s is %lld x %lld in the fixture, %lld x %d here",
               fc->arch, d->names[i], (long long)ncols, (long long)n_mat, (long long)d->ncols[i], d->n_mat[i]);
-        if (ncols != d->ncols[i] || n_mat != d->n_mat[i]) continue;
+        if (!flat && (ncols != d->ncols[i] || n_mat != d->n_mat[i])) continue;
         n_expert_entries += n_mat > 1;
         for (int64_t e = 0; e < n_mat; e++) {
             const int64_t cnt = d->mat_counts[i][e];
@@ -158,6 +163,8 @@ static void run_case(const fleet_case *fc, const int32_t *toks, int n_tok) {
     printf("%-8s %d entries (%d per-expert), %d chunks, PPL %.4f: %d count mismatches, worst relative E[x^2] difference %.3g (%s)\n",
            fc->arch, d->n_entries, n_expert_entries, d->n_chunks, d->ppl, count_mismatch, worst, worst_at);
     CHECK(worst < 1e-3, "%s: imatrix differs from llama-imatrix's by %g at %s", fc->arch, worst, worst_at);
+    if (!strcmp(fc->arch, "deepseek2")) /* layer 0 is dense */
+        CHECK(n_expert_entries == 3, "%s: %d expert entries", fc->arch, n_expert_entries);
     if (strstr(fc->arch, "moe") || !strcmp(fc->arch, "mixtral") || !strcmp(fc->arch, "gpt-oss"))
         CHECK(n_expert_entries == 3 * 2, "%s: %d expert entries", fc->arch, n_expert_entries);
     iqf_imatrix_data_free(d);

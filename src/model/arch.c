@@ -47,6 +47,11 @@ static const iqf_arch ARCHS[] = {
       .gating = IQF_GATING_SOFTMAX_WEIGHT, .exp_ff_key = true, .wo_bias = true, .swa = true, .swa_pattern = 2,
       .attn_sinks = true, .attn_scale_rot = true, .swa_rope_global = true, .moe_biases = true,
       .ffn_norm_name = "post_attention_norm" },
+    /* models/deepseek2.cpp (DeepSeek V2/V3, MLA files with attn_k_b / attn_v_b): normal rope on the
+     * rope part only, YaRN; dense first layers, then routed + shared experts; its build_ffn and
+     * build_moe_ffn calls pass no FFN scales (attn_output.scale is applied); nextn not evaluated */
+    { .name = "deepseek2", .rope = IQF_ROPE_NORMAL, .attn = IQF_ATTN_MLA, .ffn = IQF_FFN_SWIGLU,
+      .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_KEYED, .exp_ff_key = true, .dense_lead = true },
 };
 
 const iqf_arch *iqf_arch_find(const char *name) {
@@ -56,4 +61,4 @@ const iqf_arch *iqf_arch_find(const char *name) {
     return NULL;
 }
 
-const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, qwen35, qwen35moe, gpt-oss"; }
+const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, qwen35, qwen35moe, gpt-oss, deepseek2"; }

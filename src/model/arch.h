@@ -22,12 +22,15 @@ typedef enum {
 typedef enum {
     IQF_ATTN_GQA,
     IQF_ATTN_GDN_HYBRID, /* Gated-DeltaNet layers (deltanet.c) between GQA ones (qwen35) */
+    IQF_ATTN_MLA, /* deepseek2: low-rank q, compressed KV latent + a shared rope key, k_b/v_b per head */
 } iqf_attn_kind;
 typedef enum { IQF_FFN_SWIGLU, IQF_FFN_GEGLU } iqf_ffn_kind; /* silu(gate) * up; gelu_tanh(gate) * up */
 typedef enum { IQF_MOE_NONE, IQF_MOE_OPTIONAL, IQF_MOE_REQUIRED } iqf_moe_presence;
 typedef enum {
     IQF_GATING_SOFTMAX_TOPK,   /* softmax over all experts, then the top k (room for sigmoid + bias, DeepSeek-V3) */
     IQF_GATING_SOFTMAX_WEIGHT, /* gpt-oss: top k of the (biased) router logits, softmax over those k (moe.c) */
+    IQF_GATING_KEYED, /* deepseek2: expert_gating_func (softmax, sigmoid), exp_probs_b selection bias,
+                       * expert groups, expert_weights_norm / _scale from their keys, shared experts */
 } iqf_moe_gating;
 
 typedef struct iqf_arch {
@@ -61,6 +64,7 @@ typedef struct iqf_arch {
     bool attn_scale_rot;       /* the attention scale is 1/sqrt(rope.dimension_count), not 1/sqrt(key_length) */
     bool swa_rope_global;      /* sliding layers default to the global rope base and scale (not 10000 and 1) */
     bool moe_biases;           /* ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias (required), swiglu_oai experts */
+    bool dense_lead;           /* leading_dense_block_count layers have a dense FFN, the rest experts */
 } iqf_arch;
 
 /* The row for a general.architecture value, or NULL if the engine does not run it. */

@@ -53,6 +53,7 @@ void iqf_context_free(iqf_context *c) {
     free(c->ex_out);
     free(c->moe);
     iqf_gdn_ctx_free(c->gdn);
+    free(c->ds);
     free(c);
 }
 
@@ -130,6 +131,7 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
     any_round |= iqf_mm_act_type(m->output.type) >= 0;
     if (any_round) c->xr = xcalloc((size_t)(B * c->max_ncols), sizeof(float), &ok);
     if (ok && (m->gdn_hp || m->arch->attn_out_gate)) ok = iqf_gdn_ctx_new(c);
+    if (ok && !iqf_ds_alloc(c)) ok = false;
     if (!ok) {
         iqf_context_free(c);
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for a context of %d tokens", n_ctx);
@@ -159,6 +161,8 @@ static void rmsnorm(const float *x, const float *w, float *y, int64_t n, float e
     const float scale = 1.0f / sqrtf(mean + eps);
     for (int64_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
 }
+
+void iqf_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps) { rmsnorm(x, w, y, n, eps); }
 
 /* cos/sin table for one position: ggml_rope_cache_init (rope_yarn: the angle freq_scale * theta,
  * cos and sin times mscale = attn_factor; both 1 leave the bytes unchanged). With YaRN's
@@ -582,16 +586,20 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
         const int r0 = (l == L - 1 && !capture) ? (first_out < T ? first_out : T - 1) : 0;
         const int nr = T - r0;
         for (int t = 0; t < T; t++) rmsnorm(c->x + (int64_t)t * E, ly->attn_norm, c->xn + (int64_t)t * E, E, eps);
-        if (ly->gdn) /* a Gated-DeltaNet layer (deltanet.c) instead of attention */
+        if (m->arch->attn == IQF_ATTN_MLA)
+            iqf_mla_attention(c, l, T, pos, r0, c->tmp);
+        else if (ly->gdn) /* a Gated-DeltaNet layer (deltanet.c) instead of attention */
             iqf_gdn_forward(c, l, T, r0, c->tmp);
         else
             attention(c, l, T, pos, r0);
         residual(c->x + (int64_t)r0 * E, c->tmp, nr, E, ly->post_attn_norm, eps);
         float *xs = c->x + (int64_t)r0 * E, *xns = c->xn + (int64_t)r0 * E;
         for (int t = 0; t < nr; t++) rmsnorm(xs + (int64_t)t * E, ly->ffn_norm, xns + (int64_t)t * E, E, eps);
-        if (h->n_expert > 0 && m->arch->gating == IQF_GATING_SOFTMAX_WEIGHT) {
+        if (ly->gate_inp.data && m->arch->gating == IQF_GATING_SOFTMAX_WEIGHT) {
             iqf_moe_ffn_oai(c, ly, xns, nr, c->tmp);
-        } else if (h->n_expert > 0) {
+        } else if (ly->gate_inp.data && m->arch->gating == IQF_GATING_KEYED) {
+            iqf_moe_ds(c, ly, xns, nr, c->tmp);
+        } else if (ly->gate_inp.data) {
             moe_ffn(c, ly, xns, nr, c->tmp);
             if (ly->gate_shexp.data) shared_expert(c, ly, xns, nr, c->tmp);
         } else {

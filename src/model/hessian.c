@@ -36,6 +36,19 @@ void iqf_hessian_acc_free(iqf_hess_acc *a) {
     free(a);
 }
 
+/* The slot owners of a layer that has them: attn_k (q/k/v's input), attn_output, ffn_gate (gate/up's),
+ * ffn_down; deepseek2's attn_q_a or attn_q, attn_kv_a_mqa, attn_q_b and the shared experts' gate and
+ * down (each its own slot). Expert layers have no ffn_gate / ffn_down: no slot for them. */
+#define HESS_OWNERS 9
+static int layer_owners(const iqf_layer *ly, const iqf_weight **ws) {
+    const iqf_weight *all[HESS_OWNERS] = { &ly->wk, &ly->wo, &ly->wgate, &ly->wdown, ly->wq_a.data ? &ly->wq_a : &ly->wq,
+                                           &ly->wkv_a, &ly->wq_b, &ly->gate_shexp, &ly->down_shexp };
+    int n = 0;
+    for (int k = 0; k < HESS_OWNERS; k++)
+        if (all[k]->data && (k != 4 || !ly->wk.data)) ws[n++] = all[k]; /* attn_q: attn_k's slot has it */
+    return n;
+}
+
 iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **out, char *err,
                               size_t errlen) {
     if (!c || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
@@ -43,21 +56,21 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
     const iqf_model *m = c->m;
     iqf_hess_acc *a = calloc(1, sizeof *a);
     if (!a) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
-    a->slots = calloc((size_t)m->info.n_layer * 4 + 1, sizeof *a->slots);
+    a->slots = calloc((size_t)m->info.n_layer * HESS_OWNERS + 1, sizeof *a->slots);
     if (!a->slots) {
         free(a);
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     }
-    const iqf_weight *owners[5];
+    const iqf_weight *owners[HESS_OWNERS];
     /* automatic choice: full matrices if all of them fit in IQF_HESSIAN_AUTO_FULL_BYTES of
      * double accumulators, else blocks of IQF_HESSIAN_AUTO_BLOCK */
     bool auto_full = true;
     if (max_block == 0) {
         double bytes = 0;
         for (int l = 0; l < m->info.n_layer; l++) {
-            const iqf_layer *ly = &m->layers[l];
-            const iqf_weight *ws[4] = { &ly->wk, &ly->wo, &ly->wgate, &ly->wdown };
-            for (int k = 0; k < 4; k++) bytes += (double)ws[k]->ncols * (double)ws[k]->ncols * sizeof(double);
+            const iqf_weight *ws[HESS_OWNERS];
+            const int nw = layer_owners(&m->layers[l], ws);
+            for (int k = 0; k < nw; k++) bytes += (double)ws[k]->ncols * (double)ws[k]->ncols * sizeof(double);
         }
         bytes += (double)m->output.ncols * (double)m->output.ncols * sizeof(double);
         auto_full = bytes <= (double)IQF_HESSIAN_AUTO_FULL_BYTES;
@@ -65,11 +78,7 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
     for (int l = 0; l <= m->info.n_layer; l++) {
         int no = 0;
         if (l < m->info.n_layer) {
-            const iqf_layer *ly = &m->layers[l];
-            owners[no++] = &ly->wk;
-            owners[no++] = &ly->wo;
-            owners[no++] = &ly->wgate;
-            owners[no++] = &ly->wdown;
+            no = layer_owners(&m->layers[l], owners);
         } else {
             owners[no++] = &m->output;
         }

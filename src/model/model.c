@@ -6,6 +6,7 @@
 #include "model.h"
 #include "arch.h"
 #include "deltanet.h"
+#include "model_load.h"
 #include "../util/error.h"
 
 #include "util/parallel.h"
@@ -50,6 +51,9 @@ void iqf_model_free(iqf_model *m) {
             free(m->layers[l].bgate_exps);
             free(m->layers[l].bup_exps);
             free(m->layers[l].bdown_exps);
+            free(m->layers[l].q_a_norm);
+            free(m->layers[l].kv_a_norm);
+            free(m->layers[l].exp_probs_b);
         }
     free(m->layers);
     free(m->output_norm);
@@ -66,14 +70,8 @@ void iqf_model_free(iqf_model *m) {
 const iqf_model_info *iqf_model_get_info(const iqf_model *m) { return &m->info; }
 const iqf_gguf *iqf_model_gguf(const iqf_model *m) { return m->gguf; }
 
-typedef struct loader {
-    iqf_model *m;
-    const char *path;
-    char *err;
-    size_t errlen;
-} loader;
 
-static bool key_int(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi,
+bool iqf_ld_key_int(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi,
                     int *out, iqf_status *st) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", ld->m->info.arch, suffix);
@@ -101,7 +99,7 @@ static bool key_int(loader *ld, const char *suffix, bool required, int64_t def, 
 /* Finds a tensor and checks its shape (ne1 = 0 for a vector; ne2 > 1 for 3-D expert tensors). */
 static iqf_status get_tensor3(loader *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
                               bool optional, const iqf_gguf_tensor **out);
-static iqf_status get_tensor(loader *ld, const char *name, int64_t ne0, int64_t ne1, bool optional,
+iqf_status iqf_ld_get_tensor(loader *ld, const char *name, int64_t ne0, int64_t ne1, bool optional,
                              const iqf_gguf_tensor **out) {
     return get_tensor3(ld, name, ne0, ne1, 1, optional, out);
 }
@@ -157,7 +155,7 @@ static iqf_status load_matrix(loader *ld, iqf_weight *w, const char *name, int64
 
 static iqf_status load_vector_opt(loader *ld, float **out, const char *name, int64_t n, bool optional) {
     const iqf_gguf_tensor *t;
-    iqf_status st = get_tensor(ld, name, n, 0, optional, &t);
+    iqf_status st = iqf_ld_get_tensor(ld, name, n, 0, optional, &t);
     if (st || !t) return st;
     *out = malloc((size_t)n * sizeof(float));
     if (!*out) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
@@ -166,7 +164,7 @@ static iqf_status load_vector_opt(loader *ld, float **out, const char *name, int
     return st;
 }
 
-static iqf_status load_vector(loader *ld, float **out, const char *name, int64_t n) {
+iqf_status iqf_ld_load_vector(loader *ld, float **out, const char *name, int64_t n) {
     return load_vector_opt(ld, out, name, n, false);
 }
 
@@ -271,7 +269,7 @@ static iqf_status simulate(loader *ld, const iqf_model_params *p, iqf_weight *w)
 /* ----------------------------------------------------------------------------------------- */
 /* Loading, in stages: architecture, hyper-parameters, rope, global tensors, layers.          */
 
-static bool key_float(loader *ld, const char *suffix, float *out) {
+bool iqf_ld_key_float(loader *ld, const char *suffix, float *out) {
     char key[128];
     double d;
     snprintf(key, sizeof key, "%s.%s", ld->m->info.arch, suffix);
@@ -302,18 +300,18 @@ static iqf_status load_sizes(loader *ld) {
     const iqf_arch *a = m->arch;
     iqf_status st = IQF_OK;
     const bool exp_key = a->exp_ff_key;
-    if (!key_int(ld, "embedding_length", true, 0, 1, 1 << 20, &h->n_embd, &st) ||
-        !key_int(ld, "block_count", true, 0, 1, 4096, &h->n_layer, &st) ||
-        !key_int(ld, "expert_count", false, 0, 0, 1024, &h->n_expert, &st) ||
-        !key_int(ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
-        !key_int(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
+    if (!iqf_ld_key_int(ld, "embedding_length", true, 0, 1, 1 << 20, &h->n_embd, &st) ||
+        !iqf_ld_key_int(ld, "block_count", true, 0, 1, 4096, &h->n_layer, &st) ||
+        !iqf_ld_key_int(ld, "expert_count", false, 0, 0, 1024, &h->n_expert, &st) ||
+        !iqf_ld_key_int(ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
+        !iqf_ld_key_int(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
         /* read only where the row takes the experts' width from it and experts exist: a dense
          * model, or a llama MoE (experts n_ff wide), may carry 0 (llama.cpp's saver writes it) */
         (exp_key && h->n_expert > 0 &&
-         !key_int(ld, "expert_feed_forward_length", true, 0, 1, 1 << 22, &h->n_ff_exp, &st)) ||
-        !key_int(ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
-        !key_int(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
-        !key_int(ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
+         !iqf_ld_key_int(ld, "expert_feed_forward_length", true, 0, 1, 1 << 22, &h->n_ff_exp, &st)) ||
+        !iqf_ld_key_int(ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
+        !iqf_ld_key_int(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
+        !iqf_ld_key_int(ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
         return st;
     if (a->moe == IQF_MOE_REQUIRED && h->n_expert == 0)
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s without %s.expert_count", ld->path, a->name, a->name);
@@ -335,11 +333,12 @@ static iqf_status load_sizes(loader *ld) {
     if (iqf_gguf_find_kv(m->gguf, key) < 0 && h->n_embd % h->n_head)
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: embedding_length %d, head_count %d and head_count_kv %d are inconsistent",
                         ld->path, h->n_embd, h->n_head, h->n_head_kv);
-    if (!key_int(ld, "attention.key_length", false, h->n_embd / h->n_head, 2, 1 << 14, &h->head_dim, &st)) return st;
+    if (!iqf_ld_key_int(ld, "attention.key_length", false, h->n_embd / h->n_head, 2, 1 << 14, &h->head_dim, &st)) return st;
     const int hd = h->head_dim;
     int vl;
-    if (!key_int(ld, "rope.dimension_count", false, hd, 2, hd, &h->n_rot, &st) ||
-        !key_int(ld, "attention.value_length", false, hd, hd, hd, &vl, &st))
+    if (!iqf_ld_key_int(ld, "rope.dimension_count", false, hd, 2, hd, &h->n_rot, &st) ||
+        /* MLA files state the compressed widths: key kv_lora + rope, value kv_lora (load_mla) */
+        !iqf_ld_key_int(ld, "attention.value_length", false, hd, a->attn == IQF_ATTN_MLA ? 1 : hd, hd, &vl, &st))
         return st;
     if (h->n_rot % 2) return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: odd rope.dimension_count %d", ld->path, h->n_rot);
     return IQF_OK;
@@ -355,7 +354,7 @@ static iqf_status load_yarn(loader *ld) {
     iqf_model_info *h = &m->info;
     iqf_status st = IQF_OK;
     int n_orig;
-    if (!key_int(ld, "rope.scaling.original_context_length", false, h->n_ctx_train, 0, INT32_MAX, &n_orig, &st)) return st;
+    if (!iqf_ld_key_int(ld, "rope.scaling.original_context_length", false, h->n_ctx_train, 0, INT32_MAX, &n_orig, &st)) return st;
     m->n_ctx_orig_yarn = n_orig ? n_orig : h->n_ctx_train;
     m->yarn_ext = 1.0f;
     iqf_yarn_corr_dims(h->n_rot, m->n_ctx_orig_yarn, h->rope_base, 32.0f, 1.0f, m->yarn_corr);
@@ -373,21 +372,22 @@ static iqf_status load_rope(loader *ld) {
     iqf_model *m = ld->m;
     iqf_model_info *h = &m->info;
     h->rope_base = 10000.0f;
-    key_float(ld, "rope.freq_base", &h->rope_base);
+    iqf_ld_key_float(ld, "rope.freq_base", &h->rope_base);
     h->rms_eps = 1e-5f;
-    key_float(ld, "attention.layer_norm_rms_epsilon", &h->rms_eps);
+    iqf_ld_key_float(ld, "attention.layer_norm_rms_epsilon", &h->rms_eps);
     const char *sc = "linear";
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", h->arch);
     iqf_gguf_get_str(m->gguf, key, &sc, NULL);
+    m->mla.ext_factor = m->arch->attn == IQF_ATTN_MLA && !strcmp(sc, "yarn") ? 1.0f : 0.0f; /* MLA's rope has YaRN */
     if (strcmp(sc, "none") != 0 && strcmp(sc, "linear") != 0 && strcmp(sc, "yarn") != 0)
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: unsupported RoPE scaling '%.40s'", ld->path, sc);
     float factor = 0.0f;
-    if (!key_float(ld, "rope.scaling.factor", &factor)) key_float(ld, "rope.scale_linear", &factor); /* the older name */
+    if (!iqf_ld_key_float(ld, "rope.scaling.factor", &factor)) iqf_ld_key_float(ld, "rope.scale_linear", &factor); /* the older name */
     h->rope_freq_scale = factor == 0.0f || !strcmp(sc, "none") ? 1.0f : 1.0f / factor;
     m->rope_scale_swa = factor == 0.0f ? 1.0f : 1.0f / factor; /* hparams' rope_freq_scale_train */
     h->rope_attn_factor = 1.0f;
-    key_float(ld, "rope.scaling.attn_factor", &h->rope_attn_factor);
+    iqf_ld_key_float(ld, "rope.scaling.attn_factor", &h->rope_attn_factor);
     if (!strcmp(sc, "yarn")) {
         iqf_status st = load_yarn(ld);
         if (st) return st;
@@ -401,7 +401,7 @@ static iqf_status load_rope(loader *ld) {
         if (!m->arch->rope_freqs)
             return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: tensor rope_freqs.weight on a %s model (only llama reads it)",
                             ld->path, h->arch);
-        iqf_status st = load_vector(ld, &m->rope_freqs, "rope_freqs.weight", h->n_rot / 2);
+        iqf_status st = iqf_ld_load_vector(ld, &m->rope_freqs, "rope_freqs.weight", h->n_rot / 2);
         if (st) return st;
         for (int i = 0; i < h->n_rot / 2; i++)
             if (!isfinite(m->rope_freqs[i]) || m->rope_freqs[i] == 0.0f)
@@ -425,7 +425,7 @@ static iqf_status load_globals(loader *ld) {
     const int64_t E = h->n_embd;
     iqf_status st;
     if ((st = load_matrix(ld, &m->tok_embd, "token_embd.weight", E, h->n_vocab, false)) ||
-        (st = load_vector(ld, &m->output_norm, "output_norm.weight", E)) ||
+        (st = iqf_ld_load_vector(ld, &m->output_norm, "output_norm.weight", E)) ||
         (st = load_matrix(ld, &m->output, "output.weight", E, h->n_vocab, true)))
         return st;
     if (!m->output.data) {
@@ -453,15 +453,15 @@ static iqf_status load_attn_kind(loader *ld) {
     iqf_status st = IQF_OK;
     m->attn_scale = 1.0f / sqrtf((float)(a->attn_scale_rot ? h->n_rot : h->head_dim));
     if (a->q_prescale && h->n_layer == 62) m->attn_scale = 1.0f / sqrtf((float)(h->n_embd / h->n_head));
-    if (a->softcap && key_float(ld, "final_logit_softcapping", &m->softcap) && (!isfinite(m->softcap) || m->softcap < 0))
+    if (a->softcap && iqf_ld_key_float(ld, "final_logit_softcapping", &m->softcap) && (!isfinite(m->softcap) || m->softcap < 0))
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad final_logit_softcapping %g", ld->path, (double)m->softcap);
     if (!a->swa) return IQF_OK;
-    if (!key_int(ld, "attention.sliding_window", false, 0, 0, INT32_MAX, &m->n_swa, &st)) return st;
+    if (!iqf_ld_key_int(ld, "attention.sliding_window", false, 0, 0, INT32_MAX, &m->n_swa, &st)) return st;
     if (m->n_swa == 0) return IQF_OK;
     /* gemma3: base 10000 and scale 1 unless the key says; gpt-oss: the global base and scale */
     m->rope_base_swa = a->swa_rope_global ? h->rope_base : 10000.0f;
     if (!a->swa_rope_global) m->rope_scale_swa = 1.0f;
-    key_float(ld, "rope.freq_base_swa", &m->rope_base_swa);
+    iqf_ld_key_float(ld, "rope.freq_base_swa", &m->rope_base_swa);
     if (!(m->rope_base_swa > 0) || !isfinite(m->rope_base_swa))
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad rope.freq_base_swa", ld->path);
     if (m->yarn_ext != 0.0f) iqf_yarn_corr_dims(h->n_rot, m->n_ctx_orig_yarn, m->rope_base_swa, 32.0f, 1.0f, m->yarn_corr_swa);
@@ -483,20 +483,20 @@ static iqf_status load_attn_kind(loader *ld) {
     if (at >= 0)
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s is an array of neither bools nor integers", ld->path, key);
     int period;
-    if (!key_int(ld, "attention.sliding_window_pattern", false, a->swa_pattern, 0, 1 << 20, &period, &st)) return st;
+    if (!iqf_ld_key_int(ld, "attention.sliding_window_pattern", false, a->swa_pattern, 0, 1 << 20, &period, &st)) return st;
     for (int l = 0; l < h->n_layer; l++) m->layers[l].swa = period == 0 || l % period < period - 1;
     return IQF_OK;
 }
 
 /* Layer tensors: blk.<l>.<nm>.weight / .bias. A matrix joins the model's list of products
  * (imatrix slots, simulation). */
-static iqf_status layer_vec(loader *ld, int l, const char *nm, const char *kind, int64_t n, bool optional, float **out) {
+iqf_status iqf_ld_layer_vec(loader *ld, int l, const char *nm, const char *kind, int64_t n, bool optional, float **out) {
     char name[96];
     snprintf(name, sizeof name, "blk.%d.%s.%s", l, nm, kind);
     return load_vector_opt(ld, out, name, n, optional);
 }
 
-static iqf_status layer_mat(loader *ld, int l, const char *nm, int64_t ne0, int64_t ne1, int n_mat, iqf_weight *w) {
+iqf_status iqf_ld_layer_mat(loader *ld, int l, const char *nm, int64_t ne0, int64_t ne1, int n_mat, iqf_weight *w) {
     char name[96];
     snprintf(name, sizeof name, "blk.%d.%s.weight", l, nm);
     iqf_status st = load_experts(ld, w, name, ne0, ne1, n_mat, false);
@@ -508,9 +508,9 @@ static iqf_status layer_mat(loader *ld, int l, const char *nm, int64_t ne0, int6
 
 /* A per-tensor scale blk.<l>.<nm>.scale of n floats (libllama's generic pass loads them for
  * every architecture, ggml_mul on the product): *out (n = 1, 1 when absent) or *arr (n > 1). */
-static iqf_status layer_scale(loader *ld, int l, const char *nm, int64_t n, float *out, float **arr) {
+iqf_status iqf_ld_layer_scale(loader *ld, int l, const char *nm, int64_t n, float *out, float **arr) {
     float *v = NULL;
-    iqf_status st = layer_vec(ld, l, nm, "scale", n, true, &v);
+    iqf_status st = iqf_ld_layer_vec(ld, l, nm, "scale", n, true, &v);
     if (st || !v) {
         free(v);
         return st;
@@ -529,103 +529,6 @@ static iqf_status layer_scale(loader *ld, int l, const char *nm, int64_t n, floa
     return IQF_OK;
 }
 
-/* qwen35's Gated-DeltaNet sizes and which layers are recurrent (llama_model_qwen35::load_arch_hparams):
- * ssm.{conv_kernel, inner_size, state_size, time_step_rank, group_count}; the flags from
- * attention.recurrent_layers, else every layer but each full_attention_interval-th (default 4);
- * the nextn (MTP) blocks after the trunk are not evaluated, as libllama's main graph does not. */
-static iqf_status load_gdn_hparams(loader *ld) {
-    iqf_model *m = ld->m;
-    iqf_model_info *h = &m->info;
-    iqf_status st = IQF_OK;
-    iqf_gdn_hparams *hp = m->gdn_hp = calloc(1, sizeof *hp);
-    if (!hp) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
-    int nextn = 0, interval = 4;
-    if (!key_int(ld, "nextn_predict_layers", false, 0, 0, h->n_layer - 1, &nextn, &st) ||
-        !key_int(ld, "ssm.conv_kernel", true, 0, 1, 64, &hp->d_conv, &st) ||
-        !key_int(ld, "ssm.inner_size", true, 0, 1, 1 << 20, &hp->d_inner, &st) ||
-        !key_int(ld, "ssm.state_size", true, 0, 1, 512, &hp->S, &st) ||
-        !key_int(ld, "ssm.time_step_rank", true, 0, 1, 4096, &hp->H_v, &st) ||
-        !key_int(ld, "ssm.group_count", true, 0, 1, 4096, &hp->H_k, &st) ||
-        !key_int(ld, "full_attention_interval", false, 4, 1, 1 << 20, &interval, &st))
-        return st;
-    if (hp->H_v % hp->H_k || (int64_t)hp->H_v * hp->S != hp->d_inner)
-        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT,
-                        "%s: ssm sizes inconsistent: %d value heads, %d key heads, state %d, inner %d", ld->path,
-                        hp->H_v, hp->H_k, hp->S, hp->d_inner);
-    const int n_all = h->n_layer;
-    h->n_layer -= nextn;
-    char key[128];
-    snprintf(key, sizeof key, "%s.rope.dimension_sections", h->arch);
-    int64_t ki = iqf_gguf_find_kv(m->gguf, key);
-    int at = ki >= 0 && iqf_gguf_kv_type(m->gguf, ki) == IQF_GGUF_ARR ? iqf_gguf_arr_type(m->gguf, ki) : -1;
-    uint64_t n = 0;
-    const uint8_t *v = at == IQF_GGUF_I32 || at == IQF_GGUF_U32 ? iqf_gguf_arr_data(m->gguf, ki, at, &n) : NULL;
-    int sum = 0;
-    for (uint64_t i = 0; v && i < n && i < 4; i++) {
-        int32_t x;
-        memcpy(&x, v + 4 * i, 4);
-        if (x < 0 || x > h->head_dim)
-            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s[%d] = %d", ld->path, key, (int)i, (int)x);
-        hp->sections[i] = x;
-        sum += x;
-    }
-    if (!v || sum == 0 || sum > h->head_dim) /* ggml_rope_multi: some section, at most ne0 dims */
-        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing or bad %s", ld->path, key);
-    snprintf(key, sizeof key, "%s.attention.recurrent_layers", h->arch);
-    ki = iqf_gguf_find_kv(m->gguf, key);
-    at = ki >= 0 && iqf_gguf_kv_type(m->gguf, ki) == IQF_GGUF_ARR ? iqf_gguf_arr_type(m->gguf, ki) : -1;
-    bool recr[4096] = { false };
-    if (at == IQF_GGUF_BOOL || at == IQF_GGUF_U32 || at == IQF_GGUF_I32) {
-        v = iqf_gguf_arr_data(m->gguf, ki, at, &n);
-        const size_t es = at == IQF_GGUF_BOOL ? 1 : 4;
-        if (!v || n != (uint64_t)n_all)
-            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s has %llu values for %d layers", ld->path, key,
-                            (unsigned long long)n, n_all);
-        for (int l = 0; l < h->n_layer; l++) {
-            uint32_t x = 0;
-            memcpy(&x, v + (size_t)l * es, es);
-            recr[l] = x != 0;
-        }
-    } else if (at >= 0) {
-        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s is an array of neither bools nor integers", ld->path, key);
-    } else {
-        for (int l = 0; l < h->n_layer; l++) recr[l] = (l + 1) % interval != 0;
-    }
-    for (int l = 0; l < h->n_layer; l++)
-        if (recr[l] && !(m->layers[l].gdn = calloc(1, sizeof(iqf_gdn_layer))))
-            return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
-    return IQF_OK;
-}
-
-/* A Gated-DeltaNet layer's tensors (llama_model_qwen35::load_arch_tensors). */
-static iqf_status load_layer_gdn(loader *ld, int l) {
-    iqf_model *m = ld->m;
-    const iqf_gdn_hparams *hp = m->gdn_hp;
-    iqf_gdn_layer *g = m->layers[l].gdn;
-    const int64_t E = m->info.n_embd, C = 2 * (int64_t)hp->H_k * hp->S + hp->d_inner;
-    g->s_qkv = g->s_z = g->s_alpha = g->s_beta = g->s_out = 1.0f;
-    char name[96];
-    snprintf(name, sizeof name, "blk.%d.ssm_a", l);
-    const iqf_gguf_tensor *t;
-    iqf_status st;
-    if ((st = layer_mat(ld, l, "attn_qkv", E, C, 1, &g->qkv)) || (st = layer_mat(ld, l, "attn_gate", E, hp->d_inner, 1, &g->z)) ||
-        (st = layer_mat(ld, l, "ssm_alpha", E, hp->H_v, 1, &g->alpha)) ||
-        (st = layer_mat(ld, l, "ssm_beta", E, hp->H_v, 1, &g->beta)) ||
-        (st = layer_mat(ld, l, "ssm_out", hp->d_inner, E, 1, &g->out)) ||
-        (st = layer_scale(ld, l, "attn_qkv", 1, &g->s_qkv, NULL)) || (st = layer_scale(ld, l, "attn_gate", 1, &g->s_z, NULL)) ||
-        (st = layer_scale(ld, l, "ssm_alpha", 1, &g->s_alpha, NULL)) ||
-        (st = layer_scale(ld, l, "ssm_beta", 1, &g->s_beta, NULL)) || (st = layer_scale(ld, l, "ssm_out", 1, &g->s_out, NULL)) ||
-        (st = layer_vec(ld, l, "ssm_dt", "bias", hp->H_v, false, &g->dt)) ||
-        (st = layer_vec(ld, l, "ssm_norm", "weight", hp->S, false, &g->norm)) ||
-        (st = load_vector(ld, &g->a, name, hp->H_v)))
-        return st;
-    snprintf(name, sizeof name, "blk.%d.ssm_conv1d.weight", l);
-    if ((st = get_tensor(ld, name, hp->d_conv, C, false, &t))) return st;
-    if (!(g->conv = malloc((size_t)(C * hp->d_conv) * sizeof(float)))) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
-    m->info.n_params += C * hp->d_conv;
-    return iqf_dequantize(t->type, t->data, g->conv, C, hp->d_conv, 1, ld->err, ld->errlen);
-}
-
 static iqf_status load_layer_attn(loader *ld, int l) {
     iqf_model *m = ld->m;
     const iqf_model_info *h = &m->info;
@@ -635,74 +538,25 @@ static iqf_status load_layer_attn(loader *ld, int l) {
     const int64_t qmul = a->attn_out_gate ? 2 : 1; /* per head [q | gate] */
     ly->sq = ly->sk = ly->sv = ly->so = ly->sgate = ly->sup = ly->sdown = 1.0f;
     iqf_status st;
-    if ((st = layer_vec(ld, l, "attn_norm", "weight", E, false, &ly->attn_norm))) return st;
-    if (ly->gdn) return load_layer_gdn(ld, l);
-    if ((st = layer_mat(ld, l, "attn_q", E, qdim * qmul, 1, &ly->wq)) || (st = layer_mat(ld, l, "attn_k", E, kvdim, 1, &ly->wk)) ||
-        (st = layer_mat(ld, l, "attn_v", E, kvdim, 1, &ly->wv)) || (st = layer_mat(ld, l, "attn_output", qdim, E, 1, &ly->wo)) ||
-        (st = layer_vec(ld, l, "attn_q", "bias", qdim * qmul, true, &ly->bq)) ||
-        (st = layer_vec(ld, l, "attn_k", "bias", kvdim, true, &ly->bk)) ||
-        (st = layer_vec(ld, l, "attn_v", "bias", kvdim, true, &ly->bv)) ||
-        (st = layer_scale(ld, l, "attn_q", 1, &ly->sq, NULL)) || (st = layer_scale(ld, l, "attn_k", 1, &ly->sk, NULL)) ||
-        (st = layer_scale(ld, l, "attn_v", 1, &ly->sv, NULL)) || (st = layer_scale(ld, l, "attn_output", 1, &ly->so, NULL)))
+    if ((st = iqf_ld_layer_vec(ld, l, "attn_norm", "weight", E, false, &ly->attn_norm))) return st;
+    if (ly->gdn) return iqf_ld_load_layer_gdn(ld, l);
+    if ((st = iqf_ld_layer_mat(ld, l, "attn_q", E, qdim * qmul, 1, &ly->wq)) || (st = iqf_ld_layer_mat(ld, l, "attn_k", E, kvdim, 1, &ly->wk)) ||
+        (st = iqf_ld_layer_mat(ld, l, "attn_v", E, kvdim, 1, &ly->wv)) || (st = iqf_ld_layer_mat(ld, l, "attn_output", qdim, E, 1, &ly->wo)) ||
+        (st = iqf_ld_layer_vec(ld, l, "attn_q", "bias", qdim * qmul, true, &ly->bq)) ||
+        (st = iqf_ld_layer_vec(ld, l, "attn_k", "bias", kvdim, true, &ly->bk)) ||
+        (st = iqf_ld_layer_vec(ld, l, "attn_v", "bias", kvdim, true, &ly->bv)) ||
+        (st = iqf_ld_layer_scale(ld, l, "attn_q", 1, &ly->sq, NULL)) || (st = iqf_ld_layer_scale(ld, l, "attn_k", 1, &ly->sk, NULL)) ||
+        (st = iqf_ld_layer_scale(ld, l, "attn_v", 1, &ly->sv, NULL)) || (st = iqf_ld_layer_scale(ld, l, "attn_output", 1, &ly->so, NULL)))
         return st;
-    if (a->wo_bias && (st = layer_vec(ld, l, "attn_output", "bias", E, true, &ly->bo))) return st;
-    if (a->qk_norm && ((st = layer_vec(ld, l, "attn_q_norm", "weight", hd, false, &ly->q_norm)) ||
-                       (st = layer_vec(ld, l, "attn_k_norm", "weight", hd, false, &ly->k_norm))))
+    if (a->wo_bias && (st = iqf_ld_layer_vec(ld, l, "attn_output", "bias", E, true, &ly->bo))) return st;
+    if (a->qk_norm && ((st = iqf_ld_layer_vec(ld, l, "attn_q_norm", "weight", hd, false, &ly->q_norm)) ||
+                       (st = iqf_ld_layer_vec(ld, l, "attn_k_norm", "weight", hd, false, &ly->k_norm))))
         return st;
-    if (a->attn_sinks && (st = layer_vec(ld, l, "attn_sinks", "weight", h->n_head, false, &ly->attn_sinks))) return st;
-    if (a->post_norms && ((st = layer_vec(ld, l, "post_attention_norm", "weight", E, false, &ly->post_attn_norm)) ||
-                          (st = layer_vec(ld, l, "post_ffw_norm", "weight", E, false, &ly->post_ffn_norm))))
-        return st;
-    return IQF_OK;
-}
-
-/* qwen35moe's shared expert: ffn_{gate,up,down}_shexp (n_ff_shexp wide) with their scales and the
- * gate ffn_gate_inp_shexp [n_embd] (a one-row product, no scale). */
-static iqf_status load_layer_shexp(loader *ld, int l) {
-    iqf_model *m = ld->m;
-    iqf_layer *ly = &m->layers[l];
-    const int64_t E = m->info.n_embd, F = m->n_ff_shexp;
-    ly->sgate_shexp = ly->sup_shexp = ly->sdown_shexp = 1.0f;
-    iqf_status st;
-    if ((st = layer_mat(ld, l, "ffn_gate_inp_shexp", E, 0, 1, &ly->gate_inp_shexp))) return st;
-    ly->gate_inp_shexp.nrows = 1; /* a vector in the file: one row */
-    if ((st = layer_mat(ld, l, "ffn_gate_shexp", E, F, 1, &ly->gate_shexp)) ||
-        (st = layer_mat(ld, l, "ffn_up_shexp", E, F, 1, &ly->up_shexp)) ||
-        (st = layer_mat(ld, l, "ffn_down_shexp", F, E, 1, &ly->down_shexp)) ||
-        (st = layer_scale(ld, l, "ffn_gate_shexp", 1, &ly->sgate_shexp, NULL)) ||
-        (st = layer_scale(ld, l, "ffn_up_shexp", 1, &ly->sup_shexp, NULL)) ||
-        (st = layer_scale(ld, l, "ffn_down_shexp", 1, &ly->sdown_shexp, NULL)))
+    if (a->attn_sinks && (st = iqf_ld_layer_vec(ld, l, "attn_sinks", "weight", h->n_head, false, &ly->attn_sinks))) return st;
+    if (a->post_norms && ((st = iqf_ld_layer_vec(ld, l, "post_attention_norm", "weight", E, false, &ly->post_attn_norm)) ||
+                          (st = iqf_ld_layer_vec(ld, l, "post_ffw_norm", "weight", E, false, &ly->post_ffn_norm))))
         return st;
     return IQF_OK;
-}
-
-/* Shared-expert width (expert_shared_feed_forward_length, default feed_forward_length) and
- * expert_weights_scale (0 or 1: none), as llama_model_qwen35moe::load_arch_hparams reads them. */
-static iqf_status load_shexp_hparams(loader *ld) {
-    iqf_model *m = ld->m;
-    iqf_status st = IQF_OK;
-    m->moe_w_scale = 1.0f;
-    float ws = 0.0f;
-    if (key_float(ld, "expert_weights_scale", &ws) && ws != 0.0f) m->moe_w_scale = ws;
-    if (!isfinite(m->moe_w_scale))
-        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad expert_weights_scale", ld->path);
-    if (!key_int(ld, "expert_shared_feed_forward_length", false, 0, 0, 1 << 22, &m->n_ff_shexp, &st)) return st;
-    if (m->n_ff_shexp == 0) m->n_ff_shexp = m->info.n_ff;
-    if (m->n_ff_shexp < 1) return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: shared expert of width 0", ld->path);
-    return IQF_OK;
-}
-
-/* A 2-D tensor blk.<l>.<nm> of ne1 rows of ne0 read as floats (gpt-oss's per-expert biases). */
-static iqf_status layer_mat_f32(loader *ld, int l, const char *nm, int64_t ne0, int64_t ne1, float **out) {
-    char name[96];
-    snprintf(name, sizeof name, "blk.%d.%s", l, nm);
-    const iqf_gguf_tensor *t;
-    iqf_status st = get_tensor(ld, name, ne0, ne1, false, &t);
-    if (st) return st;
-    *out = malloc((size_t)(ne0 * ne1) * sizeof(float));
-    if (!*out) return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
-    ld->m->info.n_params += ne0 * ne1;
-    return iqf_dequantize(t->type, t->data, *out, ne1, ne0, 1, ld->err, ld->errlen);
 }
 
 static iqf_status load_layer_ffn(loader *ld, int l) {
@@ -712,46 +566,47 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
     iqf_layer *ly = &m->layers[l];
     const int64_t E = h->n_embd, F = h->n_ff;
     iqf_status st;
-    if ((st = layer_vec(ld, l, a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm", "weight", E, false, &ly->ffn_norm))) return st;
-    if (h->n_expert == 0) {
-        if ((st = layer_mat(ld, l, "ffn_gate", E, F, 1, &ly->wgate)) || (st = layer_mat(ld, l, "ffn_up", E, F, 1, &ly->wup)) ||
-            (st = layer_mat(ld, l, "ffn_down", F, E, 1, &ly->wdown)))
+    if ((st = iqf_ld_layer_vec(ld, l, a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm", "weight", E, false, &ly->ffn_norm))) return st;
+    if (h->n_expert == 0 || (a->dense_lead && l < m->mla.n_dense_lead)) {
+        if ((st = iqf_ld_layer_mat(ld, l, "ffn_gate", E, F, 1, &ly->wgate)) || (st = iqf_ld_layer_mat(ld, l, "ffn_up", E, F, 1, &ly->wup)) ||
+            (st = iqf_ld_layer_mat(ld, l, "ffn_down", F, E, 1, &ly->wdown)))
             return st;
-        if (a->ffn_bias && ((st = layer_vec(ld, l, "ffn_gate", "bias", F, true, &ly->bgate)) ||
-                            (st = layer_vec(ld, l, "ffn_up", "bias", F, true, &ly->bup)) ||
-                            (st = layer_vec(ld, l, "ffn_down", "bias", E, true, &ly->bdown))))
+        if (a->ffn_bias && ((st = iqf_ld_layer_vec(ld, l, "ffn_gate", "bias", F, true, &ly->bgate)) ||
+                            (st = iqf_ld_layer_vec(ld, l, "ffn_up", "bias", F, true, &ly->bup)) ||
+                            (st = iqf_ld_layer_vec(ld, l, "ffn_down", "bias", E, true, &ly->bdown))))
             return st;
-        if (a->ffn_scale && ((st = layer_scale(ld, l, "ffn_gate", 1, &ly->sgate, NULL)) ||
-                             (st = layer_scale(ld, l, "ffn_up", 1, &ly->sup, NULL)) ||
-                             (st = layer_scale(ld, l, "ffn_down", 1, &ly->sdown, NULL))))
+        if (a->ffn_scale && ((st = iqf_ld_layer_scale(ld, l, "ffn_gate", 1, &ly->sgate, NULL)) ||
+                             (st = iqf_ld_layer_scale(ld, l, "ffn_up", 1, &ly->sup, NULL)) ||
+                             (st = iqf_ld_layer_scale(ld, l, "ffn_down", 1, &ly->sdown, NULL))))
             return st;
         return IQF_OK;
     }
     const int NE = h->n_expert;
+    if (a->gating == IQF_GATING_KEYED) return iqf_ld_load_layer_moe_ds(ld, l);
     char name[96];
     snprintf(name, sizeof name, "blk.%d.ffn_gate_up_exps.weight", l);
     const bool fused = iqf_gguf_find_tensor(m->gguf, name) >= 0; /* create_tensor_gate_up_exps */
-    if ((st = layer_mat(ld, l, "ffn_gate_inp", E, NE, 1, &ly->gate_inp)) ||
-        (fused && (st = layer_mat(ld, l, "ffn_gate_up_exps", E, 2 * (int64_t)h->n_ff_exp, NE, &ly->gate_up_exps))) ||
-        (!fused && (st = layer_mat(ld, l, "ffn_gate_exps", E, h->n_ff_exp, NE, &ly->gate_exps))) ||
-        (!fused && (st = layer_mat(ld, l, "ffn_up_exps", E, h->n_ff_exp, NE, &ly->up_exps))) ||
-        (st = layer_mat(ld, l, "ffn_down_exps", h->n_ff_exp, E, NE, &ly->down_exps)))
+    if ((st = iqf_ld_layer_mat(ld, l, "ffn_gate_inp", E, NE, 1, &ly->gate_inp)) ||
+        (fused && (st = iqf_ld_layer_mat(ld, l, "ffn_gate_up_exps", E, 2 * (int64_t)h->n_ff_exp, NE, &ly->gate_up_exps))) ||
+        (!fused && (st = iqf_ld_layer_mat(ld, l, "ffn_gate_exps", E, h->n_ff_exp, NE, &ly->gate_exps))) ||
+        (!fused && (st = iqf_ld_layer_mat(ld, l, "ffn_up_exps", E, h->n_ff_exp, NE, &ly->up_exps))) ||
+        (st = iqf_ld_layer_mat(ld, l, "ffn_down_exps", h->n_ff_exp, E, NE, &ly->down_exps)))
         return st;
     /* libllama reads the gate and up scales only beside separate gate and up tensors */
-    if (a->ffn_scale && ((!fused && (st = layer_scale(ld, l, "ffn_gate_exps", NE, NULL, &ly->sgate_exps))) ||
-                         (!fused && (st = layer_scale(ld, l, "ffn_up_exps", NE, NULL, &ly->sup_exps))) ||
-                         (st = layer_scale(ld, l, "ffn_down_exps", NE, NULL, &ly->sdown_exps))))
+    if (a->ffn_scale && ((!fused && (st = iqf_ld_layer_scale(ld, l, "ffn_gate_exps", NE, NULL, &ly->sgate_exps))) ||
+                         (!fused && (st = iqf_ld_layer_scale(ld, l, "ffn_up_exps", NE, NULL, &ly->sup_exps))) ||
+                         (st = iqf_ld_layer_scale(ld, l, "ffn_down_exps", NE, NULL, &ly->sdown_exps))))
         return st;
-    if (a->moe_biases && ((st = layer_vec(ld, l, "ffn_gate_inp", "bias", NE, false, &ly->bgate_inp)) ||
-                          (st = layer_mat_f32(ld, l, "ffn_gate_exps.bias", h->n_ff_exp, NE, &ly->bgate_exps)) ||
-                          (st = layer_mat_f32(ld, l, "ffn_up_exps.bias", h->n_ff_exp, NE, &ly->bup_exps)) ||
-                          (st = layer_mat_f32(ld, l, "ffn_down_exps.bias", E, NE, &ly->bdown_exps))))
+    if (a->moe_biases && ((st = iqf_ld_layer_vec(ld, l, "ffn_gate_inp", "bias", NE, false, &ly->bgate_inp)) ||
+                          (st = iqf_ld_layer_mat_f32(ld, l, "ffn_gate_exps.bias", h->n_ff_exp, NE, &ly->bgate_exps)) ||
+                          (st = iqf_ld_layer_mat_f32(ld, l, "ffn_up_exps.bias", h->n_ff_exp, NE, &ly->bup_exps)) ||
+                          (st = iqf_ld_layer_mat_f32(ld, l, "ffn_down_exps.bias", E, NE, &ly->bdown_exps))))
         return st;
-    return a->shared_expert ? load_layer_shexp(ld, l) : IQF_OK;
+    return a->shared_expert ? iqf_ld_load_layer_shexp(ld, l) : IQF_OK;
 }
 
 static iqf_status load_layer(loader *ld, int l) {
-    iqf_status st = load_layer_attn(ld, l);
+    iqf_status st = ld->m->arch->attn == IQF_ATTN_MLA ? iqf_ld_load_layer_mla(ld, l) : load_layer_attn(ld, l);
     return st ? st : load_layer_ffn(ld, l);
 }
 
@@ -764,8 +619,9 @@ static iqf_status load_stages(iqf_model *m, const iqf_model_params *params, iqf_
     if (!st) st = load_rope(&ld);
     if (!st) st = load_globals(&ld);
     if (!st) st = load_attn_kind(&ld);
-    if (!st && m->arch->attn == IQF_ATTN_GDN_HYBRID) st = load_gdn_hparams(&ld);
-    if (!st && m->arch->shared_expert) st = load_shexp_hparams(&ld);
+    if (!st && m->arch->attn == IQF_ATTN_GDN_HYBRID) st = iqf_ld_load_gdn_hparams(&ld);
+    if (!st && m->arch->shared_expert) st = iqf_ld_load_shexp_hparams(&ld);
+    if (!st) st = iqf_ld_load_mla(&ld);
     for (int l = 0; !st && l < m->info.n_layer; l++) st = load_layer(&ld, l);
     if (!st) st = load_vocab(&ld);
     if (!st && p.simulate_type >= 0)

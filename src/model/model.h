@@ -46,9 +46,14 @@ typedef struct iqf_layer {
     float *attn_sinks;           /* gpt-oss: per-head sink logits [n_head], or NULL */
     float *bgate_inp;            /* gpt-oss: router bias [n_expert], or NULL */
     float *bgate_exps, *bup_exps, *bdown_exps; /* gpt-oss: per-expert biases [n_expert][width], or NULL */
+    /* deepseek2 (MLA, attn_mla.c): q through a low-rank pair (or plain wq), the compressed KV;
+     * gate_up_exps and the shared experts above are its fused experts and expert_shared_count experts */
+    iqf_weight wq_a, wq_b, wkv_a, wk_b, wv_b; /* wk_b, wv_b: one matrix per head (n_mat = n_head) */
+    float *q_a_norm, *kv_a_norm;             /* RMS norms of the q / kv latents */
+    float *exp_probs_b;                      /* expert selection bias [n_expert], or NULL */
 } iqf_layer;
 
-#define IQF_MAX_WEIGHTS_PER_LAYER 16
+#define IQF_MAX_WEIGHTS_PER_LAYER 16 /* deepseek2's MoE layers have 13 */
 
 struct iqf_model {
     iqf_model_info info;
@@ -69,6 +74,17 @@ struct iqf_model {
     float yarn_ext;             /* YaRN ext_factor (0: no YaRN) */
     int n_ctx_orig_yarn;        /* YaRN's original context (rope.scaling.original_context_length) */
     float yarn_corr[2], yarn_corr_swa[2]; /* ggml_rope_yarn_corr_dims of the global / sliding layers' base */
+    struct iqf_mla_hp {         /* deepseek2: MLA sizes, YaRN, DeepSeek MoE routing (model.c loads) */
+        int q_lora, kv_lora;    /* attention.q_lora_rank (0: plain attn_q), attention.kv_lora_rank */
+        int k_mla, v_mla;       /* per-head key (nope + rope) and value widths after decompression */
+        int n_dense_lead;       /* leading_dense_block_count: layers with a dense FFN */
+        int n_shared;           /* expert_shared_count */
+        int n_groups, n_group_used; /* expert groups (0/1: none) */
+        bool sigmoid;           /* expert_gating_func 2; else softmax */
+        float w_scale;          /* expert_weights_scale (0 or 1: none) */
+        float kq_scale;         /* mscale^2 / sqrt(k_mla) */
+        float ext_factor, attn_factor, corr[2]; /* YaRN (ext_factor 0: off) */
+    } mla;
     iqf_weight **mats; /* every matrix product's weight (layers' 7, then output), n_mats */
     int n_mats;
     void *gguf;                 /* iqf_gguf* the weights point into */
@@ -117,6 +133,7 @@ struct iqf_context {
     float *ex_in, *ex_out;     /* gathered rows [max_batch][n_embd], expert outputs [max_batch][n_embd] */
     float *moe;                /* per (token, slot) expert outputs [max_batch][n_expert_used][n_embd] */
     struct iqf_hess_acc *hess; /* NULL unless capturing Hessians (hessian.h) */
+    float *ds;                 /* deepseek2 scratch (attn_mla.c, moe_ds.c), or NULL */
     iqf_eval_progress_fn progress; /* NULL or called after each chunk (iqf_context_set_progress) */
     void *progress_user;
     struct iqf_gdn_ctx *gdn;   /* qwen35: recurrent states and scratch (deltanet.c), or NULL */
@@ -153,6 +170,14 @@ void iqf_mm_round_act(int vtype, const float *x, float *y, int64_t K, float *s);
 void iqf_moe_ffn_oai(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out);
 /* YaRN (ggml_rope_yarn_corr_dims): the start and end correction dims for a rope base. */
 void iqf_yarn_corr_dims(int n_dims, int n_ctx_orig, float base, float beta_fast, float beta_slow, float dims[2]);
+/* deepseek2 blocks: scratch for a context (false: out of memory); MLA attention of rows r0..T-1
+ * of layer l from c->xn (K/V of all T rows into the cache), after attn_output into out (ld n_embd);
+ * DeepSeek MoE FFN (keyed gating, selection bias, groups, shared experts) of nr rows xn. */
+bool iqf_ds_alloc(iqf_context *c);
+void iqf_mla_attention(iqf_context *c, int l, int T, int pos, int r0, float *out);
+void iqf_moe_ds(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out);
+/* ggml_rms_norm times the weight (forward.c), shared with the blocks above. */
+void iqf_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps);
 
 /* Vector helpers (SIMD chosen at run time). */
 float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n);

@@ -1,7 +1,7 @@
 /* gen_main.c - iqf-genmodel: writes the synthetic Mistral-shaped model and its imatrix.
  * usage: iqf-genmodel OUT.gguf [--scale S] [--layers N] [--type f16|bf16|f32] [--seed N]
  *                     [--tied] [--imatrix IM.gguf] [--imatrix-dat IM.dat] [--split N]
- *                     [--arch llama|qwen2|qwen3|mixtral|qwen3moe|gemma3|gpt-oss] [--experts N] [--experts-used K]
+ *                     [--arch llama|qwen2|qwen3|mixtral|qwen3moe|gemma3|gpt-oss|deepseek2] [--experts N] [--experts-used K]
  *                     [--vocab VOCAB.gguf]
  * --split N: the model is written as OUT-00001-of-0000N.gguf ... (gguf-split parts; OUT without
  * its .gguf is the prefix) instead of OUT; with --from FILE, FILE is split instead of generating. */
@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr, "usage: iqf-genmodel OUT.gguf [--scale S] [--layers N] [--type f16|bf16|f32] "
                             "[--seed N] [--tied] [--imatrix IM.gguf] [--imatrix-dat IM.dat] "
-                            "[--arch llama|qwen2|qwen3|mixtral|qwen3moe|gemma3|gpt-oss] [--experts N] [--experts-used K] [--vocab V.gguf]\n");
+                            "[--arch llama|qwen2|qwen3|mixtral|qwen3moe|gemma3|gpt-oss|deepseek2] [--experts N] [--experts-used K] [--vocab V.gguf]\n");
             return 2;
         }
     }

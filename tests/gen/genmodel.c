@@ -132,6 +132,82 @@ static void fill_rows(void *arg, int64_t b, int64_t e, int tid) {
     free(row);
 }
 
+/* deepseek2's layer l (after attn_norm; llama.cpp's loader names and shapes). */
+static int add_ds2_layer(gtensor *ts, int nt, int l, int64_t E, int64_t F, int64_t FE, int64_t H, int NE, int64_t ql,
+                         int64_t kvl, int64_t rope, int64_t nope, int64_t vm) {
+    char b[64];
+#define T3(sfx, nd, a, b_, c_, k, sg)                                                  \
+    do {                                                                             \
+        gtensor *t_ = &ts[nt++];                                                     \
+        snprintf(t_->name, sizeof t_->name, "blk.%d.%s", l, sfx);                    \
+        t_->n_dims = nd;                                                             \
+        t_->ne[0] = a;                                                               \
+        t_->ne[1] = b_;                                                              \
+        t_->ne[2] = c_;                                                              \
+        t_->kind = k;                                                                \
+        t_->layer = l;                                                               \
+        t_->sigma = sg;                                                              \
+    } while (0)
+    (void)b;
+    T3("attn_q_a_norm.weight", 1, ql, 1, 1, -1, 0);
+    T3("attn_kv_a_norm.weight", 1, kvl, 1, 1, -1, 0);
+    T3("attn_q_a.weight", 2, E, ql, 1, IN_ATTN, 1.0 / sqrt((double)E));
+    T3("attn_q_b.weight", 2, ql, H * (nope + rope), 1, IN_ATTN, 1.2 / sqrt((double)ql));
+    T3("attn_kv_a_mqa.weight", 2, E, kvl + rope, 1, IN_ATTN, 1.0 / sqrt((double)E));
+    T3("attn_k_b.weight", 3, nope, kvl, H, IN_ATTN, 1.0 / sqrt((double)nope));
+    T3("attn_v_b.weight", 3, kvl, vm, H, IN_ATTN, 1.0 / sqrt((double)kvl));
+    T3("attn_output.weight", 2, H * vm, E, 1, IN_ATTN_OUT, 0.7 / sqrt((double)(H * vm)));
+    T3("ffn_norm.weight", 1, E, 1, 1, -1, 0);
+    if (l == 0) {
+        T3("ffn_gate.weight", 2, E, F, 1, IN_FFN, 0.8 / sqrt((double)E));
+        T3("ffn_up.weight", 2, E, F, 1, IN_FFN, 0.8 / sqrt((double)E));
+        T3("ffn_down.weight", 2, F, E, 1, IN_FFN_DOWN, 0.8 / sqrt((double)F));
+        return nt;
+    }
+    T3("ffn_gate_inp.weight", 2, E, NE, 1, IN_GATE_INP, 2.0 / sqrt((double)E));
+    T3("exp_probs_b.bias", 1, NE, 1, 1, KIND_BIAS, 0.05);
+    T3("ffn_gate_exps.weight", 3, E, FE, NE, IN_FFN, 0.8 / sqrt((double)E));
+    T3("ffn_up_exps.weight", 3, E, FE, NE, IN_FFN, 0.8 / sqrt((double)E));
+    T3("ffn_down_exps.weight", 3, FE, E, NE, IN_FFN_DOWN, 0.8 / sqrt((double)FE));
+    T3("ffn_gate_shexp.weight", 2, E, FE, 1, IN_FFN, 0.8 / sqrt((double)E));
+    T3("ffn_up_shexp.weight", 2, E, FE, 1, IN_FFN, 0.8 / sqrt((double)E));
+    T3("ffn_down_shexp.weight", 2, FE, E, 1, IN_FFN_DOWN, 0.8 / sqrt((double)FE));
+#undef T3
+    return nt;
+}
+
+/* deepseek2's keys as convert_hf_to_gguf writes a DeepSeek-V3 MLA model: one KV head of
+ * kv_lora + rope (values kv_lora), the decompressed widths in *_mla, sigmoid gating with
+ * normalised weights times 2.5, 4 expert groups of which 2 are kept, YaRN x4 with mscale_all_dim 1. */
+static iqf_status ds2_keys(iqf_gguf_writer *w, const char *ga, int64_t FE, int64_t hd, int64_t ql, int64_t kvl, int64_t rope,
+                           int64_t nope, int64_t vm, int NE) {
+    char key[128];
+    (void)hd;
+#define K(sfx) (snprintf(key, sizeof key, "%s.%s", ga, sfx), key)
+    iqf_status st = iqf_gguf_writer_set_u32(w, K("rope.dimension_count"), (uint32_t)rope);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("attention.head_count_kv"), 1);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("attention.key_length"), (uint32_t)(kvl + rope));
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("attention.value_length"), (uint32_t)kvl);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("attention.key_length_mla"), (uint32_t)(nope + rope));
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("attention.value_length_mla"), (uint32_t)vm);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("attention.q_lora_rank"), (uint32_t)ql);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("attention.kv_lora_rank"), (uint32_t)kvl);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("leading_dense_block_count"), 1);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("expert_feed_forward_length"), (uint32_t)FE);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("expert_shared_count"), 1);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("expert_group_count"), NE % 4 == 0 && NE >= 8 ? 4 : 1);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("expert_group_used_count"), NE % 4 == 0 && NE >= 8 ? 2 : 1);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("expert_gating_func"), 2);
+    if (!st) st = iqf_gguf_writer_set_bool(w, K("expert_weights_norm"), true);
+    if (!st) st = iqf_gguf_writer_set_f32(w, K("expert_weights_scale"), 2.5f);
+    if (!st) st = iqf_gguf_writer_set_str(w, K("rope.scaling.type"), "yarn");
+    if (!st) st = iqf_gguf_writer_set_f32(w, K("rope.scaling.factor"), 4.0f);
+    if (!st) st = iqf_gguf_writer_set_u32(w, K("rope.scaling.original_context_length"), 4096);
+    if (!st) st = iqf_gguf_writer_set_f32(w, K("rope.scaling.yarn_log_multiplier"), 0.1f);
+#undef K
+    return st;
+}
+
 iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path, const char *imatrix_gguf,
                               const char *imatrix_dat, char *err, size_t errlen) {
     if (!o || !model_path || o->scale < 1 || o->n_layer < 1 || o->n_layer > 512 ||
@@ -139,7 +215,8 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: bad options");
     const char *arch = o->arch ? o->arch : "llama";
     const bool qwen2 = !strcmp(arch, "qwen2"), qwen3 = !strcmp(arch, "qwen3"), q3moe = !strcmp(arch, "qwen3moe"),
-               mixtral = !strcmp(arch, "mixtral"), oss = !strcmp(arch, "gpt-oss"), moe = q3moe || mixtral || oss,
+               mixtral = !strcmp(arch, "mixtral"), oss = !strcmp(arch, "gpt-oss"),
+               ds2 = !strcmp(arch, "deepseek2"), moe = q3moe || mixtral || oss || ds2,
                gemma3 = !strcmp(arch, "gemma3");
     if (strcmp(arch, "llama") && !qwen2 && !qwen3 && !moe && !gemma3)
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: unknown architecture '%s'", arch);
@@ -163,8 +240,13 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     const int64_t n_head = 32, n_head_kv = 8;
     const int64_t head_dim = (qwen3 || q3moe || gemma3 || oss) ? 2 * n_embd / n_head : n_embd / n_head;
     const int64_t n_q = head_dim * n_head, n_kv = head_dim * n_head_kv;
-    /* qwen3moe experts: 2/7 of n_ff (4096 at full width, a multiple of 256 at scales 1, 2, 4, 8, 16) */
-    const int64_t n_ff_exp = q3moe || oss ? 2 * n_ff / 7 : n_ff, n_ff_layer = moe ? n_ff_exp : n_ff;
+    /* qwen3moe / gpt-oss / deepseek2 experts: 2/7 of n_ff (4096 at full width, a multiple of 256 at scales 1, 2, 4, 8, 16) */
+    const int64_t n_ff_exp = q3moe || oss || ds2 ? 2 * n_ff / 7 : n_ff, n_ff_layer = moe ? n_ff_exp : n_ff;
+    /* deepseek2 MLA (DeepSeek-V3's 7168-wide shapes / 28 at scale 1, then / scale): per head a
+     * rope part of 2 * head_dim and a nope part of 4 * head_dim, values 4 * head_dim wide; latents
+     * q 3/8 and kv 1/4 of n_embd; layer 0 dense, then experts with a shared one */
+    const int64_t mla_rope = 2 * head_dim, mla_nope = 4 * head_dim, mla_v = 4 * head_dim;
+    const int64_t q_lora = 3 * n_embd / 8, kv_lora = n_embd / 4;
     if (n_embd < 32 || head_dim < 2) {
         iqf_gguf_close(voc);
         return fail(err, errlen, IQF_E_INVALID_ARG, "genmodel: scale %d too large", o->scale);
@@ -197,6 +279,10 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
         char b[64];
         snprintf(b, sizeof b, "blk.%d.attn_norm.weight", l);
         ADD(b, 1, n_embd, 1, -1, l, 0);
+        if (ds2) {
+            nt = add_ds2_layer(ts, nt, l, n_embd, n_ff, n_ff_exp, n_head, n_expert, q_lora, kv_lora, mla_rope, mla_nope, mla_v);
+            continue;
+        }
         if (moe) {
             snprintf(b, sizeof b, "blk.%d.ffn_gate_inp.weight", l);
             ADD(b, 2, n_embd, n_expert, IN_GATE_INP, l, 2.0 * s_in);
@@ -292,9 +378,9 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     if (!st) st = iqf_gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)n_embd);
     if (!st) st = iqf_gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)o->n_layer);
     if (!st) st = iqf_gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)n_ff);
-    if (!st) st = iqf_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
+    if (!st && !ds2) st = iqf_gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
     if (!st) st = iqf_gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)n_head);
-    if (!st) st = iqf_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)n_head_kv);
+    if (!st && !ds2) st = iqf_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)n_head_kv);
     const bool q3heads = qwen3 || q3moe || gemma3 || oss;
     if (!st && q3heads) st = iqf_gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
     if (!st && q3heads) st = iqf_gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
@@ -311,6 +397,7 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
     if (!st && gemma3) st = iqf_gguf_writer_set_u32(w, KEY("attention.sliding_window_pattern"), 2);
     if (!st && gemma3) st = iqf_gguf_writer_set_f32(w, KEY("rope.freq_base_swa"), 10000.0f);
     if (!st) st = iqf_gguf_writer_set_f32(w, KEY("rope.freq_base"), 1000000.0f);
+    if (!st && ds2) st = ds2_keys(w, garch, n_ff_exp, head_dim, q_lora, kv_lora, mla_rope, mla_nope, mla_v, n_expert);
     if (!st && moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_count"), (uint32_t)n_expert);
     if (!st && moe) st = iqf_gguf_writer_set_u32(w, KEY("expert_used_count"), (uint32_t)n_used);
     if (!st && (q3moe || oss)) st = iqf_gguf_writer_set_u32(w, KEY("expert_feed_forward_length"), (uint32_t)n_ff_exp);
@@ -386,14 +473,16 @@ iqf_status iqf_genmodel_write(const iqf_genmodel_opts *o, const char *model_path
             st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
             goto done;
         }
-        int64_t *ecounts = malloc(sizeof(int64_t) * (size_t)(n_expert > 0 ? n_expert : 1));
+        /* 3-D tensors: experts, or deepseek2's per-head attn_k_b / attn_v_b */
+        const int n_cnt = n_expert > n_head ? n_expert : (int)n_head;
+        int64_t *ecounts = malloc(sizeof(int64_t) * (size_t)n_cnt);
         if (!ecounts) {
             free(stats);
             free(sums);
             st = fail(err, errlen, IQF_E_NOMEM, "out of memory");
             goto done;
         }
-        for (int e = 0; e < n_expert; e++) ecounts[e] = (int64_t)(100 * 512) * n_used / n_expert + 37 * e;
+        for (int e = 0; e < n_cnt; e++) ecounts[e] = (int64_t)(100 * 512) * n_used / (n_expert ? n_expert : 1) + 37 * e;
         for (int i = 0; i < nt && !st; i++) {
             const gtensor *t = &ts[i];
             if (t->layer < 0 || t->kind < 0 || t->kind == KIND_BIAS) continue;

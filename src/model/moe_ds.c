@@ -1,0 +1,190 @@
+/*
+ * moe_ds.c - deepseek2's FFN on its expert layers: llama.cpp's build_moe_ffn with the gating the
+ * file's keys choose, plus the shared experts (models/deepseek2.cpp).
+ *
+ * Router logits -> probabilities (sigmoid for expert_gating_func 2, DeepSeek V3; else softmax);
+ * selection scores = probabilities + exp_probs_b (the score-correction bias, selection only);
+ * with expert groups, the groups whose two best scores sum highest are kept (the others masked);
+ * the top n_expert_used scores pick the experts, weighted by their unbiased probabilities,
+ * renormalised if expert_weights_norm (sum clamped at 2^-14), times expert_weights_scale (when
+ * neither 0 nor 1). Each expert's SwiGLU FFN (split or fused gate_up), outputs times weights
+ * summed in slot order, plus the shared experts' SwiGLU FFN. No per-tensor scales (the graph
+ * passes none).
+ */
+#include "model.h"
+
+#include <math.h>
+#include <string.h>
+
+/* k best of n scores (descending, ties to the lower index), as ggml_argsort_top_k orders them. */
+static void top_k(const float *s, int n, int k, int *out) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < n; e++) {
+            bool used = false;
+            for (int i = 0; i < j; i++) used |= out[i] == e;
+            if (!used && (best < 0 || s[e] > s[best])) best = e;
+        }
+        out[j] = best;
+    }
+}
+
+/* ggml_soft_max_f32 over one row. */
+static void softmax(float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* Keeps the n_group_used groups whose two best scores sum highest; the rest -INFINITY. */
+static void mask_groups(float *sp, int NE, int G, int used) {
+    const int per = NE / G;
+    float gs[256] = { 0 };
+    int keep[256], top[2];
+    if (G > 256) return;
+    for (int g = 0; g < G; g++) {
+        const int k2 = per < 2 ? per : 2;
+        top_k(sp + (int64_t)g * per, per, k2, top);
+        gs[g] = sp[g * per + top[0]];
+        if (k2 > 1) gs[g] += sp[g * per + top[1]];
+    }
+    top_k(gs, G, used, keep);
+    for (int g = 0; g < G; g++) {
+        bool kept = false;
+        for (int i = 0; i < used; i++) kept |= keep[i] == g;
+        if (!kept)
+            for (int e = 0; e < per; e++) sp[g * per + e] = -INFINITY;
+    }
+}
+
+/* Router: c->sel and c->selw for nr rows. */
+static void route(iqf_context *c, const iqf_layer *ly, const float *xn, int nr) {
+    const iqf_model *m = c->m;
+    const iqf_model_info *h = &m->info;
+    const struct iqf_mla_hp *p = &m->mla;
+    const int E = h->n_embd, NE = h->n_expert, K = h->n_expert_used;
+    float *sel_s = c->ds;
+    iqf_matmul(c, &ly->gate_inp, xn, E, nr, c->probs, NE);
+    for (int t = 0; t < nr; t++) {
+        float *pr = c->probs + (int64_t)t * NE, *sp = sel_s + (int64_t)t * NE;
+        if (p->sigmoid)
+            for (int e = 0; e < NE; e++) pr[e] = 1.0f / (1.0f + expf(-pr[e]));
+        else
+            softmax(pr, NE);
+        for (int e = 0; e < NE; e++) sp[e] = ly->exp_probs_b ? pr[e] + ly->exp_probs_b[e] : pr[e];
+        if (p->n_groups > 1) mask_groups(sp, NE, p->n_groups, p->n_group_used);
+        int *sel = c->sel + (int64_t)t * K;
+        float *w = c->selw + (int64_t)t * K;
+        top_k(sp, NE, K, sel);
+        for (int j = 0; j < K; j++) w[j] = pr[sel[j]];
+        if (h->expert_weights_norm) {
+            double sum = 0.0;
+            for (int j = 0; j < K; j++) sum += (double)w[j];
+            float fs = (float)sum;
+            if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
+            for (int j = 0; j < K; j++) w[j] = w[j] / fs;
+        }
+        if (p->w_scale != 0.0f && p->w_scale != 1.0f)
+            for (int j = 0; j < K; j++) w[j] *= p->w_scale;
+    }
+}
+
+static iqf_weight view(const iqf_weight *w, int e) {
+    iqf_weight v = *w;
+    v.data = w->data + (size_t)e * (size_t)w->nrows * w->row_bytes;
+    v.n_mat = 1;
+    v.id = -1;
+    return v;
+}
+
+/* llama-imatrix's MUL_MAT_ID collection: per expert sums of x^2 and row counts. */
+static void imat_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n) {
+    if (!c->imat || w->id < 0 || n <= 0) return;
+    double *s = c->imat->sum2[w->id] + (int64_t)e * w->ncols;
+    for (int t = 0; t < n; t++)
+        for (int64_t k = 0; k < w->ncols; k++) s[k] += (double)x[(int64_t)t * ldx + k] * x[(int64_t)t * ldx + k];
+    c->imat->count[w->id][e] += n;
+}
+
+static void swiglu(float *g, int64_t ldg, const float *u, int64_t ldu, int n, int F) {
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < F; i++) {
+            const float x = g[(int64_t)t * ldg + i];
+            g[(int64_t)t * ldg + i] = (x / (1.0f + expf(-x))) * u[(int64_t)t * ldu + i];
+        }
+}
+
+/* Expert e on its n gathered rows (c->ex_in): weighted outputs into c->moe's slots. */
+static void run_expert(iqf_context *c, const iqf_layer *ly, int e, int n) {
+    const iqf_model_info *h = &c->m->info;
+    const int E = h->n_embd, F = h->n_ff_exp;
+    float *gu = c->ds + (int64_t)c->max_batch * h->n_expert;
+    const float *g = c->g, *u = c->u;
+    int64_t ld = F;
+    if (ly->gate_up_exps.data) { /* one product, gate rows then up rows */
+        const iqf_weight w = view(&ly->gate_up_exps, e);
+        imat_expert(c, &ly->gate_up_exps, e, c->ex_in, E, n);
+        iqf_matmul(c, &w, c->ex_in, E, n, gu, 2 * F);
+        g = gu;
+        u = gu + F;
+        ld = 2 * F;
+    } else {
+        const iqf_weight wg = view(&ly->gate_exps, e), wu = view(&ly->up_exps, e);
+        imat_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
+        imat_expert(c, &ly->up_exps, e, c->ex_in, E, n);
+        iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
+        iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
+    }
+    swiglu((float *)g, ld, u, ld, n, F);
+    if (g != c->g)
+        for (int t = 0; t < n; t++) memcpy(c->g + (int64_t)t * F, g + (int64_t)t * ld, sizeof(float) * (size_t)F);
+    const iqf_weight wd = view(&ly->down_exps, e);
+    imat_expert(c, &ly->down_exps, e, c->g, F, n);
+    iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
+    for (int r = 0; r < n; r++) {
+        const float wt = c->selw[c->rows[r]];
+        float *dst = c->moe + (int64_t)c->rows[r] * E;
+        const float *src = c->ex_out + (int64_t)r * E;
+        for (int i = 0; i < E; i++) dst[i] = src[i] * wt;
+    }
+}
+
+void iqf_moe_ds(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out) {
+    const iqf_model *m = c->m;
+    const iqf_model_info *h = &m->info;
+    const int E = h->n_embd, NE = h->n_expert, K = h->n_expert_used;
+    route(c, ly, xn, nr);
+    for (int e = 0; e < NE; e++) {
+        int n = 0;
+        for (int t = 0; t < nr; t++)
+            for (int j = 0; j < K; j++)
+                if (c->sel[(int64_t)t * K + j] == e) {
+                    c->rows[n] = t * K + j;
+                    memcpy(c->ex_in + (int64_t)n * E, xn + (int64_t)t * E, sizeof(float) * (size_t)E);
+                    n++;
+                }
+        if (n) run_expert(c, ly, e, n);
+    }
+    for (int t = 0; t < nr; t++) {
+        float *o = out + (int64_t)t * E;
+        const float *m0 = c->moe + (int64_t)t * K * E;
+        memcpy(o, m0, sizeof(float) * (size_t)E);
+        for (int j = 1; j < K; j++)
+            for (int i = 0; i < E; i++) o[i] += m0[(int64_t)j * E + i];
+    }
+    if (!ly->gate_shexp.data) return;
+    /* shared experts: build_ffn(up, gate, down, SILU, PAR), added to the routed output */
+    const int FS = (int)ly->gate_shexp.nrows;
+    float *sg = c->ds + (int64_t)c->max_batch * (NE + 2 * h->n_ff_exp), *su = sg + (int64_t)c->max_batch * FS;
+    iqf_matmul(c, &ly->up_shexp, xn, E, nr, su, FS);
+    iqf_matmul(c, &ly->gate_shexp, xn, E, nr, sg, FS);
+    swiglu(sg, FS, su, FS, nr, FS);
+    iqf_matmul(c, &ly->down_shexp, sg, FS, nr, c->ex_out, E);
+    for (int64_t i = 0; i < (int64_t)nr * E; i++) out[i] += c->ex_out[i];
+}
