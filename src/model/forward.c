@@ -228,7 +228,7 @@ static void head_norm(float *v, int64_t ld, int T, int n_heads, int hd, const fl
 }
 
 /* ggml_soft_max_f32 over one row: max, expf(x - max) summed in double, scaled by 1/sum. */
-static void softmax_row(float *x, int n) {
+void iqf_softmax_row(float *x, int n) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
     double sum = 0.0;
@@ -241,7 +241,19 @@ static void softmax_row(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-static void imat_rows(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n) {
+void iqf_top_k(const float *s, int n, int k, int *out) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int e = 0; e < n; e++) {
+            bool used = false;
+            for (int i = 0; i < j; i++) used |= out[i] == e;
+            if (!used && (best < 0 || s[e] > s[best])) best = e;
+        }
+        out[j] = best;
+    }
+}
+
+void iqf_imat_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n) {
     if (!c->imat || w->id < 0 || n <= 0) return;
     /* llama-imatrix collects MUL_MAT_ID for every batch size: per expert sums and counts */
     double *s = c->imat->sum2[w->id] + (int64_t)e * w->ncols;
@@ -252,7 +264,7 @@ static void imat_rows(iqf_context *c, const iqf_weight *w, int e, const float *x
     c->imat->count[w->id][e] += n;
 }
 
-static iqf_weight expert_view(const iqf_weight *w, int e) {
+iqf_weight iqf_expert_view(const iqf_weight *w, int e) {
     iqf_weight v = *w;
     v.data = w->data + (size_t)e * (size_t)w->nrows * w->row_bytes;
     v.n_mat = 1;
@@ -270,19 +282,11 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
     iqf_matmul(c, &ly->gate_inp, xn, E, nr, c->probs, NE);
     for (int t = 0; t < nr; t++) {
         float *p = c->probs + (int64_t)t * NE;
-        softmax_row(p, NE);
+        iqf_softmax_row(p, NE);
         int *sel = c->sel + (int64_t)t * K;
         float *w = c->selw + (int64_t)t * K;
-        for (int j = 0; j < K; j++) { /* top-k, descending; ties to the lower index */
-            int best = -1;
-            for (int e = 0; e < NE; e++) {
-                bool used = false;
-                for (int i = 0; i < j; i++) used |= sel[i] == e;
-                if (!used && (best < 0 || p[e] > p[best])) best = e;
-            }
-            sel[j] = best;
-            w[j] = p[best];
-        }
+        iqf_top_k(p, NE, K, sel);
+        for (int j = 0; j < K; j++) w[j] = p[sel[j]];
         if (h->expert_weights_norm) {
             double sum = 0.0;
             for (int j = 0; j < K; j++) sum += (double)w[j];
@@ -304,17 +308,17 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
                 }
         if (!n) continue;
         iqf_weight wg, wu;
-        const iqf_weight wd = expert_view(&ly->down_exps, e);
+        const iqf_weight wd = iqf_expert_view(&ly->down_exps, e);
         if (ly->gate_up_exps.data) { /* one [gate | up] tensor: its two halves */
-            wg = wu = expert_view(&ly->gate_up_exps, e);
+            wg = wu = iqf_expert_view(&ly->gate_up_exps, e);
             wg.nrows = wu.nrows = F;
             wu.data += (size_t)F * wu.row_bytes;
-            imat_rows(c, &ly->gate_up_exps, e, c->ex_in, E, n);
+            iqf_imat_expert(c, &ly->gate_up_exps, e, c->ex_in, E, n);
         } else {
-            wg = expert_view(&ly->gate_exps, e);
-            wu = expert_view(&ly->up_exps, e);
-            imat_rows(c, &ly->gate_exps, e, c->ex_in, E, n);
-            imat_rows(c, &ly->up_exps, e, c->ex_in, E, n);
+            wg = iqf_expert_view(&ly->gate_exps, e);
+            wu = iqf_expert_view(&ly->up_exps, e);
+            iqf_imat_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
+            iqf_imat_expert(c, &ly->up_exps, e, c->ex_in, E, n);
         }
         iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
@@ -324,7 +328,7 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
             const float g = c->g[i];
             c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
         }
-        imat_rows(c, &ly->down_exps, e, c->g, F, n);
+        iqf_imat_expert(c, &ly->down_exps, e, c->g, F, n);
         iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
         if (ly->sdown_exps) scale_rows(c->ex_out, E, n, ly->sdown_exps[e], E);
         for (int r = 0; r < n; r++) {

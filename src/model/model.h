@@ -165,6 +165,14 @@ int iqf_mm_act_type(int wtype);
  * For Q8_1, s (K/32 floats, or NULL) receives the blocks' fp16 s = d * sum q. */
 void iqf_mm_round_act(int vtype, const float *x, float *y, int64_t K, float *s);
 
+/* Mixture-of-experts pieces shared by forward.c, moe.c and moe_ds.c (forward.c):
+ * ggml_soft_max_f32 over one row; the k best of n scores, descending, ties to the lower index
+ * (ggml_argsort_top_k's order); expert e of a 3-D weight as a one-matrix view (no imatrix id);
+ * llama-imatrix's MUL_MAT_ID collection: per-expert sums of x^2 over n rows (ld ldx) and counts. */
+void iqf_softmax_row(float *x, int n);
+void iqf_top_k(const float *s, int n, int k, int *out);
+iqf_weight iqf_expert_view(const iqf_weight *w, int e);
+void iqf_imat_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n);
 /* gpt-oss's mixture of experts (moe.c): biased router logits, softmax over the top k, experts
  * with biases and swiglu_oai; rows xn (nr of them, ld n_embd), result into out (ld n_embd). */
 void iqf_moe_ffn_oai(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out);

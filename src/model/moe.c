@@ -42,46 +42,11 @@ static void add_row_bias(float *y, int64_t ld, int n, const float *b, int64_t wi
         for (int64_t i = 0; i < width; i++) y[(int64_t)r * ld + i] += b[i];
 }
 
-/* llama-imatrix collects MUL_MAT_ID for every batch size: per-expert sums and counts. */
-static void imat_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n) {
-    if (!c->imat || w->id < 0 || n <= 0) return;
-    double *s = c->imat->sum2[w->id] + (int64_t)e * w->ncols;
-    for (int t = 0; t < n; t++) {
-        const float *xr = x + (int64_t)t * ldx;
-        for (int64_t k = 0; k < w->ncols; k++) s[k] += (double)xr[k] * xr[k];
-    }
-    c->imat->count[w->id][e] += n;
-}
-
-static iqf_weight expert(const iqf_weight *w, int e) {
-    iqf_weight v = *w;
-    v.data = w->data + (size_t)e * (size_t)w->nrows * w->row_bytes;
-    v.n_mat = 1;
-    v.id = -1;
-    return v;
-}
-
 /* Top k of the router logits p (descending, ties to the lower index), softmax over the k. */
 static void route(const float *p, int NE, int K, int *sel, float *w) {
-    for (int j = 0; j < K; j++) {
-        int best = -1;
-        for (int e = 0; e < NE; e++) {
-            bool used = false;
-            for (int i = 0; i < j; i++) used |= sel[i] == e;
-            if (!used && (best < 0 || p[e] > p[best])) best = e;
-        }
-        sel[j] = best;
-        w[j] = p[best];
-    }
-    float mx = -INFINITY; /* ggml_soft_max over the k weights */
-    for (int j = 0; j < K; j++) mx = w[j] > mx ? w[j] : mx;
-    double sum = 0.0;
-    for (int j = 0; j < K; j++) {
-        w[j] = expf(w[j] - mx);
-        sum += (double)w[j];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int j = 0; j < K; j++) w[j] *= inv;
+    iqf_top_k(p, NE, K, sel);
+    for (int j = 0; j < K; j++) w[j] = p[sel[j]];
+    iqf_softmax_row(w, K); /* ggml_soft_max over the k weights */
 }
 
 void iqf_moe_ffn_oai(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out) {
@@ -101,15 +66,16 @@ void iqf_moe_ffn_oai(iqf_context *c, const iqf_layer *ly, const float *xn, int n
                     n++;
                 }
         if (!n) continue;
-        const iqf_weight wg = expert(&ly->gate_exps, e), wu = expert(&ly->up_exps, e), wd = expert(&ly->down_exps, e);
-        imat_expert(c, &ly->up_exps, e, c->ex_in, E, n);
-        imat_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
+        const iqf_weight wg = iqf_expert_view(&ly->gate_exps, e), wu = iqf_expert_view(&ly->up_exps, e),
+                         wd = iqf_expert_view(&ly->down_exps, e);
+        iqf_imat_expert(c, &ly->up_exps, e, c->ex_in, E, n);
+        iqf_imat_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
         add_row_bias(c->u, F, n, ly->bup_exps ? ly->bup_exps + (int64_t)e * F : NULL, F);
         iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
         add_row_bias(c->g, F, n, ly->bgate_exps ? ly->bgate_exps + (int64_t)e * F : NULL, F);
         swiglu_oai(c->g, c->u, (int64_t)n * F);
-        imat_expert(c, &ly->down_exps, e, c->g, F, n);
+        iqf_imat_expert(c, &ly->down_exps, e, c->g, F, n);
         iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
         add_row_bias(c->ex_out, E, n, ly->bdown_exps ? ly->bdown_exps + (int64_t)e * E : NULL, E);
         for (int r = 0; r < n; r++) {

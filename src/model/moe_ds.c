@@ -16,32 +16,6 @@
 #include <math.h>
 #include <string.h>
 
-/* k best of n scores (descending, ties to the lower index), as ggml_argsort_top_k orders them. */
-static void top_k(const float *s, int n, int k, int *out) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < n; e++) {
-            bool used = false;
-            for (int i = 0; i < j; i++) used |= out[i] == e;
-            if (!used && (best < 0 || s[e] > s[best])) best = e;
-        }
-        out[j] = best;
-    }
-}
-
-/* ggml_soft_max_f32 over one row. */
-static void softmax(float *x, int n) {
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += (double)x[i];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int i = 0; i < n; i++) x[i] *= inv;
-}
-
 /* Keeps the n_group_used groups whose two best scores sum highest; the rest -INFINITY. */
 static void mask_groups(float *sp, int NE, int G, int used) {
     const int per = NE / G;
@@ -50,11 +24,11 @@ static void mask_groups(float *sp, int NE, int G, int used) {
     if (G > 256) return;
     for (int g = 0; g < G; g++) {
         const int k2 = per < 2 ? per : 2;
-        top_k(sp + (int64_t)g * per, per, k2, top);
+        iqf_top_k(sp + (int64_t)g * per, per, k2, top);
         gs[g] = sp[g * per + top[0]];
         if (k2 > 1) gs[g] += sp[g * per + top[1]];
     }
-    top_k(gs, G, used, keep);
+    iqf_top_k(gs, G, used, keep);
     for (int g = 0; g < G; g++) {
         bool kept = false;
         for (int i = 0; i < used; i++) kept |= keep[i] == g;
@@ -76,12 +50,12 @@ static void route(iqf_context *c, const iqf_layer *ly, const float *xn, int nr) 
         if (p->sigmoid)
             for (int e = 0; e < NE; e++) pr[e] = 1.0f / (1.0f + expf(-pr[e]));
         else
-            softmax(pr, NE);
+            iqf_softmax_row(pr, NE);
         for (int e = 0; e < NE; e++) sp[e] = ly->exp_probs_b ? pr[e] + ly->exp_probs_b[e] : pr[e];
         if (p->n_groups > 1) mask_groups(sp, NE, p->n_groups, p->n_group_used);
         int *sel = c->sel + (int64_t)t * K;
         float *w = c->selw + (int64_t)t * K;
-        top_k(sp, NE, K, sel);
+        iqf_top_k(sp, NE, K, sel);
         for (int j = 0; j < K; j++) w[j] = pr[sel[j]];
         if (h->expert_weights_norm) {
             double sum = 0.0;
@@ -93,23 +67,6 @@ static void route(iqf_context *c, const iqf_layer *ly, const float *xn, int nr) 
         if (p->w_scale != 0.0f && p->w_scale != 1.0f)
             for (int j = 0; j < K; j++) w[j] *= p->w_scale;
     }
-}
-
-static iqf_weight view(const iqf_weight *w, int e) {
-    iqf_weight v = *w;
-    v.data = w->data + (size_t)e * (size_t)w->nrows * w->row_bytes;
-    v.n_mat = 1;
-    v.id = -1;
-    return v;
-}
-
-/* llama-imatrix's MUL_MAT_ID collection: per expert sums of x^2 and row counts. */
-static void imat_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n) {
-    if (!c->imat || w->id < 0 || n <= 0) return;
-    double *s = c->imat->sum2[w->id] + (int64_t)e * w->ncols;
-    for (int t = 0; t < n; t++)
-        for (int64_t k = 0; k < w->ncols; k++) s[k] += (double)x[(int64_t)t * ldx + k] * x[(int64_t)t * ldx + k];
-    c->imat->count[w->id][e] += n;
 }
 
 static void swiglu(float *g, int64_t ldg, const float *u, int64_t ldu, int n, int F) {
@@ -128,24 +85,24 @@ static void run_expert(iqf_context *c, const iqf_layer *ly, int e, int n) {
     const float *g = c->g, *u = c->u;
     int64_t ld = F;
     if (ly->gate_up_exps.data) { /* one product, gate rows then up rows */
-        const iqf_weight w = view(&ly->gate_up_exps, e);
-        imat_expert(c, &ly->gate_up_exps, e, c->ex_in, E, n);
+        const iqf_weight w = iqf_expert_view(&ly->gate_up_exps, e);
+        iqf_imat_expert(c, &ly->gate_up_exps, e, c->ex_in, E, n);
         iqf_matmul(c, &w, c->ex_in, E, n, gu, 2 * F);
         g = gu;
         u = gu + F;
         ld = 2 * F;
     } else {
-        const iqf_weight wg = view(&ly->gate_exps, e), wu = view(&ly->up_exps, e);
-        imat_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
-        imat_expert(c, &ly->up_exps, e, c->ex_in, E, n);
+        const iqf_weight wg = iqf_expert_view(&ly->gate_exps, e), wu = iqf_expert_view(&ly->up_exps, e);
+        iqf_imat_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
+        iqf_imat_expert(c, &ly->up_exps, e, c->ex_in, E, n);
         iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
     }
     swiglu((float *)g, ld, u, ld, n, F);
     if (g != c->g)
         for (int t = 0; t < n; t++) memcpy(c->g + (int64_t)t * F, g + (int64_t)t * ld, sizeof(float) * (size_t)F);
-    const iqf_weight wd = view(&ly->down_exps, e);
-    imat_expert(c, &ly->down_exps, e, c->g, F, n);
+    const iqf_weight wd = iqf_expert_view(&ly->down_exps, e);
+    iqf_imat_expert(c, &ly->down_exps, e, c->g, F, n);
     iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
     for (int r = 0; r < n; r++) {
         const float wt = c->selw[c->rows[r]];
