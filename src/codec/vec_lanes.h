@@ -193,6 +193,19 @@ VL_FN VI vf_nearest(VF v) {
 /* (int32_t)f per lane, truncated toward zero (cvttps2dq), |f| < 2^31 */
 VL_FN VI vi_trunc(VF a) { return __builtin_convertvector(a, VI); }
 
+#if VL_IS_PLAIN || VL_W == 8
+/* where VM is a 0/-1 VI (every width but AVX-512's mask registers) */
+VL_FN VM vi_eq(VI a, VI b) { return a == b; }
+VL_FN VM vi_gt(VI a, VI b) { return a > b; }
+/* unsigned a > b */
+VL_FN VM vi_gtu(VI a, VI b) { return (a ^ vi_splat(INT32_MIN)) > (b ^ vi_splat(INT32_MIN)); }
+/* lanes with the sign bit set */
+VL_FN VM vi_neg(VI a) { return a < vi_splat(0); }
+VL_FN VM vm_and(VM a, VM b) { return a & b; }
+VL_FN VM vm_or(VM a, VM b) { return a | b; }
+VL_FN VM vm_of_bits(uint32_t b) { return ((vi_splat((int32_t)b) >> vi_iota()) & vi_splat(1)) == vi_splat(1); }
+#endif
+
 #if VL_IS_PLAIN
 #include "vec_lanes_plain.h"
 #elif VL_W == 8
@@ -224,16 +237,7 @@ VL_FN float vf_hmin(VF a) {
 }
 #define VL_FCMP(name, pred)                                                                       \
     VL_FN VM name(VF a, VF b) { return (VM)_mm256_castps_si256(_mm256_cmp_ps((__m256)a, (__m256)b, pred)); }
-VL_FN VM vi_eq(VI a, VI b) { return a == b; }
-VL_FN VM vi_gt(VI a, VI b) { return a > b; }
-/* unsigned a > b */
-VL_FN VM vi_gtu(VI a, VI b) { return (a ^ vi_splat(INT32_MIN)) > (b ^ vi_splat(INT32_MIN)); }
-/* lanes with the sign bit set */
-VL_FN VM vi_neg(VI a) { return a < vi_splat(0); }
-VL_FN VM vm_and(VM a, VM b) { return a & b; }
-VL_FN VM vm_or(VM a, VM b) { return a | b; }
 VL_FN uint32_t vm_bits(VM m) { return (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps((__m256i)m)); }
-VL_FN VM vm_of_bits(uint32_t b) { return ((vi_splat((int32_t)b) >> vi_iota()) & vi_splat(1)) == vi_splat(1); }
 /* m ? t : f per lane */
 VL_FN VF vf_sel(VM m, VF t, VF f) { return (VF)_mm256_blendv_ps((__m256)f, (__m256)t, _mm256_castsi256_ps((__m256i)m)); }
 VL_FN VI vi_sel(VM m, VI t, VI f) { return (VI)_mm256_blendv_epi8((__m256i)f, (__m256i)t, (__m256i)m); }

@@ -58,19 +58,12 @@ VL_FN VM vf_gt(VF a, VF b) { return a > b; }
 VL_FN VM vf_ge(VF a, VF b) { return a >= b; }
 VL_FN VM vf_eq(VF a, VF b) { return a == b; }
 VL_FN VM vf_ord(VF a, VF b) { return (a == a) & (b == b); }
-VL_FN VM vi_eq(VI a, VI b) { return a == b; }
-VL_FN VM vi_gt(VI a, VI b) { return a > b; }
-VL_FN VM vi_gtu(VI a, VI b) { return (a ^ vi_splat(INT32_MIN)) > (b ^ vi_splat(INT32_MIN)); }
-VL_FN VM vi_neg(VI a) { return a < vi_splat(0); }
-VL_FN VM vm_and(VM a, VM b) { return a & b; }
-VL_FN VM vm_or(VM a, VM b) { return a | b; }
 VL_FN VM vm_not(VM m) { return ~m; }
 VL_FN uint32_t vm_bits(VM m) {
     uint32_t b = 0;
     for (int k = 0; k < VL_W; k++) b |= (uint32_t)(m[k] < 0) << k;
     return b;
 }
-VL_FN VM vm_of_bits(uint32_t b) { return ((vi_splat((int32_t)b) >> vi_iota()) & vi_splat(1)) == vi_splat(1); }
 VL_FN VI vi_gather(const int32_t *base, VI idx) {
     VI v;
     for (int k = 0; k < VL_W; k++) v[k] = base[idx[k]];

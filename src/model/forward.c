@@ -272,6 +272,41 @@ iqf_weight iqf_expert_view(const iqf_weight *w, int e) {
     return v;
 }
 
+/* An expert's n output rows (c->ex_out), times their routing weights, into their slots of c->moe. */
+void iqf_moe_scatter(iqf_context *c, int n, int E) {
+    for (int r = 0; r < n; r++) {
+        const float wt = c->selw[c->rows[r]];
+        float *dst = c->moe + (int64_t)c->rows[r] * E;
+        const float *src = c->ex_out + (int64_t)r * E;
+        for (int i = 0; i < E; i++) dst[i] = src[i] * wt;
+    }
+}
+
+/* out[t] = the sum of token t's K weighted expert outputs, in slot order (ggml's ggml_add chain). */
+void iqf_moe_sum(const iqf_context *c, int nr, int K, int E, float *out) {
+    for (int t = 0; t < nr; t++) {
+        float *o = out + (int64_t)t * E;
+        const float *m0 = c->moe + (int64_t)t * K * E;
+        memcpy(o, m0, sizeof(float) * (size_t)E);
+        for (int j = 1; j < K; j++)
+            for (int i = 0; i < E; i++) o[i] += m0[(int64_t)j * E + i];
+    }
+}
+
+/* build_moe_ffn's weight post-processing: divided by their sum (clamped at 2^-14) when norm,
+ * then times expert_weights_scale unless that is 0 or 1. */
+void iqf_moe_weights(float *w, int K, bool norm, float scale) {
+    if (norm) {
+        double sum = 0.0;
+        for (int j = 0; j < K; j++) sum += (double)w[j];
+        float fs = (float)sum;
+        if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
+        for (int j = 0; j < K; j++) w[j] = w[j] / fs;
+    }
+    if (scale != 0.0f && scale != 1.0f)
+        for (int j = 0; j < K; j++) w[j] *= scale;
+}
+
 /* llama.cpp's build_moe_ffn (SiLU-gated experts, softmax gating): router logits, softmax over
  * all experts, the top n_expert_used, their probabilities renormalised (expert_weights_norm,
  * sum clamped at 2^-14), each expert's FFN on the rows routed to it, outputs times weights
@@ -287,15 +322,7 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
         float *w = c->selw + (int64_t)t * K;
         iqf_top_k(p, NE, K, sel);
         for (int j = 0; j < K; j++) w[j] = p[sel[j]];
-        if (h->expert_weights_norm) {
-            double sum = 0.0;
-            for (int j = 0; j < K; j++) sum += (double)w[j];
-            float fs = (float)sum;
-            if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
-            for (int j = 0; j < K; j++) w[j] = w[j] / fs;
-        }
-        if (c->m->moe_w_scale != 0.0f && c->m->moe_w_scale != 1.0f) /* ggml_scale by expert_weights_scale */
-            for (int j = 0; j < K; j++) w[j] *= c->m->moe_w_scale;
+        iqf_moe_weights(w, K, h->expert_weights_norm, c->m->moe_w_scale);
     }
     for (int e = 0; e < NE; e++) {
         int n = 0;
@@ -331,20 +358,9 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
         iqf_imat_expert(c, &ly->down_exps, e, c->g, F, n);
         iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
         if (ly->sdown_exps) scale_rows(c->ex_out, E, n, ly->sdown_exps[e], E);
-        for (int r = 0; r < n; r++) {
-            const float wt = c->selw[c->rows[r]];
-            float *dst = c->moe + (int64_t)c->rows[r] * E;
-            const float *src = c->ex_out + (int64_t)r * E;
-            for (int i = 0; i < E; i++) dst[i] = src[i] * wt;
-        }
+        iqf_moe_scatter(c, n, E);
     }
-    for (int t = 0; t < nr; t++) {
-        float *o = out + (int64_t)t * E;
-        const float *m0 = c->moe + (int64_t)t * K * E;
-        memcpy(o, m0, sizeof(float) * (size_t)E);
-        for (int j = 1; j < K; j++)
-            for (int i = 0; i < E; i++) o[i] += m0[(int64_t)j * E + i];
-    }
+    iqf_moe_sum(c, nr, K, E, out);
 }
 
 /* qwen35moe's shared expert (build_ffn, then times sigmoid(ffn_gate_inp_shexp . x)) added to out. */

@@ -173,6 +173,11 @@ void iqf_softmax_row(float *x, int n);
 void iqf_top_k(const float *s, int n, int k, int *out);
 iqf_weight iqf_expert_view(const iqf_weight *w, int e);
 void iqf_imat_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n);
+/* Routed outputs: an expert's rows weighted into c->moe (iqf_moe_scatter), the K slots summed per
+ * token (iqf_moe_sum), the routing weights normalized and scaled (iqf_moe_weights). */
+void iqf_moe_scatter(iqf_context *c, int n, int E);
+void iqf_moe_sum(const iqf_context *c, int nr, int K, int E, float *out);
+void iqf_moe_weights(float *w, int K, bool norm, float scale);
 /* gpt-oss's mixture of experts (moe.c): biased router logits, softmax over the top k, experts
  * with biases and swiglu_oai; rows xn (nr of them, ld n_embd), result into out (ld n_embd). */
 void iqf_moe_ffn_oai(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out);

@@ -78,18 +78,7 @@ void iqf_moe_ffn_oai(iqf_context *c, const iqf_layer *ly, const float *xn, int n
         iqf_imat_expert(c, &ly->down_exps, e, c->g, F, n);
         iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
         add_row_bias(c->ex_out, E, n, ly->bdown_exps ? ly->bdown_exps + (int64_t)e * E : NULL, E);
-        for (int r = 0; r < n; r++) {
-            const float wt = c->selw[c->rows[r]];
-            float *dst = c->moe + (int64_t)c->rows[r] * E;
-            const float *src = c->ex_out + (int64_t)r * E;
-            for (int i = 0; i < E; i++) dst[i] = src[i] * wt;
-        }
+        iqf_moe_scatter(c, n, E);
     }
-    for (int t = 0; t < nr; t++) {
-        float *o = out + (int64_t)t * E;
-        const float *m0 = c->moe + (int64_t)t * K * E;
-        memcpy(o, m0, sizeof(float) * (size_t)E);
-        for (int j = 1; j < K; j++)
-            for (int i = 0; i < E; i++) o[i] += m0[(int64_t)j * E + i];
-    }
+    iqf_moe_sum(c, nr, K, E, out);
 }

@@ -57,15 +57,7 @@ static void route(iqf_context *c, const iqf_layer *ly, const float *xn, int nr) 
         float *w = c->selw + (int64_t)t * K;
         iqf_top_k(sp, NE, K, sel);
         for (int j = 0; j < K; j++) w[j] = pr[sel[j]];
-        if (h->expert_weights_norm) {
-            double sum = 0.0;
-            for (int j = 0; j < K; j++) sum += (double)w[j];
-            float fs = (float)sum;
-            if (fs < 6.103515625e-5f) fs = 6.103515625e-5f;
-            for (int j = 0; j < K; j++) w[j] = w[j] / fs;
-        }
-        if (p->w_scale != 0.0f && p->w_scale != 1.0f)
-            for (int j = 0; j < K; j++) w[j] *= p->w_scale;
+        iqf_moe_weights(w, K, h->expert_weights_norm, p->w_scale);
     }
 }
 
@@ -128,13 +120,7 @@ void iqf_moe_ds(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, fl
                 }
         if (n) run_expert(c, ly, e, n);
     }
-    for (int t = 0; t < nr; t++) {
-        float *o = out + (int64_t)t * E;
-        const float *m0 = c->moe + (int64_t)t * K * E;
-        memcpy(o, m0, sizeof(float) * (size_t)E);
-        for (int j = 1; j < K; j++)
-            for (int i = 0; i < E; i++) o[i] += m0[(int64_t)j * E + i];
-    }
+    iqf_moe_sum(c, nr, K, E, out);
     if (!ly->gate_shexp.data) return;
     /* shared experts: build_ffn(up, gate, down, SILU, PAR), added to the routed output */
     const int FS = (int)ly->gate_shexp.nrows;
