@@ -24,7 +24,14 @@
  * 3584, 32 heads / 8 KV heads; qwen3 head_dim 64; MoE 8 experts, 2 used, qwen3moe experts 1024
  * wide; 2 layers; the GPT-2 BPE vocabulary for qwen*, llama SPM for Mixtral) in F16, and the same
  * quantized to Q4_K_M by `iqforge quantize` with genmodel's imatrix (byte-identical to
- * llama-quantize's file: test_model_arch_quant). Written once to DIR and reused.
+ * llama-quantize's file: test_model_arch_quant). Written once to DIR and reused. --fleet-archs
+ * also takes gemma3, gpt-oss and deepseek2 (genmodel's layouts of them, the same widths).
+ *
+ * --archfiles LIST (e.g. qwen35-dense,qwen35moe-moe,gemma3-dense,gpt-oss-moe,deepseek2-moe): the
+ * models llama.cpp's test-llama-archs writes (n_embd 256, 2 layers, 128 "test" tokens: the text
+ * in 5-byte chunks), rebuilt by iqf-archmodel (found next to this program) from their skeletons in
+ * tests/data/archs, F32 and whatever --archfiles-types lists beside f32 (default f32,q4_k_m;
+ * quantized by `iqforge quantize` without an imatrix), --fleet-chunks chunks.
  *
  * libllama's structs are handled without copying llama.h: default params are fetched into a
  * large buffer and only the leading fields (n_ctx, n_batch, n_ubatch; n_threads located by its
@@ -396,6 +403,50 @@ static bool fleet_model(const char *tmp, const char *arch, int scale, int layers
     return true;
 }
 
+/* test-llama-archs' models (tests/data/archs skeletons, their files' sizes) */
+static const struct { const char *name; long long size; } archfiles[] = {
+    { "llama-dense", 4764384 },  { "qwen2-dense", 4753984 },  { "qwen3-dense", 3966272 },
+    { "llama-moe", 7119552 },    { "qwen3moe-moe", 7119776 }, { "gemma3-dense", 4760256 },
+    { "qwen35-dense", 5294240 }, { "qwen35moe-moe", 8840768 }, { "gpt-oss-moe", 7136736 },
+    { "deepseek2-moe", 4426528 },
+};
+
+static bool archfile_model(const char *tmp, const char *bindir, const char *name, int ftype, int threads,
+                           char *path, size_t plen) {
+    char f32[4096], cmd[16384], err[1024];
+    long long size = 0;
+    for (size_t i = 0; i < sizeof archfiles / sizeof archfiles[0]; i++)
+        if (!strcmp(archfiles[i].name, name)) size = archfiles[i].size;
+    if (!size) {
+        fprintf(stderr, "bench_model: no skeleton %s\n", name);
+        return false;
+    }
+    snprintf(f32, sizeof f32, "%s/iqf_bench_archfile_%s.gguf", tmp, name);
+    if (!exists(f32)) {
+        snprintf(cmd, sizeof cmd, "'%s/iqf-archmodel' '%s/%s.skel' %lld '%s' 42", bindir, src_path("tests/data/archs"), name,
+                 size, f32);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "bench_model: %s failed\n", cmd);
+            return false;
+        }
+    }
+    if (ftype < 0) {
+        snprintf(path, plen, "%s", f32);
+        return true;
+    }
+    snprintf(path, plen, "%s/iqf_bench_archfile_%s_ftype%d.gguf", tmp, name, ftype);
+    if (exists(path)) return true;
+    iqf_model_quantize_params p = iqf_model_quantize_default_params();
+    p.ftype = ftype;
+    p.n_threads = threads;
+    p.quiet = true;
+    if (iqf_model_quantize(f32, path, &p, NULL, NULL, err, sizeof err) != IQF_OK) {
+        fprintf(stderr, "bench_model: quantize %s: %s\n", name, err);
+        return false;
+    }
+    return true;
+}
+
 static void row(const char *name, const char *model, const char *text, size_t len, int n_ctx,
                 int chunks, int threads) {
     result a = { 0 }, b = { 0 };
@@ -413,6 +464,7 @@ int main(int argc, char **argv) {
     bool skip_mistral = false, fleet = false, fleet_only = false;
     const char *fleet_archs = "qwen2,qwen3,mixtral,qwen3moe", *fleet_types = "f16,q4_k_m";
     int fscale = 4, flayers = 2, fchunks = 4;
+    const char *archfile_list = NULL, *archfile_types = "f32,q4_k_m";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--chunks") && i + 1 < argc) chunks = atoi(argv[++i]);
@@ -426,10 +478,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--fleet-scale") && i + 1 < argc) fscale = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--fleet-layers") && i + 1 < argc) flayers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--fleet-chunks") && i + 1 < argc) fchunks = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--archfiles") && i + 1 < argc) archfile_list = argv[++i];
+        else if (!strcmp(argv[i], "--archfiles-types") && i + 1 < argc) archfile_types = argv[++i];
         else {
             fprintf(stderr, "usage: bench_model [--threads N] [--chunks N] [--mistral-chunks N] [--tmp DIR] [--skip-mistral]\n"
                             "                   [--fleet] [--fleet-only] [--fleet-archs LIST] [--fleet-types f16,q4_k_m]\n"
-                            "                   [--fleet-scale S] [--fleet-layers N] [--fleet-chunks N]\n");
+                            "                   [--fleet-scale S] [--fleet-layers N] [--fleet-chunks N]\n"
+                            "                   [--archfiles qwen35-dense,...] [--archfiles-types f32,q4_k_m]\n");
             return 2;
         }
     }
@@ -476,6 +531,29 @@ int main(int argc, char **argv) {
                 char path[4096], name[128];
                 if (!fleet_model(tmp, a, fscale, flayers, ft, threads, path, sizeof path)) continue;
                 snprintf(name, sizeof name, "%s 1/%d %dL %s", a, fscale, flayers, t);
+                row(name, path, text, len, 256, fchunks, threads);
+            }
+        }
+    }
+    if (archfile_list) {
+        char bindir[4096], names[512], types[256];
+        snprintf(bindir, sizeof bindir, "%s", argv[0]);
+        char *sl = strrchr(bindir, '/');
+        if (sl) *sl = 0;
+        else snprintf(bindir, sizeof bindir, ".");
+        snprintf(names, sizeof names, "%s", archfile_list);
+        for (char *sa = NULL, *a = strtok_r(names, ",", &sa); a; a = strtok_r(NULL, ",", &sa)) {
+            snprintf(types, sizeof types, "%s", archfile_types);
+            for (char *st = NULL, *t = strtok_r(types, ",", &st); t; t = strtok_r(NULL, ",", &st)) {
+                const bool plain = !strcmp(t, "f32") || !strcmp(t, "F32");
+                const int ft = plain ? -1 : iqf_ftype_from_name(t);
+                if (!plain && ft < 0) {
+                    fprintf(stderr, "bench_model: unknown file type %s\n", t);
+                    continue;
+                }
+                char path[4096], name[128];
+                if (!archfile_model(tmp, bindir, a, ft, threads, path, sizeof path)) continue;
+                snprintf(name, sizeof name, "%s (test-llama-archs) %s", a, t);
                 row(name, path, text, len, 256, fchunks, threads);
             }
         }

@@ -19,11 +19,23 @@
  *     column's value, floored at 1e-6 of the entry's largest mean to ignore columns that are
  *     zero in both;
  *   - the chunk count.
- * No oracle needed: the fixtures are files.
+ * qwen35 and qwen35moe (no genmodel layout) are llama.cpp's test-llama-archs models rebuilt by
+ * iqf-archmodel from their skeletons in tests/data/archs (as test_model_archfiles does; seed 42,
+ * vocabulary of 128 "test" tokens: 5-byte chunks hashed to ids, by llama.cpp and by us alike):
+ * a Gated-DeltaNet layer (attn_qkv, attn_gate, ssm_alpha, ssm_beta, ssm_out) then a gated
+ * full-attention layer; qwen35moe with fused gate_up experts and a shared expert with its gate.
+ * Every case also captures the Hessians (`imatrix --hessian`) in the same pass: every 2-D
+ * weight of the imatrix that llama-quantize would quantize (all but the router ffn_gate_inp)
+ * has a slot under iqf_hessian_name_for's name, whose diagonal is that entry's E[x^2]
+ * (within 1e-5 relative).
+ * No oracle needed: the fixtures are files; iqf-archmodel is found next to IQF_CLI.
  */
 #include "iqforge.h"
 #include "genmodel.h"
+#include "model/hessian.h"
+#include "model/model.h"
 #include "model/tokenizer.h"
+#include "stats/hessian_file.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -35,19 +47,23 @@
 enum { C = 128, CHUNKS = 6 };
 
 typedef struct fleet_case {
-    const char *arch, *vocab;
+    const char *arch, *vocab; /* vocab NULL: the model's own */
     uint64_t seed;
+    const char *skel;         /* rebuilt by iqf-archmodel from tests/data/archs/SKEL.skel, or NULL: genmodel */
+    long long size;           /* test-llama-archs' file size */
 } fleet_case;
 
 /* Must match tests/data/fleet-imatrix/README.md. */
 static const fleet_case cases[] = {
-    { "qwen2", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 21 },
-    { "qwen3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 22 },
-    { "mixtral", "tests/data/vocab/ggml-vocab-llama-spm.gguf", 23 },
-    { "qwen3moe", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 24 },
-    { "gemma3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 25 },
-    { "gpt-oss", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 26 },
-    { "deepseek2", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 26 },
+    { "qwen2", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 21, NULL, 0 },
+    { "qwen3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 22, NULL, 0 },
+    { "mixtral", "tests/data/vocab/ggml-vocab-llama-spm.gguf", 23, NULL, 0 },
+    { "qwen3moe", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 24, NULL, 0 },
+    { "gemma3", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 25, NULL, 0 },
+    { "gpt-oss", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 26, NULL, 0 },
+    { "deepseek2", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 26, NULL, 0 },
+    { "qwen35", NULL, 42, "qwen35-dense", 5294240 },
+    { "qwen35moe", NULL, 42, "qwen35moe-moe", 8840768 },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -69,45 +85,97 @@ static bool ref_entry(const iqf_gguf *g, const char *name, const float **sum2, c
     return true;
 }
 
-static void run_case(const fleet_case *fc, const int32_t *toks, int n_tok) {
-    char model[128], fixture[256], err[1024];
+static int32_t *tokens(const char *vocab_path, const char *text, size_t len, int *n);
+
+/* Every 2-D imatrix entry llama-quantize would quantize has a Hessian slot (by
+ * iqf_hessian_name_for) whose diagonal is its E[x^2]; returns the number of entries checked. */
+static int check_hessian(const fleet_case *fc, const iqf_imatrix_data *d, iqf_hess_acc *a) {
+    int checked = 0;
+    double worst = 0;
+    for (int i = 0; i < d->n_entries; i++) {
+        if (d->n_mat[i] > 1 || strstr(d->names[i], "ffn_gate_inp.weight")) continue; /* experts, router */
+        char hn[160];
+        const iqf_hess_slot *q = NULL;
+        if (iqf_hessian_name_for(d->names[i], hn, sizeof hn))
+            for (int k = 0; k < a->n_slots && !q; k++)
+                if (!strcmp(a->slots[k].name, hn)) q = &a->slots[k];
+        CHECK(q && q->n == d->ncols[i], "%s: no Hessian slot for %s", fc->arch, d->names[i]);
+        if (!q || q->n != d->ncols[i] || !d->mat_counts[i][0]) continue;
+        CHECK(q->count == d->mat_counts[i][0], "%s: %s: %lld Hessian rows, %lld imatrix rows", fc->arch, d->names[i],
+              (long long)q->count, (long long)d->mat_counts[i][0]);
+        for (int64_t j = 0; j < q->n; j++) {
+            const double hd = q->sum[j * q->bs + j % q->bs] / (double)q->count;
+            const double im = d->sum2[i][j] / (double)d->mat_counts[i][0];
+            worst = fmax(worst, fabs(hd - im) / fmax(im, 1e-30));
+        }
+        checked++;
+    }
+    CHECK(worst < 1e-5, "%s: diag(H) differs from the imatrix by %g", fc->arch, worst);
+    printf("%-9s Hessian: %d slots, %d 2-D imatrix entries covered, worst diag(H) vs E[x^2] %.2g\n", fc->arch,
+           a->n_slots, checked, worst);
+    return checked;
+}
+
+static void run_case(const fleet_case *fc, const char *text, size_t len, const char *archmodel) {
+    char model[128], fixture[256], err[1024], cmd[8800];
     snprintf(model, sizeof model, "/tmp/iqf_test_fleetim_%d_%s.gguf", (int)getpid(), fc->arch);
     snprintf(fixture, sizeof fixture, "tests/data/fleet-imatrix/%s.imatrix.gguf", fc->arch);
-    iqf_genmodel_opts o = iqf_genmodel_default_opts();
-    o.arch = fc->arch;
-    o.scale = 16;
-    o.n_layer = 2;
-    o.type = IQF_TYPE_F32;
-    o.seed = fc->seed;
-    o.n_expert = 8;
-    o.n_expert_used = 2;
-    o.vocab = src_path(fc->vocab);
-    if (iqf_genmodel_write(&o, model, NULL, NULL, err, sizeof err) != IQF_OK) {
-        CHECK(0, "%s: genmodel: %s", fc->arch, err);
-        return;
+    if (fc->skel) {
+        char skel[4200];
+        snprintf(skel, sizeof skel, "%s", src_path("tests/data/archs/x.skel"));
+        char *slash = strrchr(skel, '/');
+        snprintf(slash + 1, sizeof skel - (size_t)(slash + 1 - skel), "%s.skel", fc->skel);
+        snprintf(cmd, sizeof cmd, "'%s' '%s' %lld '%s' %llu", archmodel, skel, fc->size, model,
+                 (unsigned long long)fc->seed);
+        if (system(cmd) != 0) {
+            CHECK(0, "%s: iqf-archmodel", fc->arch);
+            return;
+        }
+    } else {
+        iqf_genmodel_opts o = iqf_genmodel_default_opts();
+        o.arch = fc->arch;
+        o.scale = 16;
+        o.n_layer = 2;
+        o.type = IQF_TYPE_F32;
+        o.seed = fc->seed;
+        o.n_expert = 8;
+        o.n_expert_used = 2;
+        o.vocab = src_path(fc->vocab);
+        if (iqf_genmodel_write(&o, model, NULL, NULL, err, sizeof err) != IQF_OK) {
+            CHECK(0, "%s: genmodel: %s", fc->arch, err);
+            return;
+        }
     }
+    int n_tok = 0;
+    int32_t *toks = tokens(fc->vocab ? src_path(fc->vocab) : model, text, len, &n_tok);
+    CHECK(n_tok >= C * CHUNKS, "%s: %d tokens", fc->arch, n_tok);
     iqf_model *m = NULL;
     iqf_context *c = NULL;
     iqf_imatrix_data *d = NULL;
+    iqf_hess_acc *ha = NULL;
     iqf_gguf *g = iqf_gguf_open(src_path(fixture), err, sizeof err);
     CHECK(g != NULL, "%s", err);
-    bool ok = g && iqf_model_load(model, NULL, &m, err, sizeof err) == IQF_OK;
+    bool ok = g && n_tok >= C * CHUNKS && iqf_model_load(model, NULL, &m, err, sizeof err) == IQF_OK;
     if (ok) {
         iqf_context_params p = iqf_context_default_params();
         p.n_ctx = C;
         p.n_threads = 2;
         p.kv_f16 = false; /* the fixtures were made with -ctk f32 -ctv f32 -fa off */
         ok = iqf_context_new_ex(m, &p, &c, err, sizeof err) == IQF_OK &&
+             iqf_hessian_attach(c, -1, &ha, err, sizeof err) == IQF_OK &&
              iqf_imatrix_collect(c, toks, (size_t)n_tok, C, CHUNKS, NULL, &d, err, sizeof err) == IQF_OK;
     }
     CHECK(ok, "%s: %s", fc->arch, err);
+    free(toks);
     remove(model);
     if (!ok) {
+        iqf_hessian_acc_free(ha);
         iqf_context_free(c);
         iqf_model_free(m);
         iqf_gguf_close(g);
         return;
     }
+    const int n_hess = check_hessian(fc, d, ha);
     int64_t n_ref = 0;
     for (int64_t i = 0; i < iqf_gguf_n_tensors(g); i++) {
         const char *nm = iqf_gguf_tensor_at(g, i)->name;
@@ -165,18 +233,26 @@ static void run_case(const fleet_case *fc, const int32_t *toks, int n_tok) {
     CHECK(worst < 1e-3, "%s: imatrix differs from llama-imatrix's by %g at %s", fc->arch, worst, worst_at);
     if (!strcmp(fc->arch, "deepseek2")) /* layer 0 is dense */
         CHECK(n_expert_entries == 3, "%s: %d expert entries", fc->arch, n_expert_entries);
-    if (strstr(fc->arch, "moe") || !strcmp(fc->arch, "mixtral") || !strcmp(fc->arch, "gpt-oss"))
+    if (!strcmp(fc->arch, "qwen35moe")) /* fused gate_up and down, 2 layers */
+        CHECK(n_expert_entries == 2 * 2, "%s: %d expert entries", fc->arch, n_expert_entries);
+    else if (strstr(fc->arch, "moe") || !strcmp(fc->arch, "mixtral") || !strcmp(fc->arch, "gpt-oss"))
         CHECK(n_expert_entries == 3 * 2, "%s: %d expert entries", fc->arch, n_expert_entries);
+    /* qwen35: attn_qkv, attn_gate, ssm_alpha, ssm_beta, ssm_out, then q, k, v, output; FFN gate,
+     * up, down in both layers (qwen35moe: the shared expert's gate, up, down and its gate) */
+    if (!strcmp(fc->arch, "qwen35")) CHECK(n_hess == 15, "%s: %d entries with a Hessian", fc->arch, n_hess);
+    if (!strcmp(fc->arch, "qwen35moe")) CHECK(n_hess == 17, "%s: %d entries with a Hessian", fc->arch, n_hess);
+    iqf_hessian_acc_free(ha);
     iqf_imatrix_data_free(d);
     iqf_context_free(c);
     iqf_model_free(m);
     iqf_gguf_close(g);
 }
 
-/* The text tokenized with one of the vocabularies (all qwen cases share GPT-2's). */
+/* The text tokenized with one of the vocabularies (all genmodel qwen cases share GPT-2's), or
+ * with the model file's own. */
 static int32_t *tokens(const char *vocab_path, const char *text, size_t len, int *n) {
     char err[512];
-    iqf_gguf *g = iqf_gguf_open(src_path(vocab_path), err, sizeof err);
+    iqf_gguf *g = iqf_gguf_open(vocab_path, err, sizeof err);
     iqf_vocab *v = g ? iqf_vocab_load(g, err, sizeof err) : NULL;
     int32_t *t = malloc(sizeof(int32_t) * (len + 4));
     *n = v && t ? iqf_tokenize(v, text, len, true, t, (int32_t)len + 4) : -1;
@@ -186,18 +262,21 @@ static int32_t *tokens(const char *vocab_path, const char *text, size_t len, int
     return t;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    const char *cli = getenv("IQF_CLI");
+    char archmodel[4200];
+    snprintf(archmodel, sizeof archmodel, "%s", cli ? cli : "./iqforge");
+    char *slash = strrchr(archmodel, '/');
+    if (slash)
+        snprintf(slash + 1, sizeof archmodel - (size_t)(slash + 1 - archmodel), "iqf-archmodel");
+    else
+        snprintf(archmodel, sizeof archmodel, "./iqf-archmodel");
     size_t len;
     char *text = read_file(src_path("tests/data/text/tinystories-valid-excerpt.txt"), &len);
     CHECK(text != NULL, "text missing");
     if (!text) return test_finish("test_model_fleet_imatrix");
-    for (int i = 0; i < N_CASES; i++) {
-        int n = 0;
-        int32_t *t = tokens(cases[i].vocab, text, len, &n);
-        CHECK(n >= C * CHUNKS, "%s: %d tokens", cases[i].arch, n);
-        if (n >= C * CHUNKS) run_case(&cases[i], t, n);
-        free(t);
-    }
+    for (int i = 0; i < N_CASES; i++) /* an argument: the cases of that architecture only */
+        if (argc < 2 || !strcmp(cases[i].arch, argv[1])) run_case(&cases[i], text, len, archmodel);
     free(text);
     return test_finish("test_model_fleet_imatrix");
 }

@@ -608,7 +608,38 @@ static void test_threads(void) {
     iqf_vocab_free(v);
 }
 
+/* llama.cpp's "test" vocabulary (test-llama-archs models): 5-byte chunks, h = 31 h + byte in 64
+ * bits, id h mod n_vocab; no BOS; a token's piece is its id in hex. Expected ids computed
+ * independently (Python); the fleet imatrix test checks them against llama-imatrix's counts. */
+static void test_test_vocab(void) {
+    static char names[128][8];
+    const char *toks[128];
+    for (int i = 0; i < 128; i++) {
+        snprintf(names[i], sizeof names[i], "tok_%d", i);
+        toks[i] = names[i];
+    }
+    char err[256];
+    iqf_vocab_arrays a = iqf_vocab_arrays_init();
+    a.model = "test";
+    a.tokens = toks;
+    a.n_tokens = 128;
+    iqf_vocab *v = iqf_vocab_from_arrays(&a, err, sizeof err);
+    CHECK(v != NULL, "test vocab: %s", err);
+    if (!v) return;
+    int32_t out[16];
+    const char *text = "Once upon a time, there was";
+    int32_t n = iqf_tokenize(v, text, strlen(text), true, out, 16);
+    static const int32_t want[6] = { 31, 38, 89, 77, 47, 50 };
+    CHECK(same_ids(out, n, want, 6), "test vocab ids (%d)", n);
+    char buf[32];
+    n = iqf_detokenize(v, want, 6, buf, sizeof buf, false, false);
+    CHECK(n == 12 && !memcmp(buf, "1f26594d2f32", 12), "test vocab pieces");
+    CHECK(!iqf_vocab_add_bos(v), "test vocab adds no BOS");
+    iqf_vocab_free(v);
+}
+
 int main(void) {
+    test_test_vocab();
     test_vectors("ggml-vocab-llama-spm.gguf");
     test_vectors("ggml-vocab-phi-3.gguf");
     test_vectors("ggml-vocab-gpt-2.gguf");

@@ -94,7 +94,7 @@ static const rule arch_rules[] = {
     { "embedding_length", K_U32, R_POS },
     { "block_count", K_U32, R_LAYERS },
     { "feed_forward_length", K_U32_OR_ARR, R_ANY },
-    { "expert_feed_forward_length", K_U32, R_ANY },
+    { "expert_feed_forward_length", K_U32_OR_ARR, R_ANY }, /* get_key_or_arr in llama.cpp de3ff81 */
     { "leading_dense_block_count", K_U32, R_ANY },
     { "attention.head_count", K_U32_OR_ARR, R_ANY },
     { "attention.head_count_kv", K_U32_OR_ARR, R_ANY },

@@ -20,7 +20,7 @@ static const iqf_arch ARCHS[] = {
     /* models/qwen3moe.cpp: qwen3 attention, softmax top-k experts expert_feed_forward_length wide */
     { .name = "qwen3moe", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_SWIGLU, .qk_norm = true,
       .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true,
-      .ffn_scale = true },
+      .exp_ff_optional = true, .ffn_scale = true },
     /* models/gemma3.cpp: (1 + w) norms baked into the weights by the converter, embeddings times
      * sqrt(n_embd), per-head q/k norms, Q scaled before attention, post-attention and post-FFN
      * norms, GeGLU, sliding-window layers (rope base 10000 or rope.freq_base_swa there) */
@@ -37,7 +37,7 @@ static const iqf_arch ARCHS[] = {
      * plus a sigmoid-gated shared expert */
     { .name = "qwen35moe", .rope = IQF_ROPE_IMROPE, .attn = IQF_ATTN_GDN_HYBRID, .ffn = IQF_FFN_SWIGLU,
       .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true,
-      .qk_norm = true, .ffn_scale = true, .attn_out_gate = true, .ffn_norm_name = "post_attention_norm",
+      .exp_ff_optional = true, .qk_norm = true, .ffn_scale = true, .attn_out_gate = true, .ffn_norm_name = "post_attention_norm",
       .shared_expert = true },
     /* models/openai-moe.cpp: q/k/v/o biases, attention sinks, scale 1/sqrt(n_rot), sliding-window
      * layers (period 2, their rope base rope.freq_base_swa else the global one, the global scale),

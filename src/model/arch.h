@@ -42,6 +42,7 @@ typedef struct iqf_arch {
     iqf_moe_gating gating;
     bool moe_norm_w;           /* top-k weights renormalised (libllama passes it per graph, not from the key) */
     bool exp_ff_key;           /* the experts' width is expert_feed_forward_length (else feed_forward_length) */
+    bool exp_ff_optional;      /* ... which may be absent or 0: then feed_forward_length / expert_used_count */
     bool qk_norm;              /* per-head RMS norms attn_q_norm / attn_k_norm (required) */
     bool post_norms;           /* post_attention_norm and post_ffw_norm after attention and FFN (required) */
     bool embd_scale;           /* token embeddings times sqrtf(n_embd) */

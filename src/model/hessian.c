@@ -1,5 +1,6 @@
 /* hessian.c - Hessian capture during the forward pass (see hessian.h). */
 #include "hessian.h"
+#include "deltanet.h"
 #include "../util/arch.h"
 #include "../util/error.h"
 
@@ -37,12 +38,17 @@ void iqf_hessian_acc_free(iqf_hess_acc *a) {
 }
 
 /* The slot owners of a layer that has them: attn_k (q/k/v's input), attn_output, ffn_gate (gate/up's),
- * ffn_down; deepseek2's attn_q_a or attn_q, attn_kv_a_mqa, attn_q_b and the shared experts' gate and
- * down (each its own slot). Expert layers have no ffn_gate / ffn_down: no slot for them. */
-#define HESS_OWNERS 9
+ * ffn_down; deepseek2's attn_q_a or attn_q, attn_kv_a_mqa, attn_q_b; the shared experts' gate (also
+ * up's and qwen35moe's ffn_gate_inp_shexp's input) and down; qwen35's Gated-DeltaNet attn_qkv (also
+ * attn_gate's, ssm_alpha's and ssm_beta's input) and ssm_out. Each owner's slot is named by
+ * iqf_hessian_name_for, which maps the weights sharing its input to it. Expert layers have no
+ * ffn_gate / ffn_down: no slot for them (3-D expert tensors get no Hessian). */
+#define HESS_OWNERS 11
 static int layer_owners(const iqf_layer *ly, const iqf_weight **ws) {
+    static const iqf_weight none = { .id = -1 };
     const iqf_weight *all[HESS_OWNERS] = { &ly->wk, &ly->wo, &ly->wgate, &ly->wdown, ly->wq_a.data ? &ly->wq_a : &ly->wq,
-                                           &ly->wkv_a, &ly->wq_b, &ly->gate_shexp, &ly->down_shexp };
+                                           &ly->wkv_a, &ly->wq_b, &ly->gate_shexp, &ly->down_shexp,
+                                           ly->gdn ? &ly->gdn->qkv : &none, ly->gdn ? &ly->gdn->out : &none };
     int n = 0;
     for (int k = 0; k < HESS_OWNERS; k++)
         if (all[k]->data && (k != 4 || !ly->wk.data)) ws[n++] = all[k]; /* attn_q: attn_k's slot has it */

@@ -4,7 +4,9 @@
  *
  * iqf_hessian_attach gives a context an accumulator; from then on every iqf_matmul whose weight
  * owns a slot adds X^T X of its activation rows (q/k/v share one slot owned by attn_k, gate/up
- * one owned by ffn_gate; attn_output, ffn_down and output have their own). Sums are kept in
+ * one owned by ffn_gate; attn_output, ffn_down and output have their own; hessian.c's
+ * layer_owners lists the other architectures' owners, iqf_hessian_name_for the weights that
+ * share a slot). Sums are kept in
  * double per batch of token rows: each batch is summed in float32 (in token order) and added to
  * the double total, so the result does not depend on the thread count or SIMD level.
  * A slot wider than `max_block` (> 0) keeps only the diagonal blocks of max_block x max_block.

@@ -96,6 +96,36 @@ bool iqf_ld_key_int(loader *ld, const char *suffix, bool required, int64_t def, 
     return true;
 }
 
+bool iqf_ld_key_int_layers(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi,
+                           int *out, iqf_status *st) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->m->info.arch, suffix);
+    const iqf_gguf *g = ld->m->gguf;
+    const int64_t k = iqf_gguf_find_kv(g, key);
+    if (k < 0 || iqf_gguf_kv_type(g, k) != IQF_GGUF_ARR) return iqf_ld_key_int(ld, suffix, required, def, lo, hi, out, st);
+    const uint64_t n = iqf_gguf_arr_n(g, k);
+    int64_t v0 = 0, v = 0;
+    if (n != (uint64_t)ld->m->info.n_layer || !iqf_gguf_arr_int(g, k, 0, &v0)) {
+        *st = iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s is an array of %llu values for %d layers, not of integers",
+                       ld->path, key, (unsigned long long)n, ld->m->info.n_layer);
+        return false;
+    }
+    for (uint64_t i = 1; i < n; i++)
+        if (!iqf_gguf_arr_int(g, k, i, &v) || v != v0) {
+            *st = iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: %s differs between layers (%lld, then %lld at layer %llu): "
+                           "this engine runs one width for every layer", ld->path, key, (long long)v0, (long long)v,
+                           (unsigned long long)i);
+            return false;
+        }
+    if (v0 < lo || v0 > hi) {
+        *st = iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s = %lld is out of range [%lld, %lld]", ld->path, key,
+                       (long long)v0, (long long)lo, (long long)hi);
+        return false;
+    }
+    *out = (int)v0;
+    return true;
+}
+
 /* Finds a tensor and checks its shape (ne1 = 0 for a vector; ne2 > 1 for 3-D expert tensors). */
 static iqf_status get_tensor3(loader *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
                               bool optional, const iqf_gguf_tensor **out);
@@ -300,17 +330,22 @@ static iqf_status load_sizes(loader *ld) {
     const iqf_arch *a = m->arch;
     iqf_status st = IQF_OK;
     const bool exp_key = a->exp_ff_key;
+    /* the keys libllama reads with get_key_or_arr may be arrays of one value per layer (all
+     * equal here: the engine runs one width) */
     if (!iqf_ld_key_int(ld, "embedding_length", true, 0, 1, 1 << 20, &h->n_embd, &st) ||
         !iqf_ld_key_int(ld, "block_count", true, 0, 1, 4096, &h->n_layer, &st) ||
         !iqf_ld_key_int(ld, "expert_count", false, 0, 0, 1024, &h->n_expert, &st) ||
-        !iqf_ld_key_int(ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
-        !iqf_ld_key_int(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
+        !iqf_ld_key_int_layers(ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
+        !iqf_ld_key_int_layers(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
         /* read only where the row takes the experts' width from it and experts exist: a dense
-         * model, or a llama MoE (experts n_ff wide), may carry 0 (llama.cpp's saver writes it) */
+         * model, or a llama MoE (experts n_ff wide), may carry 0 (llama.cpp's saver writes it);
+         * where libllama reads it as optional (exp_ff_optional), absent or 0 means
+         * feed_forward_length / expert_used_count (qwen3moe.cpp, qwen35moe.cpp) */
         (exp_key && h->n_expert > 0 &&
-         !iqf_ld_key_int(ld, "expert_feed_forward_length", true, 0, 1, 1 << 22, &h->n_ff_exp, &st)) ||
-        !iqf_ld_key_int(ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
-        !iqf_ld_key_int(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
+         !iqf_ld_key_int_layers(ld, "expert_feed_forward_length", !a->exp_ff_optional, 0, a->exp_ff_optional ? 0 : 1, 1 << 22,
+                                &h->n_ff_exp, &st)) ||
+        !iqf_ld_key_int_layers(ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
+        !iqf_ld_key_int_layers(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
         !iqf_ld_key_int(ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
         return st;
     if (a->moe == IQF_MOE_REQUIRED && h->n_expert == 0)
@@ -320,6 +355,7 @@ static iqf_status load_sizes(loader *ld) {
                         ld->path, a->name, a->name, h->n_expert, a->name);
     if (h->n_expert > 0) {
         if (!exp_key) h->n_ff_exp = h->n_ff; /* Mixtral: the experts are n_ff wide */
+        else if (h->n_ff_exp == 0) h->n_ff_exp = h->n_ff / h->n_expert_used; /* exp_ff_optional */
         if (h->n_ff_exp < 1)
             return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: experts of width %d", ld->path, h->n_ff_exp);
         /* libllama's llama and qwen3moe graphs renormalise whatever expert_weights_norm says */

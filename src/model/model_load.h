@@ -19,6 +19,10 @@ typedef struct loader {
 /* model.c: ARCH.suffix keys, tensors by name with their shapes, blk.<l>.<nm> tensors */
 bool iqf_ld_key_int(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi, int *out,
                     iqf_status *st);
+/* The same for a key libllama reads with get_key_or_arr: an integer, or an array of block_count
+ * integers that must all be equal (else IQF_E_UNSUPPORTED naming the key). */
+bool iqf_ld_key_int_layers(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi, int *out,
+                           iqf_status *st);
 bool iqf_ld_key_float(loader *ld, const char *suffix, float *out);
 iqf_status iqf_ld_get_tensor(loader *ld, const char *name, int64_t ne0, int64_t ne1, bool optional,
                              const iqf_gguf_tensor **out);

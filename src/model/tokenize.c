@@ -482,6 +482,18 @@ static int32_t tokenize_impl(const iqf_vocab *v, const char *text, size_t len, b
         }
         free(esc);
         if (add_special && v->add_eos && v->eos >= 0) ib_push(&o, v->eos);
+    } else if (v->type == IQF_VOCAB_TEST) {
+        /* llama.cpp's LLAMA_VOCAB_TYPE_TEST: each raw fragment in chunks of 5 bytes, a chunk's
+         * id its bytes hashed (h = 31 h + byte, 64-bit) modulo the vocabulary size */
+        for (size_t k = 0; k < nf; k++) {
+            if (f[k].token >= 0) { ib_push(&o, f[k].token); continue; }
+            const unsigned char *p = (const unsigned char *)text + f[k].off;
+            for (size_t i = 0; i < f[k].len; i += 5) {
+                uint64_t h = 0;
+                for (size_t j = i; j < i + 5 && j < f[k].len; j++) h = h * 31 + p[j];
+                ib_push(&o, (int32_t)(h % (uint64_t)v->n_tokens));
+            }
+        }
     } else {
         if (add_special && v->add_bos && v->bos >= 0) ib_push(&o, v->bos);
         for (size_t k = 0; k < nf && !w.oom; k++) {

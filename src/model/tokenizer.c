@@ -134,7 +134,10 @@ static void build_piece(const iqf_vocab *v, int32_t id, sbuf *b) {
     if (a & (IQF_TOKATTR_UNKNOWN | IQF_TOKATTR_CONTROL | IQF_TOKATTR_USER_DEFINED)) {
         sb_put(b, t, n);
     } else if (a & IQF_TOKATTR_NORMAL) {
-        if (v->type == IQF_VOCAB_SPM) {
+        if (v->type == IQF_VOCAB_TEST) { /* the id in hex */
+            char hx[16];
+            sb_put(b, hx, (size_t)snprintf(hx, sizeof hx, "%x", (unsigned)id));
+        } else if (v->type == IQF_VOCAB_SPM) {
             for (size_t i = 0; i < n;) {
                 if (i + 3 <= n && memcmp(t + i, "\xe2\x96\x81", 3) == 0) { sb_put(b, " ", 1); i += 3; }
                 else { sb_put(b, t + i, 1); i++; }
@@ -216,8 +219,10 @@ static vb_status vb_check_arrays(const iqf_vocab_arrays *a, iqf_vocab_type *type
             return VB_ERR;
         }
         *clean_spaces = !(strcmp(pre, "trillion") == 0 || strcmp(pre, "granite-docling") == 0);
+    } else if (strcmp(a->model, "test") == 0) {
+        *type = IQF_VOCAB_TEST;
     } else {
-        set_err(err, errlen, "unsupported tokenizer.ggml.model '%s' (supported: llama, gpt2)", a->model);
+        set_err(err, errlen, "unsupported tokenizer.ggml.model '%s' (supported: llama, gpt2, test)", a->model);
         return VB_ERR;
     }
     if (a->n_tokens <= 0 || a->n_tokens > INT32_MAX / 2 || !a->tokens) {
@@ -379,6 +384,10 @@ static void vb_special_ids(iqf_vocab *v, const iqf_vocab_arrays *a) {
         v->bos = 1; v->eos = 2; v->unk = 0;
         v->add_space_prefix = true;
         v->add_bos = true;
+    } else if (v->type == IQF_VOCAB_TEST) { /* no special tokens, nothing added */
+        v->bos = v->eos = v->unk = IQF_TOKEN_NULL;
+        v->add_space_prefix = false;
+        v->add_bos = false;
     } else {
         v->bos = 11; v->eos = 11; v->unk = IQF_TOKEN_NULL;
         v->add_space_prefix = false;

@@ -42,6 +42,7 @@ typedef struct iqf_vocab iqf_vocab;
 typedef enum iqf_vocab_type {
     IQF_VOCAB_SPM = 1, /* "llama" */
     IQF_VOCAB_BPE = 2, /* "gpt2" */
+    IQF_VOCAB_TEST = 3, /* "test": llama.cpp's test-llama-archs models (5-byte chunks hashed to ids) */
 } iqf_vocab_type;
 
 /* tokenizer.ggml.token_type values (llama_token_type). */

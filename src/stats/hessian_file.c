@@ -39,6 +39,10 @@ bool iqf_hessian_name_for(const char *weight, char *out, size_t outlen) {
     struct { const char *from, *to; } map[] = {
         { ".attn_q", ".attn_qkv" }, { ".attn_k", ".attn_qkv" }, { ".attn_v", ".attn_qkv" },
         { ".ffn_gate", ".ffn_gate_up" }, { ".ffn_up", ".ffn_gate_up" },
+        /* the shared expert's up and its gate (qwen35moe) take its gate's input */
+        { ".ffn_up_shexp", ".ffn_gate_shexp" }, { ".ffn_gate_inp_shexp", ".ffn_gate_shexp" },
+        /* qwen35's Gated-DeltaNet: the output gate, alpha and beta take attn_qkv's input */
+        { ".attn_gate", ".attn_qkv" }, { ".ssm_alpha", ".attn_qkv" }, { ".ssm_beta", ".attn_qkv" },
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         size_t f = strlen(map[i].from);
