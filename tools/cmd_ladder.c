@@ -17,6 +17,7 @@
  */
 #include "cli.h"
 #include "ladder_eval.h"
+#include "ladder_keys.h"
 #include "model_cli.h"
 
 #include "iqforge.h"
@@ -48,7 +49,8 @@ static void usage(FILE *f) {
             "combined error and a relative margin), far worse than a smaller rung of another\n"
             "family, above its --max-ppl-ratio, failing the smoke test, or failing to run.\n\n"
             "inputs:\n"
-            "  -m MODEL          the base model (F32/F16/BF16 GGUF)\n"
+            "  -m MODEL          the base model (F32/F16/BF16 GGUF), or a Hugging Face checkpoint\n"
+            "                    directory, converted in memory as `iqforge convert` would write it\n"
             "  -f EVAL           evaluation text\n"
             "  --imatrix FILE    importance matrix for every rung (GGUF or .dat)\n"
             "  --calibration T   capture an importance matrix from text T first (cached in DIR)\n"
@@ -130,88 +132,6 @@ static int make_dir(const char *path) {
     return cli_error("%s: cannot create folder: %s", path, strerror(errno));
 }
 
-/* Hashes a whole file into h; false if it cannot be read. */
-static bool hash_file(const char *path, uint64_t *h, uint64_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    unsigned char buf[1 << 16];
-    size_t n;
-    uint64_t tot = 0;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        *h = iqf_ladder_fnv1a(*h, buf, n);
-        tot += n;
-    }
-    bool ok = !ferror(f);
-    fclose(f);
-    if (size) *size = tot;
-    return ok;
-}
-
-/* A model is identified by its size and the hash of its first and last 8 MiB (hashing a 100 GB
- * model whole would cost more than a rung). */
-static bool hash_model(const char *path, uint64_t *h, uint64_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    struct stat st;
-    if (fstat(fileno(f), &st)) { fclose(f); return false; }
-    const uint64_t sz = (uint64_t)st.st_size, span = 8u << 20;
-    static unsigned char buf[1 << 16];
-    bool ok = true;
-    for (int part = 0; part < 2 && ok; part++) {
-        uint64_t off = part == 0 ? 0 : (sz > span ? sz - span : 0);
-        if (fseeko(f, (off_t)off, SEEK_SET)) { ok = false; break; }
-        uint64_t left = sz - off < span ? sz - off : span;
-        while (left > 0) {
-            size_t n = fread(buf, 1, left < sizeof buf ? (size_t)left : sizeof buf, f);
-            if (!n) { ok = false; break; }
-            *h = iqf_ladder_fnv1a(*h, buf, n);
-            left -= n;
-        }
-    }
-    fclose(f);
-    *h = iqf_ladder_fnv1a(*h, &sz, sizeof sz);
-    *size = sz;
-    return ok;
-}
-
-static uint64_t hash_str(uint64_t h, const char *s) {
-    h = iqf_ladder_fnv1a(h, s ? s : "", s ? strlen(s) + 1 : 1);
-    return h;
-}
-
-/* A small "key value" text file (base.txt, imatrix.txt): its first line must be "key K". */
-static bool key_file_matches(const char *path, const char *key, double *v1, double *v2) {
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    char line[256], want[128];
-    snprintf(want, sizeof want, "key %s\n", key);
-    bool ok = fgets(line, sizeof line, f) && !strcmp(line, want);
-    if (ok && v1) {
-        char *end;
-        ok = fgets(line, sizeof line, f) && !strncmp(line, "ppl ", 4);
-        if (ok) { *v1 = strtod(line + 4, &end); ok = end != line + 4 && isfinite(*v1); }
-        ok = ok && fgets(line, sizeof line, f) && !strncmp(line, "ppl_err ", 8);
-        if (ok) { *v2 = strtod(line + 8, &end); ok = end != line + 8 && isfinite(*v2); }
-    }
-    fclose(f);
-    return ok;
-}
-
-static int write_key_file(const char *path, const char *key, const double *v1, const double *v2) {
-    iqf_outfile *of;
-    char err[512];
-    if (iqf_outfile_open(path, &of, err, sizeof err)) return cli_error("%s", err);
-    char buf[256];
-    int n = v1 ? snprintf(buf, sizeof buf, "key %s\nppl %a\nppl_err %a\n", key, *v1, *v2)
-               : snprintf(buf, sizeof buf, "key %s\n", key);
-    if (iqf_outfile_write(of, buf, (size_t)n, err, sizeof err)) {
-        iqf_outfile_abort(of);
-        return cli_error("%s", err);
-    }
-    if (iqf_outfile_commit(of, err, sizeof err)) return cli_error("%s", err);
-    return 0;
-}
-
 /* A rung's failure message (truncated to fit). */
 __attribute__((format(printf, 2, 3))) static void set_error(ladder_rung *r, const char *fmt, ...) {
     va_list ap;
@@ -291,7 +211,9 @@ typedef struct bench {
     const ladder_rung *rungs; /* all of them (the full series sizes itself on its compat twin) */
     int n_rungs;
     uint64_t n_weights;      /* of the base model */
-    iqf_gguf *g;             /* the base model's GGUF (for simulated sizes) */
+    iqf_gguf *g;             /* the base model's GGUF (for simulated sizes), or a checkpoint's source */
+    bool hf;                 /* -m names a Hugging Face checkpoint: g is its tensor source
+                                (iqf_convert_open), every quantization reads from it */
     iqf_vocab *vocab;        /* for the smoke test */
     ladder_prog prog;
 } bench;
@@ -375,6 +297,7 @@ static uint64_t compat_bytes(const bench *b, const ladder_rung *r, const char *t
     p.n_threads = (int)b->o->n_threads;
     p.quiet = true;
     p.imatrix_path = b->imatrix;
+    p.input = b->hf ? b->g : NULL;
     struct stat st;
     uint64_t bytes = 0;
     if (!iqf_model_quantize(b->o->model, tmp, &p, NULL, NULL, err, errlen) && stat(tmp, &st) == 0) bytes = (uint64_t)st.st_size;
@@ -445,6 +368,7 @@ static int measure(const bench *b, ladder_rung *r, const char *gguf_out, fault *
         p.n_threads = (int)o->n_threads;
         p.quiet = true;
         p.imatrix_path = b->imatrix;
+        p.input = b->hf ? b->g : NULL; /* a checkpoint: converted as it is read, as quantize HF_DIR */
         p.mode = r->mode < IQF_MODE_COUNT ? (iqf_mode)r->mode : IQF_MODE_BEST;
         p.hessian_path = r->mode >= IQF_MODE_COUNT ? b->hessian : NULL;
         flt->current = r->name;
@@ -527,14 +451,14 @@ static int load_with_text(const opts *o, const char *text_path, iqf_model **m, i
 
 static int prepare_base(const opts *o, const char *key, const char *kld_path, const char *txt_path,
                         double *ppl, double *ppl_err) {
-    if (access(kld_path, R_OK) == 0 && key_file_matches(txt_path, key, ppl, ppl_err)) return 0;
+    if (access(kld_path, R_OK) == 0 && ladder_key_file_matches(txt_path, key, ppl, ppl_err)) return 0;
     if (o->evaluator) {
         char err[1024], log_path[4096];
         path_fmt(log_path, sizeof log_path, "%s/logs/base.log", o->dir);
         const ladder_eval_args a = eval_args(o, o->model, kld_path, log_path);
         if (!o->quiet && isatty(2)) fprintf(stderr, "ladder: base logits of %s on %s with %s ...\n", o->model, o->eval, o->eval_tool);
         if (ladder_eval_base(&a, o->eval, (int)o->n_chunks, ppl, ppl_err, err, sizeof err)) return cli_error("%s", err);
-        return write_key_file(txt_path, key, ppl, ppl_err);
+        return ladder_write_key_file(txt_path, key, ppl, ppl_err);
     }
     iqf_model *m;
     iqf_context *c;
@@ -551,7 +475,7 @@ static int prepare_base(const opts *o, const char *key, const char *kld_path, co
     }
     *ppl = res.ppl;
     *ppl_err = res.ppl_err;
-    status = write_key_file(txt_path, key, ppl, ppl_err);
+    status = ladder_write_key_file(txt_path, key, ppl, ppl_err);
 out:
     iqf_context_free(c);
     free(toks);
@@ -563,7 +487,7 @@ out:
  * set (a feedback or full series without --hessian). */
 static int prepare_imatrix(const opts *o, const char *key, const char *path, const char *hess_path, const char *txt_path) {
     if (access(path, R_OK) == 0 && (!hess_path || access(hess_path, R_OK) == 0) &&
-        key_file_matches(txt_path, key, NULL, NULL))
+        ladder_key_file_matches(txt_path, key, NULL, NULL))
         return 0;
     iqf_model *m;
     iqf_context *c;
@@ -589,7 +513,7 @@ static int prepare_imatrix(const opts *o, const char *key, const char *path, con
         if (iqf_hessian_acc_write(hacc, m, hess_path, d->n_chunks, d->chunk_size, o->calibration, false, err, sizeof err))
             status = cli_error("%s", err);
     }
-    if (!status) status = write_key_file(txt_path, key, NULL, NULL);
+    if (!status) status = ladder_write_key_file(txt_path, key, NULL, NULL);
 out:
     if (c) iqf_hessian_detach(c);
     iqf_hessian_acc_free(hacc);
@@ -688,6 +612,9 @@ static int parse_args(int argc, char **argv, opts *o) {
     if (o->simulate && o->test_break) return cli_error("ladder: --test-break needs whole files (not --simulate)"), 2;
     if (o->evaluator && !strcmp(o->evaluator, "iqforge")) o->evaluator = NULL;
     if (o->evaluator) {
+        if (cli_is_dir(o->model))
+            return cli_error("ladder: --evaluator %s reads GGUF files: convert the checkpoint %s first (iqforge convert)",
+                             o->evaluator, o->model), 2;
         if (o->simulate) return cli_error("ladder: --evaluator %s needs whole files (not --simulate)", o->evaluator), 2;
         int r = ladder_eval_resolve(o->evaluator, o->eval_tool, sizeof o->eval_tool);
         if (r) return r;
@@ -806,22 +733,22 @@ int cmd_ladder(int argc, char **argv) {
 
     /* The inputs' keys. */
     uint64_t hm = LADDER_FNV_INIT, model_bytes = 0, he = LADDER_FNV_INIT;
-    if (!hash_model(o.model, &hm, &model_bytes)) return cli_error("%s: cannot read: %s", o.model, strerror(errno));
-    if (!hash_file(o.eval, &he, NULL)) return cli_error("%s: cannot read: %s", o.eval, strerror(errno));
+    if (!ladder_hash_model(o.model, &hm, &model_bytes)) return cli_error("%s: cannot read: %s", o.model, strerror(errno));
+    if (!ladder_hash_file(o.eval, &he, NULL)) return cli_error("%s: cannot read: %s", o.eval, strerror(errno));
     uint64_t hb = iqf_ladder_fnv1a(hm, &he, sizeof he);
     int64_t geo[3] = { o.n_ctx, o.n_chunks, o.mo.kv_f16 };
     hb = iqf_ladder_fnv1a(hb, geo, sizeof geo);
     if (o.evaluator) { /* the evaluator is an input: its name and its executable's bytes */
-        hb = hash_str(hb, "llama-perplexity");
-        if (!hash_file(o.eval_tool, &hb, NULL)) return cli_error("%s: cannot read: %s", o.eval_tool, strerror(errno));
+        hb = ladder_hash_str(hb, "llama-perplexity");
+        if (!ladder_hash_file(o.eval_tool, &hb, NULL)) return cli_error("%s: cannot read: %s", o.eval_tool, strerror(errno));
     }
     char base_key[32];
     snprintf(base_key, sizeof base_key, "%016llx", (unsigned long long)hb);
 
-    bench b = { &o, kld_path, o.imatrix, o.hessian, rungs, n, 0, NULL, NULL, { false, 0, 0, -1 } };
+    bench b = { &o, kld_path, o.imatrix, o.hessian, rungs, n, 0, NULL, false, NULL, { false, 0, 0, -1 } };
     if (o.calibration) {
         uint64_t hc = hm;
-        if (!hash_file(o.calibration, &hc, NULL)) return cli_error("%s: cannot read: %s", o.calibration, strerror(errno));
+        if (!ladder_hash_file(o.calibration, &hc, NULL)) return cli_error("%s: cannot read: %s", o.calibration, strerror(errno));
         hc = iqf_ladder_fnv1a(hc, &o.n_ctx, sizeof o.n_ctx);
         char ikey[32];
         snprintf(ikey, sizeof ikey, "%016llx", (unsigned long long)hc);
@@ -839,17 +766,17 @@ int cmd_ladder(int argc, char **argv) {
     }
     uint64_t hr = hb;
     if (b.imatrix) {
-        if (!hash_file(b.imatrix, &hr, NULL) && !o.report_only)
+        if (!ladder_hash_file(b.imatrix, &hr, NULL) && !o.report_only)
             return cli_error("%s: cannot read: %s", b.imatrix, strerror(errno));
     }
-    if (b.hessian && !hash_file(b.hessian, &hr, NULL) && !o.report_only)
+    if (b.hessian && !ladder_hash_file(b.hessian, &hr, NULL) && !o.report_only)
         return cli_error("%s: cannot read: %s", b.hessian, strerror(errno));
-    hr = hash_str(hr, o.prompt);
-    hr = hash_str(hr, o.expect);
+    hr = ladder_hash_str(hr, o.prompt);
+    hr = ladder_hash_str(hr, o.expect);
     hr = iqf_ladder_fnv1a(hr, &o.smoke_tokens, sizeof o.smoke_tokens);
-    hr = hash_str(hr, o.simulate ? "simulate" : "files");
-    hr = hash_str(hr, o.test_break);
-    hr = hash_str(hr, IQF_VERSION);
+    hr = ladder_hash_str(hr, o.simulate ? "simulate" : "files");
+    hr = ladder_hash_str(hr, o.test_break);
+    hr = ladder_hash_str(hr, IQF_VERSION);
     char rung_key[32];
     snprintf(rung_key, sizeof rung_key, "%016llx", (unsigned long long)hr);
 
@@ -857,7 +784,7 @@ int cmd_ladder(int argc, char **argv) {
     path_fmt(txt_path, sizeof txt_path, "%s/base.txt", o.dir);
     double base_ppl = NAN, base_ppl_err = NAN;
     if (o.report_only) {
-        if (!key_file_matches(txt_path, base_key, &base_ppl, &base_ppl_err)) base_ppl = base_ppl_err = NAN;
+        if (!ladder_key_file_matches(txt_path, base_key, &base_ppl, &base_ppl_err)) base_ppl = base_ppl_err = NAN;
     } else if (prepare_base(&o, base_key, kld_path, txt_path, &base_ppl, &base_ppl_err)) {
         return 1;
     }
@@ -867,8 +794,10 @@ int cmd_ladder(int argc, char **argv) {
     }
 
     char err[1024];
-    b.g = iqf_gguf_open(o.model, err, sizeof err);
+    b.hf = cli_is_dir(o.model);
+    b.g = b.hf ? iqf_convert_open(o.model, IQF_CONVERT_AUTO, err, sizeof err) : iqf_gguf_open(o.model, err, sizeof err);
     if (!b.g) return cli_error("%s", err);
+    if (b.hf) model_bytes = iqf_gguf_file_size(b.g); /* reported as the converted file's size */
     for (int64_t i = 0; i < iqf_gguf_n_tensors(b.g); i++)
         b.n_weights += (uint64_t)iqf_gguf_tensor_nelements(iqf_gguf_tensor_at(b.g, i));
     if (o.prompt) {

@@ -19,6 +19,8 @@
 
 /* tensors of at most this many weights are measured on all rows */
 #define SAMPLE_ALL_WEIGHTS (1 << 20)
+/* rows read from the tensor at a time when all are measured */
+#define MEASURE_RUN 256
 
 static const char *tname(int type) {
     const iqf_type_info *t = iqf_type_get(type);
@@ -35,6 +37,17 @@ static const uint8_t *item_load(const iqf_target_item *it, char *err, size_t err
     if (!it->g) return it->t->data;
     char msg[512] = "";
     const uint8_t *d = iqf_gguf_tensor_load(it->g, it->t, msg, sizeof msg);
+    if (!d) iqf_fail(err, errlen, IQF_E_FORMAT, "%s", msg);
+    return d;
+}
+
+/* Rows row0 .. row0 + nrows - 1 of the item's tensor: mapped, or from a source only those rows
+ * produced now (valid until the next load; release with item_unload). */
+static const uint8_t *item_load_rows(const iqf_target_item *it, int64_t row0, int64_t nrows, char *err, size_t errlen) {
+    const size_t rs = iqf_row_size(it->t->type, it->t->ne[0]);
+    if (!it->g) return (const uint8_t *)it->t->data + (size_t)row0 * rs;
+    char msg[512] = "";
+    const uint8_t *d = iqf_gguf_tensor_load_rows(it->g, it->t, row0, nrows, msg, sizeof msg);
     if (!d) iqf_fail(err, errlen, IQF_E_FORMAT, "%s", msg);
     return d;
 }
@@ -96,22 +109,30 @@ iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, 
         st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (measuring %s)", t->name);
         goto done;
     }
+    /* The measured rows only, a run of consecutive rows at a time (all rows: runs of up to
+     * MEASURE_RUN; sampled: one row each): from a source (a checkpoint) only those rows are
+     * converted, never the whole tensor. */
     const size_t src_rs = iqf_row_size(t->type, ncols);
-    const uint8_t *data = item_load(it, err, errlen);
-    if (!data) {
-        st = IQF_E_FORMAT;
-        goto done;
-    }
-    for (int64_t k = 0; k < n; k++) {
+    for (int64_t k = 0; k < n;) {
         const int64_t r = n == nrows ? k : (int64_t)(((double)k + 0.5) * (double)nrows / (double)n);
-        ex[k] = r / t->ne[1];
-        const uint8_t *src = data + (size_t)r * src_rs;
-        if (t->type == IQF_TYPE_F32) memcpy(x + k * ncols, src, sizeof(float) * (size_t)ncols);
-        else if ((st = iqf_dequantize(t->type, src, x + k * ncols, 1, ncols, 1, msg, sizeof msg))) {
-            st = iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
-            item_unload(it);
+        const int64_t run = n == nrows ? (n - k < MEASURE_RUN ? n - k : MEASURE_RUN) : 1;
+        const uint8_t *data = item_load_rows(it, r, run, err, errlen);
+        if (!data) {
+            st = IQF_E_FORMAT;
             goto done;
         }
+        for (int64_t j = 0; j < run; j++) {
+            ex[k + j] = (r + j) / t->ne[1];
+            const uint8_t *src = data + (size_t)j * src_rs;
+            float *xr = x + (k + j) * ncols;
+            if (t->type == IQF_TYPE_F32) memcpy(xr, src, sizeof(float) * (size_t)ncols);
+            else if ((st = iqf_dequantize(t->type, src, xr, 1, ncols, 1, msg, sizeof msg))) {
+                st = iqf_fail(err, errlen, st, "tensor %s: %s", t->name, msg);
+                item_unload(it);
+                goto done;
+            }
+        }
+        k += run;
     }
     item_unload(it);
     /* signal energy */
