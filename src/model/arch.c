@@ -54,6 +54,28 @@ static const iqf_arch ARCHS[] = {
       .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_KEYED, .exp_ff_key = true, .dense_lead = true },
 };
 
+/* Architectures whose graph shares most of a row above but needs blocks the engine lacks: the
+ * loader refuses them with the reason, rather than as an unknown name.
+ * gemma4 (llama.cpp models/gemma4.cpp) against gemma3: per-layer head sizes (key_length for the
+ * global layers, key_length_swa for the sliding ones; head_count_kv and feed_forward_length may be
+ * per-layer arrays), V RMS-normed without a weight, attention scale 1 (no Q prescale), rope_freqs
+ * on the global layers only (proportional rope), rope.dimension_count_swa, the optional
+ * layer_output_scale, attn_v optional (V = K), per-layer embeddings (per_layer_token_embd,
+ * per_layer_model_proj, per_layer_proj_norm, blk.*.inp_gate / proj / post_norm: E2B, E4B), KV
+ * shared by the last attention.shared_kv_layers layers, and on 26B-A4B a dense FFN beside
+ * GeGLU experts with their own router input and three more norms. */
+static const struct { const char *name, *why; } REFUSED[] = {
+    { "gemma4", "its per-layer head sizes, per-layer embeddings, shared KV layers, V norm and parallel "
+                "dense + expert FFN are not implemented (gemma3 is)" },
+};
+
+const char *iqf_arch_refusal(const char *name) {
+    if (!name) return NULL;
+    for (size_t i = 0; i < sizeof REFUSED / sizeof REFUSED[0]; i++)
+        if (!strcmp(REFUSED[i].name, name)) return REFUSED[i].why;
+    return NULL;
+}
+
 const iqf_arch *iqf_arch_find(const char *name) {
     if (!name) return NULL;
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)

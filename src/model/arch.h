@@ -70,6 +70,9 @@ typedef struct iqf_arch {
 
 /* The row for a general.architecture value, or NULL if the engine does not run it. */
 const iqf_arch *iqf_arch_find(const char *name);
+/* For an architecture the engine knows but does not run (yet): one line naming what of its graph
+ * is missing (the loader's refusal); NULL for any other name. */
+const char *iqf_arch_refusal(const char *name);
 /* "llama, qwen2, ..." for error messages. */
 const char *iqf_arch_names(void);
 

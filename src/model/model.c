@@ -315,6 +315,9 @@ static iqf_status load_arch(loader *ld) {
     if (!iqf_gguf_get_str(m->gguf, "general.architecture", &arch, NULL))
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: missing key general.architecture", ld->path);
     m->arch = iqf_arch_find(arch);
+    const char *why = m->arch ? NULL : iqf_arch_refusal(arch);
+    if (why)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: architecture '%s' is not supported: %s", ld->path, arch, why);
     if (!m->arch)
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: unsupported architecture '%.40s' (supported: %s)", ld->path,
                         arch, iqf_arch_names());
