@@ -14,11 +14,13 @@
 #include <math.h>
 #include <string.h>
 
+#if !defined(__aarch64__)
 /* (int32_t)f as x86's cvttss2si: out-of-range and NaN give INT32_MIN (no UB). */
 static inline int32_t cvtt_i32(float f) {
     if (!(f > -2147483648.f && f < 2147483648.f)) return INT32_MIN;
     return (int32_t)f;
 }
+#endif
 
 /* roundf (half away from zero) for |v| < 2^23, exactly: truncate, then step by the remainder
  * (v - t is exact there). */
@@ -36,11 +38,23 @@ static inline int trit(float v) {
     return round_away(v) + 1;
 }
 
-/* ggml's (int)roundf(v) + 1 clamped to 0..3 (Q2_0). */
+/* ggml's (int)roundf(v) + 1 clamped to 0..3 (Q2_0). Out of int range (a block max below about
+ * 2^-127 makes 1/d infinite, so x*id is +-inf, or NaN for a zero) the conversion is undefined in C
+ * and each platform's ggml does what its hardware does: x64's cvttss2si gives INT32_MIN for all
+ * of them (code 0); arm64's clang compiles `(int)roundf(v)` to fcvtas, which saturates (+inf ->
+ * INT32_MAX, -inf -> INT32_MIN) and gives 0 for NaN, and clamps before the +1 (it may: overflow
+ * is undefined): +inf -> 3, -inf -> 0, NaN -> 1 (objdump -d of the arm64 libggml-base.so's
+ * quantize_row_q2_0_ref: fcvtas, csinv, csel, add). */
 static inline int q2_code(float v) {
+#if defined(__aarch64__)
+    if (v != v) return 1;
+    if (!(v > -8388608.f && v < 8388608.f)) return v > 0 ? 3 : 0;
+    int q = round_away(v);
+#else
     int q = (v > -8388608.f && v < 8388608.f) ? round_away(v) : cvtt_i32(roundf(v));
-    q += 1;
-    return q < 0 ? 0 : q > 3 ? 3 : q;
+#endif
+    q = q < -1 ? -1 : q > 2 ? 2 : q;
+    return q + 1;
 }
 
 /* ---- Q1_0 ---- */
