@@ -713,7 +713,7 @@ typedef struct iqf_model_quantize_params {
     /* The input already open (NULL, the default: `in` is opened with iqf_gguf_open), e.g. a
      * Hugging Face checkpoint from iqf_convert_open, read tensor by tensor through
      * iqf_gguf_tensor_load; `in` then only names it in messages. The caller keeps it and closes
-     * it after the call. Not with --target-size (IQF_E_INVALID_ARG). */
+     * it after the call. --target-size measures its tensors row by row through it, as a file. */
     iqf_gguf *input;
 } iqf_model_quantize_params;
 
