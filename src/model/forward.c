@@ -272,6 +272,20 @@ iqf_weight iqf_expert_view(const iqf_weight *w, int e) {
     return v;
 }
 
+/* The rows routed to expert e, in token then slot order: their slots (token t, slot j: t*K + j) into
+ * c->rows, their inputs (rows of xn, ld E) into c->ex_in; returns how many. */
+int iqf_moe_gather(iqf_context *c, const float *xn, int nr, int K, int E, int e) {
+    int n = 0;
+    for (int t = 0; t < nr; t++)
+        for (int j = 0; j < K; j++)
+            if (c->sel[(int64_t)t * K + j] == e) {
+                c->rows[n] = t * K + j;
+                memcpy(c->ex_in + (int64_t)n * E, xn + (int64_t)t * E, sizeof(float) * (size_t)E);
+                n++;
+            }
+    return n;
+}
+
 /* An expert's n output rows (c->ex_out), times their routing weights, into their slots of c->moe. */
 void iqf_moe_scatter(iqf_context *c, int n, int E) {
     for (int r = 0; r < n; r++) {
@@ -325,14 +339,7 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
         iqf_moe_weights(w, K, h->expert_weights_norm, c->m->moe_w_scale);
     }
     for (int e = 0; e < NE; e++) {
-        int n = 0;
-        for (int t = 0; t < nr; t++)
-            for (int j = 0; j < K; j++)
-                if (c->sel[(int64_t)t * K + j] == e) {
-                    c->rows[n] = t * K + j; /* token t, slot j */
-                    memcpy(c->ex_in + (int64_t)n * E, xn + (int64_t)t * E, sizeof(float) * (size_t)E);
-                    n++;
-                }
+        const int n = iqf_moe_gather(c, xn, nr, K, E, e);
         if (!n) continue;
         iqf_weight wg, wu;
         const iqf_weight wd = iqf_expert_view(&ly->down_exps, e);

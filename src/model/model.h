@@ -173,8 +173,10 @@ void iqf_softmax_row(float *x, int n);
 void iqf_top_k(const float *s, int n, int k, int *out);
 iqf_weight iqf_expert_view(const iqf_weight *w, int e);
 void iqf_imat_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n);
-/* Routed outputs: an expert's rows weighted into c->moe (iqf_moe_scatter), the K slots summed per
+/* Routed inputs: the rows of the tokens that chose expert e into c->ex_in, their slots into c->rows
+ * (iqf_moe_gather, returns the count). Routed outputs: an expert's rows weighted into c->moe (iqf_moe_scatter), the K slots summed per
  * token (iqf_moe_sum), the routing weights normalized and scaled (iqf_moe_weights). */
+int iqf_moe_gather(iqf_context *c, const float *xn, int nr, int K, int E, int e);
 void iqf_moe_scatter(iqf_context *c, int n, int E);
 void iqf_moe_sum(const iqf_context *c, int nr, int K, int E, float *out);
 void iqf_moe_weights(float *w, int K, bool norm, float scale);

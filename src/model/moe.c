@@ -57,14 +57,7 @@ void iqf_moe_ffn_oai(iqf_context *c, const iqf_layer *ly, const float *xn, int n
     for (int t = 0; t < nr; t++)
         route(c->probs + (int64_t)t * NE, NE, K, c->sel + (int64_t)t * K, c->selw + (int64_t)t * K);
     for (int e = 0; e < NE; e++) {
-        int n = 0;
-        for (int t = 0; t < nr; t++)
-            for (int j = 0; j < K; j++)
-                if (c->sel[(int64_t)t * K + j] == e) {
-                    c->rows[n] = t * K + j; /* token t, slot j */
-                    memcpy(c->ex_in + (int64_t)n * E, xn + (int64_t)t * E, sizeof(float) * (size_t)E);
-                    n++;
-                }
+        const int n = iqf_moe_gather(c, xn, nr, K, E, e);
         if (!n) continue;
         const iqf_weight wg = iqf_expert_view(&ly->gate_exps, e), wu = iqf_expert_view(&ly->up_exps, e),
                          wd = iqf_expert_view(&ly->down_exps, e);

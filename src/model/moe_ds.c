@@ -110,14 +110,7 @@ void iqf_moe_ds(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, fl
     const int E = h->n_embd, NE = h->n_expert, K = h->n_expert_used;
     route(c, ly, xn, nr);
     for (int e = 0; e < NE; e++) {
-        int n = 0;
-        for (int t = 0; t < nr; t++)
-            for (int j = 0; j < K; j++)
-                if (c->sel[(int64_t)t * K + j] == e) {
-                    c->rows[n] = t * K + j;
-                    memcpy(c->ex_in + (int64_t)n * E, xn + (int64_t)t * E, sizeof(float) * (size_t)E);
-                    n++;
-                }
+        const int n = iqf_moe_gather(c, xn, nr, K, E, e);
         if (n) run_expert(c, ly, e, n);
     }
     iqf_moe_sum(c, nr, K, E, out);
