@@ -178,14 +178,8 @@ static void run_case(const file_case *fc, const char *archmodel) {
 }
 
 int main(int argc, char **argv) {
-    const char *cli = getenv("IQF_CLI");
     char archmodel[4200];
-    snprintf(archmodel, sizeof archmodel, "%s", cli ? cli : "./iqforge");
-    char *slash = strrchr(archmodel, '/');
-    if (slash)
-        snprintf(slash + 1, sizeof archmodel - (size_t)(slash + 1 - archmodel), "iqf-archmodel");
-    else
-        snprintf(archmodel, sizeof archmodel, "./iqf-archmodel");
+    tu_tool_path(archmodel, sizeof archmodel, "iqf-archmodel");
     const bool have = li_load() != NULL;
     if (!have) {
         if (tu_ci()) {

@@ -263,14 +263,8 @@ static int32_t *tokens(const char *vocab_path, const char *text, size_t len, int
 }
 
 int main(int argc, char **argv) {
-    const char *cli = getenv("IQF_CLI");
     char archmodel[4200];
-    snprintf(archmodel, sizeof archmodel, "%s", cli ? cli : "./iqforge");
-    char *slash = strrchr(archmodel, '/');
-    if (slash)
-        snprintf(slash + 1, sizeof archmodel - (size_t)(slash + 1 - archmodel), "iqf-archmodel");
-    else
-        snprintf(archmodel, sizeof archmodel, "./iqf-archmodel");
+    tu_tool_path(archmodel, sizeof archmodel, "iqf-archmodel");
     size_t len;
     char *text = read_file(src_path("tests/data/text/tinystories-valid-excerpt.txt"), &len);
     CHECK(text != NULL, "text missing");

@@ -107,11 +107,8 @@ static bool rewrite(const char *src, const char *dst, const char *drop, const ch
 
 /* The experts' width keys of qwen3moe and qwen35moe in the forms libllama accepts. */
 static void expert_width_keys(bool have) {
-    const char *cli = getenv("IQF_CLI");
     char archmodel[4200], skel[4200], cmd[9000], base[128], var[128], tmp[128], err[1024];
-    snprintf(archmodel, sizeof archmodel, "%s", cli ? cli : "./iqforge");
-    char *slash = strrchr(archmodel, '/');
-    snprintf(slash ? slash + 1 : archmodel, sizeof archmodel - (size_t)(slash ? slash + 1 - archmodel : 0), "iqf-archmodel");
+    tu_tool_path(archmodel, sizeof archmodel, "iqf-archmodel");
     static const struct { const char *arch, *skel; long long size; } models[] = {
         { "qwen3moe", "qwen3moe-moe", 7119776 }, { "qwen35moe", "qwen35moe-moe", 8840768 },
     };

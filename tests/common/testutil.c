@@ -73,6 +73,15 @@ bool tu_ci(void) {
     return ci && *ci && strcmp(ci, "0") && strcasecmp(ci, "false") && strcasecmp(ci, "no");
 }
 
+char *tu_tool_path(char *buf, size_t n, const char *name) {
+    const char *cli = getenv("IQF_CLI");
+    snprintf(buf, n, "%s", cli && *cli ? cli : "./iqforge");
+    char *slash = strrchr(buf, '/');
+    if (slash) snprintf(slash + 1, n - (size_t)(slash + 1 - buf), "%s", name);
+    else snprintf(buf, n, "./%s", name);
+    return buf;
+}
+
 iqf_status tu_context_simd(const iqf_model *m, int n_ctx, int threads, iqf_simd simd, iqf_context **c,
                            char *err, size_t errlen) {
     iqf_context_params p = iqf_context_default_params();

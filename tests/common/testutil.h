@@ -47,6 +47,10 @@ double tu_normal(tu_rng *r);    /* sqrt(-2 ln U1) cos(2 pi U2) */
 
 bool tu_ci(void); /* CI set to anything but "", 0, false, no (CI=true, CI=1) */
 
+/* The path of a tool built beside the CLI under test ($IQF_CLI, default ./iqforge): its folder
+ * plus name (e.g. "iqf-archmodel"), into buf (n bytes). Returns buf. */
+char *tu_tool_path(char *buf, size_t n, const char *name);
+
 /* An engine context on a chosen instruction set (iqf_context_new_ex). */
 iqf_status tu_context_simd(const iqf_model *m, int n_ctx, int threads, iqf_simd simd, iqf_context **c,
                            char *err, size_t errlen);
