@@ -214,8 +214,8 @@ typedef enum iqf_simd {
     IQF_SIMD_AVX512 = 3,
     IQF_SIMD_NEON = 4,     /* 4/8-lane GCC/clang vector-extension kernels: NEON on arm64 (always
                               there), SSE on x86-64 where it is a test level only (AUTO never
-                              picks it there); the quantizers only, the model engine runs its
-                              portable C path at this level */
+                              picks it there); the model engine's float products at this level
+                              give its scalar path's logits bit for bit */
 } iqf_simd;
 
 /* The best level this CPU supports (never returns IQF_SIMD_AUTO): AVX-512 or AVX2 on x86-64,

@@ -117,6 +117,16 @@ int main(void) {
         for (size_t i = (size_t)(N / 2) * h->n_vocab; i < (size_t)N * h->n_vocab; i++) ms = fmax(ms, fabs(a[i] - s[i]));
         CHECK(md < 1e-4, "batch vs incremental logits differ by %g", md);
         CHECK(ms < 1e-4, "scalar vs SIMD logits differ by %g", ms);
+        /* The NEON level (SSE here, NEON on arm64) adds the scalar path's partial sums as lanes:
+         * the same logits bit for bit, with 2 threads against the scalar run's 1. */
+        iqf_context *cn = NULL;
+        CHECK(tu_context_simd(m, N, 2, IQF_SIMD_NEON, &cn, err, sizeof err) == IQF_OK, "%s", err);
+        CHECK(cn && iqf_decode(cn, toks, N, 0, N / 2, b + (size_t)(N / 2) * h->n_vocab, err, sizeof err) == IQF_OK,
+              "%s", err);
+        CHECK(!memcmp(b + (size_t)(N / 2) * h->n_vocab, s + (size_t)(N / 2) * h->n_vocab,
+                      sizeof(float) * (size_t)(N / 2) * h->n_vocab),
+              "NEON-level logits differ from the scalar path's");
+        iqf_context_free(cn);
         /* Errors: positions beyond the context, a token out of range. */
         CHECK(iqf_decode(c, toks, 2, N - 1, 0, NULL, err, sizeof err) == IQF_E_INVALID_ARG, "overflow");
         int32_t bad = h->n_vocab;

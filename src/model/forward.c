@@ -83,7 +83,7 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
     c->m = m;
     c->n_ctx = n_ctx;
     c->max_batch = n_ctx < IQF_MAX_BATCH ? n_ctx : IQF_MAX_BATCH; /* longer inputs go in pieces */
-    c->simd = iqf_simd_resolve(simd); /* NEON: the engine's portable C path (no NEON kernels yet) */
+    c->simd = iqf_simd_resolve(simd); /* NEON: matmul.c's 4-lane float kernels, the scalar path's bytes */
     c->kv_f16 = cp->kv_f16;
     c->pool = iqf_pool_new(n_threads);
     int nt = c->pool ? iqf_pool_size(c->pool) : 1;

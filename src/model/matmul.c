@@ -6,7 +6,9 @@
  * decodes its tile once into a small float buffer (float32 weights are used in place) and
  * multiplies it with all T activation rows, so the decoding cost is shared by the whole batch and
  * no dequantized copy of the model ever exists. The inner kernel is AVX2/FMA or AVX-512 when
- * the CPU has them, with a scalar reference path.
+ * the CPU has them; at the NEON level (arm64; SSE on x86-64, a test level there) the scalar
+ * reference's own four partial sums as the four lanes of a plain vector (vec_lanes.h's 4-lane
+ * width), so that level gives the scalar path's bytes exactly.
  */
 #include "model.h"
 
@@ -16,6 +18,13 @@
 
 #include <math.h>
 #include <string.h>
+
+/* The plain 4-lane width (GCC/clang vector extensions; NEON on arm64, no intrinsic header); its
+ * short names (VF, vf_load ...) resolve through VL_SFX wherever used, so the macros stay defined. */
+#define VL_W 4
+#define VL_TGT
+#define VL_SFX(name) name##_p4
+#include "codec/vec_lanes.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Decoding rows                                                                              */
@@ -88,6 +97,64 @@ static void kern_scalar(const float *W, int64_t ldw, int nr, const float *X, int
                         float *Y, int64_t ldy, int64_t K) {
     for (int t = 0; t < T; t++)
         for (int n = 0; n < nr; n++) Y[(int64_t)t * ldy + n] = dot_scalar(X + t * ldx, W + n * ldw, K);
+}
+
+/* The NEON level: dot_scalar's partial sums s[0..3] are the lanes of one vector, added in the
+ * same order (-ffp-contract=off: no fused multiply-add), then reduced as dot_scalar reduces them,
+ * so every product below equals kern_scalar's bit for bit (test_model_kernels). */
+static inline float hsum_p4(VF s) { return (s[0] + s[1]) + (s[2] + s[3]); }
+
+static float dot_p4(const float *a, const float *b, int64_t n) {
+    VF s = vf_splat(0.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) s += vf_load(a + i) * vf_load(b + i);
+    float r = hsum_p4(s);
+    for (; i < n; i++) r += a[i] * b[i];
+    return r;
+}
+
+/* 4 activation rows x 3 weight rows per step: 12 accumulators (16 of NEON's 32 registers). */
+static void kern_p4(const float *W, int64_t ldw, int nr, const float *X, int64_t ldx, int T, float *Y,
+                    int64_t ldy, int64_t K) {
+    const int64_t K4 = K & ~(int64_t)3;
+    int t = 0;
+    for (; t + 4 <= T; t += 4) {
+        const float *xs[4] = { X + (int64_t)t * ldx, X + (int64_t)(t + 1) * ldx, X + (int64_t)(t + 2) * ldx,
+                               X + (int64_t)(t + 3) * ldx };
+        int n = 0;
+        for (; n + 3 <= nr; n += 3) {
+            const float *ws[3] = { W + n * ldw, W + (n + 1) * ldw, W + (n + 2) * ldw };
+            VF acc[4][3];
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 3; j++) acc[i][j] = vf_splat(0.0f);
+            for (int64_t k = 0; k < K4; k += 4) {
+                const VF v0 = vf_load(ws[0] + k), v1 = vf_load(ws[1] + k), v2 = vf_load(ws[2] + k);
+                for (int i = 0; i < 4; i++) {
+                    const VF u = vf_load(xs[i] + k);
+                    acc[i][0] += u * v0;
+                    acc[i][1] += u * v1;
+                    acc[i][2] += u * v2;
+                }
+            }
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 3; j++) {
+                    float r = hsum_p4(acc[i][j]);
+                    for (int64_t k = K4; k < K; k++) r += xs[i][k] * ws[j][k];
+                    Y[(int64_t)(t + i) * ldy + n + j] = r;
+                }
+        }
+        for (; n < nr; n++)
+            for (int i = 0; i < 4; i++) Y[(int64_t)(t + i) * ldy + n] = dot_p4(xs[i], W + n * ldw, K);
+    }
+    for (; t < T; t++)
+        for (int n = 0; n < nr; n++) Y[(int64_t)t * ldy + n] = dot_p4(X + (int64_t)t * ldx, W + n * ldw, K);
+}
+
+static void axpy_p4(float a, const float *x, float *y, int64_t n) {
+    const VF va = vf_splat(a);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vf_store(y + i, vf_load(y + i) + va * vf_load(x + i));
+    for (; i < n; i++) y[i] += a * x[i];
 }
 
 #ifdef IQF_ARCH_X86
@@ -189,9 +256,8 @@ __attribute__((target("avx2,fma"))) static void kern_avx2(const float *W, int64_
 float iqf_dot_f32(iqf_simd s, const float *a, const float *b, int64_t n) {
 #ifdef IQF_ARCH_X86
     if (IQF_SIMD_IS_X86(s)) return dot_avx2(a, b, n);
-#else
-    (void)s;
 #endif
+    if (s == IQF_SIMD_NEON) return dot_p4(a, b, n);
     return dot_scalar(a, b, n);
 }
 
@@ -212,9 +278,11 @@ void iqf_axpy_f32(iqf_simd s, float a, const float *x, float *y, int64_t n) {
         axpy_avx2(a, x, y, n);
         return;
     }
-#else
-    (void)s;
 #endif
+    if (s == IQF_SIMD_NEON) {
+        axpy_p4(a, x, y, n);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
@@ -331,6 +399,9 @@ static void mm_range(void *arg, int64_t b, int64_t e, int tid) {
             kern_avx2(W, K, nr, j->x, j->ldx, j->T, j->y + r0, j->ldy, K);
         else
 #endif
+        if (c->simd == IQF_SIMD_NEON)
+            kern_p4(W, K, nr, j->x, j->ldx, j->T, j->y + r0, j->ldy, K);
+        else
             kern_scalar(W, K, nr, j->x, j->ldx, j->T, j->y + r0, j->ldy, K);
     }
 }
