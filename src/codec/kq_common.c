@@ -293,7 +293,7 @@ typedef struct {
 #define VL_KERNELS "kq_common_lanes.h"
 #include "lanes_neon.h"
 /* arm64 runs the NEON kernels only where they fuse exactly as the scalar code (IQF_FMA_ARM) */
-#define KQ_NEON (!IQF_GGML_FUSES)
+#define KQ_NEON 1
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define KQ_HAVE_X86 1
 
