@@ -369,7 +369,7 @@ static const float iq2_lev[16] = { 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
 #define VL_KERNELS "iq2_lanes.h"
 #include "lanes_neon.h"
 /* arm64 runs the NEON kernels only where they fuse exactly as the scalar code (IQF_FMA_ARM) */
-#define IQ2_NEON (!IQF_GGML_FUSES)
+#define IQ2_NEON 1
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
