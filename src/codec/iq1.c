@@ -601,7 +601,7 @@ static void place_prefix_s(const float *xb, const float *weight, const int32_t *
 /* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
 #define VL_KERNELS "iq1_lanes.h"
 #include "lanes_neon.h"
-#define IQ1_NEON (!IQF_GGML_FUSES) /* arm64: not until the kernels fuse as the scalar code (fma.h) */
+#define IQ1_NEON 1
 
 #ifdef IQ1_X86
 #define VL_W 8
