@@ -601,7 +601,6 @@ static void place_prefix_s(const float *xb, const float *weight, const int32_t *
 /* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
 #define VL_KERNELS "iq1_lanes.h"
 #include "lanes_neon.h"
-#define IQ1_NEON (!IQF_GGML_FUSES) /* arm64: not until the kernels fuse as the scalar code (fma.h) */
 
 #ifdef IQ1_X86
 #define VL_W 8
@@ -626,7 +625,7 @@ static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
     if (ctx->simd == IQF_SIMD_AVX512) k = kernels_avx512;
     else if (IQF_SIMD_IS_X86(ctx->simd)) k = kernels_avx2;
 #endif
-    if (IQ1_NEON && ctx->simd == IQF_SIMD_NEON) k = kernels_neon;
+    if (ctx->simd == IQF_SIMD_NEON) k = kernels_neon;
     k.simd = ctx->simd;
     return k;
 }

@@ -1,7 +1,8 @@
 /* iq1_lanes.h - the SIMD kernels of iq1.c (iq1_kernels), written once over the lane count
  * (vec_lanes.h): iq1.c includes vec_lanes.h and this file once per instruction set (VL_W 8
- * under AVX2, 16 under AVX-512). Per lane the float operations are exactly the scalar
- * reference's, in the same order; the split searches store every candidate and let select_best
+ * under AVX2, 16 under AVX-512; the plain width at 8 for NEON). Per lane the float operations
+ * are exactly the scalar reference's, in the same order, fused where it writes IQF_FMA_ARM
+ * (vf_fma_arm, VL_FUSES: vec_lanes.h); the split searches store every candidate and let select_best
  * (scalar) find the reference's accepted one. No include guard on purpose.
  *
  * IQ1_PACKED (defined by the includer, needs vf_lut32, i.e. VL_W 16): the split searches put one
@@ -122,6 +123,10 @@ VL_FN void VL_SFX(inverse16)(const int32_t *rank, int n, VI *O) {
 
 VL_TGT static void VL_SFX(sort_prefix_m)(const float *xb, const float *weight, int *order,
                                          float px[2][17], float pw[2][17]) {
+    if (VL_FUSES) { /* the prefix sums are fmas there (sort_prefix_m_scalar) */
+        sort_prefix_m_scalar(xb, weight, order, px, pw);
+        return;
+    }
     int32_t rank[16];
     VL_SFX(ranks)(xb, 16, rank);
 #ifdef IQ1_PACKED
@@ -144,6 +149,10 @@ VL_TGT static void VL_SFX(sort_prefix_m)(const float *xb, const float *weight, i
 
 VL_TGT static void VL_SFX(sort_prefix_s)(const float *xb, const float *weight, int *order,
                                          float *sumx, float *sumw) {
+    if (VL_FUSES) { /* the prefix sums are fmas there (sort_prefix_s_scalar) */
+        sort_prefix_s_scalar(xb, weight, order, sumx, sumw);
+        return;
+    }
     int32_t rank[32];
     VL_SFX(ranks)(xb, 32, rank);
 #ifdef IQ1_PACKED
@@ -170,7 +179,7 @@ VL_TGT static float VL_SFX(weights)(const float *xb, const float *qw, float sigm
     for (int i = 0; i < n; i += VL_W) {
         const VF x = vf_load(xb + i);
         VF x2 = x * x;
-        if (qw) x2 = vf_load(qw + i) * vf_sqrt(vf_splat(sigma2) + x2);
+        if (qw) x2 = vf_load(qw + i) * vf_sqrt(vf_fma_arm(x, x, vf_splat(sigma2)));
         vf_store(w + i, x2);
         mx = vf_max(mx, vf_abs(x));
     }
@@ -188,18 +197,20 @@ VL_FN void VL_SFX(s_tables)(const float *sumx, const float *sumw, float t1[6][48
     IQ1_UNROLL for (int i = 0; i < 48; i += VL_W) {
         const VF X = i < bs ? vf_load(sumx + i) : sxb, Wv = i < bs ? vf_load(sumw + i) : swb;
         const VF A = X - sx0, WA = Wv - sw0, C = sxb - X, WC = swb - Wv;
-        vf_store(t1[0] + i, A * p0);
-        vf_store(t1[1] + i, A * m0);
-        vf_store(t1[2] + i, WA * p0 * p0);
-        vf_store(t1[3] + i, WA * m0 * m0);
+        /* where the platform fuses (split_qx/split_q2's fmas) the tables keep the operands
+         * whose product is not rounded: A, WA*v0, C, WC*v2 (s_pair multiplies) */
+        vf_store(t1[0] + i, VL_FUSES ? A : A * p0);
+        vf_store(t1[1] + i, VL_FUSES ? A : A * m0);
+        vf_store(t1[2] + i, VL_FUSES ? WA * p0 : WA * p0 * p0);
+        vf_store(t1[3] + i, VL_FUSES ? WA * m0 : WA * m0 * m0);
         vf_store(t1[4] + i, X);
         vf_store(t1[5] + i, Wv);
         vf_store(t2[0] + i, X);
         vf_store(t2[1] + i, Wv);
-        vf_store(t2[2] + i, C * p2);
-        vf_store(t2[3] + i, C * m2);
-        vf_store(t2[4] + i, WC * p2 * p2);
-        vf_store(t2[5] + i, WC * m2 * m2);
+        vf_store(t2[2] + i, VL_FUSES ? C : C * p2);
+        vf_store(t2[3] + i, VL_FUSES ? C : C * m2);
+        vf_store(t2[4] + i, VL_FUSES ? WC * p2 : WC * p2 * p2);
+        vf_store(t2[5] + i, VL_FUSES ? WC * m2 : WC * m2 * m2);
     }
 }
 
@@ -210,19 +221,21 @@ VL_FN void VL_SFX(m_tables)(const float px[2][17], const float pw[2][17], float 
                             float tw[2][4]) {
     const int bs = 16;
     const float p2 = x_p[2], m2 = x_m[2];
-    const float cc[4] = { x_p[0] * x_p[0] - x_p[1] * x_p[1], x_p[1] * x_p[1] - x_p[2] * x_p[2],
-                          x_m[0] * x_m[0] - x_m[1] * x_m[1], x_m[1] * x_m[1] - x_m[2] * x_m[2] };
+    const float cc[4] = { IQF_FMS_ARM(x_p[0], x_p[0], x_p[1] * x_p[1]), IQF_FMS_ARM(x_p[1], x_p[1], x_p[2] * x_p[2]),
+                          IQF_FMS_ARM(x_m[0], x_m[0], x_m[1] * x_m[1]), IQF_FMS_ARM(x_m[1], x_m[1], x_m[2] * x_m[2]) };
     IQ1_UNROLL for (int h = 0; h < 2; h++) {
         IQ1_UNROLL for (int i = 0; i < 32; i += VL_W) {
             const VF x = i < bs ? vf_load(px[h] + i) : vf_splat(px[h][bs]);
             const VF w = i < bs ? vf_load(pw[h] + i) : vf_splat(pw[h][bs]);
             vf_store(t[h][0] + i, x);
-            IQ1_UNROLL for (int j = 0; j < 4; j++) vf_store(t[h][j + 1] + i, w * vf_splat(cc[j]));
+            /* fused (search_m_scalar's fmas): the i2-indexed pw*cp2, pw*cm2 are pw (m_pair) */
+            IQ1_UNROLL for (int j = 0; j < 4; j++)
+                vf_store(t[h][j + 1] + i, VL_FUSES && (j & 1) ? w : w * vf_splat(cc[j]));
         }
-        tw[h][0] = px[h][bs] * p2;
-        tw[h][1] = px[h][bs] * m2;
-        tw[h][2] = pw[h][bs] * p2 * p2;
-        tw[h][3] = pw[h][bs] * m2 * m2;
+        tw[h][0] = VL_FUSES ? px[h][bs] : px[h][bs] * p2;
+        tw[h][1] = VL_FUSES ? px[h][bs] : px[h][bs] * m2;
+        tw[h][2] = VL_FUSES ? pw[h][bs] * p2 : pw[h][bs] * p2 * p2;
+        tw[h][3] = VL_FUSES ? pw[h][bs] * m2 : pw[h][bs] * m2 * m2;
     }
 }
 
@@ -231,6 +244,14 @@ VL_FN void VL_SFX(m_tables)(const float px[2][17], const float pw[2][17], float 
 VL_FN void VL_SFX(s_pair)(const VF *a, const VF *b, VF *sqx, VF *sq2) {
     const VF p1 = vf_splat(x_p[1]), m1 = vf_splat(x_m[1]);
     const VF B = b[0] - a[4], WB = b[1] - a[5];
+    if (VL_FUSES) { /* split_qx/split_q2: fma(c, v2, fma(a, v0, b*v1)) */
+        const VF p0 = vf_splat(x_p[0]), m0 = vf_splat(x_m[0]), p2 = vf_splat(x_p[2]), m2 = vf_splat(x_m[2]);
+        sqx[0] = vf_fma_arm(b[2], p2, vf_fma_arm(a[0], p0, B * p1));
+        sqx[1] = vf_fma_arm(b[3], m2, vf_fma_arm(a[1], m0, B * m1));
+        sq2[0] = vf_fma_arm(b[4], p2, vf_fma_arm(a[2], p0, WB * p1 * p1));
+        sq2[1] = vf_fma_arm(b[5], m2, vf_fma_arm(a[3], m0, WB * m1 * m1));
+        return;
+    }
     sqx[0] = a[0] + B * p1 + b[2];
     sqx[1] = a[1] + B * m1 + b[3];
     sq2[0] = a[2] + WB * p1 * p1 + b[4];
@@ -296,12 +317,23 @@ VL_TGT static int VL_SFX(search_s)(const float *sumx, const float *sumw, float *
  * (m_tables); w = per half Tp, Tm, TWp, TWm; the reference's expressions, variants k = 0..3. */
 VL_FN void VL_SFX(m_pair)(VF a[2][5], VF b[2][5], const VF w[2][4], VF *sqx, VF *sq2) {
     VF qxp[2], qxm[2], q2p[2], q2m[2];
+    const VF p2 = vf_splat(x_p[2]), m2 = vf_splat(x_m[2]);
+    const VF cp2 = vf_splat(IQF_FMS_ARM(x_p[1], x_p[1], x_p[2] * x_p[2]));
+    const VF cm2 = vf_splat(IQF_FMS_ARM(x_m[1], x_m[1], x_m[2] * x_m[2]));
     IQ1_UNROLL for (int h = 0; h < 2; h++) {
         const VF sx = a[h][0] + b[h][0];
-        qxp[h] = w[h][0] - sx;
-        qxm[h] = w[h][1] - sx;
-        q2p[h] = w[h][2] + a[h][1] + b[h][2];
-        q2m[h] = w[h][3] + a[h][3] + b[h][4];
+        if (VL_FUSES) { /* search_m_scalar's fmas (m_tables keeps their operands) */
+            qxp[h] = vf_fms_arm(w[h][0], p2, sx);
+            qxm[h] = vf_fms_arm(w[h][1], m2, sx);
+            q2p[h] = vf_fma_arm(b[h][2], cp2, vf_fma_arm(w[h][2], p2, a[h][1]));
+            q2m[h] = vf_fma_arm(b[h][4], cm2, vf_fma_arm(w[h][3], m2, a[h][3]));
+        } else {
+            (void)p2, (void)m2, (void)cp2, (void)cm2;
+            qxp[h] = w[h][0] - sx;
+            qxm[h] = w[h][1] - sx;
+            q2p[h] = w[h][2] + a[h][1] + b[h][2];
+            q2m[h] = w[h][3] + a[h][3] + b[h][4];
+        }
     }
     sqx[0] = qxp[0] + qxp[1];
     sqx[1] = qxp[0] + qxm[1];
@@ -361,10 +393,13 @@ VL_TGT static int VL_SFX(best_neighbour)(const uint16_t *nb, const uint16_t *nbk
     const int n = nbk[0];
     if (n > 240) return best_neighbour_scalar(nb, nbk, xval, weight, scale, xg);
     const VF SQ = vf_splat(scale) * vf_bcast4(xg);
-    VF T[8];
+    /* where the platform fuses (best_neighbour_scalar's fmas): T = w*diff and D = diff */
+    VF T[8], D[8];
     IQ1_UNROLL for (int i = 0; i < 8; i++) {
-        const VF diff = SQ - vf_splat(xval[i]);
-        T[i] = vf_splat(weight[i]) * diff * diff;
+        const VF diff = VL_FUSES ? vf_fms_arm(vf_splat(scale), vf_bcast4(xg), vf_splat(xval[i]))
+                                 : SQ - vf_splat(xval[i]);
+        D[i] = diff;
+        T[i] = VL_FUSES ? vf_splat(weight[i]) * diff : vf_splat(weight[i]) * diff * diff;
     }
 #if VL_W == 16
     /* 16 lanes: one table for coordinates 0 and 1, lane e = (0 + term0[e & 3]) + term1[e >> 2],
@@ -383,7 +418,10 @@ VL_TGT static int VL_SFX(best_neighbour)(const uint16_t *nb, const uint16_t *nbk
     for (int j0 = 0; j0 < n; j0 += VL_W) {
         const VI keys = vi_load_u16(nbk + 1 + j0);
         VF d2 = IQ1_NB_FIRST ? vf_perm(T[1], keys) : vf_splat(0.0f);
-        IQ1_UNROLL for (int i = 2 * IQ1_NB_FIRST; i < 8; i++) d2 = d2 + vf_perm(T[i], keys >> (2 * i));
+        IQ1_UNROLL for (int i = 2 * IQ1_NB_FIRST; i < 8; i++) {
+            const VI k = keys >> (2 * i);
+            d2 = VL_FUSES ? vf_fma_arm(vf_perm(T[i], k), vf_perm(D[i], k), d2) : d2 + vf_perm(T[i], k);
+        }
         if (n - j0 < VL_W) d2 = vf_sel(vi_gt(vi_splat(n - j0), vi_iota()), d2, inf);
         vf_store(d2buf + j0, d2);
         vmin = vf_min(d2, vmin);

@@ -368,8 +368,6 @@ static const float iq2_lev[16] = { 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
 /* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
 #define VL_KERNELS "iq2_lanes.h"
 #include "lanes_neon.h"
-/* arm64 runs the NEON kernels only where they fuse exactly as the scalar code (IQF_FMA_ARM) */
-#define IQ2_NEON (!IQF_GGML_FUSES)
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -396,7 +394,7 @@ static const enc_ops *select_ops(const iqf_qctx *ctx) {
     if (ctx && ctx->simd == IQF_SIMD_AVX512) return &ops_avx512;
     if (ctx && ctx->simd == IQF_SIMD_AVX2) return &ops_avx2;
 #endif
-    if (IQ2_NEON && ctx && ctx->simd == IQF_SIMD_NEON) return &ops_neon;
+    if (ctx && ctx->simd == IQF_SIMD_NEON) return &ops_neon;
     return &ops_scalar;
 }
 

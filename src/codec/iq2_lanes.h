@@ -2,7 +2,8 @@
  * (vec_lanes.h): iq2.c includes vec_lanes.h and this file once per instruction set (VL_W 8
  * under AVX2, 16 under AVX-512). The rounding and the sums run one candidate scale per lane, the
  * neighbour searches one grid neighbour per lane; per lane the float operations are exactly the
- * scalar reference's, in the same order. Defines VL_SFX(ops). No include guard on purpose. */
+ * scalar reference's, in the same order, fused where it writes IQF_FMA_ARM (vf_fma_arm, VL_FUSES:
+ * vec_lanes.h). Defines VL_SFX(ops). No include guard on purpose. */
 
 #define IQ2_NP (32 / VL_W) /* term vectors of one group: VL_W/4 coordinates x 4 level slots each */
 
@@ -20,22 +21,27 @@ VL_FN void VL_SFX(iq2_spread8)(const float *xval, const float *waux, VL_SFX(iq2_
 }
 
 /* e[p] lane 4c + l = (waux_i * diff) * diff, diff = scale*q_l - xval_i, i = (VL_W/4)p + c,
- * q = 1, 3, 5 (slot l = 3 unused) */
-VL_FN void VL_SFX(iq2_terms)(VF *e, const VL_SFX(iq2_spread) *sp, float scale) {
-    const VF sq = vf_splat(scale) * vf_load(iq2_lev);
+ * q = 1, 3, 5 (slot l = 3 unused). Where the platform fuses (VL_FUSES) the scalar search's
+ * diff = fma(scale, q, -xval_i) and d2 = fma(waux_i * diff, diff, d2): e = waux_i * diff and
+ * dd = diff, summed by IQ2_ADD. */
+VL_FN void VL_SFX(iq2_terms)(VF *e, VF *dd, const VL_SFX(iq2_spread) *sp, float scale) {
+    const VF sc = vf_splat(scale), lev = vf_load(iq2_lev), sq = sc * lev;
     for (int p = 0; p < IQ2_NP; p++) {
-        const VF diff = sq - sp->x[p];
-        e[p] = sp->w[p] * diff * diff;
+        const VF diff = VL_FUSES ? vf_fms_arm(sc, lev, sp->x[p]) : sq - sp->x[p];
+        dd[p] = diff;
+        e[p] = VL_FUSES ? sp->w[p] * diff : sp->w[p] * diff * diff;
     }
 }
+/* d2 plus one coordinate's term: e and dd picked alike by PICK(table) */
+#define IQ2_ADD(d2, PICK) (VL_FUSES ? vf_fma_arm(PICK(e), PICK(dd), d2) : d2 + PICK(e))
 
 /* The index of coordinate i's level l inside its term vector e[i / (VL_W/4)]. */
 #define IQ2_SLOT(l, i) ((l) + vi_splat(4 * ((i) % (VL_W / 4))))
 
 VL_FN int VL_SFX(best_nb_core)(const iqf_iqgrid *g, int u, const VL_SFX(iq2_spread) *sp,
                                        float scale) {
-    VF e[IQ2_NP];
-    VL_SFX(iq2_terms)(e, sp, scale);
+    VF e[IQ2_NP], dd[IQ2_NP];
+    VL_SFX(iq2_terms)(e, dd, sp, scale);
     const uint16_t *nb = iqf_iqgrid_neighbours(g, u);
     const uint16_t *nk = g->nbkeys + (nb - g->neighbours);
     const int n = nb[0];
@@ -49,7 +55,9 @@ VL_FN int VL_SFX(best_nb_core)(const iqf_iqgrid *g, int u, const VL_SFX(iq2_spre
         IQF_UNROLL8
         for (int i = 0; i < 8; i++) {
             const VI l = (keys >> (2 * i)) & three;
-            d2 = d2 + vf_perm(e[i / (VL_W / 4)], IQ2_SLOT(l, i));
+#define IQ2_PICK(t) vf_perm(t[i / (VL_W / 4)], IQ2_SLOT(l, i))
+            d2 = IQ2_ADD(d2, IQ2_PICK);
+#undef IQ2_PICK
         }
         const VM valid = vm_and(vi_gt(vi_splat(n - base + 1), vi_iota()), vf_ord(d2, d2));
         d2 = vf_sel(valid, d2, inf);
@@ -65,9 +73,9 @@ VL_FN int VL_SFX(best_nb_core)(const iqf_iqgrid *g, int u, const VL_SFX(iq2_spre
 /* Two searches with lists of at most VL_W/2 points in one vector (low and high half). */
 VL_FN void VL_SFX(best_nb_pair)(const iqf_iqgrid *g, int ua, int ub, const VL_SFX(iq2_spread) *sp,
                                 float sa, float sb, int *ga, int *gb) {
-    VF ea[IQ2_NP], eb[IQ2_NP];
-    VL_SFX(iq2_terms)(ea, sp, sa);
-    VL_SFX(iq2_terms)(eb, sp, sb);
+    VF ea[IQ2_NP], eb[IQ2_NP], dda[IQ2_NP], ddb[IQ2_NP];
+    VL_SFX(iq2_terms)(ea, dda, sp, sa);
+    VL_SFX(iq2_terms)(eb, ddb, sp, sb);
     const uint16_t *nba = iqf_iqgrid_neighbours(g, ua), *nbb = iqf_iqgrid_neighbours(g, ub);
     const uint16_t *nka = g->nbkeys + (nba - g->neighbours), *nkb = g->nbkeys + (nbb - g->neighbours);
     const int na = nba[0], nb = nbb[0];
@@ -77,7 +85,9 @@ VL_FN void VL_SFX(best_nb_pair)(const iqf_iqgrid *g, int ua, int ub, const VL_SF
     IQF_UNROLL8
     for (int i = 0; i < 8; i++) {
         const VI l = (keys >> (2 * i)) & three;
-        d2 = d2 + vf_perm_halves(ea[i / (VL_W / 4)], eb[i / (VL_W / 4)], IQ2_SLOT(l, i));
+#define IQ2_PICK(t) vf_perm_halves(t##a[i / (VL_W / 4)], t##b[i / (VL_W / 4)], IQ2_SLOT(l, i))
+        d2 = IQ2_ADD(d2, IQ2_PICK);
+#undef IQ2_PICK
     }
     const uint32_t cnt = ((1u << na) - 1) | ((1u << nb) - 1) << VL_W / 2;
     const VM valid = vm_and(vm_of_bits(cnt), vf_ord(d2, d2));
@@ -143,7 +153,7 @@ VL_TGT static void VL_SFX(round)(cand_set *cs, const float *xval, int ng) {
             VI u = zero;
             IQF_UNROLL8
             for (int i = 0; i < 8; i++) {
-                const VF t = half * (id * vf_splat(xval[8 * k + i]) - one);
+                const VF t = half * vf_fms_arm(id, vf_splat(xval[8 * k + i]), one);
                 const VI l = vi_min(vi_max(vf_nearest(t), zero), two);
                 u = u | (l << (2 * i));
             }
@@ -154,6 +164,7 @@ VL_TGT static void VL_SFX(round)(cand_set *cs, const float *xval, int ng) {
 
 VL_TGT static void VL_SFX(sums)(cand_set *cs, const float *wx, const float *weight, int ng) {
     const VI three = vi_splat(3), one = vi_splat(1);
+    const bool fuse = VL_FUSES && ng == 2; /* sums_scalar's IQF_FMA_ARM_IF */
     for (int v = 0; v < cs->nc; v += VL_W) {
         VF a = vf_splat(0.0f), b = vf_splat(0.0f);
         for (int k = 0; k < ng; k++) {
@@ -162,8 +173,9 @@ VL_TGT static void VL_SFX(sums)(cand_set *cs, const float *wx, const float *weig
             for (int i = 0; i < 8; i++) {
                 const VI l = (key >> (2 * i)) & three;
                 const VF q = vf_of_i(l + l + one);
-                a = a + vf_splat(wx[8 * k + i]) * q;
-                b = b + vf_splat(weight[8 * k + i]) * q * q;
+                const VF wq = vf_splat(weight[8 * k + i]) * q;
+                a = fuse ? vf_fma_arm(vf_splat(wx[8 * k + i]), q, a) : a + vf_splat(wx[8 * k + i]) * q;
+                b = fuse ? vf_fma_arm(wq, q, b) : b + wq * q;
             }
         }
         vf_store(cs->sumqx + v, a);
@@ -173,5 +185,6 @@ VL_TGT static void VL_SFX(sums)(cand_set *cs, const float *wx, const float *weig
 
 static const enc_ops VL_SFX(ops) = { VL_SFX(best_nb), VL_SFX(round), VL_SFX(sums), VL_SFX(resolve) };
 
+#undef IQ2_ADD
 #undef IQ2_SLOT
 #undef IQ2_NP

@@ -443,7 +443,7 @@ static int candidate_scales(const iq3_sub *sb, int width, float *ids, float *scl
     const int nlanes = (ncand + width - 1) / width * width;
     for (int c = 0; c < nlanes; c++) {
         const int is = (c < ncand ? c : ncand - 1) + sb->is_lo;
-        ids[c] = (15 + (float)is * 0.2f) / sb->max;
+        ids[c] = IQF_FMA_ARM((float)is, 0.2f, 15) / sb->max; /* search_ref's id */
         scl[c] = 1 / ids[c];
     }
     return nlanes;
@@ -512,8 +512,6 @@ static inline int nb_scan(const iq3_tab *t, int u, const float *A) {
 /* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
 #define VL_KERNELS "iq3_lanes.h"
 #include "lanes_neon.h"
-/* arm64 runs the NEON kernels only where they fuse exactly as the scalar code (IQF_FMA_ARM) */
-#define IQ3_NEON (!IQF_GGML_FUSES)
 
 #ifdef IQ3_X86
 #define VL_W 8
@@ -736,7 +734,7 @@ static void pick_impl(iqf_simd simd, iq3_variant *v) {
     if (simd == IQF_SIMD_AVX512) pick_avx512(v);
     else if (simd == IQF_SIMD_AVX2) pick_avx2(v);
 #endif
-    if (IQ3_NEON && simd == IQF_SIMD_NEON) pick_neon(v);
+    if (simd == IQF_SIMD_NEON) pick_neon(v);
 }
 
 static void quantize_row_iq3_xxs(const iqf_qctx *ctx, const float *x, void *vy, int64_t n,

@@ -1,7 +1,8 @@
 /* iq3_lanes.h - the SIMD kernels of iq3.c, written once over the lane count (vec_lanes.h): iq3.c
  * includes vec_lanes.h and this file once per instruction set (VL_W 8 under AVX2, 16 under
- * AVX-512). Per lane the float operations are exactly the scalar reference's (search_ref,
- * prepare_sub, best_neighbour), in the same order. No include guard on purpose.
+ * AVX-512; the plain width at 8 for NEON). Per lane the float operations are exactly the scalar
+ * reference's (search_ref, prepare_sub, best_neighbour), in the same order, fused on arm64 where
+ * it writes IQF_FMA_ARM (vf_fma_arm, VL_FUSES: vec_lanes.h). No include guard on purpose.
  * Optional: IQ3_CANDS_TAIL(...) evaluates a remainder of 8 candidates with narrower code. */
 
 /* prepare_sub with the element-wise part in SIMD (the same IEEE operations per value: products,
@@ -13,7 +14,7 @@ VL_TGT static void VL_SFX(prepare_sub)(const float *xb, const float *qw, float s
     for (int h = 0; h < 32 / VL_W; h++) {
         const VF x = vf_load(xb + VL_W * h);
         const VF xx = x * x;
-        const VF w = qw ? vf_load(qw + VL_W * h) * vf_sqrt(s2 + xx) : xx;
+        const VF w = qw ? vf_load(qw + VL_W * h) * vf_sqrt(vf_fma_arm(x, x, s2)) : xx;
         vf_store(sb->w + VL_W * h, w);
         vf_store(sb->waux + VL_W * h, vf_sqrt(w));
         const VM ge = vf_ge(x, zero);
@@ -49,16 +50,25 @@ VL_TGT static int VL_SFX(best_neighbour)(const iq3_tab *t, int u, const float *x
  * Out of line: inside the search loop the compiler runs out of vector registers.
  */
 __attribute__((noinline)) VL_TGT static VI VL_SFX(nb_keys)(const uint16_t *nbk,
-                                                           const uint8_t (*nbo)[4], const VF *A) {
+                                                           const uint8_t (*nbo)[4], const VF *A,
+                                                           const VF *P, const VF *D) {
     const int cnt = nbk[0];
     VF best = vf_splat(FLT_MAX);
     VI bk = vi_splat(nbk[1]);
     for (int j = 1; j <= cnt; j++) {
         const int key = nbk[j];
         const uint8_t *o = nbo[j];
-        VF d2 = A[o[0]] + A[o[1]];
-        d2 = d2 + A[o[2]];
-        d2 = d2 + A[o[3]];
+        VF d2;
+        if (VL_FUSES) { /* best_neighbour's fused d2 += waux*diff*diff: P = waux*diff, D = diff */
+            d2 = vf_fma_arm(P[o[1]], D[o[1]], A[o[0]]);
+            d2 = vf_fma_arm(P[o[2]], D[o[2]], d2);
+            d2 = vf_fma_arm(P[o[3]], D[o[3]], d2);
+        } else {
+            (void)P, (void)D;
+            d2 = A[o[0]] + A[o[1]];
+            d2 = d2 + A[o[2]];
+            d2 = d2 + A[o[3]];
+        }
         bk = vi_sel(vf_lt(d2, best), vi_splat(key), bk);
         best = vf_min(d2, best); /* d2 < best ? d2 : best, a short dependency chain */
     }
@@ -71,7 +81,7 @@ VL_TGT static void VL_SFX(cands)(const iq3_variant *v, const iq3_sub *sb, const 
     const iq3_tab *t = v->t;
     const VF one = vf_splat(1.0f), half = vf_splat(0.5f);
     const VI zero = vi_splat(0), seven = vi_splat(7);
-    VF sq[8], A[32];
+    VF sq[8], A[32], P[VL_FUSES ? 32 : 1], D[VL_FUSES ? 32 : 1];
     const VF vid = vf_load(ids + c0), vs = vf_load(scl + c0);
     for (int l = 0; l < 8; l++) sq[l] = vs * vf_splat((float)(2 * l + 1));
     VF sqx = vf_splat(0.0f), sq2 = vf_splat(0.0f);
@@ -81,7 +91,7 @@ VL_TGT static void VL_SFX(cands)(const iq3_variant *v, const iq3_sub *sb, const 
         const float *xk = sb->xval + 4 * k;
         VI u = zero;
         for (int i = 0; i < 4; i++) {
-            const VF tt = half * (vid * vf_splat(xk[i]) - one);
+            const VF tt = half * vf_fms_arm(vid, vf_splat(xk[i]), one);
             const VI l = vi_min(vi_max(vf_nearest(tt), zero), seven);
             u = u | (l << (3 * i));
         }
@@ -98,8 +108,15 @@ VL_TGT static void VL_SFX(cands)(const iq3_variant *v, const iq3_sub *sb, const 
             for (int i = 0; i < 4; i++) {
                 const VF xi = vf_splat(xk[i]), wi = vf_splat(wk[i]);
                 for (int l = 0; l < 8; l++) {
-                    const VF d = sq[l] - xi;
-                    A[8 * i + l] = wi * d * d;
+                    if (VL_FUSES) { /* best_neighbour's fused diff = scale*q - x */
+                        const VF d = vf_fms_arm(vs, vf_splat((float)(2 * l + 1)), xi);
+                        D[8 * i + l] = d;
+                        P[8 * i + l] = wi * d;
+                        A[8 * i + l] = P[8 * i + l] * d;
+                    } else {
+                        const VF d = sq[l] - xi;
+                        A[8 * i + l] = wi * d * d;
+                    }
                 }
             }
             int32_t ua[VL_W];
@@ -108,7 +125,7 @@ VL_TGT static void VL_SFX(cands)(const iq3_variant *v, const iq3_sub *sb, const 
                 const int u0 = ua[__builtin_ctz(offm)];
                 const VM mm = vi_eq(u, vi_splat(u0));
                 offm &= ~vm_bits(mm);
-                const VI bk = VL_SFX(nb_keys)(t->nbk - t->kmap[u0] - 1, t->nbo - t->kmap[u0] - 1, A);
+                const VI bk = VL_SFX(nb_keys)(t->nbk - t->kmap[u0] - 1, t->nbo - t->kmap[u0] - 1, A, P, D);
                 key = vi_sel(mm, bk, key);
             }
         }
@@ -141,7 +158,8 @@ VL_TGT static float VL_SFX(search)(const iq3_variant *v, const iq3_sub *sb, int8
 
 /* This instruction set's implementation of the variant's steps. */
 static void VL_SFX(pick)(iq3_variant *v) {
-    v->neighbour = VL_SFX(best_neighbour);
+    /* where the platform fuses, best_neighbour's d2 sums are not the table's adds (refine only) */
+    v->neighbour = VL_FUSES ? best_neighbour : VL_SFX(best_neighbour);
     v->prepare = VL_SFX(prepare_sub);
     v->search = VL_SFX(search);
 }

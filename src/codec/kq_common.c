@@ -292,8 +292,6 @@ typedef struct {
 /* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
 #define VL_KERNELS "kq_common_lanes.h"
 #include "lanes_neon.h"
-/* arm64 runs the NEON kernels only where they fuse exactly as the scalar code (IQF_FMA_ARM) */
-#define KQ_NEON (!IQF_GGML_FUSES)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define KQ_HAVE_X86 1
 
@@ -324,7 +322,7 @@ static void run_batch(iqf_simd simd, const kq_search *s, int G, const float *x, 
     if (simd == IQF_SIMD_AVX512) { batch_avx512(s, G, x, w, L, scales, mins); return; }
     if (simd == IQF_SIMD_AVX2) { batch_avx2(s, G, x, w, L, scales, mins); return; }
 #endif
-    if (KQ_NEON && simd == IQF_SIMD_NEON) { batch_neon(s, G, x, w, L, scales, mins); return; }
+    if (simd == IQF_SIMD_NEON) { batch_neon(s, G, x, w, L, scales, mins); return; }
     (void)simd;
     const int n = s->n;
     uint8_t Laux[32];
@@ -360,7 +358,7 @@ void iqf_kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *
     if (simd == IQF_SIMD_AVX512) j = impl_weights_avx512(n, x, qw, sigma2, w);
     else if (simd == IQF_SIMD_AVX2) j = impl_weights_avx2(n, x, qw, sigma2, w);
 #endif
-    if (KQ_NEON && simd == IQF_SIMD_NEON) j = impl_weights_neon(n, x, qw, sigma2, w);
+    if (simd == IQF_SIMD_NEON) j = impl_weights_neon(n, x, qw, sigma2, w);
     (void)simd;
     for (; j < n; ++j) w[j] = qw[j] * sqrtf(IQF_FMA_ARM(x[j], x[j], sigma2));
 }
@@ -371,7 +369,7 @@ void iqf_kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *
     if (simd == IQF_SIMD_AVX512) { requant_avx512(ng, gs, x, d, dm, lo, hi, off, L); return; }
     if (simd == IQF_SIMD_AVX2) { requant_avx2(ng, gs, x, d, dm, lo, hi, off, L); return; }
 #endif
-    if (KQ_NEON && simd == IQF_SIMD_NEON) { requant_neon(ng, gs, x, d, dm, lo, hi, off, L); return; }
+    if (simd == IQF_SIMD_NEON) { requant_neon(ng, gs, x, d, dm, lo, hi, off, L); return; }
     (void)simd;
     for (int g = 0; g < ng; g++) {
         if (!d[g]) continue;

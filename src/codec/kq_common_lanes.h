@@ -1,8 +1,9 @@
 /* kq_common_lanes.h - the vector kernels of kq_common.c, written once over the lane count on
  * vec_lanes.h: kq_common.c includes vec_lanes.h and then this file once per instruction set, with
  * VL_W, VL_TGT and VL_SFX defined. Each lane is one group running the scalar function's sequence
- * (the same IEEE operations in the same order, branches as per-lane selects). No include guard on
- * purpose. */
+ * (the same IEEE operations in the same order, branches as per-lane selects; fused on arm64
+ * exactly where the scalar function writes IQF_FMA_ARM: vf_fma_arm, vec_lanes.h). No include
+ * guard on purpose. */
 
 /* clamp of int32 lanes to [lo, hi] */
 VL_FN VI VL_SFX(clampi)(VI l, VI lo, VI hi) { return vi_max(vi_min(l, hi), lo); }
@@ -64,18 +65,20 @@ static VL_TGT void VL_SFX(qx_lanes)(int n, int nmax, const float *xt, const floa
     /* Candidates is = -9..9 (not 0) two at a time: their sums are independent, which halves the
      * add-latency chains; the winner test then runs in the reference's order (is, then is+1). */
     static const int order[18] = { -9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    const bool fuse = VL_FUSES && n < 32;
     for (int c = 0; c < 18; c += 2) {
-        const VF isa = vf_splat(-(nmax + 0.1f * order[c])) / max;
-        const VF isb = vf_splat(-(nmax + 0.1f * order[c + 1])) / max;
+        const VF isa = vf_splat(-IQF_FMA_ARM(0.1f, (float)order[c], (float)nmax)) / max;
+        const VF isb = vf_splat(-IQF_FMA_ARM(0.1f, (float)order[c + 1], (float)nmax)) / max;
         VF sxa = zero, s2a = zero, sxb = zero, s2b = zero;
         for (int i = 0; i < n; i++) {
             VF x = vf_load(xt + i * VL_W);
             VF la = vf_of_i(clampi(vf_nearest(isa * x), lo, hi));
             VF lb = vf_of_i(clampi(vf_nearest(isb * x), lo, hi));
-            sxa = sxa + wx[i] * la;
-            s2a = s2a + wv[i] * la * la;
-            sxb = sxb + wx[i] * lb;
-            s2b = s2b + wv[i] * lb * lb;
+            /* fused on arm64 for the 16-value groups only (make_qx_quants) */
+            sxa = fuse ? vf_fma_arm(wx[i], la, sxa) : sxa + wx[i] * la;
+            s2a = fuse ? vf_fma_arm(wv[i] * la, la, s2a) : s2a + wv[i] * la * la;
+            sxb = fuse ? vf_fma_arm(wx[i], lb, sxb) : sxb + wx[i] * lb;
+            s2b = fuse ? vf_fma_arm(wv[i] * lb, lb, s2b) : s2b + wv[i] * lb * lb;
         }
         for (int h = 0; h < 2; h++) {
             const VF isc = h ? isb : isa, sx = h ? sxb : sxa, s2 = h ? s2b : s2a;
@@ -105,8 +108,8 @@ static VL_TGT void VL_SFX(q3_lanes)(int n, int nmax, const float *xt, VI *Lout, 
         VI l = clampi(vf_nearest(iscale * x), lo, hi);
         Lb[i] = l;
         VF lf = vf_of_i(l);
-        sumlx = sumlx + w * x * lf;
-        suml2 = suml2 + w * lf * lf;
+        sumlx = vf_fma_arm(w * x, lf, sumlx);
+        suml2 = vf_fma_arm(w * lf, lf, suml2);
     }
     VM active = vm_not(allzero);
     for (int itry = 0; itry < 5 && anym(active); ++itry) {
@@ -115,15 +118,15 @@ static VL_TGT void VL_SFX(q3_lanes)(int n, int nmax, const float *xt, VI *Lout, 
             VF x = vf_load(xt + i * VL_W);
             VF w = x * x;
             VF Lf = vf_of_i(Lb[i]);
-            VF slx = sumlx - w * x * Lf;
-            VF sl2 = suml2 - w * Lf * Lf;
+            VF slx = vf_fnma_arm(w * x, Lf, sumlx);
+            VF sl2 = vf_fnma_arm(w * Lf, Lf, suml2);
             VI new_l = clampi(vf_nearest(x * sl2 / slx), lo, hi);
             const VM cand = vm_and(vm_and(active, vf_gt(slx, zero)), vm_not(vi_eq(new_l, Lb[i])));
             /* Updates are rare: branching keeps sumlx/suml2 off this value's dependency chain. */
             if (!anym(cand)) continue;
             VF nf = vf_of_i(new_l);
-            VF slx2 = slx + w * x * nf;
-            VF sl22 = sl2 + w * nf * nf;
+            VF slx2 = vf_fma_arm(w * x, nf, slx);
+            VF sl22 = vf_fma_arm(w * nf, nf, sl2);
             const VM upd = vm_and(vm_and(cand, vf_gt(sl22, zero)), vf_gt(slx2 * slx2 * suml2, sumlx * sumlx * sl22));
             Lb[i] = vi_sel(upd, new_l, Lb[i]);
             sumlx = vf_sel(upd, slx2, sumlx);
@@ -149,7 +152,7 @@ static VL_TGT void VL_SFX(qkx_lanes)(int n, int nmax, const float *xt, const flo
         min = vf_sel(vf_lt(x, min), x, min);
         max = vf_sel(vf_gt(x, max), x, max);
         sum_w = sum_w + w;
-        sum_x = sum_x + w * x;
+        sum_x = vf_fma_arm(w, x, sum_x);
     }
     min = vf_sel(vf_gt(min, zero), zero, min);
     const VM degen = vf_le(max, min);
@@ -162,12 +165,12 @@ static VL_TGT void VL_SFX(qkx_lanes)(int n, int nmax, const float *xt, const flo
         VF x = vf_load(xt + i * VL_W), w = vf_load(wt + i * VL_W);
         VI l = clampi(vf_nearest(iscale * (x - min)), lo, hi);
         Lb[i] = l;
-        VF diff = scale * vf_of_i(l) + min - x;
+        VF diff = vf_fma_arm(scale, vf_of_i(l), min) - x;
         diff = use_mad ? vf_abs(diff) : diff * diff;
-        best = best + w * diff;
+        best = VL_FUSES && n < 32 ? vf_fma_arm(w, diff, best) : best + w * diff; /* fused: 16 values (q2_K) */
     }
     for (int is = 0; nstep >= 1 && is <= nstep; ++is) {
-        float num = rmin + rdelta * is + nmax;
+        float num = IQF_FMA_ARM(rdelta, (float)is, rmin) + nmax;
         iscale = vf_splat(num) / (max - min);
         VF sum_l = zero, sum_l2 = zero, sum_xl = zero;
         for (int i = 0; i < n; i++) {
@@ -179,20 +182,20 @@ static VL_TGT void VL_SFX(qkx_lanes)(int n, int nmax, const float *xt, const flo
             sum_l2 = sum_l2 + w * lf * lf;
             sum_xl = sum_xl + w * lf * x;
         }
-        VF D = sum_w * sum_l2 - sum_l * sum_l;
+        VF D = vf_fms_arm(sum_w, sum_l2, sum_l * sum_l);
         const VM dpos = vf_gt(D, zero);
         if (!anym(dpos)) continue;
-        VF this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-        VF this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+        VF this_scale = vf_fms_arm(sum_w, sum_xl, sum_x * sum_l) / D;
+        VF this_min = vf_fms_arm(sum_l2, sum_x, sum_l * sum_xl) / D;
         const VM mpos = vf_gt(this_min, zero);
         this_min = vf_sel(mpos, zero, this_min);
         this_scale = vf_sel(mpos, sum_xl / sum_l2, this_scale);
         VF cur = zero;
         for (int i = 0; i < n; i++) {
             VF x = vf_load(xt + i * VL_W), w = vf_load(wt + i * VL_W);
-            VF diff = this_scale * vf_of_i(La[i]) + this_min - x;
+            VF diff = vf_fma_arm(this_scale, vf_of_i(La[i]), this_min) - x;
             diff = use_mad ? vf_abs(diff) : diff * diff;
-            cur = cur + w * diff;
+            cur = vf_fma_arm(w, diff, cur);
         }
         const VM better = vm_and(dpos, vf_lt(cur, best));
         if (!anym(better)) continue;
@@ -253,7 +256,7 @@ static VL_TGT int64_t VL_SFX(impl_weights)(int64_t n, const float *x, const floa
     int64_t j = 0;
     for (; j + VL_W <= n; j += VL_W) {
         VF xv = vf_load(x + j), q = vf_load(qw + j);
-        VF a = s2 + xv * xv;
+        VF a = vf_fma_arm(xv, xv, s2);
         vf_store(w + j, q * vf_sqrt(a));
     }
     return j;

@@ -542,16 +542,27 @@ VL_FN VM vf_unord(VF a, VF b) { return _mm512_cmp_ps_mask((__m512)a, (__m512)b, 
 /* a*b + c as the scalar code's IQF_FMA_ARM (util/fma.h): one fused rounding per lane where the
  * platform's ggml fuses (the plain width on arm64), the two roundings elsewhere (every x86
  * width: the x86 bytes are the unfused ones). A kernel writes it exactly where the scalar code
- * it mirrors writes IQF_FMA_ARM. */
+ * it mirrors writes IQF_FMA_ARM; vf_fms_arm (a*b - c) and vf_fnma_arm (c - a*b) where it writes
+ * IQF_FMS_ARM and IQF_FNMA_ARM. VL_FUSES is 1 where they fuse, for a kernel whose unfused form
+ * reuses a rounded product (a table of a*b) that the fused form cannot. */
 #ifndef VEC_LANES_NAMES_FMA
 #define VEC_LANES_NAMES_FMA
 #define vf_fma_arm VL_SFX(vl_ffma_arm)
+#define vf_fms_arm VL_SFX(vl_ffms_arm)
+#define vf_fnma_arm VL_SFX(vl_ffnma_arm)
 #endif
+#undef VL_FUSES
 #if VL_IS_PLAIN && defined(__aarch64__)
+#define VL_FUSES 1
 VL_FN VF vf_fma_arm(VF a, VF b, VF c) {
     for (int k = 0; k < VL_W; k++) c[k] = __builtin_fmaf(a[k], b[k], c[k]);
     return c;
 }
+VL_FN VF vf_fms_arm(VF a, VF b, VF c) { return vf_fma_arm(a, b, -c); }
+VL_FN VF vf_fnma_arm(VF a, VF b, VF c) { return vf_fma_arm(-a, b, c); }
 #else
+#define VL_FUSES 0
 VL_FN VF vf_fma_arm(VF a, VF b, VF c) { return a * b + c; }
+VL_FN VF vf_fms_arm(VF a, VF b, VF c) { return a * b - c; }
+VL_FN VF vf_fnma_arm(VF a, VF b, VF c) { return c - a * b; }
 #endif

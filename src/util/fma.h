@@ -22,8 +22,8 @@
  *   IQF_FMS_ARM(a, b, c)   a*b - c   (fma(a, b, -c))
  *   IQF_FNMA_ARM(a, b, c)  c - a*b   (fma(-a, b, c))
  * The scalar code uses them; the x86 SIMD kernels reproduce the unfused x86 bytes. A NEON
- * kernel must fuse exactly where the scalar code does (vec_lanes.h's vf_fma_arm); a family whose
- * lane code does not yet runs scalar on arm64 (its *_NEON switch is !IQF_GGML_FUSES). */
+ * kernel must fuse exactly where the scalar code does (vec_lanes.h's vf_fma_arm, vf_fms_arm,
+ * vf_fnma_arm; VL_FUSES where a kernel's unfused form reuses rounded products). */
 #ifndef IQF_UTIL_FMA_H
 #define IQF_UTIL_FMA_H
 #include <math.h>
