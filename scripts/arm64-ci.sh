@@ -23,8 +23,9 @@ fi
 bash scripts/install-oracle.sh arm64
 # The quick tests (test_tokenizer: against the arm64 libllama; test_compat_platform: compat bytes
 # and decoders of the 18 types whose rounding depends on the platform's ggml, against ggml's
-# arm64 build, about 3 minutes under qemu; docs/COMPAT.md, "arm64").
-tests="${ARM64_TESTS:-^(test_types|test_gguf|test_codec_api|test_recipe|test_tokenizer|test_compat_platform)$}"
+# arm64 build, about 3 minutes under qemu; docs/COMPAT.md, "arm64"; test_model: the engine on
+# stories260K, greedy text against llama.cpp's and the NEON level's logits equal to the scalar path's, 11 s).
+tests="${ARM64_TESTS:-^(test_types|test_gguf|test_codec_api|test_recipe|test_tokenizer|test_compat_platform|test_model)$}"
 targets=$(echo "$tests" | tr -d '^$()' | tr '|' ' ')
 cmake -S . -B "$build" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release >/dev/null
 # shellcheck disable=SC2086
