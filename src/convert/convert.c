@@ -302,11 +302,24 @@ typedef struct cv_source {
     cv c;
     char *dir;
     char err[1024]; /* c.err while the source is open */
+    int64_t open_t; /* the tensor last read and not to its last row (its input pages may stay mapped), or -1 */
 } cv_source;
+
+/* Every input page of output tensor o dropped (all its sources). */
+static void cv_release_tensor(cv *c, const ot *o) {
+    if (o->kind == K_STACK) {
+        for (int e = 0; e < o->n_src; e++)
+            if (o->srcs[e]) iqf_st_release(c->st, o->srcs[e]);
+    } else if (o->src) {
+        iqf_st_release(c->st, o->src);
+    }
+}
 
 /* Rows row0 .. row0 + n - 1 of tensor i as iqf_convert_hf writes them, into dst; the input
  * pages consumed are dropped as they go (a plain or permuted tensor's prefix, a stacked expert
- * when its last row is out, any other source when the tensor's last row is out). */
+ * when its last row is out, any other source when the tensor's last row is out), and all of a
+ * tensor's when rows of another tensor are asked for before its last row was out (a measurement
+ * reads sampled rows: the pages after the last one, mapped by read-ahead, would stay). */
 static iqf_status cv_src_read_rows(void *user, int64_t i, int64_t row0, int64_t n, void *dst, char *err, size_t errlen) {
     cv_source *s = user;
     cv *c = &s->c;
@@ -320,6 +333,8 @@ static iqf_status cv_src_read_rows(void *user, int64_t i, int64_t row0, int64_t 
         snprintf(err, errlen, "%s: rows %lld+%lld outside tensor %s", c->dir, (long long)row0, (long long)n, o->name);
         return IQF_E_INVALID_ARG;
     }
+    if (s->open_t >= 0 && s->open_t != i) cv_release_tensor(c, &c->t[s->open_t]);
+    s->open_t = -1;
     float *row = malloc((size_t)o->ne[0] * sizeof *row);
     if (!row) {
         snprintf(err, errlen, "%s: out of memory (tensor %s)", c->dir, o->name);
@@ -334,6 +349,7 @@ static iqf_status cv_src_read_rows(void *user, int64_t i, int64_t row0, int64_t 
     }
     free(row);
     const int64_t end = row0 + n;
+    if (end < nrows) s->open_t = i;
     if (end == nrows && (o->kind == K_PLAIN || o->kind == K_PERMUTE || o->kind == K_GATHER || o->kind == K_KB || o->kind == K_VB))
         iqf_st_release(c->st, o->src);
     else if (o->kind == K_PLAIN || (o->kind == K_PERMUTE && o->perm_heads > 0)) {
@@ -373,6 +389,7 @@ iqf_gguf *iqf_convert_open(const char *dir, iqf_convert_outtype outtype, char *e
         return NULL;
     }
     s->dir = d;
+    s->open_t = -1;
     cv *c = &s->c;
     c->dir = s->dir;
     c->err = err;
