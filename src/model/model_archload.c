@@ -355,7 +355,8 @@ iqf_status iqf_ld_load_ple(loader *ld) {
     if (m->n_ple == 0) return IQF_OK;
     const int64_t W = (int64_t)m->n_ple * h->n_layer;
     if ((st = iqf_ld_global_mat(ld, &m->ple_tok, "per_layer_token_embd.weight", W, h->n_vocab, false)) ||
-        (st = iqf_ld_global_mat(ld, &m->ple_model_proj, "per_layer_model_proj.weight", h->n_embd, W, true)) ||
+        /* no imatrix slot: llama-imatrix collects blk.* matrices only (and --simulate quantizes those) */
+        (st = iqf_ld_global_mat(ld, &m->ple_model_proj, "per_layer_model_proj.weight", h->n_embd, W, false)) ||
         (st = iqf_ld_load_vector(ld, &m->ple_proj_norm, "per_layer_proj_norm.weight", m->n_ple)))
         return st;
     return IQF_OK;
