@@ -60,7 +60,7 @@ static const iqf_arch ARCHS[] = {
     { .name = "gemma4", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_GEGLU, .qk_norm = true, .post_norms = true,
       .embd_scale = true, .swa = true, .swa_pattern = 0, .softcap = true, .rope_freqs = true, .ffn_scale = true,
       .swa_heads = true, .rope_freqs_global = true, .v_norm = true, .attn_scale_one = true, .kv_shared = true,
-      .per_layer_embd = true, .layer_out_scale = true },
+      .per_layer_embd = true, .layer_out_scale = true, .layer_widths = true },
 };
 
 /* Architectures whose graph shares most of a row above but needs blocks the engine lacks: the

@@ -79,6 +79,8 @@ typedef struct iqf_arch {
                                 * sliding / global layer before them (no attn_k / attn_v of their own) */
     bool per_layer_embd;       /* embedding_length_per_layer_input > 0: per-layer embeddings (PLE) */
     bool layer_out_scale;      /* blk.*.layer_output_scale [1] (optional) multiplies the layer's output */
+    bool layer_widths;         /* feed_forward_length and head_count_kv may differ between layers
+                                * (per-layer arrays: E2B's double-wide MLP, num_global_key_value_heads) */
 } iqf_arch;
 
 /* The row for a general.architecture value, or NULL if the engine does not run it. */

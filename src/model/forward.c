@@ -500,8 +500,8 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     iqf_context *c = j->c;
     const iqf_model_info *h = &c->m->info;
     const iqf_layer *ly = &c->m->layers[j->layer];
-    const int H = h->n_head, hd = ly->hd, kvdim = hd * h->n_head_kv;
-    const int group = h->n_head / h->n_head_kv;
+    const int H = h->n_head, hd = ly->hd, kvdim = hd * ly->n_kv;
+    const int group = h->n_head / ly->n_kv;
     /* gemma3 scales Q before attention (ggml_scale) and the product by 1 */
     const float scale = c->m->arch->q_prescale ? 1.0f : c->m->attn_scale;
     const int n_swa = ly->swa ? c->m->n_swa : 0;
@@ -551,7 +551,7 @@ static void attention(iqf_context *c, int l, int T, int pos, int r0) {
     const iqf_layer *ly = &m->layers[l];
     /* per-layer head size and rotated dims (gemma4's sliding layers have their own); the cache
      * keeps every layer's slot as wide as the widest (key_length) heads */
-    const int E = h->n_embd, H = h->n_head, hd = ly->hd, qdim = H * hd, kvdim = hd * h->n_head_kv;
+    const int E = h->n_embd, H = h->n_head, hd = ly->hd, qdim = H * hd, kvdim = hd * ly->n_kv;
     const int nr = T - r0, hdmax = h->head_dim;
     const float eps = h->rms_eps;
     const bool neox = m->arch->rope != IQF_ROPE_NORMAL;
@@ -582,9 +582,9 @@ static void attention(iqf_context *c, int l, int T, int pos, int r0) {
         } else {
             memcpy(vdst, kdst, sizeof(float) * (size_t)T * (size_t)kvdim); /* gemma4 without attn_v: V = K's projection */
         }
-        head_norm(kdst, kvdim, T, h->n_head_kv, hd, ly->k_norm, eps);
-        if (m->arch->v_norm) head_rms(vdst, kvdim, T, h->n_head_kv, hd, eps);
-        for (int t = 0; t < T; t++) rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, ly->n_rot, cs0 + (int64_t)t * hdmax, neox);
+        head_norm(kdst, kvdim, T, ly->n_kv, hd, ly->k_norm, eps);
+        if (m->arch->v_norm) head_rms(vdst, kvdim, T, ly->n_kv, hd, eps);
+        for (int t = 0; t < T; t++) rope_apply(kdst + (int64_t)t * kvdim, ly->n_kv, hd, ly->n_rot, cs0 + (int64_t)t * hdmax, neox);
     }
     if (m->arch->q_prescale) scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, m->attn_scale, qdim);
     if (c->kv_f16 && own_kv) /* llama.cpp's default F16 cache: what attention reads back is rounded */
@@ -646,7 +646,7 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
                          float *logits) {
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
-    const int E = h->n_embd, hd = h->head_dim, F = h->n_ff, L = h->n_layer;
+    const int E = h->n_embd, hd = h->head_dim, L = h->n_layer;
     const float eps = h->rms_eps;
     const bool capture = c->imat || c->hess;
 
@@ -689,6 +689,7 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
             if (ly->gate_shexp.data) shared_expert(c, ly, xns, nr, c->tmp);
         } else {
             /* build_ffn: each product, its bias, then its scale */
+            const int F = ly->n_ff;
             iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
             iqf_matmul(c, &ly->wup, xns, E, nr, c->u, F);
             add_bias(c->g, F, nr, ly->bgate, F);

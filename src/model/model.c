@@ -128,6 +128,37 @@ bool iqf_ld_key_int_layers(loader *ld, const char *suffix, bool required, int64_
     return true;
 }
 
+bool iqf_ld_key_int_per_layer(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi, int *max,
+                              int *vals, iqf_status *st) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->m->info.arch, suffix);
+    const iqf_gguf *g = ld->m->gguf;
+    const int64_t k = iqf_gguf_find_kv(g, key);
+    const int L = ld->m->info.n_layer;
+    if (k < 0 || iqf_gguf_kv_type(g, k) != IQF_GGUF_ARR) {
+        if (!iqf_ld_key_int(ld, suffix, required, def, lo, hi, max, st)) return false;
+        for (int l = 0; vals && l < L; l++) vals[l] = *max;
+        return true;
+    }
+    if (iqf_gguf_arr_n(g, k) != (uint64_t)L) {
+        *st = iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s is an array of %llu values for %d layers", ld->path, key,
+                       (unsigned long long)iqf_gguf_arr_n(g, k), L);
+        return false;
+    }
+    *max = 0;
+    for (int l = 0; l < L; l++) {
+        int64_t v = 0;
+        if (!iqf_gguf_arr_int(g, k, (uint64_t)l, &v) || v < lo || v > hi) {
+            *st = iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s[%d] is not an integer in [%lld, %lld]", ld->path, key, l,
+                           (long long)lo, (long long)hi);
+            return false;
+        }
+        if (vals) vals[l] = (int)v;
+        if (v > *max) *max = (int)v;
+    }
+    return true;
+}
+
 /* Finds a tensor and checks its shape (ne1 = 0 for a vector; ne2 > 1 for 3-D expert tensors). */
 static iqf_status get_tensor3(loader *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
                               bool optional, const iqf_gguf_tensor **out);
@@ -349,7 +380,8 @@ static iqf_status load_sizes(loader *ld) {
         !iqf_ld_key_int(ld, "block_count", true, 0, 1, 4096, &h->n_layer, &st) ||
         !iqf_ld_key_int(ld, "expert_count", false, 0, 0, 1024, &h->n_expert, &st) ||
         !iqf_ld_key_int_layers(ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
-        !iqf_ld_key_int_layers(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
+        (a->layer_widths ? !iqf_ld_key_int_per_layer(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, NULL, &st)
+                         : !iqf_ld_key_int_layers(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st)) ||
         /* read only where the row takes the experts' width from it and experts exist: a dense
          * model, or a llama MoE (experts n_ff wide), may carry 0 (llama.cpp's saver writes it);
          * where libllama reads it as optional (exp_ff_optional), absent or 0 means
@@ -358,7 +390,8 @@ static iqf_status load_sizes(loader *ld) {
          !iqf_ld_key_int_layers(ld, "expert_feed_forward_length", !a->exp_ff_optional, 0, a->exp_ff_optional ? 0 : 1, 1 << 22,
                                 &h->n_ff_exp, &st)) ||
         !iqf_ld_key_int_layers(ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
-        !iqf_ld_key_int_layers(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
+        (a->layer_widths ? !iqf_ld_key_int_per_layer(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, NULL, &st)
+                         : !iqf_ld_key_int_layers(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st)) ||
         !iqf_ld_key_int(ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
         return st;
     if (a->moe == IQF_MOE_REQUIRED && h->n_expert == 0)
@@ -585,7 +618,7 @@ static iqf_status load_layer_attn(loader *ld, int l) {
     const iqf_model_info *h = &m->info;
     const iqf_arch *a = m->arch;
     iqf_layer *ly = &m->layers[l];
-    const int64_t E = h->n_embd, hd = ly->hd, qdim = hd * h->n_head, kvdim = hd * h->n_head_kv;
+    const int64_t E = h->n_embd, hd = ly->hd, qdim = hd * h->n_head, kvdim = hd * ly->n_kv;
     const int64_t qmul = a->attn_out_gate ? 2 : 1; /* per head [q | gate] */
     /* a shared-KV layer (gemma4) reads another layer's cache: its attn_k / attn_v, if any, unused */
     const bool kv = ly->kv_src == l;
@@ -624,7 +657,7 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
     const iqf_model_info *h = &m->info;
     const iqf_arch *a = m->arch;
     iqf_layer *ly = &m->layers[l];
-    const int64_t E = h->n_embd, F = h->n_ff;
+    const int64_t E = h->n_embd, F = ly->n_ff;
     iqf_status st;
     if ((st = iqf_ld_layer_vec(ld, l, a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm", "weight", E, false, &ly->ffn_norm))) return st;
     if (h->n_expert == 0 || (a->dense_lead && l < m->mla.n_dense_lead)) {

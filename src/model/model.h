@@ -54,6 +54,7 @@ typedef struct iqf_layer {
     /* per-layer attention geometry (every architecture; gemma4's differ between layers) */
     int hd, n_rot;               /* head size (key = value length) and rotated dims */
     int kv_src;                  /* the layer whose K/V cache this one reads (itself unless shared) */
+    int n_kv, n_ff;              /* KV heads, dense FFN width (info's n_head_kv / n_ff are the largest) */
     /* gemma4 */
     iqf_weight ple_gate, ple_proj; /* per-layer embedding: inp_gate [n_embd -> n_ple], proj [n_ple -> n_embd] */
     float *ple_post_norm;        /* post_norm [n_embd], or NULL without per-layer embeddings */

@@ -330,15 +330,45 @@ iqf_status iqf_ld_load_layer_geometry(loader *ld) {
     if (n_shared > 0 && from < 2)
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %d shared KV layers of %d leave fewer than 2 with their own K/V",
                         ld->path, n_shared, h->n_layer);
+    int *kv = calloc((size_t)h->n_layer, sizeof(int)), *ff = calloc((size_t)h->n_layer, sizeof(int)), mx;
+    if (!kv || !ff) {
+        free(kv);
+        free(ff);
+        return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+    }
+    for (int l = 0; l < h->n_layer; l++) {
+        kv[l] = h->n_head_kv;
+        ff[l] = h->n_ff;
+    }
+    if (a->layer_widths && (!iqf_ld_key_int_per_layer(ld, "feed_forward_length", h->n_expert == 0, 0, 0, 1 << 22, &mx, ff, &st) ||
+                            !iqf_ld_key_int_per_layer(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &mx, kv, &st))) {
+        free(kv);
+        free(ff);
+        return st;
+    }
+    for (int l = 0; l < h->n_layer; l++) {
+        iqf_layer *ly = &m->layers[l];
+        ly->n_kv = kv[l];
+        ly->n_ff = ff[l];
+        if (ly->n_kv < 1 || h->n_head % ly->n_kv || (h->n_expert == 0 && ly->n_ff < 1)) {
+            free(kv);
+            free(ff);
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: layer %d: %d KV heads for %d heads, FFN width %d", ld->path, l,
+                            ly->n_kv, h->n_head, ly->n_ff);
+        }
+    }
+    free(kv);
+    free(ff);
     for (int l = 0; l < h->n_layer; l++) {
         iqf_layer *ly = &m->layers[l];
         const bool own = a->swa_heads && ly->swa;
         ly->hd = own ? hd_swa : h->head_dim;
         ly->n_rot = own ? m->n_rot_swa : h->n_rot;
         ly->kv_src = l >= from ? from - (ly->swa ? 2 : 1) : l;
-        if (ly->kv_src != l && m->layers[ly->kv_src].swa != ly->swa)
-            return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: shared-KV layer %d (%s) would read layer %d's cache (%s)",
-                            ld->path, l, ly->swa ? "sliding" : "global", ly->kv_src, ly->swa ? "global" : "sliding");
+        if (ly->kv_src != l && (m->layers[ly->kv_src].swa != ly->swa || m->layers[ly->kv_src].n_kv != ly->n_kv))
+            return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: shared-KV layer %d (%s, %d KV heads) would read layer %d's cache (%s, %d)",
+                            ld->path, l, ly->swa ? "sliding" : "global", ly->n_kv, ly->kv_src,
+                            m->layers[ly->kv_src].swa ? "sliding" : "global", m->layers[ly->kv_src].n_kv);
     }
     return IQF_OK;
 }

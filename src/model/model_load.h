@@ -23,6 +23,10 @@ bool iqf_ld_key_int(loader *ld, const char *suffix, bool required, int64_t def, 
  * integers that must all be equal (else IQF_E_UNSUPPORTED naming the key). */
 bool iqf_ld_key_int_layers(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi, int *out,
                            iqf_status *st);
+/* The same where the values may differ (the row's layer_widths): *max the largest, vals (NULL or
+ * n_layer ints) each layer's. */
+bool iqf_ld_key_int_per_layer(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi, int *max,
+                              int *vals, iqf_status *st);
 bool iqf_ld_key_float(loader *ld, const char *suffix, float *out);
 iqf_status iqf_ld_get_tensor(loader *ld, const char *name, int64_t ne0, int64_t ne1, bool optional,
                              const iqf_gguf_tensor **out);

@@ -6,8 +6,10 @@
 # per_layer_model_proj / per_layer_proj_norm, so libllama cannot load what it saves.
 # gemma4-fixture.patch, applied to a copy of the test outside the repository, supplies them: 6
 # layers sliding/global alternating, global heads twice the sliding ones' size (key_length 128,
-# key_length_swa 64, rope dims likewise), one KV head, the last 2 layers on shared KV, per-layer
-# embeddings of 64, final softcapping 30. The copy is linked against scripts/build-llama.sh's
+# key_length_swa 64, rope dims likewise), head_count_kv [1, 2, ...] (1 on the sliding layers, 2 on
+# the global ones), the last 2 layers on shared KV with a double-wide FFN (feed_forward_length
+# [192 x 4, 384 x 2], as E2B's use_double_wide_mlp), per-layer embeddings of 64, final
+# softcapping 30. The copy is linked against scripts/build-llama.sh's
 # static libllama (the oracle's llama.cpp).
 # Usage: tests/data/archs/gemma4-fixture.sh [BUILD_DIR]   (prints the model's size for MANIFEST)
 set -eu
