@@ -39,7 +39,7 @@ static const file_case cases[] = {
     { "llama-moe", 7119552 },    { "qwen3moe-moe", 7119776 }, { "gemma3-dense", 4760256 },
     { "qwen35-dense", 5294240 }, { "qwen35moe-moe", 8840768 },
     { "gpt-oss-moe", 7136736 },
-    { "deepseek2-moe", 4426528 }, { "gemma4-dense", 5494400 },
+    { "deepseek2-moe", 4426528 }, { "gemma4-dense", 5363072 },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -66,7 +66,7 @@ static const fleet_case cases[] = {
     { "deepseek2", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 26, NULL, 0 },
     { "qwen35", NULL, 42, "qwen35-dense", 5294240 },
     { "qwen35moe", NULL, 42, "qwen35moe-moe", 8840768 },
-    { "gemma4", NULL, 42, "gemma4-dense", 5494400 },
+    { "gemma4", NULL, 42, "gemma4-dense", 5363072 },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 

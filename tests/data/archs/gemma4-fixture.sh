@@ -8,8 +8,8 @@
 # layers sliding/global alternating, global heads twice the sliding ones' size (key_length 128,
 # key_length_swa 64, rope dims likewise), head_count_kv [1, 2, ...] (1 on the sliding layers, 2 on
 # the global ones), the last 2 layers on shared KV with a double-wide FFN (feed_forward_length
-# [192 x 4, 384 x 2], as E2B's use_double_wide_mlp), per-layer embeddings of 64, final
-# softcapping 30. The copy is linked against scripts/build-llama.sh's
+# [192 x 4, 384 x 2], as E2B's use_double_wide_mlp), layer 3 (global, the K/V of layer 5) without
+# attn_v (V = K's projection, attention_k_eq_v), per-layer embeddings of 64, final softcapping 30. The copy is linked against scripts/build-llama.sh's
 # static libllama (the oracle's llama.cpp).
 # Usage: tests/data/archs/gemma4-fixture.sh [BUILD_DIR]   (prints the model's size for MANIFEST)
 set -eu
