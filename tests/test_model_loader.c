@@ -227,8 +227,7 @@ int main(void) {
           "longrope: want a refusal, got '%s'", m ? "(loaded)" : err);
     iqf_model_free(m);
 
-    /* gemma4's expert layers (26B-A4B: a dense FFN beside GeGLU experts with their own router
-     * input) are not implemented: refused in one line as IQF_E_UNSUPPORTED, naming gemma4. */
+    /* gemma4 with experts (26B-A4B) needs expert_feed_forward_length: refused in one line naming it. */
     iqf_gguf_writer *gw = iqf_gguf_writer_open(path, err, sizeof err);
     CHECK(gw && !iqf_gguf_writer_set_str(gw, "general.architecture", "gemma4") &&
               !iqf_gguf_writer_set_u32(gw, "gemma4.embedding_length", 64) && !iqf_gguf_writer_set_u32(gw, "gemma4.block_count", 2) &&
@@ -238,8 +237,7 @@ int main(void) {
           "gemma4 header: %s", err);
     m = NULL;
     const iqf_status gst = iqf_model_load(path, NULL, &m, err, sizeof err);
-    CHECK(gst == IQF_E_UNSUPPORTED && strstr(err, "gemma4 with gemma4.expert_count = 4") && strstr(err, "dense only") &&
-              !strchr(err, '\n'),
+    CHECK(gst == IQF_E_FORMAT && strstr(err, "missing key gemma4.expert_feed_forward_length") && !strchr(err, '\n'),
           "gemma4 MoE: want a one-line refusal, got %d '%s'", (int)gst, m ? "(loaded)" : err);
     iqf_model_free(m);
 

@@ -56,16 +56,18 @@ static const iqf_arch ARCHS[] = {
      * the sliding layers (an array pattern) with their own head size and rope dims, rope_freqs on
      * the global layers only, V RMS-normed (attn_v optional), the last shared_kv_layers layers on
      * the K/V of earlier ones, per-layer embeddings, the optional layer_output_scale; per-tensor
-     * scales on every projection. Its expert layers (26B-A4B) are refused by the loader. */
+     * scales on every projection; on 26B-A4B expert layers beside the dense FFN (moe_dense_ffn). */
     { .name = "gemma4", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_GEGLU, .qk_norm = true, .post_norms = true,
       .embd_scale = true, .swa = true, .swa_pattern = 0, .softcap = true, .rope_freqs = true, .ffn_scale = true,
       .swa_heads = true, .rope_freqs_global = true, .v_norm = true, .attn_scale_one = true, .kv_shared = true,
-      .per_layer_embd = true, .layer_out_scale = true, .layer_widths = true },
+      .per_layer_embd = true, .layer_out_scale = true, .layer_widths = true,
+      .moe = IQF_MOE_OPTIONAL, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true,
+      .moe_dense_ffn = true },
 };
 
 /* Architectures whose graph shares most of a row above but needs blocks the engine lacks: the
  * loader refuses them with the reason, rather than as an unknown name. (None at present: gemma4,
- * the last one, has its row; its expert layers are refused by the loader, see model.c.) */
+ * the last one, has its row.) */
 static const struct { const char *name, *why; } REFUSED[] = {
     { NULL, NULL },
 };

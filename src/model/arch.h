@@ -79,6 +79,10 @@ typedef struct iqf_arch {
                                 * sliding / global layer before them (no attn_k / attn_v of their own) */
     bool per_layer_embd;       /* embedding_length_per_layer_input > 0: per-layer embeddings (PLE) */
     bool layer_out_scale;      /* blk.*.layer_output_scale [1] (optional) multiplies the layer's output */
+    bool moe_dense_ffn;        /* expert layers (those with ffn_gate_inp) keep the dense FFN too:
+                                * its output post_ffw_norm_1-normed plus the experts' (GeGLU, input
+                                * pre_ffw_norm_2, output post_ffw_norm_2), routed from
+                                * rms_norm(x) / sqrt(n_embd) * ffn_gate_inp.scale (gemma4 26B-A4B) */
     bool layer_widths;         /* feed_forward_length and head_count_kv may differ between layers
                                 * (per-layer arrays: E2B's double-wide MLP, num_global_key_value_heads) */
 } iqf_arch;

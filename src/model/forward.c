@@ -56,6 +56,8 @@ void iqf_context_free(iqf_context *c) {
     free(c->ds);
     free(c->ple);
     free(c->ple_g);
+    free(c->ffa);
+    free(c->ffb);
     free(c);
 }
 
@@ -115,6 +117,10 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
         c->ex_in = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
         c->ex_out = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
         c->moe = xcalloc((size_t)(B * h->n_expert_used) * (size_t)h->n_embd, sizeof(float), &ok);
+        if (m->arch->moe_dense_ffn) {
+            c->ffa = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
+            c->ffb = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
+        }
     }
     c->tmp = xcalloc((size_t)(B * wide), sizeof(float), &ok);
     c->wtile = xcalloc((size_t)nt * IQF_MM_TILE * (size_t)c->max_ncols, sizeof(float), &ok);
@@ -330,10 +336,13 @@ void iqf_moe_weights(float *w, int K, bool norm, float scale) {
  * all experts, the top n_expert_used, their probabilities renormalised (expert_weights_norm,
  * sum clamped at 2^-14), each expert's FFN on the rows routed to it, outputs times weights
  * summed in slot order. Rows xn (nr of them), result into out (ld E). */
-static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out) {
+static void glu(iqf_ffn_kind kind, float *g, const float *u, int64_t n);
+
+/* rin: the router's input (gemma4: its own), NULL: xn. */
+static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out, const float *rin) {
     const iqf_model_info *h = &c->m->info;
     const int E = h->n_embd, NE = h->n_expert, K = h->n_expert_used, F = h->n_ff_exp;
-    iqf_matmul(c, &ly->gate_inp, xn, E, nr, c->probs, NE);
+    iqf_matmul(c, &ly->gate_inp, rin ? rin : xn, E, nr, c->probs, NE);
     for (int t = 0; t < nr; t++) {
         float *p = c->probs + (int64_t)t * NE;
         iqf_softmax_row(p, NE);
@@ -370,10 +379,7 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
         if (ly->sgate_exps) scale_rows(c->g, F, n, ly->sgate_exps[e], F); /* build_lora_mm_id: per-expert scales */
         if (ly->sup_exps) scale_rows(c->u, F, n, ly->sup_exps[e], F);
-        for (int64_t i = 0; i < (int64_t)n * F; i++) {
-            const float g = c->g[i];
-            c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
-        }
+        glu(c->m->arch->ffn, c->g, c->u, (int64_t)n * F); /* SwiGLU; gemma4's GeGLU */
         iqf_imat_expert(c, &ly->down_exps, e, c->g, F, n);
         iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
         if (ly->sdown_exps) scale_rows(c->ex_out, E, n, ly->sdown_exps[e], E);
@@ -641,6 +647,32 @@ static void per_layer_embd(iqf_context *c, int l, int r0, int nr) {
     residual(xs, c->tmp, nr, E, ly->ple_post_norm, m->info.rms_eps);
 }
 
+/* gemma4's expert layer after its dense FFN (in c->tmp): that output RMS-normed by
+ * post_ffw_norm_1, plus the experts' on rms_norm(x) * pre_ffw_norm_2, routed from
+ * rms_norm(x) / sqrt(n_embd) * ffn_gate_inp.scale, RMS-normed by post_ffw_norm_2; into c->tmp. */
+static void dense_and_experts(iqf_context *c, const iqf_layer *ly, const float *xs, int nr) {
+    const int E = c->m->info.n_embd;
+    const float eps = c->m->info.rms_eps, s = 1.0f / sqrtf((float)E);
+    float *a = c->ffa, *b = c->ffb;
+    for (int t = 0; t < nr; t++) rmsnorm(c->tmp + (int64_t)t * E, ly->post_ffn_norm1, a + (int64_t)t * E, E, eps);
+    for (int t = 0; t < nr; t++) { /* the router's input: ggml_rms_norm, ggml_scale, ggml_mul */
+        const float *x = xs + (int64_t)t * E;
+        float *r = c->tmp + (int64_t)t * E;
+        double sum = 0.0;
+        for (int i = 0; i < E; i++) sum += (double)(x[i] * x[i]);
+        const float sc = 1.0f / sqrtf((float)(sum / (double)E) + eps);
+        for (int i = 0; i < E; i++) r[i] = ((x[i] * sc) * s) * ly->gate_inp_s[i];
+        rmsnorm(x, ly->pre_ffn_norm2, b + (int64_t)t * E, E, eps);
+    }
+    /* c->tmp (router input) is read before moe_ffn writes its result: the logits come first */
+    moe_ffn(c, ly, b, nr, b, c->tmp);
+    for (int t = 0; t < nr; t++) {
+        float *o = b + (int64_t)t * E, *d = c->tmp + (int64_t)t * E;
+        rmsnorm(o, ly->post_ffn_norm2, o, E, eps);
+        for (int i = 0; i < E; i++) d[i] = a[(int64_t)t * E + i] + o[i];
+    }
+}
+
 /* One piece of at most max_batch tokens (arguments checked by iqf_decode). */
 static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,
                          float *logits) {
@@ -684,10 +716,11 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
             iqf_moe_ffn_oai(c, ly, xns, nr, c->tmp);
         } else if (ly->gate_inp.data && m->arch->gating == IQF_GATING_KEYED) {
             iqf_moe_ds(c, ly, xns, nr, c->tmp);
-        } else if (ly->gate_inp.data) {
-            moe_ffn(c, ly, xns, nr, c->tmp);
+        } else if (ly->gate_inp.data && !ly->gate_inp_s) {
+            moe_ffn(c, ly, xns, nr, c->tmp, NULL);
             if (ly->gate_shexp.data) shared_expert(c, ly, xns, nr, c->tmp);
-        } else {
+        }
+        if (!ly->gate_inp.data || ly->gate_inp_s) {
             /* build_ffn: each product, its bias, then its scale */
             const int F = ly->n_ff;
             iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
@@ -701,6 +734,7 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
             add_bias(c->tmp, E, nr, ly->bdown, E);
             scale_rows(c->tmp, E, nr, ly->sdown, E);
         }
+        if (ly->gate_inp_s) dense_and_experts(c, ly, xs, nr);
         residual(xs, c->tmp, nr, E, ly->post_ffn_norm, eps);
         if (ly->ple_proj.data) per_layer_embd(c, l, r0, nr);
         if (ly->out_scale != 1.0f) scale_rows(xs, E, nr, ly->out_scale, E); /* gemma4's layer_output_scale */

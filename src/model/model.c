@@ -55,6 +55,10 @@ void iqf_model_free(iqf_model *m) {
             free(m->layers[l].kv_a_norm);
             free(m->layers[l].exp_probs_b);
             free(m->layers[l].ple_post_norm);
+            free(m->layers[l].gate_inp_s);
+            free(m->layers[l].pre_ffn_norm2);
+            free(m->layers[l].post_ffn_norm1);
+            free(m->layers[l].post_ffn_norm2);
         }
     free(m->ple_proj_norm);
     free(m->layers);
@@ -660,7 +664,16 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
     const int64_t E = h->n_embd, F = ly->n_ff;
     iqf_status st;
     if ((st = iqf_ld_layer_vec(ld, l, a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm", "weight", E, false, &ly->ffn_norm))) return st;
-    if (h->n_expert == 0 || (a->dense_lead && l < m->mla.n_dense_lead)) {
+    char gname[96];
+    snprintf(gname, sizeof gname, "blk.%d.ffn_gate_inp.weight", l);
+    /* gemma4: a layer has experts iff it has a router; the dense FFN is there either way */
+    const bool both = a->moe_dense_ffn && h->n_expert > 0 && iqf_gguf_find_tensor(m->gguf, gname) >= 0;
+    if (both && ((st = iqf_ld_layer_vec(ld, l, "ffn_gate_inp", "scale", E, false, &ly->gate_inp_s)) ||
+                 (st = iqf_ld_layer_vec(ld, l, "pre_ffw_norm_2", "weight", E, false, &ly->pre_ffn_norm2)) ||
+                 (st = iqf_ld_layer_vec(ld, l, "post_ffw_norm_1", "weight", E, false, &ly->post_ffn_norm1)) ||
+                 (st = iqf_ld_layer_vec(ld, l, "post_ffw_norm_2", "weight", E, false, &ly->post_ffn_norm2))))
+        return st;
+    if (h->n_expert == 0 || (a->dense_lead && l < m->mla.n_dense_lead) || a->moe_dense_ffn) {
         if ((st = iqf_ld_layer_mat(ld, l, "ffn_gate", E, F, 1, &ly->wgate)) || (st = iqf_ld_layer_mat(ld, l, "ffn_up", E, F, 1, &ly->wup)) ||
             (st = iqf_ld_layer_mat(ld, l, "ffn_down", F, E, 1, &ly->wdown)))
             return st;
@@ -672,7 +685,7 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
                              (st = iqf_ld_layer_scale(ld, l, "ffn_up", 1, &ly->sup, NULL)) ||
                              (st = iqf_ld_layer_scale(ld, l, "ffn_down", 1, &ly->sdown, NULL))))
             return st;
-        return IQF_OK;
+        if (!both) return IQF_OK;
     }
     const int NE = h->n_expert;
     if (a->gating == IQF_GATING_KEYED) return iqf_ld_load_layer_moe_ds(ld, l);

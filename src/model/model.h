@@ -59,6 +59,7 @@ typedef struct iqf_layer {
     iqf_weight ple_gate, ple_proj; /* per-layer embedding: inp_gate [n_embd -> n_ple], proj [n_ple -> n_embd] */
     float *ple_post_norm;        /* post_norm [n_embd], or NULL without per-layer embeddings */
     float out_scale;             /* layer_output_scale (1 when absent) */
+    float *gate_inp_s, *pre_ffn_norm2, *post_ffn_norm1, *post_ffn_norm2; /* gemma4's expert layers, or NULL */
 } iqf_layer;
 
 #define IQF_MAX_WEIGHTS_PER_LAYER 16 /* deepseek2's MoE layers have 13 */
@@ -151,6 +152,7 @@ struct iqf_context {
     void *progress_user;
     struct iqf_gdn_ctx *gdn;   /* qwen35: recurrent states and scratch (deltanet.c), or NULL */
     float *ple, *ple_g;        /* gemma4: per-layer inputs [max_batch][n_layer][n_ple], gate scratch [max_batch][n_ple] */
+    float *ffa, *ffb;          /* gemma4's expert layers: dense FFN output, expert / router input [max_batch][n_embd] */
 };
 
 /* Hessian capture (hessian.c): X^T X of the rows if w owns a slot of c->hess. */
