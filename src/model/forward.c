@@ -470,15 +470,16 @@ static void att_row_ggml_f16(const float *q, const float *K, const float *V, int
     for (int d = 0; d < hd; d++) out[d] = vkq[d] * inv;
 }
 
-/* g = act(g) * u over n values: SwiGLU, or GeGLU as ggml_vec_geglu_f32 computes it with
- * GGML_GELU_FP16 (its CPU default): 0 below -10, the identity from 10, else the tanh-approximated
- * gelu of x rounded to f16, itself rounded to f16 (ggml_table_gelu_f16), times u. */
+/* ggml_vec_gelu_f32 with GGML_GELU_FP16 (its CPU default): 0 below -10, the identity from 10,
+ * else the tanh-approximated gelu of x rounded to f16, itself rounded to f16 (ggml_table_gelu_f16). */
 static float gelu_f16(float x) {
     if (x <= -10.0f) return 0.0f;
     if (x >= 10.0f) return x;
     const float f = f16r(x);
     return f16r(0.5f * f * (1.0f + tanhf(0.79788456080286535587989211986876f * f * (1.0f + 0.044715f * f * f))));
 }
+
+/* g = act(g) * u over n values: SwiGLU, or GeGLU as ggml_vec_geglu_f32 computes it: gelu_f16(g) * u. */
 
 static void glu(iqf_ffn_kind kind, float *g, const float *u, int64_t n) {
     if (kind == IQF_FFN_SWIGLU) {
