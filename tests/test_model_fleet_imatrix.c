@@ -23,7 +23,11 @@
  * iqf-archmodel from their skeletons in tests/data/archs (as test_model_archfiles does; seed 42,
  * vocabulary of 128 "test" tokens: 5-byte chunks hashed to ids, by llama.cpp and by us alike):
  * a Gated-DeltaNet layer (attn_qkv, attn_gate, ssm_alpha, ssm_beta, ssm_out) then a gated
- * full-attention layer; qwen35moe with fused gate_up experts and a shared expert with its gate.
+ * full-attention layer; qwen35moe with fused gate_up experts and a shared expert with its gate;
+ * gemma4 (gemma4-fixture.sh's skeleton): shared-KV layers without attn_k / attn_v entries, the
+ * per-layer embeddings' blk.*.inp_gate / proj (per_layer_model_proj is not blk.*: no entry);
+ * gemma4moe (gemma4-moe.skel): every layer's fused gate_up / down experts beside its dense FFN,
+ * the router on its own input.
  * Every case also captures the Hessians (`imatrix --hessian`) in the same pass: every 2-D
  * weight of the imatrix that llama-quantize would quantize (all but the router ffn_gate_inp)
  * has a slot under iqf_hessian_name_for's name, whose diagonal is that entry's E[x^2]
@@ -64,6 +68,8 @@ static const fleet_case cases[] = {
     { "deepseek2", "tests/data/vocab/ggml-vocab-gpt-2.gguf", 26, NULL, 0 },
     { "qwen35", NULL, 42, "qwen35-dense", 5294240 },
     { "qwen35moe", NULL, 42, "qwen35moe-moe", 8840768 },
+    { "gemma4", NULL, 42, "gemma4-dense", 5363072 },
+    { "gemma4moe", NULL, 42, "gemma4-moe", 8924256 },
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -235,6 +241,8 @@ static void run_case(const fleet_case *fc, const char *text, size_t len, const c
         CHECK(n_expert_entries == 3, "%s: %d expert entries", fc->arch, n_expert_entries);
     if (!strcmp(fc->arch, "qwen35moe")) /* fused gate_up and down, 2 layers */
         CHECK(n_expert_entries == 2 * 2, "%s: %d expert entries", fc->arch, n_expert_entries);
+    else if (!strcmp(fc->arch, "gemma4moe")) /* fused gate_up and down, 6 layers */
+        CHECK(n_expert_entries == 2 * 6, "%s: %d expert entries", fc->arch, n_expert_entries);
     else if (strstr(fc->arch, "moe") || !strcmp(fc->arch, "mixtral") || !strcmp(fc->arch, "gpt-oss"))
         CHECK(n_expert_entries == 3 * 2, "%s: %d expert entries", fc->arch, n_expert_entries);
     /* qwen35: attn_qkv, attn_gate, ssm_alpha, ssm_beta, ssm_out, then q, k, v, output; FFN gate,

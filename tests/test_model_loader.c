@@ -224,17 +224,18 @@ int main(void) {
           "longrope: want a refusal, got '%s'", m ? "(loaded)" : err);
     iqf_model_free(m);
 
-    /* An architecture the engine knows but does not run (gemma4) is refused in one line that names
-     * it and what is missing, as IQF_E_UNSUPPORTED (not as an unknown name). */
+    /* gemma4 with experts (26B-A4B) needs expert_feed_forward_length: refused in one line naming it. */
     iqf_gguf_writer *gw = iqf_gguf_writer_open(path, err, sizeof err);
-    CHECK(gw && !iqf_gguf_writer_set_str(gw, "general.architecture", "gemma4") && !iqf_gguf_writer_write_header(gw) &&
+    CHECK(gw && !iqf_gguf_writer_set_str(gw, "general.architecture", "gemma4") &&
+              !iqf_gguf_writer_set_u32(gw, "gemma4.embedding_length", 64) && !iqf_gguf_writer_set_u32(gw, "gemma4.block_count", 2) &&
+              !iqf_gguf_writer_set_u32(gw, "gemma4.expert_count", 4) && !iqf_gguf_writer_set_u32(gw, "gemma4.expert_used_count", 2) &&
+              !iqf_gguf_writer_set_u32(gw, "gemma4.attention.head_count", 2) && !iqf_gguf_writer_write_header(gw) &&
               !iqf_gguf_writer_finish(gw, err, sizeof err),
           "gemma4 header: %s", err);
     m = NULL;
     const iqf_status gst = iqf_model_load(path, NULL, &m, err, sizeof err);
-    CHECK(gst == IQF_E_UNSUPPORTED && strstr(err, "architecture 'gemma4' is not supported: ") && strstr(err, "per-layer embeddings") &&
-              !strchr(err, '\n'),
-          "gemma4: want a one-line refusal, got %d '%s'", (int)gst, m ? "(loaded)" : err);
+    CHECK(gst == IQF_E_FORMAT && strstr(err, "missing key gemma4.expert_feed_forward_length") && !strchr(err, '\n'),
+          "gemma4 MoE: want a one-line refusal, got %d '%s'", (int)gst, m ? "(loaded)" : err);
     iqf_model_free(m);
 
     float *ref = NULL; /* the first case's logits (no scaling) */

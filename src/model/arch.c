@@ -52,27 +52,30 @@ static const iqf_arch ARCHS[] = {
      * build_moe_ffn calls pass no FFN scales (attn_output.scale is applied); nextn not evaluated */
     { .name = "deepseek2", .rope = IQF_ROPE_NORMAL, .attn = IQF_ATTN_MLA, .ffn = IQF_FFN_SWIGLU,
       .moe = IQF_MOE_REQUIRED, .gating = IQF_GATING_KEYED, .exp_ff_key = true, .dense_lead = true },
+    /* models/gemma4.cpp (dense: E2B, E4B, 31B): gemma3's layer without the Q prescale (scale 1),
+     * the sliding layers (an array pattern) with their own head size and rope dims, rope_freqs on
+     * the global layers only, V RMS-normed (attn_v optional), the last shared_kv_layers layers on
+     * the K/V of earlier ones, per-layer embeddings, the optional layer_output_scale; per-tensor
+     * scales on every projection; on 26B-A4B expert layers beside the dense FFN (moe_dense_ffn). */
+    { .name = "gemma4", .rope = IQF_ROPE_NEOX, .ffn = IQF_FFN_GEGLU, .qk_norm = true, .post_norms = true,
+      .embd_scale = true, .swa = true, .swa_pattern = 0, .softcap = true, .rope_freqs = true, .ffn_scale = true,
+      .swa_heads = true, .rope_freqs_global = true, .v_norm = true, .attn_scale_one = true, .kv_shared = true,
+      .per_layer_embd = true, .layer_out_scale = true, .layer_widths = true,
+      .moe = IQF_MOE_OPTIONAL, .gating = IQF_GATING_SOFTMAX_TOPK, .moe_norm_w = true, .exp_ff_key = true,
+      .moe_dense_ffn = true },
 };
 
 /* Architectures whose graph shares most of a row above but needs blocks the engine lacks: the
- * loader refuses them with the reason, rather than as an unknown name.
- * gemma4 (llama.cpp models/gemma4.cpp) against gemma3: per-layer head sizes (key_length for the
- * global layers, key_length_swa for the sliding ones; head_count_kv and feed_forward_length may be
- * per-layer arrays), V RMS-normed without a weight, attention scale 1 (no Q prescale), rope_freqs
- * on the global layers only (proportional rope), rope.dimension_count_swa, the optional
- * layer_output_scale, attn_v optional (V = K), per-layer embeddings (per_layer_token_embd,
- * per_layer_model_proj, per_layer_proj_norm, blk.*.inp_gate / proj / post_norm: E2B, E4B), KV
- * shared by the last attention.shared_kv_layers layers, and on 26B-A4B a dense FFN beside
- * GeGLU experts with their own router input and three more norms. */
+ * loader refuses them with the reason, rather than as an unknown name. (None at present: gemma4,
+ * the last one, has its row.) */
 static const struct { const char *name, *why; } REFUSED[] = {
-    { "gemma4", "its per-layer head sizes, per-layer embeddings, shared KV layers, V norm and parallel "
-                "dense + expert FFN are not implemented (gemma3 is)" },
+    { NULL, NULL },
 };
 
 const char *iqf_arch_refusal(const char *name) {
     if (!name) return NULL;
     for (size_t i = 0; i < sizeof REFUSED / sizeof REFUSED[0]; i++)
-        if (!strcmp(REFUSED[i].name, name)) return REFUSED[i].why;
+        if (REFUSED[i].name && !strcmp(REFUSED[i].name, name)) return REFUSED[i].why;
     return NULL;
 }
 
@@ -83,4 +86,4 @@ const iqf_arch *iqf_arch_find(const char *name) {
     return NULL;
 }
 
-const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, qwen35, qwen35moe, gpt-oss, deepseek2"; }
+const char *iqf_arch_names(void) { return "llama, qwen2, qwen3, qwen3moe, gemma3, qwen35, qwen35moe, gpt-oss, deepseek2, gemma4"; }

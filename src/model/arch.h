@@ -66,6 +66,25 @@ typedef struct iqf_arch {
     bool swa_rope_global;      /* sliding layers default to the global rope base and scale (not 10000 and 1) */
     bool moe_biases;           /* ffn_gate_inp.bias and ffn_{gate,up,down}_exps.bias (required), swiglu_oai experts */
     bool dense_lead;           /* leading_dense_block_count layers have a dense FFN, the rest experts */
+    /* gemma4 (models/gemma4.cpp) */
+    bool swa_heads;            /* sliding layers have their own head size attention.key_length_swa (=
+                                * value_length_swa, required) and rope.dimension_count_swa (default
+                                * rope.dimension_count); the global layers key_length */
+    bool rope_freqs_global;    /* rope_freqs.weight [key_length / 2] divides the global layers' angles
+                                * only (proportional rope); the sliding layers rotate without it */
+    bool v_norm;               /* V RMS-normed without a weight after its projection; attn_v optional
+                                * (absent: V is K's projection, before K's norm) */
+    bool attn_scale_one;       /* the softmax scale of Q.K is 1 (q/k norms carry it) */
+    bool kv_shared;            /* attention.shared_kv_layers: the last ones reuse the K/V of the last
+                                * sliding / global layer before them (no attn_k / attn_v of their own) */
+    bool per_layer_embd;       /* embedding_length_per_layer_input > 0: per-layer embeddings (PLE) */
+    bool layer_out_scale;      /* blk.*.layer_output_scale [1] (optional) multiplies the layer's output */
+    bool moe_dense_ffn;        /* expert layers (those with ffn_gate_inp) keep the dense FFN too:
+                                * its output post_ffw_norm_1-normed plus the experts' (GeGLU, input
+                                * pre_ffw_norm_2, output post_ffw_norm_2), routed from
+                                * rms_norm(x) / sqrt(n_embd) * ffn_gate_inp.scale (gemma4 26B-A4B) */
+    bool layer_widths;         /* feed_forward_length and head_count_kv may differ between layers
+                                * (per-layer arrays: E2B's double-wide MLP, num_global_key_value_heads) */
 } iqf_arch;
 
 /* The row for a general.architecture value, or NULL if the engine does not run it. */

@@ -54,6 +54,10 @@ void iqf_context_free(iqf_context *c) {
     free(c->moe);
     iqf_gdn_ctx_free(c->gdn);
     free(c->ds);
+    free(c->ple);
+    free(c->ple_g);
+    free(c->ffa);
+    free(c->ffb);
     free(c);
 }
 
@@ -113,11 +117,20 @@ iqf_status iqf_context_new_ex(const iqf_model *m, const iqf_context_params *cp, 
         c->ex_in = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
         c->ex_out = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
         c->moe = xcalloc((size_t)(B * h->n_expert_used) * (size_t)h->n_embd, sizeof(float), &ok);
+        if (m->arch->moe_dense_ffn) {
+            c->ffa = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
+            c->ffb = xcalloc((size_t)(B * h->n_embd), sizeof(float), &ok);
+        }
     }
     c->tmp = xcalloc((size_t)(B * wide), sizeof(float), &ok);
     c->wtile = xcalloc((size_t)nt * IQF_MM_TILE * (size_t)c->max_ncols, sizeof(float), &ok);
     c->scores = xcalloc((size_t)nt * (size_t)n_ctx, sizeof(float), &ok);
     c->rope_cs = xcalloc((size_t)(2 * B * hd), sizeof(float), &ok); /* global layers, then sliding ones */
+    if (m->n_ple > 0) {
+        c->ple = xcalloc((size_t)B * (size_t)h->n_layer * (size_t)m->n_ple, sizeof(float), &ok);
+        const size_t w = (size_t)h->n_layer * (size_t)m->n_ple, g = (size_t)B * (size_t)m->n_ple;
+        c->ple_g = xcalloc(w > g ? w : g, sizeof(float), &ok); /* also one token's per_layer_token_embd row */
+    }
     bool any_int = false;
     for (int i = 0; i < m->n_mats; i++) any_int |= iqf_mm_int8_supported(m->mats[i]->type, c->simd);
     any_int |= iqf_mm_int8_supported(m->output.type, c->simd);
@@ -227,6 +240,18 @@ static void head_norm(float *v, int64_t ld, int T, int n_heads, int hd, const fl
         }
 }
 
+/* gemma4's V: ggml_rms_norm of every head without a weight, in place. */
+static void head_rms(float *v, int64_t ld, int T, int n_heads, int hd, float eps) {
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < n_heads; h++) {
+            float *p = v + (int64_t)t * ld + (int64_t)h * hd;
+            double sum = 0.0;
+            for (int i = 0; i < hd; i++) sum += (double)(p[i] * p[i]);
+            const float scale = 1.0f / sqrtf((float)(sum / (double)hd) + eps);
+            for (int i = 0; i < hd; i++) p[i] *= scale;
+        }
+}
+
 /* ggml_soft_max_f32 over one row: max, expf(x - max) summed in double, scaled by 1/sum. */
 void iqf_softmax_row(float *x, int n) {
     float mx = -INFINITY;
@@ -325,10 +350,13 @@ void iqf_moe_weights(float *w, int K, bool norm, float scale) {
  * all experts, the top n_expert_used, their probabilities renormalised (expert_weights_norm,
  * sum clamped at 2^-14), each expert's FFN on the rows routed to it, outputs times weights
  * summed in slot order. Rows xn (nr of them), result into out (ld E). */
-static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out) {
+static void glu(iqf_ffn_kind kind, float *g, const float *u, int64_t n);
+
+/* rin: the router's input (gemma4: its own), NULL: xn. */
+static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out, const float *rin) {
     const iqf_model_info *h = &c->m->info;
     const int E = h->n_embd, NE = h->n_expert, K = h->n_expert_used, F = h->n_ff_exp;
-    iqf_matmul(c, &ly->gate_inp, xn, E, nr, c->probs, NE);
+    iqf_matmul(c, &ly->gate_inp, rin ? rin : xn, E, nr, c->probs, NE);
     for (int t = 0; t < nr; t++) {
         float *p = c->probs + (int64_t)t * NE;
         iqf_softmax_row(p, NE);
@@ -358,10 +386,7 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
         if (ly->sgate_exps) scale_rows(c->g, F, n, ly->sgate_exps[e], F); /* build_lora_mm_id: per-expert scales */
         if (ly->sup_exps) scale_rows(c->u, F, n, ly->sup_exps[e], F);
-        for (int64_t i = 0; i < (int64_t)n * F; i++) {
-            const float g = c->g[i];
-            c->g[i] = (g / (1.0f + expf(-g))) * c->u[i];
-        }
+        glu(c->m->arch->ffn, c->g, c->u, (int64_t)n * F); /* SwiGLU; gemma4's GeGLU */
         iqf_imat_expert(c, &ly->down_exps, e, c->g, F, n);
         iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
         if (ly->sdown_exps) scale_rows(c->ex_out, E, n, ly->sdown_exps[e], E);
@@ -452,9 +477,17 @@ static void att_row_ggml_f16(const float *q, const float *K, const float *V, int
     for (int d = 0; d < hd; d++) out[d] = vkq[d] * inv;
 }
 
-/* g = act(g) * u over n values: SwiGLU, or GeGLU as ggml_vec_geglu_f32 computes it with
- * GGML_GELU_FP16 (its CPU default): 0 below -10, the identity from 10, else the tanh-approximated
- * gelu of x rounded to f16, itself rounded to f16 (ggml_table_gelu_f16), times u. */
+/* ggml_vec_gelu_f32 with GGML_GELU_FP16 (its CPU default): 0 below -10, the identity from 10,
+ * else the tanh-approximated gelu of x rounded to f16, itself rounded to f16 (ggml_table_gelu_f16). */
+static float gelu_f16(float x) {
+    if (x <= -10.0f) return 0.0f;
+    if (x >= 10.0f) return x;
+    const float f = f16r(x);
+    return f16r(0.5f * f * (1.0f + tanhf(0.79788456080286535587989211986876f * f * (1.0f + 0.044715f * f * f))));
+}
+
+/* g = act(g) * u over n values: SwiGLU, or GeGLU as ggml_vec_geglu_f32 computes it: gelu_f16(g) * u. */
+
 static void glu(iqf_ffn_kind kind, float *g, const float *u, int64_t n) {
     if (kind == IQF_FFN_SWIGLU) {
         for (int64_t i = 0; i < n; i++) {
@@ -463,18 +496,7 @@ static void glu(iqf_ffn_kind kind, float *g, const float *u, int64_t n) {
         }
         return;
     }
-    for (int64_t i = 0; i < n; i++) {
-        const float x = g[i];
-        if (x <= -10.0f) {
-            g[i] = 0.0f;
-        } else if (x >= 10.0f) {
-            g[i] = x * u[i];
-        } else {
-            const float f = f16r(x);
-            const float ge = 0.5f * f * (1.0f + tanhf(0.79788456080286535587989211986876f * f * (1.0f + 0.044715f * f * f)));
-            g[i] = f16r(ge) * u[i];
-        }
-    }
+    for (int64_t i = 0; i < n; i++) g[i] = gelu_f16(g[i]) * u[i];
 }
 
 /* Adds o (nr rows of E, ld E) to x (ld E), after gemma3's RMS norm of o when w is set. */
@@ -491,13 +513,15 @@ static void att_range(void *arg, int64_t b, int64_t e, int tid) {
     const attjob *j = arg;
     iqf_context *c = j->c;
     const iqf_model_info *h = &c->m->info;
-    const int H = h->n_head, hd = h->head_dim, kvdim = hd * h->n_head_kv;
-    const int group = h->n_head / h->n_head_kv;
+    const iqf_layer *ly = &c->m->layers[j->layer];
+    const int H = h->n_head, hd = ly->hd, kvdim = hd * ly->n_kv;
+    const int group = h->n_head / ly->n_kv;
     /* gemma3 scales Q before attention (ggml_scale) and the product by 1 */
     const float scale = c->m->arch->q_prescale ? 1.0f : c->m->attn_scale;
-    const int n_swa = c->m->layers[j->layer].swa ? c->m->n_swa : 0;
-    const float *K = c->kcache + (size_t)j->layer * c->n_ctx * kvdim;
-    const float *V = c->vcache + (size_t)j->layer * c->n_ctx * kvdim;
+    const int n_swa = ly->swa ? c->m->n_swa : 0;
+    const size_t base = (size_t)ly->kv_src * c->n_ctx * (size_t)(h->head_dim * h->n_head_kv); /* gemma4: a shared layer's source */
+    const float *K = c->kcache + base;
+    const float *V = c->vcache + base;
     float *sc = c->scores + (size_t)tid * c->n_ctx;
     const bool one_row = ggml_fa_one_row(c, hd, j->T);
     const float *sinks = c->m->layers[j->layer].attn_sinks; /* one extra logit per head, or NULL */
@@ -539,35 +563,45 @@ static void attention(iqf_context *c, int l, int T, int pos, int r0) {
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
     const iqf_layer *ly = &m->layers[l];
-    const int E = h->n_embd, H = h->n_head, hd = h->head_dim, qdim = H * hd, kvdim = hd * h->n_head_kv;
-    const int nr = T - r0;
+    /* per-layer head size and rotated dims (gemma4's sliding layers have their own); the cache
+     * keeps every layer's slot as wide as the widest (key_length) heads */
+    const int E = h->n_embd, H = h->n_head, hd = ly->hd, qdim = H * hd, kvdim = hd * ly->n_kv;
+    const int nr = T - r0, hdmax = h->head_dim;
     const float eps = h->rms_eps;
     const bool neox = m->arch->rope != IQF_ROPE_NORMAL;
-    float *cs_swa = c->rope_cs + (int64_t)c->max_batch * hd; /* sliding layers' table */
-    float *kdst = c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
-    float *vdst = c->vcache + ((size_t)l * c->n_ctx + (size_t)pos) * kvdim;
+    const bool own_kv = ly->kv_src == l; /* else gemma4's shared layer: Q only, on layer kv_src's K/V */
+    float *cs_swa = c->rope_cs + (int64_t)c->max_batch * hdmax; /* sliding layers' table */
+    float *kdst = c->kcache + (size_t)l * c->n_ctx * (size_t)(hdmax * h->n_head_kv) + (size_t)pos * kvdim;
+    float *vdst = c->vcache + (size_t)l * c->n_ctx * (size_t)(hdmax * h->n_head_kv) + (size_t)pos * kvdim;
 
     if (m->arch->attn_out_gate) /* per head [q | gate], scaled and biased */
         iqf_gated_q(c, ly, c->xn + (int64_t)r0 * E, nr, c->q + (int64_t)r0 * qdim);
     else
         iqf_matmul(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr, c->q + (int64_t)r0 * qdim, qdim);
-    iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
-    iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
+    if (own_kv) {
+        iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
+        if (ly->wv.data) iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
+    }
     if (!m->arch->attn_out_gate) scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, ly->sq, qdim); /* build_qkv: the scale, then the bias */
-    scale_rows(kdst, kvdim, T, ly->sk, kvdim);
-    scale_rows(vdst, kvdim, T, ly->sv, kvdim);
     if (!m->arch->attn_out_gate) add_bias(c->q + (int64_t)r0 * qdim, qdim, nr, ly->bq, qdim);
-    add_bias(kdst, kvdim, T, ly->bk, kvdim);
-    add_bias(vdst, kvdim, T, ly->bv, kvdim);
     head_norm(c->q + (int64_t)r0 * qdim, qdim, nr, H, hd, ly->q_norm, eps);
-    head_norm(kdst, kvdim, T, h->n_head_kv, hd, ly->k_norm, eps);
-    for (int t = 0; t < T; t++) {
-        const float *cs = (ly->swa && m->n_swa ? cs_swa : c->rope_cs) + (int64_t)t * hd;
-        if (t >= r0) rope_apply(c->q + (int64_t)t * qdim, H, hd, h->n_rot, cs, neox);
-        rope_apply(kdst + (int64_t)t * kvdim, h->n_head_kv, hd, h->n_rot, cs, neox);
+    const float *cs0 = ly->swa && m->n_swa ? cs_swa : c->rope_cs;
+    for (int t = r0; t < T; t++) rope_apply(c->q + (int64_t)t * qdim, H, hd, ly->n_rot, cs0 + (int64_t)t * hdmax, neox);
+    if (own_kv) {
+        scale_rows(kdst, kvdim, T, ly->sk, kvdim);
+        add_bias(kdst, kvdim, T, ly->bk, kvdim);
+        if (ly->wv.data) {
+            scale_rows(vdst, kvdim, T, ly->sv, kvdim);
+            add_bias(vdst, kvdim, T, ly->bv, kvdim);
+        } else {
+            memcpy(vdst, kdst, sizeof(float) * (size_t)T * (size_t)kvdim); /* gemma4 without attn_v: V = K's projection */
+        }
+        head_norm(kdst, kvdim, T, ly->n_kv, hd, ly->k_norm, eps);
+        if (m->arch->v_norm) head_rms(vdst, kvdim, T, ly->n_kv, hd, eps);
+        for (int t = 0; t < T; t++) rope_apply(kdst + (int64_t)t * kvdim, ly->n_kv, hd, ly->n_rot, cs0 + (int64_t)t * hdmax, neox);
     }
     if (m->arch->q_prescale) scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, m->attn_scale, qdim);
-    if (c->kv_f16) /* llama.cpp's default F16 cache: what attention reads back is rounded */
+    if (c->kv_f16 && own_kv) /* llama.cpp's default F16 cache: what attention reads back is rounded */
         for (int64_t i = 0; i < (int64_t)T * kvdim; i++) {
             kdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(kdst[i]));
             vdst[i] = iqf_fp16_to_fp32(iqf_fp32_to_fp16(vdst[i]));
@@ -584,12 +618,75 @@ static void attention(iqf_context *c, int l, int T, int pos, int r0) {
     add_bias(c->tmp, E, nr, ly->bo, E);
 }
 
+/* gemma4's per-layer inputs (get_per_layer_inputs, project_per_layer_inputs) into c->ple
+ * [T][n_layer][n_ple]: per_layer_token_embd's row times sqrt(n_ple), plus the RMS-normed
+ * (per_layer_proj_norm, per layer) projection per_layer_model_proj . x / sqrt(n_embd) of the
+ * scaled embeddings x, the sum times 1/sqrt(2). */
+static void per_layer_inputs(iqf_context *c, const int32_t *tokens, int T) {
+    const iqf_model *m = c->m;
+    const int E = m->info.n_embd, P = m->n_ple;
+    const int64_t W = (int64_t)P * m->info.n_layer;
+    const float eps = m->info.rms_eps, s_tok = sqrtf((float)P), s_proj = 1.0f / sqrtf((float)E), s_in = 1.0f / sqrtf(2.0f);
+    iqf_matmul(c, &m->ple_model_proj, c->x, E, T, c->ple, W);
+    for (int t = 0; t < T; t++) {
+        float *pr = c->ple + (int64_t)t * W, *tok = c->ple_g;
+        iqf_weight_row(&m->ple_tok, tokens[t], tok);
+        for (int64_t i = 0; i < W; i++) pr[i] *= s_proj;
+        for (int64_t i = 0; i < W; i += P) rmsnorm(pr + i, m->ple_proj_norm, pr + i, P, eps);
+        for (int64_t i = 0; i < W; i++) pr[i] = (pr[i] + tok[i] * s_tok) * s_in;
+    }
+}
+
+/* gemma4's per-layer embedding of layer l, rows r0..r0+nr-1 of c->x: x += RMSnorm_post(proj .
+ * (gelu(inp_gate . x) * the layer's per-layer input)). */
+static void per_layer_embd(iqf_context *c, int l, int r0, int nr) {
+    const iqf_model *m = c->m;
+    const iqf_layer *ly = &m->layers[l];
+    const int E = m->info.n_embd, P = m->n_ple;
+    const int64_t W = (int64_t)P * m->info.n_layer;
+    float *xs = c->x + (int64_t)r0 * E;
+    iqf_matmul(c, &ly->ple_gate, xs, E, nr, c->ple_g, P);
+    for (int t = 0; t < nr; t++) {
+        float *g = c->ple_g + (int64_t)t * P;
+        const float *in = c->ple + (int64_t)(r0 + t) * W + (int64_t)l * P;
+        for (int i = 0; i < P; i++) g[i] = gelu_f16(g[i]) * in[i];
+    }
+    iqf_matmul(c, &ly->ple_proj, c->ple_g, P, nr, c->tmp, E);
+    residual(xs, c->tmp, nr, E, ly->ple_post_norm, m->info.rms_eps);
+}
+
+/* gemma4's expert layer after its dense FFN (in c->tmp): that output RMS-normed by
+ * post_ffw_norm_1, plus the experts' on rms_norm(x) * pre_ffw_norm_2, routed from
+ * rms_norm(x) / sqrt(n_embd) * ffn_gate_inp.scale, RMS-normed by post_ffw_norm_2; into c->tmp. */
+static void dense_and_experts(iqf_context *c, const iqf_layer *ly, const float *xs, int nr) {
+    const int E = c->m->info.n_embd;
+    const float eps = c->m->info.rms_eps, s = 1.0f / sqrtf((float)E);
+    float *a = c->ffa, *b = c->ffb;
+    for (int t = 0; t < nr; t++) rmsnorm(c->tmp + (int64_t)t * E, ly->post_ffn_norm1, a + (int64_t)t * E, E, eps);
+    for (int t = 0; t < nr; t++) { /* the router's input: ggml_rms_norm, ggml_scale, ggml_mul */
+        const float *x = xs + (int64_t)t * E;
+        float *r = c->tmp + (int64_t)t * E;
+        double sum = 0.0;
+        for (int i = 0; i < E; i++) sum += (double)(x[i] * x[i]);
+        const float sc = 1.0f / sqrtf((float)(sum / (double)E) + eps);
+        for (int i = 0; i < E; i++) r[i] = ((x[i] * sc) * s) * ly->gate_inp_s[i];
+        rmsnorm(x, ly->pre_ffn_norm2, b + (int64_t)t * E, E, eps);
+    }
+    /* c->tmp (router input) is read before moe_ffn writes its result: the logits come first */
+    moe_ffn(c, ly, b, nr, b, c->tmp);
+    for (int t = 0; t < nr; t++) {
+        float *o = b + (int64_t)t * E, *d = c->tmp + (int64_t)t * E;
+        rmsnorm(o, ly->post_ffn_norm2, o, E, eps);
+        for (int i = 0; i < E; i++) d[i] = a[(int64_t)t * E + i] + o[i];
+    }
+}
+
 /* One piece of at most max_batch tokens (arguments checked by iqf_decode). */
 static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,
                          float *logits) {
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
-    const int E = h->n_embd, hd = h->head_dim, F = h->n_ff, L = h->n_layer;
+    const int E = h->n_embd, hd = h->head_dim, L = h->n_layer;
     const float eps = h->rms_eps;
     const bool capture = c->imat || c->hess;
 
@@ -600,11 +697,12 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
                    m->rope_freqs, m->yarn_ext, m->yarn_corr);
         if (m->arch->rope == IQF_ROPE_IMROPE)
             iqf_imrope_fix(c->rope_cs + (int64_t)t * hd, h->n_rot, m->gdn_hp->sections, h->rope_attn_factor);
-        if (m->n_swa) /* get_rope_freq_base/scale: the sliding layers' own base and scale */
-            rope_table(cs_swa + (int64_t)t * hd, pos + t, h->n_rot, m->rope_base_swa, m->rope_scale_swa, h->rope_attn_factor,
-                       m->rope_freqs, m->yarn_ext, m->yarn_corr_swa);
+        if (m->n_swa) /* get_rope_freq_base/scale: the sliding layers' own base, scale (and rotated dims) */
+            rope_table(cs_swa + (int64_t)t * hd, pos + t, m->n_rot_swa, m->rope_base_swa, m->rope_scale_swa, h->rope_attn_factor,
+                       m->arch->rope_freqs_global ? NULL : m->rope_freqs, m->yarn_ext, m->yarn_corr_swa);
     }
     if (m->arch->embd_scale) scale_rows(c->x, E, T, sqrtf((float)E), E); /* ggml_scale by sqrtf(n_embd) */
+    if (m->n_ple) per_layer_inputs(c, tokens, T);
 
     for (int l = 0; l < L; l++) {
         const iqf_layer *ly = &m->layers[l];
@@ -626,11 +724,13 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
             iqf_moe_ffn_oai(c, ly, xns, nr, c->tmp);
         } else if (ly->gate_inp.data && m->arch->gating == IQF_GATING_KEYED) {
             iqf_moe_ds(c, ly, xns, nr, c->tmp);
-        } else if (ly->gate_inp.data) {
-            moe_ffn(c, ly, xns, nr, c->tmp);
+        } else if (ly->gate_inp.data && !ly->gate_inp_s) {
+            moe_ffn(c, ly, xns, nr, c->tmp, NULL);
             if (ly->gate_shexp.data) shared_expert(c, ly, xns, nr, c->tmp);
-        } else {
+        }
+        if (!ly->gate_inp.data || ly->gate_inp_s) {
             /* build_ffn: each product, its bias, then its scale */
+            const int F = ly->n_ff;
             iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
             iqf_matmul(c, &ly->wup, xns, E, nr, c->u, F);
             add_bias(c->g, F, nr, ly->bgate, F);
@@ -642,7 +742,10 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
             add_bias(c->tmp, E, nr, ly->bdown, E);
             scale_rows(c->tmp, E, nr, ly->sdown, E);
         }
+        if (ly->gate_inp_s) dense_and_experts(c, ly, xs, nr);
         residual(xs, c->tmp, nr, E, ly->post_ffn_norm, eps);
+        if (ly->ple_proj.data) per_layer_embd(c, l, r0, nr);
+        if (ly->out_scale != 1.0f) scale_rows(xs, E, nr, ly->out_scale, E); /* gemma4's layer_output_scale */
     }
     c->n_past = pos + T;
 

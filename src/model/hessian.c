@@ -43,12 +43,14 @@ void iqf_hessian_acc_free(iqf_hess_acc *a) {
  * attn_gate's, ssm_alpha's and ssm_beta's input) and ssm_out. Each owner's slot is named by
  * iqf_hessian_name_for, which maps the weights sharing its input to it. Expert layers have no
  * ffn_gate / ffn_down: no slot for them (3-D expert tensors get no Hessian). */
-#define HESS_OWNERS 11
+#define HESS_OWNERS 13
 static int layer_owners(const iqf_layer *ly, const iqf_weight **ws) {
     static const iqf_weight none = { .id = -1 };
+    /* gemma4: a shared-KV layer has no attn_k (attn_q owns the slot), per-layer embeddings' inp_gate and proj */
     const iqf_weight *all[HESS_OWNERS] = { &ly->wk, &ly->wo, &ly->wgate, &ly->wdown, ly->wq_a.data ? &ly->wq_a : &ly->wq,
                                            &ly->wkv_a, &ly->wq_b, &ly->gate_shexp, &ly->down_shexp,
-                                           ly->gdn ? &ly->gdn->qkv : &none, ly->gdn ? &ly->gdn->out : &none };
+                                           ly->gdn ? &ly->gdn->qkv : &none, ly->gdn ? &ly->gdn->out : &none,
+                                           &ly->ple_gate, &ly->ple_proj };
     int n = 0;
     for (int k = 0; k < HESS_OWNERS; k++)
         if (all[k]->data && (k != 4 || !ly->wk.data)) ws[n++] = all[k]; /* attn_q: attn_k's slot has it */

@@ -54,7 +54,13 @@ void iqf_model_free(iqf_model *m) {
             free(m->layers[l].q_a_norm);
             free(m->layers[l].kv_a_norm);
             free(m->layers[l].exp_probs_b);
+            free(m->layers[l].ple_post_norm);
+            free(m->layers[l].gate_inp_s);
+            free(m->layers[l].pre_ffn_norm2);
+            free(m->layers[l].post_ffn_norm1);
+            free(m->layers[l].post_ffn_norm2);
         }
+    free(m->ple_proj_norm);
     free(m->layers);
     free(m->output_norm);
     free(m->output_b);
@@ -126,6 +132,37 @@ bool iqf_ld_key_int_layers(loader *ld, const char *suffix, bool required, int64_
     return true;
 }
 
+bool iqf_ld_key_int_per_layer(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi, int *max,
+                              int *vals, iqf_status *st) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", ld->m->info.arch, suffix);
+    const iqf_gguf *g = ld->m->gguf;
+    const int64_t k = iqf_gguf_find_kv(g, key);
+    const int L = ld->m->info.n_layer;
+    if (k < 0 || iqf_gguf_kv_type(g, k) != IQF_GGUF_ARR) {
+        if (!iqf_ld_key_int(ld, suffix, required, def, lo, hi, max, st)) return false;
+        for (int l = 0; vals && l < L; l++) vals[l] = *max;
+        return true;
+    }
+    if (iqf_gguf_arr_n(g, k) != (uint64_t)L) {
+        *st = iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s is an array of %llu values for %d layers", ld->path, key,
+                       (unsigned long long)iqf_gguf_arr_n(g, k), L);
+        return false;
+    }
+    *max = 0;
+    for (int l = 0; l < L; l++) {
+        int64_t v = 0;
+        if (!iqf_gguf_arr_int(g, k, (uint64_t)l, &v) || v < lo || v > hi) {
+            *st = iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s[%d] is not an integer in [%lld, %lld]", ld->path, key, l,
+                           (long long)lo, (long long)hi);
+            return false;
+        }
+        if (vals) vals[l] = (int)v;
+        if (v > *max) *max = (int)v;
+    }
+    return true;
+}
+
 /* Finds a tensor and checks its shape (ne1 = 0 for a vector; ne2 > 1 for 3-D expert tensors). */
 static iqf_status get_tensor3(loader *ld, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
                               bool optional, const iqf_gguf_tensor **out);
@@ -181,6 +218,14 @@ static iqf_status load_experts(loader *ld, iqf_weight *w, const char *name, int6
 static iqf_status load_matrix(loader *ld, iqf_weight *w, const char *name, int64_t ne0, int64_t ne1,
                               bool optional) {
     return load_experts(ld, w, name, ne0, ne1, 1, optional);
+}
+
+iqf_status iqf_ld_global_mat(loader *ld, iqf_weight *w, const char *name, int64_t ne0, int64_t ne1, bool product) {
+    iqf_status st = load_experts(ld, w, name, ne0, ne1, 1, false);
+    if (st || !product) return st;
+    w->id = ld->m->n_mats;
+    ld->m->mats[ld->m->n_mats++] = w;
+    return IQF_OK;
 }
 
 static iqf_status load_vector_opt(loader *ld, float **out, const char *name, int64_t n, bool optional) {
@@ -339,7 +384,8 @@ static iqf_status load_sizes(loader *ld) {
         !iqf_ld_key_int(ld, "block_count", true, 0, 1, 4096, &h->n_layer, &st) ||
         !iqf_ld_key_int(ld, "expert_count", false, 0, 0, 1024, &h->n_expert, &st) ||
         !iqf_ld_key_int_layers(ld, "expert_used_count", h->n_expert > 0, 0, h->n_expert > 0 ? 1 : 0, h->n_expert, &h->n_expert_used, &st) ||
-        !iqf_ld_key_int_layers(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st) ||
+        (a->layer_widths ? !iqf_ld_key_int_per_layer(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, NULL, &st)
+                         : !iqf_ld_key_int_layers(ld, "feed_forward_length", h->n_expert == 0, 0, h->n_expert ? 0 : 1, 1 << 22, &h->n_ff, &st)) ||
         /* read only where the row takes the experts' width from it and experts exist: a dense
          * model, or a llama MoE (experts n_ff wide), may carry 0 (llama.cpp's saver writes it);
          * where libllama reads it as optional (exp_ff_optional), absent or 0 means
@@ -348,7 +394,8 @@ static iqf_status load_sizes(loader *ld) {
          !iqf_ld_key_int_layers(ld, "expert_feed_forward_length", !a->exp_ff_optional, 0, a->exp_ff_optional ? 0 : 1, 1 << 22,
                                 &h->n_ff_exp, &st)) ||
         !iqf_ld_key_int_layers(ld, "attention.head_count", true, 0, 1, 1 << 16, &h->n_head, &st) ||
-        !iqf_ld_key_int_layers(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st) ||
+        (a->layer_widths ? !iqf_ld_key_int_per_layer(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, NULL, &st)
+                         : !iqf_ld_key_int_layers(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &h->n_head_kv, &st)) ||
         !iqf_ld_key_int(ld, "context_length", false, 2048, 0, INT32_MAX, &h->n_ctx_train, &st))
         return st;
     if (a->moe == IQF_MOE_REQUIRED && h->n_expert == 0)
@@ -438,11 +485,13 @@ static iqf_status load_rope(loader *ld) {
         /* libllama's llama graph divides each dimension pair's angle by its factor (ggml_rope_ext
          * freq_factors); its other graphs here do not read the tensor */
         if (!m->arch->rope_freqs)
-            return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: tensor rope_freqs.weight on a %s model (only llama reads it)",
+            return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: tensor rope_freqs.weight on a %s model (only llama and gemma4 read it)",
                             ld->path, h->arch);
-        iqf_status st = iqf_ld_load_vector(ld, &m->rope_freqs, "rope_freqs.weight", h->n_rot / 2);
+        /* gemma4: [key_length / 2] (its global layers' head size), ggml reads the first n_rot / 2 */
+        const int nf = (m->arch->rope_freqs_global ? h->head_dim : h->n_rot) / 2;
+        iqf_status st = iqf_ld_load_vector(ld, &m->rope_freqs, "rope_freqs.weight", nf);
         if (st) return st;
-        for (int i = 0; i < h->n_rot / 2; i++)
+        for (int i = 0; i < nf; i++)
             if (!isfinite(m->rope_freqs[i]) || m->rope_freqs[i] == 0.0f)
                 return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: rope_freqs.weight[%d] = %g", ld->path, i, (double)m->rope_freqs[i]);
     }
@@ -490,7 +539,7 @@ static iqf_status load_attn_kind(loader *ld) {
     const iqf_model_info *h = &m->info;
     const iqf_arch *a = m->arch;
     iqf_status st = IQF_OK;
-    m->attn_scale = 1.0f / sqrtf((float)(a->attn_scale_rot ? h->n_rot : h->head_dim));
+    m->attn_scale = a->attn_scale_one ? 1.0f : 1.0f / sqrtf((float)(a->attn_scale_rot ? h->n_rot : h->head_dim));
     if (a->q_prescale && h->n_layer == 62) m->attn_scale = 1.0f / sqrtf((float)(h->n_embd / h->n_head));
     if (a->softcap && iqf_ld_key_float(ld, "final_logit_softcapping", &m->softcap) && (!isfinite(m->softcap) || m->softcap < 0))
         return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: bad final_logit_softcapping %g", ld->path, (double)m->softcap);
@@ -573,23 +622,32 @@ static iqf_status load_layer_attn(loader *ld, int l) {
     const iqf_model_info *h = &m->info;
     const iqf_arch *a = m->arch;
     iqf_layer *ly = &m->layers[l];
-    const int64_t E = h->n_embd, hd = h->head_dim, qdim = hd * h->n_head, kvdim = hd * h->n_head_kv;
+    const int64_t E = h->n_embd, hd = ly->hd, qdim = hd * h->n_head, kvdim = hd * ly->n_kv;
     const int64_t qmul = a->attn_out_gate ? 2 : 1; /* per head [q | gate] */
+    /* a shared-KV layer (gemma4) reads another layer's cache: its attn_k / attn_v, if any, unused */
+    const bool kv = ly->kv_src == l;
+    char vname[96];
+    snprintf(vname, sizeof vname, "blk.%d.attn_v.weight", l);
+    const bool has_v = kv && (!a->v_norm || iqf_gguf_find_tensor(m->gguf, vname) >= 0); /* gemma4: V = K without attn_v */
     ly->sq = ly->sk = ly->sv = ly->so = ly->sgate = ly->sup = ly->sdown = 1.0f;
     iqf_status st;
     if ((st = iqf_ld_layer_vec(ld, l, "attn_norm", "weight", E, false, &ly->attn_norm))) return st;
     if (ly->gdn) return iqf_ld_load_layer_gdn(ld, l);
-    if ((st = iqf_ld_layer_mat(ld, l, "attn_q", E, qdim * qmul, 1, &ly->wq)) || (st = iqf_ld_layer_mat(ld, l, "attn_k", E, kvdim, 1, &ly->wk)) ||
-        (st = iqf_ld_layer_mat(ld, l, "attn_v", E, kvdim, 1, &ly->wv)) || (st = iqf_ld_layer_mat(ld, l, "attn_output", qdim, E, 1, &ly->wo)) ||
+    if ((st = iqf_ld_layer_mat(ld, l, "attn_q", E, qdim * qmul, 1, &ly->wq)) ||
+        (kv && (st = iqf_ld_layer_mat(ld, l, "attn_k", E, kvdim, 1, &ly->wk))) ||
+        (has_v && (st = iqf_ld_layer_mat(ld, l, "attn_v", E, kvdim, 1, &ly->wv))) ||
+        (st = iqf_ld_layer_mat(ld, l, "attn_output", qdim, E, 1, &ly->wo)) ||
         (st = iqf_ld_layer_vec(ld, l, "attn_q", "bias", qdim * qmul, true, &ly->bq)) ||
-        (st = iqf_ld_layer_vec(ld, l, "attn_k", "bias", kvdim, true, &ly->bk)) ||
-        (st = iqf_ld_layer_vec(ld, l, "attn_v", "bias", kvdim, true, &ly->bv)) ||
-        (st = iqf_ld_layer_scale(ld, l, "attn_q", 1, &ly->sq, NULL)) || (st = iqf_ld_layer_scale(ld, l, "attn_k", 1, &ly->sk, NULL)) ||
-        (st = iqf_ld_layer_scale(ld, l, "attn_v", 1, &ly->sv, NULL)) || (st = iqf_ld_layer_scale(ld, l, "attn_output", 1, &ly->so, NULL)))
+        (kv && (st = iqf_ld_layer_vec(ld, l, "attn_k", "bias", kvdim, true, &ly->bk))) ||
+        (has_v && (st = iqf_ld_layer_vec(ld, l, "attn_v", "bias", kvdim, true, &ly->bv))) ||
+        (st = iqf_ld_layer_scale(ld, l, "attn_q", 1, &ly->sq, NULL)) ||
+        (kv && (st = iqf_ld_layer_scale(ld, l, "attn_k", 1, &ly->sk, NULL))) ||
+        (has_v && (st = iqf_ld_layer_scale(ld, l, "attn_v", 1, &ly->sv, NULL))) ||
+        (st = iqf_ld_layer_scale(ld, l, "attn_output", 1, &ly->so, NULL)))
         return st;
     if (a->wo_bias && (st = iqf_ld_layer_vec(ld, l, "attn_output", "bias", E, true, &ly->bo))) return st;
     if (a->qk_norm && ((st = iqf_ld_layer_vec(ld, l, "attn_q_norm", "weight", hd, false, &ly->q_norm)) ||
-                       (st = iqf_ld_layer_vec(ld, l, "attn_k_norm", "weight", hd, false, &ly->k_norm))))
+                       (kv && (st = iqf_ld_layer_vec(ld, l, "attn_k_norm", "weight", hd, false, &ly->k_norm)))))
         return st;
     if (a->attn_sinks && (st = iqf_ld_layer_vec(ld, l, "attn_sinks", "weight", h->n_head, false, &ly->attn_sinks))) return st;
     if (a->post_norms && ((st = iqf_ld_layer_vec(ld, l, "post_attention_norm", "weight", E, false, &ly->post_attn_norm)) ||
@@ -603,10 +661,19 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
     const iqf_model_info *h = &m->info;
     const iqf_arch *a = m->arch;
     iqf_layer *ly = &m->layers[l];
-    const int64_t E = h->n_embd, F = h->n_ff;
+    const int64_t E = h->n_embd, F = ly->n_ff;
     iqf_status st;
     if ((st = iqf_ld_layer_vec(ld, l, a->ffn_norm_name ? a->ffn_norm_name : "ffn_norm", "weight", E, false, &ly->ffn_norm))) return st;
-    if (h->n_expert == 0 || (a->dense_lead && l < m->mla.n_dense_lead)) {
+    char gname[96];
+    snprintf(gname, sizeof gname, "blk.%d.ffn_gate_inp.weight", l);
+    /* gemma4: a layer has experts iff it has a router; the dense FFN is there either way */
+    const bool both = a->moe_dense_ffn && h->n_expert > 0 && iqf_gguf_find_tensor(m->gguf, gname) >= 0;
+    if (both && ((st = iqf_ld_layer_vec(ld, l, "ffn_gate_inp", "scale", E, false, &ly->gate_inp_s)) ||
+                 (st = iqf_ld_layer_vec(ld, l, "pre_ffw_norm_2", "weight", E, false, &ly->pre_ffn_norm2)) ||
+                 (st = iqf_ld_layer_vec(ld, l, "post_ffw_norm_1", "weight", E, false, &ly->post_ffn_norm1)) ||
+                 (st = iqf_ld_layer_vec(ld, l, "post_ffw_norm_2", "weight", E, false, &ly->post_ffn_norm2))))
+        return st;
+    if (h->n_expert == 0 || (a->dense_lead && l < m->mla.n_dense_lead) || a->moe_dense_ffn) {
         if ((st = iqf_ld_layer_mat(ld, l, "ffn_gate", E, F, 1, &ly->wgate)) || (st = iqf_ld_layer_mat(ld, l, "ffn_up", E, F, 1, &ly->wup)) ||
             (st = iqf_ld_layer_mat(ld, l, "ffn_down", F, E, 1, &ly->wdown)))
             return st;
@@ -618,7 +685,7 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
                              (st = iqf_ld_layer_scale(ld, l, "ffn_up", 1, &ly->sup, NULL)) ||
                              (st = iqf_ld_layer_scale(ld, l, "ffn_down", 1, &ly->sdown, NULL))))
             return st;
-        return IQF_OK;
+        if (!both) return IQF_OK;
     }
     const int NE = h->n_expert;
     if (a->gating == IQF_GATING_KEYED) return iqf_ld_load_layer_moe_ds(ld, l);
@@ -646,7 +713,8 @@ static iqf_status load_layer_ffn(loader *ld, int l) {
 
 static iqf_status load_layer(loader *ld, int l) {
     iqf_status st = ld->m->arch->attn == IQF_ATTN_MLA ? iqf_ld_load_layer_mla(ld, l) : load_layer_attn(ld, l);
-    return st ? st : load_layer_ffn(ld, l);
+    if (!st) st = load_layer_ffn(ld, l);
+    return st ? st : iqf_ld_load_layer_ple(ld, l);
 }
 
 /* The stages on an open handle (m->gguf set); frees m on failure. */
@@ -658,6 +726,8 @@ static iqf_status load_stages(iqf_model *m, const iqf_model_params *params, iqf_
     if (!st) st = load_rope(&ld);
     if (!st) st = load_globals(&ld);
     if (!st) st = load_attn_kind(&ld);
+    if (!st) st = iqf_ld_load_layer_geometry(&ld);
+    if (!st) st = iqf_ld_load_ple(&ld);
     if (!st && m->arch->attn == IQF_ATTN_GDN_HYBRID) st = iqf_ld_load_gdn_hparams(&ld);
     if (!st && m->arch->shared_expert) st = iqf_ld_load_shexp_hparams(&ld);
     if (!st) st = iqf_ld_load_mla(&ld);

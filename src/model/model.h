@@ -51,6 +51,15 @@ typedef struct iqf_layer {
     iqf_weight wq_a, wq_b, wkv_a, wk_b, wv_b; /* wk_b, wv_b: one matrix per head (n_mat = n_head) */
     float *q_a_norm, *kv_a_norm;             /* RMS norms of the q / kv latents */
     float *exp_probs_b;                      /* expert selection bias [n_expert], or NULL */
+    /* per-layer attention geometry (every architecture; gemma4's differ between layers) */
+    int hd, n_rot;               /* head size (key = value length) and rotated dims */
+    int kv_src;                  /* the layer whose K/V cache this one reads (itself unless shared) */
+    int n_kv, n_ff;              /* KV heads, dense FFN width (info's n_head_kv / n_ff are the largest) */
+    /* gemma4 */
+    iqf_weight ple_gate, ple_proj; /* per-layer embedding: inp_gate [n_embd -> n_ple], proj [n_ple -> n_embd] */
+    float *ple_post_norm;        /* post_norm [n_embd], or NULL without per-layer embeddings */
+    float out_scale;             /* layer_output_scale (1 when absent) */
+    float *gate_inp_s, *pre_ffn_norm2, *post_ffn_norm1, *post_ffn_norm2; /* gemma4's expert layers, or NULL */
 } iqf_layer;
 
 #define IQF_MAX_WEIGHTS_PER_LAYER 16 /* deepseek2's MoE layers have 13 */
@@ -85,6 +94,11 @@ struct iqf_model {
         float kq_scale;         /* mscale^2 / sqrt(k_mla) */
         float ext_factor, attn_factor, corr[2]; /* YaRN (ext_factor 0: off) */
     } mla;
+    int n_rot_swa;              /* rotated dims of the sliding layers (rope.dimension_count_swa) */
+    int n_ple;                  /* gemma4: embedding_length_per_layer_input (0: no per-layer embeddings) */
+    iqf_weight ple_tok;         /* per_layer_token_embd [n_ple * n_layer per token] (rows read, no product) */
+    iqf_weight ple_model_proj;  /* per_layer_model_proj [n_embd -> n_ple * n_layer] */
+    float *ple_proj_norm;       /* per_layer_proj_norm [n_ple] */
     iqf_weight **mats; /* every matrix product's weight (layers' 7, then output), n_mats */
     int n_mats;
     void *gguf;                 /* iqf_gguf* the weights point into */
@@ -137,6 +151,8 @@ struct iqf_context {
     iqf_eval_progress_fn progress; /* NULL or called after each chunk (iqf_context_set_progress) */
     void *progress_user;
     struct iqf_gdn_ctx *gdn;   /* qwen35: recurrent states and scratch (deltanet.c), or NULL */
+    float *ple, *ple_g;        /* gemma4: per-layer inputs [max_batch][n_layer][n_ple], gate scratch [max_batch][n_ple] */
+    float *ffa, *ffb;          /* gemma4's expert layers: dense FFN output, expert / router input [max_batch][n_embd] */
 };
 
 /* Hessian capture (hessian.c): X^T X of the rows if w owns a slot of c->hess. */

@@ -297,3 +297,123 @@ iqf_status iqf_ld_layer_mat_f32(loader *ld, int l, const char *nm, int64_t ne0, 
     return iqf_dequantize(t->type, t->data, *out, ne1, ne0, 1, ld->err, ld->errlen);
 }
 
+
+/* Per-layer head sizes, rotated dims and K/V sources. Every layer starts with key_length and
+ * rope.dimension_count on its own cache. gemma4 (llama_model_gemma4::load_arch_hparams and
+ * llama_model::load_hparams): the sliding layers' key_length_swa (= value_length_swa, both
+ * required) and rope.dimension_count_swa (default rope.dimension_count), its pattern an array;
+ * with attention.shared_kv_layers n, layer il >= n_layer - n reads the cache of layer
+ * n_layer - n - 2 if it slides, else n_layer - n - 1 (the memory's reuse callback). */
+iqf_status iqf_ld_load_layer_geometry(loader *ld) {
+    iqf_model *m = ld->m;
+    const iqf_model_info *h = &m->info;
+    const iqf_arch *a = m->arch;
+    iqf_status st = IQF_OK;
+    int hd_swa = h->head_dim, vl_swa = h->head_dim, n_shared = 0;
+    m->n_rot_swa = h->n_rot;
+    if (a->swa_heads) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", h->arch);
+        const int64_t ki = iqf_gguf_find_kv(m->gguf, key);
+        if (ki < 0 || iqf_gguf_kv_type(m->gguf, ki) != IQF_GGUF_ARR)
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %s must be an array of per-layer flags", ld->path, key);
+        if (!iqf_ld_key_int(ld, "attention.key_length_swa", true, 0, 2, h->head_dim, &hd_swa, &st) ||
+            !iqf_ld_key_int(ld, "attention.value_length_swa", true, 0, 2, h->head_dim, &vl_swa, &st) ||
+            !iqf_ld_key_int(ld, "rope.dimension_count_swa", false, h->n_rot, 2, hd_swa, &m->n_rot_swa, &st))
+            return st;
+        if (vl_swa != hd_swa || m->n_rot_swa % 2)
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: key_length_swa %d, value_length_swa %d, rope.dimension_count_swa %d",
+                            ld->path, hd_swa, vl_swa, m->n_rot_swa);
+    }
+    if (a->kv_shared && !iqf_ld_key_int(ld, "attention.shared_kv_layers", false, 0, 0, h->n_layer, &n_shared, &st)) return st;
+    const int from = h->n_layer - n_shared;
+    if (n_shared > 0 && from < 2)
+        return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: %d shared KV layers of %d leave fewer than 2 with their own K/V",
+                        ld->path, n_shared, h->n_layer);
+    int *kv = calloc((size_t)h->n_layer, sizeof(int)), *ff = calloc((size_t)h->n_layer, sizeof(int)), mx;
+    if (!kv || !ff) {
+        free(kv);
+        free(ff);
+        return iqf_fail(ld->err, ld->errlen, IQF_E_NOMEM, "out of memory");
+    }
+    for (int l = 0; l < h->n_layer; l++) {
+        kv[l] = h->n_head_kv;
+        ff[l] = h->n_ff;
+    }
+    if (a->layer_widths && (!iqf_ld_key_int_per_layer(ld, "feed_forward_length", h->n_expert == 0, 0, 0, 1 << 22, &mx, ff, &st) ||
+                            !iqf_ld_key_int_per_layer(ld, "attention.head_count_kv", false, h->n_head, 1, h->n_head, &mx, kv, &st))) {
+        free(kv);
+        free(ff);
+        return st;
+    }
+    for (int l = 0; l < h->n_layer; l++) {
+        iqf_layer *ly = &m->layers[l];
+        ly->n_kv = kv[l];
+        ly->n_ff = ff[l];
+        if (ly->n_kv < 1 || h->n_head % ly->n_kv || (h->n_expert == 0 && ly->n_ff < 1)) {
+            free(kv);
+            free(ff);
+            return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: layer %d: %d KV heads for %d heads, FFN width %d", ld->path, l,
+                            ly->n_kv, h->n_head, ly->n_ff);
+        }
+    }
+    free(kv);
+    free(ff);
+    for (int l = 0; l < h->n_layer; l++) {
+        iqf_layer *ly = &m->layers[l];
+        const bool own = a->swa_heads && ly->swa;
+        ly->hd = own ? hd_swa : h->head_dim;
+        ly->n_rot = own ? m->n_rot_swa : h->n_rot;
+        ly->kv_src = l >= from ? from - (ly->swa ? 2 : 1) : l;
+        if (ly->kv_src != l && (m->layers[ly->kv_src].swa != ly->swa || m->layers[ly->kv_src].n_kv != ly->n_kv))
+            return iqf_fail(ld->err, ld->errlen, IQF_E_UNSUPPORTED, "%s: shared-KV layer %d (%s, %d KV heads) would read layer %d's cache (%s, %d)",
+                            ld->path, l, ly->swa ? "sliding" : "global", ly->n_kv, ly->kv_src,
+                            m->layers[ly->kv_src].swa ? "sliding" : "global", m->layers[ly->kv_src].n_kv);
+    }
+    return IQF_OK;
+}
+
+/* Per-layer embeddings (llama_model_gemma4::load_arch_tensors): embedding_length_per_layer_input
+ * n (required; 0: none), per_layer_token_embd [n * n_layer, n_vocab], per_layer_model_proj
+ * [n_embd, n * n_layer], per_layer_proj_norm [n]. */
+iqf_status iqf_ld_load_ple(loader *ld) {
+    iqf_model *m = ld->m;
+    const iqf_model_info *h = &m->info;
+    iqf_status st = IQF_OK;
+    if (!m->arch->per_layer_embd) return IQF_OK;
+    if (!iqf_ld_key_int(ld, "embedding_length_per_layer_input", true, 0, 0, 1 << 16, &m->n_ple, &st)) return st;
+    if (m->n_ple == 0) return IQF_OK;
+    const int64_t W = (int64_t)m->n_ple * h->n_layer;
+    if ((st = iqf_ld_global_mat(ld, &m->ple_tok, "per_layer_token_embd.weight", W, h->n_vocab, false)) ||
+        /* no imatrix slot: llama-imatrix collects blk.* matrices only (and --simulate quantizes those) */
+        (st = iqf_ld_global_mat(ld, &m->ple_model_proj, "per_layer_model_proj.weight", h->n_embd, W, false)) ||
+        (st = iqf_ld_load_vector(ld, &m->ple_proj_norm, "per_layer_proj_norm.weight", m->n_ple)))
+        return st;
+    return IQF_OK;
+}
+
+/* A layer's inp_gate [n_embd -> n_ple], proj [n_ple -> n_embd] and post_norm, where the model has
+ * per-layer embeddings; layer_output_scale [1] where the row reads it. */
+iqf_status iqf_ld_load_layer_ple(loader *ld, int l) {
+    iqf_model *m = ld->m;
+    iqf_layer *ly = &m->layers[l];
+    const int64_t E = m->info.n_embd;
+    iqf_status st;
+    ly->out_scale = 1.0f;
+    if (m->arch->layer_out_scale) {
+        float *v = NULL;
+        if ((st = iqf_ld_layer_vec(ld, l, "layer_output_scale", "weight", 1, true, &v))) return st;
+        if (v) {
+            ly->out_scale = v[0];
+            free(v);
+            if (!isfinite(ly->out_scale))
+                return iqf_fail(ld->err, ld->errlen, IQF_E_FORMAT, "%s: blk.%d.layer_output_scale is not finite", ld->path, l);
+        }
+    }
+    if (m->n_ple == 0) return IQF_OK;
+    if ((st = iqf_ld_layer_mat(ld, l, "inp_gate", E, m->n_ple, 1, &ly->ple_gate)) ||
+        (st = iqf_ld_layer_mat(ld, l, "proj", m->n_ple, E, 1, &ly->ple_proj)) ||
+        (st = iqf_ld_layer_vec(ld, l, "post_norm", "weight", E, false, &ly->ple_post_norm)))
+        return st;
+    return IQF_OK;
+}

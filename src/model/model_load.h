@@ -23,6 +23,10 @@ bool iqf_ld_key_int(loader *ld, const char *suffix, bool required, int64_t def, 
  * integers that must all be equal (else IQF_E_UNSUPPORTED naming the key). */
 bool iqf_ld_key_int_layers(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi, int *out,
                            iqf_status *st);
+/* The same where the values may differ (the row's layer_widths): *max the largest, vals (NULL or
+ * n_layer ints) each layer's. */
+bool iqf_ld_key_int_per_layer(loader *ld, const char *suffix, bool required, int64_t def, int64_t lo, int64_t hi, int *max,
+                              int *vals, iqf_status *st);
 bool iqf_ld_key_float(loader *ld, const char *suffix, float *out);
 iqf_status iqf_ld_get_tensor(loader *ld, const char *name, int64_t ne0, int64_t ne1, bool optional,
                              const iqf_gguf_tensor **out);
@@ -30,6 +34,8 @@ iqf_status iqf_ld_load_vector(loader *ld, float **out, const char *name, int64_t
 iqf_status iqf_ld_layer_vec(loader *ld, int l, const char *nm, const char *kind, int64_t n, bool optional, float **out);
 iqf_status iqf_ld_layer_mat(loader *ld, int l, const char *nm, int64_t ne0, int64_t ne1, int n_mat, iqf_weight *w);
 iqf_status iqf_ld_layer_scale(loader *ld, int l, const char *nm, int64_t n, float *out, float **arr);
+/* A global matrix ne1 rows of ne0; product: it joins the model's matrix products (imatrix slots) */
+iqf_status iqf_ld_global_mat(loader *ld, iqf_weight *w, const char *name, int64_t ne0, int64_t ne1, bool product);
 
 /* model_archload.c */
 iqf_status iqf_ld_load_mla(loader *ld);
@@ -40,5 +46,11 @@ iqf_status iqf_ld_load_layer_moe_ds(loader *ld, int l);
 iqf_status iqf_ld_load_layer_shexp(loader *ld, int l);
 iqf_status iqf_ld_load_shexp_hparams(loader *ld);
 iqf_status iqf_ld_layer_mat_f32(loader *ld, int l, const char *nm, int64_t ne0, int64_t ne1, float **out);
+/* Each layer's head size, rotated dims and K/V source (every architecture; gemma4's sliding
+ * layers' own head size, its shared-KV layers), after load_attn_kind; per-layer embeddings'
+ * global tensors and a layer's PLE tensors and output scale where the row has them. */
+iqf_status iqf_ld_load_layer_geometry(loader *ld);
+iqf_status iqf_ld_load_ple(loader *ld);
+iqf_status iqf_ld_load_layer_ple(loader *ld, int l);
 
 #endif

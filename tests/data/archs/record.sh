@@ -13,19 +13,25 @@ models=$(mktemp -d)
 trap 'rm -rf "$models"' EXIT
 # one per family of llama-quantize's rules: dense with n_gqa 4 (qwen3: 4 heads, 1 KV head), MoE
 # (qwen3moe), MLA (deepseek2), hybrid Gated-DeltaNet/SSM (qwen35), falcon, a multimodal LM part
-# (qwen3vl with deepstack), MoE with sinks (gpt-oss), MoE + MLA with 3-D projections (bailingmoe3)
-names="qwen3-dense qwen3moe-moe deepseek2-moe qwen35-dense falcon-dense qwen3vl-dense gpt-oss-moe bailingmoe3-moe"
+# (qwen3vl with deepstack), MoE with sinks (gpt-oss), MoE + MLA with 3-D projections (bailingmoe3),
+# gemma4 dense and MoE (per-layer embeddings, shared KV, experts beside the dense FFN: skeletons
+# from gemma4-fixture.sh, as test-llama-archs itself skips gemma4)
+names="qwen3-dense qwen3moe-moe deepseek2-moe qwen35-dense falcon-dense qwen3vl-dense gpt-oss-moe bailingmoe3-moe gemma4-dense gemma4-moe"
 types="Q4_K_M Q2_K IQ3_XXS IQ2_XS Q8_0 Q6_K"
 out=tests/data/archs
 : >"$out/MANIFEST.tsv"
 : >"$out/expected.tsv"
 for n in $names; do
   arch=${n%-*}
-  "$bin/test-llama-archs" -s 42 -a "$arch" -o "$models" >/dev/null 2>&1
-  src="$models/$n.gguf"
-  off=$("$build/iqforge" inspect "$src" | grep -o 'data at offset [0-9]*' | awk '{print $4}')
-  head -c "$off" "$src" >"$out/$n.skel"
-  size=$(stat -c %s "$src")
+  if [ "$arch" = gemma4 ]; then
+    size=$(bash "$out/gemma4-fixture.sh" "$build" | awk -v n="$n" '$1 == n {print $2}')
+  else
+    "$bin/test-llama-archs" -s 42 -a "$arch" -o "$models" >/dev/null 2>&1
+    src="$models/$n.gguf"
+    off=$("$build/iqforge" inspect "$src" | grep -o 'data at offset [0-9]*' | awk '{print $4}')
+    head -c "$off" "$src" >"$out/$n.skel"
+    size=$(stat -c %s "$src")
+  fi
   printf '%s\t%s\n' "$n" "$size" >>"$out/MANIFEST.tsv"
   w=$(mktemp -d)
   "$build/iqf-archmodel" "$out/$n.skel" "$size" "$w/m.gguf" 42
