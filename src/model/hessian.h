@@ -21,8 +21,11 @@ typedef struct iqf_hess_slot {
     char name[IQF_GGUF_MAX_NAME];  /* "blk.0.attn_qkv.hessian" */
     const iqf_weight *owner;
     int64_t n, bs;
-    double *sum;                   /* n * bs: row r = k*bs + i holds row i of diagonal block k */
+    double *sum;                   /* n * bs: row r = k*bs + i holds row i of diagonal block k;
+                                    * an expert slot: n_mat such matrices, expert e's at e*n*bs */
     int64_t count;                 /* token rows */
+    int64_t n_mat;                 /* 1, or n_expert for an expert slot */
+    int64_t *ecount;               /* an expert slot: rows routed to each expert; else NULL */
 } iqf_hess_slot;
 
 struct iqf_hess_acc {
@@ -55,6 +58,9 @@ void iqf_hessian_acc_free(iqf_hess_acc *a);
 
 /* Called by iqf_matmul: adds X^T X of T rows if w owns a slot. */
 void iqf_hessian_accumulate(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T);
+/* Called by iqf_imat_expert with the n rows routed to expert e (token then slot order): adds their
+ * X^T X to expert e's matrix if the 3-D weight w owns an expert slot. */
+void iqf_hessian_accumulate_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n);
 
 /* Writes the accumulated means (hessian_file.h layout; first fills in the mirrored lower
  * triangles, so call it once, after the last batch). Errors as iqf_hessian_write. */
