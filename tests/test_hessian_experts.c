@@ -4,7 +4,8 @@
  * random-weight qwen3moe (8 experts, 2 used; genmodel).
  *  - iqf_hessian_accumulate_expert on synthetic rows against a float64 accumulation (full
  *    matrices: every off-diagonal element), tolerance 2e-6 of sum|x_i x_j|; bit-identical at 1
- *    thread (best SIMD) and 2 threads (scalar); experts given no rows stay zero; per-expert counts.
+ *    thread (best SIMD) and 2 threads (scalar); experts given no rows stay zero; per-expert counts;
+ *    iqf_hessian_attach_ex's expert blocks and opt-out.
  *  - the file: a 3-D entry written and read back per expert (means by the expert's own count, an
  *    expert without rows all zero, F32 exact); the reader's errors: a NaN and a negative diagonal
  *    in a later expert; an entry with the wrong expert count for the model refused by quantize.
@@ -97,6 +98,22 @@ static void synthetic(const iqf_model *m) {
     iqf_hessian_detach(c2);
     iqf_hessian_acc_free(a1);
     iqf_hessian_acc_free(a2);
+    /* iqf_hessian_attach_ex: expert blocks of 32, or no expert slots; the other slots unchanged */
+    for (int eb = -1; eb <= 32; eb += 33) {
+        iqf_hess_acc *a = NULL;
+        CHECK(iqf_hessian_attach_ex(c1, -1, eb, &a, err, sizeof err) == IQF_OK, "%s", err);
+        if (!a) continue;
+        int n_exp = 0, n_plain = 0, bad = 0;
+        for (int i = 0; i < a->n_slots; i++) {
+            const iqf_hess_slot *q = &a->slots[i];
+            if (q->n_mat > 1) n_exp++, bad += q->bs != 32;
+            else n_plain++, bad += q->bs != q->n;
+        }
+        CHECK(n_exp == (eb < 0 ? 0 : 2 * m->info.n_layer) && n_plain == 2 * m->info.n_layer + 1 && !bad,
+              "expert_block %d: %d expert slots, %d others, %d with the wrong block", eb, n_exp, n_plain, bad);
+        iqf_hessian_detach(c1);
+        iqf_hessian_acc_free(a);
+    }
     iqf_context_free(c1);
     iqf_context_free(c2);
 }

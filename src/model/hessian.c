@@ -67,8 +67,22 @@ static int layer_owners(const iqf_layer *ly, const iqf_weight **ws) {
     return n;
 }
 
+/* The block for an input n wide with blocks of at most b: n if n <= b, else the largest multiple
+ * of 32 that is <= b and divides n, else n. */
+static int64_t block_upto(int64_t n, int64_t b) {
+    if (n <= b) return n;
+    for (int64_t k = b / 32 * 32; k >= 32; k -= 32)
+        if (n % k == 0) return k;
+    return n;
+}
+
 iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **out, char *err,
                               size_t errlen) {
+    return iqf_hessian_attach_ex(c, max_block, 0, out, err, errlen);
+}
+
+iqf_status iqf_hessian_attach_ex(iqf_context *c, int64_t max_block, int64_t expert_block, iqf_hess_acc **out,
+                                 char *err, size_t errlen) {
     if (!c || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
     *out = NULL;
     const iqf_model *m = c->m;
@@ -96,11 +110,39 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
         bytes += (double)m->output.ncols * (double)m->output.ncols * sizeof(double);
         auto_full = bytes <= (double)IQF_HESSIAN_AUTO_FULL_BYTES;
     }
+    /* the expert slots' block: expert_block > 0 as given; 0: the others' rule, then 32-blocks if
+     * their accumulators would pass IQF_HESSIAN_EXPERT_BYTES, then none; < 0: none */
+    int64_t ebs_cap = 0; /* 0: the others' rule; > 0: blocks of at most this; -1: no expert slots */
+    if (expert_block > 0) ebs_cap = expert_block;
+    else if (expert_block < 0) ebs_cap = -1;
+    else
+        for (int pass = 0; pass < 3; pass++) {
+            if (pass == 2) {
+                ebs_cap = -1;
+                break;
+            }
+            double bytes = 0;
+            for (int l = 0; l < m->info.n_layer; l++) {
+                const iqf_weight *ws[HESS_EXP_OWNERS];
+                const int ne = layer_expert_owners(&m->layers[l], ws);
+                for (int k = 0; k < ne; k++) {
+                    const int64_t n = ws[k]->ncols;
+                    const int64_t bs = pass ? block_upto(n, 32)
+                                            : max_block > 0 ? (n > max_block ? max_block : n)
+                                            : max_block < 0 || auto_full ? n : iqf_hessian_auto_block(n);
+                    bytes += (double)ws[k]->n_mat * (double)n * (double)bs * sizeof(double);
+                }
+            }
+            if (bytes <= (double)IQF_HESSIAN_EXPERT_BYTES) {
+                ebs_cap = pass ? 32 : 0;
+                break;
+            }
+        }
     for (int l = 0; l <= m->info.n_layer; l++) {
         int no = 0, no_plain = 0;
         if (l < m->info.n_layer) {
             no = no_plain = layer_owners(&m->layers[l], owners);
-            no += layer_expert_owners(&m->layers[l], owners + no);
+            if (ebs_cap >= 0) no += layer_expert_owners(&m->layers[l], owners + no);
         } else {
             owners[no++] = &m->output;
             no_plain = no;
@@ -110,7 +152,8 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
             s->owner = owners[k];
             s->n_mat = k < no_plain ? 1 : owners[k]->n_mat;
             s->n = owners[k]->ncols;
-            if (max_block > 0) s->bs = s->n > max_block ? max_block : s->n;
+            if (k >= no_plain && ebs_cap > 0) s->bs = block_upto(s->n, ebs_cap);
+            else if (max_block > 0) s->bs = s->n > max_block ? max_block : s->n;
             else if (max_block < 0 || auto_full) s->bs = s->n;
             else s->bs = iqf_hessian_auto_block(s->n);
             if (s->n % s->bs) {

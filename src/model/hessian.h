@@ -43,6 +43,9 @@ typedef struct iqf_hess_acc iqf_hess_acc;
  * in F32 (doc/QUALITY.md, error feedback). */
 #define IQF_HESSIAN_AUTO_FULL_BYTES (INT64_C(1) << 30)
 #define IQF_HESSIAN_AUTO_BLOCK 256
+/* The most the per-expert accumulators may take under the automatic rule (8 GiB; see
+ * iqf_hessian_attach_ex). */
+#define IQF_HESSIAN_EXPERT_BYTES (INT64_C(8) << 30)
 /* The automatic block for an input n wide: n if n <= 256, else the largest multiple of 32 that
  * is <= 256 and divides n, else n (full). */
 int64_t iqf_hessian_auto_block(int64_t n);
@@ -52,6 +55,13 @@ int64_t iqf_hessian_auto_block(int64_t n);
  * matrices. Errors: IQF_E_INVALID_ARG (max_block does not divide a width), IQF_E_NOMEM. */
 iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **out, char *err,
                               size_t errlen);
+/* The same with the 3-D expert tensors' per-expert slots set apart. expert_block > 0: blocks of
+ * at most expert_block (the largest multiple of 32 <= it dividing the width; the width itself if
+ * none does or it is narrower); < 0: no expert slots; 0 (iqf_hessian_attach): the rule above,
+ * unless the expert accumulators would then take more than IQF_HESSIAN_EXPERT_BYTES, in which
+ * case 32-blocks, and no expert slots if those still take more. */
+iqf_status iqf_hessian_attach_ex(iqf_context *c, int64_t max_block, int64_t expert_block, iqf_hess_acc **out,
+                                 char *err, size_t errlen);
 /* Clears c->hess (the accumulator stays valid). */
 void iqf_hessian_detach(iqf_context *c);
 void iqf_hessian_acc_free(iqf_hess_acc *a);
