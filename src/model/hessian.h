@@ -6,7 +6,11 @@
  * owns a slot adds X^T X of its activation rows (q/k/v share one slot owned by attn_k, gate/up
  * one owned by ffn_gate; attn_output, ffn_down and output have their own; hessian.c's
  * layer_owners lists the other architectures' owners, iqf_hessian_name_for the weights that
- * share a slot). Sums are kept in
+ * share a slot). MoE layers' 3-D expert tensors have expert slots: one matrix per expert, fed by
+ * iqf_imat_expert with the rows routed to that expert (token then slot order, as llama-imatrix's
+ * per-expert sums), owned by ffn_gate_up_exps or else ffn_gate_exps (gate's and up's input) and
+ * by ffn_down_exps; each expert's mean is over its own rows (ecount), so its diagonal is
+ * llama-imatrix's per-expert E[x^2]. Sums are kept in
  * double per batch of token rows: each batch is summed in float32 (in token order) and added to
  * the double total, so the result does not depend on the thread count or SIMD level.
  * A slot wider than `max_block` (> 0) keeps only the diagonal blocks of max_block x max_block.
@@ -36,7 +40,7 @@ struct iqf_hess_acc {
 typedef struct iqf_hess_acc iqf_hess_acc;
 
 /* The automatic representation (max_block == 0): full matrices when the double accumulators of
- * all of them take at most IQF_HESSIAN_AUTO_FULL_BYTES (kjv-3m: 25 MB), otherwise diagonal blocks
+ * all of them (the expert slots' too) take at most IQF_HESSIAN_AUTO_FULL_BYTES (kjv-3m: 25 MB), otherwise diagonal blocks
  * of IQF_HESSIAN_AUTO_BLOCK (the K/IQ super-block) for every input wider than that. A
  * Mistral-7B shape then costs (3 x 4096 + 14336) x 256 values per layer: 27.3 MiB in F32 (0.86
  * GiB for 32 layers), 13.6 MiB in F16, 54.5 MiB of accumulators; full matrices would be 30 GiB
@@ -44,7 +48,11 @@ typedef struct iqf_hess_acc iqf_hess_acc;
 #define IQF_HESSIAN_AUTO_FULL_BYTES (INT64_C(1) << 30)
 #define IQF_HESSIAN_AUTO_BLOCK 256
 /* The most the per-expert accumulators may take under the automatic rule (8 GiB; see
- * iqf_hessian_attach_ex). */
+ * iqf_hessian_attach_ex). A gpt-oss-20B shape (2880 wide in and out, 32 experts, 24 layers)
+ * takes 6.3 GiB at its automatic 192-blocks (3.2 GiB of F32 in the file, 1.6 GiB F16); a
+ * Qwen3-30B-A3B shape (2048 -> 768, 128 experts, 48 layers) would take 33 GiB at 256-blocks, so
+ * it gets 32-blocks (4.1 GiB); a DeepSeek-V3 shape (7168 -> 2048, 256 experts, 58 MoE layers)
+ * 33 GiB even then: no expert slots unless --hessian-experts asks. */
 #define IQF_HESSIAN_EXPERT_BYTES (INT64_C(8) << 30)
 /* The automatic block for an input n wide: n if n <= 256, else the largest multiple of 32 that
  * is <= 256 and divides n, else n (full). */
