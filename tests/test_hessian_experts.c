@@ -11,7 +11,8 @@
  *    in a later expert; an entry with the wrong expert count for the model refused by quantize.
  *  - end to end: capture over random tokens (imatrix collection) at 1 and 2 threads gives the same
  *    file; quantize --hessian (Q4_0) at 1 and 2 threads gives the same bytes, logs error feedback
- *    per expert on ffn_*_exps, and differs from the plain encoder's output.
+ *    per expert on ffn_*_exps, and differs from the plain encoder's output; after an 8-token
+ *    capture, the experts no row reached take the plain encoder (logged), same bytes at 1 and 2.
  */
 #include "iqforge.h"
 #include "genmodel.h"
@@ -255,6 +256,51 @@ static void end_to_end(const iqf_model *m, const char *model_path) {
     remove(logp);
 }
 
+/* A capture over one chunk of 8 tokens leaves experts without rows: quantize --hessian encodes those experts'
+ * slabs with the plain encoder, says so, and the rest with feedback (the same bytes at 1 and 2
+ * threads). */
+static void unrouted(const iqf_model *m, const char *model_path) {
+    char err[512], hp[96], out[2][96], logp[96];
+    snprintf(hp, sizeof hp, "/tmp/iqf_test_hexp_u_%d.gguf", (int)getpid());
+    snprintf(logp, sizeof logp, "/tmp/iqf_test_hexp_ulog_%d.txt", (int)getpid());
+    int32_t toks[16] = { 5, 17, 99, 3, 250, 8, 41, 77, 12, 200, 64, 9, 31, 150, 7, 88 };
+    iqf_context *c = NULL;
+    iqf_hess_acc *a = NULL;
+    iqf_imatrix_data *d = NULL;
+    CHECK(iqf_context_new(m, 8, 1, &c, err, sizeof err) == IQF_OK, "%s", err);
+    CHECK(c && iqf_hessian_attach(c, 0, &a, err, sizeof err) == IQF_OK, "%s", err);
+    CHECK(a && iqf_imatrix_collect(c, toks, 16, 8, 1, NULL, &d, err, sizeof err) == IQF_OK, "%s", err);
+    int zero = 0;
+    for (int i = 0; a && i < a->n_slots; i++)
+        for (int64_t e = 0; a->slots[i].n_mat > 1 && e < a->slots[i].n_mat; e++) zero += a->slots[i].ecount[e] == 0;
+    CHECK(a && iqf_hessian_acc_write(a, m, hp, 1, 8, NULL, false, err, sizeof err) == IQF_OK, "%s", err);
+    iqf_imatrix_data_free(d);
+    iqf_hessian_acc_free(a);
+    iqf_context_free(c);
+    CHECK(zero > 0, "every expert saw rows");
+    for (int k = 0; k < 2; k++) {
+        snprintf(out[k], sizeof out[k], "/tmp/iqf_test_hexp_uq%d_%d.gguf", k, (int)getpid());
+        iqf_model_quantize_params qp = iqf_model_quantize_default_params();
+        qp.ftype = IQF_FTYPE_MOSTLY_Q4_0;
+        qp.n_threads = k + 1;
+        qp.hessian_path = hp;
+        FILE *log = k == 0 ? fopen(logp, "w") : NULL;
+        CHECK(iqf_model_quantize(model_path, out[k], &qp, NULL, log, err, sizeof err) == IQF_OK, "quantize %d: %s", k, err);
+        if (log) fclose(log);
+    }
+    CHECK(same_file(out[0], out[1]), "unrouted experts: 1 thread and 2 differ");
+    size_t nl = 0;
+    char *lg = read_file(logp, &nl);
+    CHECK(lg && strstr(lg, "saw no calibration rows; plain encoder for that expert of blk.") && strstr(lg, "per expert"),
+          "log (%d experts without rows):\n%s", zero, lg ? lg : "");
+    printf("unrouted: %d expert matrices without rows in a one-chunk capture (n_ctx 8)\n", zero);
+    free(lg);
+    remove(out[0]);
+    remove(out[1]);
+    remove(hp);
+    remove(logp);
+}
+
 int main(void) {
     char err[512], model_path[96];
     snprintf(model_path, sizeof model_path, "/tmp/iqf_test_hexp_m_%d.gguf", (int)getpid());
@@ -278,6 +324,7 @@ int main(void) {
         synthetic(m);
         file_round_trip(m, model_path);
         end_to_end(m, model_path);
+        unrouted(m, model_path);
         iqf_model_free(m);
     }
     remove(model_path);
