@@ -997,8 +997,14 @@ IQF_API void iqf_hessian_file_free(iqf_hessian_file *f); /* NULL is fine */
  * n/bs blocks of bs x bs), false if the file has none. */
 IQF_API bool iqf_hessian_file_find(const iqf_hessian_file *f, const char *weight, int64_t *n, int64_t *bs);
 /* Copies its n * bs values (row i of block k is row k*bs + i; means E[x x^T]) to out as
- * float32, in the layout iqf_quantize_feedback takes (hblock = bs). False if absent. */
+ * float32, in the layout iqf_quantize_feedback takes (hblock = bs). False if absent. For a 3-D
+ * expert weight ("blk.0.ffn_down_exps.weight") these are expert 0's; see iqf_hessian_file_read_expert. */
 IQF_API bool iqf_hessian_file_read(const iqf_hessian_file *f, const char *weight, float *out);
+/* A 3-D expert weight's per-expert Hessians: how many matrices the weight's entry holds (its
+ * n_expert for a per-expert entry, 1 for a plain one, 0 if absent), and expert e's n * bs values
+ * (the mean over the rows routed to e; all zero if none were) as iqf_hessian_file_read. */
+IQF_API int64_t iqf_hessian_file_n_experts(const iqf_hessian_file *f, const char *weight);
+IQF_API bool iqf_hessian_file_read_expert(const iqf_hessian_file *f, const char *weight, int64_t e, float *out);
 
 /* ---------------------------------------------------------------------------------------------
  * Tokenizer (src/model/tokenizer.c): llama.cpp's SentencePiece ("llama") and GPT-2 byte-level

@@ -230,6 +230,22 @@ static void end_to_end(const iqf_model *m, const char *model_path) {
               "layer %d: %lld / %lld experts", l, (long long)iqf_hessian_n_mat(&hf, a), (long long)iqf_hessian_n_mat(&hf, b));
     }
     iqf_hessian_close(&hf);
+    /* the public reader: per expert by weight name */
+    iqf_hessian_file *pf = NULL;
+    CHECK(iqf_hessian_file_load(hp[0], &pf, err, sizeof err) == IQF_OK, "%s", err);
+    int64_t pn = 0, pbs = 0;
+    CHECK(pf && iqf_hessian_file_n_experts(pf, "blk.1.ffn_up_exps.weight") == m->info.n_expert &&
+              iqf_hessian_file_n_experts(pf, "blk.1.attn_k.weight") == 1 &&
+              iqf_hessian_file_find(pf, "blk.1.ffn_up_exps.weight", &pn, &pbs),
+          "public reader: expert counts");
+    if (pf && pn > 0 && pbs > 0) {
+        float *H = malloc(sizeof(float) * (size_t)(pn * pbs));
+        CHECK(iqf_hessian_file_read_expert(pf, "blk.1.ffn_up_exps.weight", m->info.n_expert - 1, H) &&
+                  !iqf_hessian_file_read_expert(pf, "blk.1.ffn_up_exps.weight", m->info.n_expert, H),
+              "public reader: read_expert");
+        free(H);
+    }
+    iqf_hessian_file_free(pf);
     char logp[96];
     snprintf(logp, sizeof logp, "/tmp/iqf_test_hexp_log_%d.txt", (int)getpid());
     for (int k = 0; k < 3; k++) {

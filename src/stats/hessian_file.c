@@ -295,3 +295,13 @@ bool iqf_hessian_file_read(const iqf_hessian_file *hf, const char *weight, float
     char h[IQF_GGUF_MAX_NAME + 16];
     return hf && weight && out && iqf_hessian_name_for(weight, h, sizeof h) && iqf_hessian_read(hf, h, out);
 }
+
+int64_t iqf_hessian_file_n_experts(const iqf_hessian_file *hf, const char *weight) {
+    char h[IQF_GGUF_MAX_NAME + 16];
+    return hf && weight && iqf_hessian_name_for(weight, h, sizeof h) ? iqf_hessian_n_mat(hf, h) : 0;
+}
+
+bool iqf_hessian_file_read_expert(const iqf_hessian_file *hf, const char *weight, int64_t e, float *out) {
+    char h[IQF_GGUF_MAX_NAME + 16];
+    return hf && weight && out && iqf_hessian_name_for(weight, h, sizeof h) && iqf_hessian_read_mat(hf, h, e, out);
+}
