@@ -7,8 +7,10 @@
 # qwen35-dense and qwen35moe-moe rebuilt by iqf-archmodel with --unit-norms (128 "test" tokens).
 # Text: tests/data/text/tinystories-valid-excerpt.txt, its first half of lines for the imatrix
 # and the Hessians, the second half for the KLD (-c 128). Every tensor is quantized by the file
-# type's recipe; 3-D expert tensors have no Hessian (plain encoder).
-# usage: bench/feedback_archs.sh [BUILD] ; env: DIR (default BUILD/bench-feedback-archs), THREADS
+# type's recipe; 3-D expert tensors take their per-expert Hessians (experts no calibration row
+# reached: plain encoder).
+# usage: bench/feedback_archs.sh [BUILD] ; env: DIR (default BUILD/bench-feedback-archs), THREADS,
+# MODELS (default "gemma3 gpt-oss deepseek2 qwen35 qwen35moe")
 set -u
 here="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$here/build}"
@@ -30,7 +32,7 @@ done
 echo "| model | type | KLD compat | KLD best | KLD best + feedback | feedback / best | best / compat | tensors with feedback |"
 echo "|---|---|---:|---:|---:|---:|---:|---|"
 status=0
-for m in gemma3 gpt-oss deepseek2 qwen35 qwen35moe; do
+for m in ${MODELS:-gemma3 gpt-oss deepseek2 qwen35 qwen35moe}; do
   "$IQF" imatrix -m $m.gguf -f calib.txt -c 128 -t "$THREADS" -o $m.im.gguf --hessian $m.h.gguf --quiet >$m.imlog 2>&1 ||
     { echo "$m: imatrix --hessian failed: $(tail -1 $m.imlog)"; status=1; continue; }
   "$IQF" perplexity -m $m.gguf -f eval.txt -c 128 -t "$THREADS" --kld-base $m.kld --quiet >/dev/null 2>&1 ||

@@ -954,7 +954,8 @@ IQF_API const float *iqf_imatrix_file_find(const iqf_imatrix_file *f, const char
 /* ---------------------------------------------------------------------------------------------
  * Hessian capture for error feedback (`iqforge imatrix --hessian`, src/model/hessian.c).
  * While attached to a context, every iqf_decode (and so iqf_perplexity, iqf_imatrix_collect[_ex])
- * adds X^T X of the inputs of every linear layer (q/k/v share one, gate/up share one).
+ * adds X^T X of the inputs of every linear layer (q/k/v share one, gate/up share one; the 3-D
+ * expert tensors' per expert).
  * ------------------------------------------------------------------------------------------- */
 typedef struct iqf_hess_acc iqf_hess_acc;
 /* Creates the accumulator and attaches it to c. max_block > 0: keep only the max_block x
@@ -963,6 +964,13 @@ typedef struct iqf_hess_acc iqf_hess_acc;
  * Errors: IQF_E_INVALID_ARG (max_block does not divide a width), IQF_E_NOMEM. */
 IQF_API iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **out,
                                       char *err, size_t errlen);
+/* The same with the per-expert Hessians of 3-D expert tensors (MoE: one matrix per expert, over
+ * the rows routed to it) set apart: expert_block > 0 keeps their diagonal blocks of at most that
+ * (a multiple of 32 dividing the width); < 0: none; 0 (iqf_hessian_attach): as the other inputs,
+ * or 32-blocks where that would take more than 8 GiB of accumulators, or none where those still
+ * would (a gpt-oss-20B shape: 6.3 GiB at 192-blocks). */
+IQF_API iqf_status iqf_hessian_attach_ex(iqf_context *c, int64_t max_block, int64_t expert_block,
+                                         iqf_hess_acc **out, char *err, size_t errlen);
 /* Detaches the accumulator from c (it stays valid). */
 IQF_API void iqf_hessian_detach(iqf_context *c);
 /* Writes the means H = E[x x^T] as the Hessian file iqf_model_quantize reads
@@ -989,8 +997,14 @@ IQF_API void iqf_hessian_file_free(iqf_hessian_file *f); /* NULL is fine */
  * n/bs blocks of bs x bs), false if the file has none. */
 IQF_API bool iqf_hessian_file_find(const iqf_hessian_file *f, const char *weight, int64_t *n, int64_t *bs);
 /* Copies its n * bs values (row i of block k is row k*bs + i; means E[x x^T]) to out as
- * float32, in the layout iqf_quantize_feedback takes (hblock = bs). False if absent. */
+ * float32, in the layout iqf_quantize_feedback takes (hblock = bs). False if absent. For a 3-D
+ * expert weight ("blk.0.ffn_down_exps.weight") these are expert 0's; see iqf_hessian_file_read_expert. */
 IQF_API bool iqf_hessian_file_read(const iqf_hessian_file *f, const char *weight, float *out);
+/* A 3-D expert weight's per-expert Hessians: how many matrices the weight's entry holds (its
+ * n_expert for a per-expert entry, 1 for a plain one, 0 if absent), and expert e's n * bs values
+ * (the mean over the rows routed to e; all zero if none were) as iqf_hessian_file_read. */
+IQF_API int64_t iqf_hessian_file_n_experts(const iqf_hessian_file *f, const char *weight);
+IQF_API bool iqf_hessian_file_read_expert(const iqf_hessian_file *f, const char *weight, int64_t e, float *out);
 
 /* ---------------------------------------------------------------------------------------------
  * Tokenizer (src/model/tokenizer.c): llama.cpp's SentencePiece ("llama") and GPT-2 byte-level

@@ -392,7 +392,7 @@ static void pipeline_errors(const iqf_model *m) {
     const int64_t n = 64;
     double *sum = calloc((size_t)(n * n), sizeof(double));
     for (int64_t i = 0; i < n; i++) sum[i * n + i] = 2.0;
-    iqf_hessian_wentry e = { "blk.0.attn_qkv.hessian", n, n, sum, 2 };
+    iqf_hessian_wentry e = { "blk.0.attn_qkv.hessian", n, n, sum, 2, 0, NULL };
     iqf_model_quantize_params p = iqf_model_quantize_default_params();
     p.ftype = IQF_FTYPE_MOSTLY_Q8_0;
     p.quiet = true;
@@ -410,7 +410,7 @@ static void pipeline_errors(const iqf_model *m) {
     CHECK(iqf_model_quantize(in, out, &p, &rep, NULL, err, sizeof err) == IQF_E_SHAPE && strstr(err, "another model") &&
               !strchr(err, '\n') && !exists(out), "another model: %s", err);
     /* wrong width */
-    iqf_hessian_wentry e32 = { "blk.0.attn_qkv.hessian", 32, 32, sum, 2 };
+    iqf_hessian_wentry e32 = { "blk.0.attn_qkv.hessian", 32, 32, sum, 2, 0, NULL };
     CHECK(iqf_hessian_write(hp, &e32, 1, &meta, err, sizeof err) == IQF_OK, "%s", err);
     CHECK(iqf_model_quantize(in, out, &p, &rep, NULL, err, sizeof err) == IQF_E_SHAPE && strstr(err, "wrong size") && !exists(out),
           "wrong size: %s", err);

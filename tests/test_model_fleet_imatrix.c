@@ -93,19 +93,43 @@ static bool ref_entry(const iqf_gguf *g, const char *name, const float **sum2, c
 
 static int32_t *tokens(const char *vocab_path, const char *text, size_t len, int *n);
 
-/* Every 2-D imatrix entry llama-quantize would quantize has a Hessian slot (by
- * iqf_hessian_name_for) whose diagonal is its E[x^2]; returns the number of entries checked. */
+/* Every 2-D imatrix entry llama-quantize would quantize, and every 3-D expert entry, has a Hessian
+ * slot (by iqf_hessian_name_for) whose diagonal is its E[x^2] (per expert, over the rows routed to
+ * it, with llama-imatrix's per-expert counts); returns the number of entries checked. */
 static int check_hessian(const fleet_case *fc, const iqf_imatrix_data *d, iqf_hess_acc *a) {
-    int checked = 0;
+    int checked = 0, expert_mats = 0;
     double worst = 0;
     for (int i = 0; i < d->n_entries; i++) {
-        if (d->n_mat[i] > 1 || strstr(d->names[i], "ffn_gate_inp.weight")) continue; /* experts, router */
+        if (strstr(d->names[i], "ffn_gate_inp.weight")) continue; /* router */
+        const bool exps = d->n_mat[i] > 1 && strstr(d->names[i], "_exps.weight");
+        if (d->n_mat[i] > 1 && !exps) continue; /* deepseek2's per-head attn_k_b / attn_v_b */
         char hn[160];
         const iqf_hess_slot *q = NULL;
         if (iqf_hessian_name_for(d->names[i], hn, sizeof hn))
             for (int k = 0; k < a->n_slots && !q; k++)
                 if (!strcmp(a->slots[k].name, hn)) q = &a->slots[k];
         CHECK(q && q->n == d->ncols[i], "%s: no Hessian slot for %s", fc->arch, d->names[i]);
+        if (exps) {
+            /* per expert: llama-imatrix's per-expert count and E[x^2] */
+            if (!q || q->n != d->ncols[i]) continue;
+            CHECK(q->n_mat == d->n_mat[i], "%s: %s: %lld Hessian experts, %d imatrix", fc->arch, d->names[i],
+                  (long long)q->n_mat, d->n_mat[i]);
+            if (q->n_mat != d->n_mat[i]) continue;
+            for (int e = 0; e < d->n_mat[i]; e++) {
+                CHECK(q->ecount[e] == d->mat_counts[i][e], "%s: %s expert %d: %lld Hessian rows, %lld imatrix rows",
+                      fc->arch, d->names[i], e, (long long)q->ecount[e], (long long)d->mat_counts[i][e]);
+                if (!q->ecount[e] || q->ecount[e] != d->mat_counts[i][e]) continue;
+                const double *hs = q->sum + (int64_t)e * q->n * q->bs;
+                for (int64_t j = 0; j < q->n; j++) {
+                    const double hd = hs[j * q->bs + j % q->bs] / (double)q->ecount[e];
+                    const double im = d->sum2[i][(int64_t)e * q->n + j] / (double)d->mat_counts[i][e];
+                    worst = fmax(worst, fabs(hd - im) / fmax(im, 1e-30));
+                }
+                expert_mats++;
+            }
+            checked++;
+            continue;
+        }
         if (!q || q->n != d->ncols[i] || !d->mat_counts[i][0]) continue;
         CHECK(q->count == d->mat_counts[i][0], "%s: %s: %lld Hessian rows, %lld imatrix rows", fc->arch, d->names[i],
               (long long)q->count, (long long)d->mat_counts[i][0]);
@@ -117,8 +141,8 @@ static int check_hessian(const fleet_case *fc, const iqf_imatrix_data *d, iqf_he
         checked++;
     }
     CHECK(worst < 1e-5, "%s: diag(H) differs from the imatrix by %g", fc->arch, worst);
-    printf("%-9s Hessian: %d slots, %d 2-D imatrix entries covered, worst diag(H) vs E[x^2] %.2g\n", fc->arch,
-           a->n_slots, checked, worst);
+    printf("%-9s Hessian: %d slots, %d imatrix entries covered (%d expert matrices), worst diag(H) vs E[x^2] %.2g\n",
+           fc->arch, a->n_slots, checked, expert_mats, worst);
     return checked;
 }
 
@@ -246,9 +270,10 @@ static void run_case(const fleet_case *fc, const char *text, size_t len, const c
     else if (strstr(fc->arch, "moe") || !strcmp(fc->arch, "mixtral") || !strcmp(fc->arch, "gpt-oss"))
         CHECK(n_expert_entries == 3 * 2, "%s: %d expert entries", fc->arch, n_expert_entries);
     /* qwen35: attn_qkv, attn_gate, ssm_alpha, ssm_beta, ssm_out, then q, k, v, output; FFN gate,
-     * up, down in both layers (qwen35moe: the shared expert's gate, up, down and its gate) */
+     * up, down in both layers (qwen35moe: the shared expert's gate, up, down and its gate, and the
+     * experts' gate, up, down per expert) */
     if (!strcmp(fc->arch, "qwen35")) CHECK(n_hess == 15, "%s: %d entries with a Hessian", fc->arch, n_hess);
-    if (!strcmp(fc->arch, "qwen35moe")) CHECK(n_hess == 17, "%s: %d entries with a Hessian", fc->arch, n_hess);
+    if (!strcmp(fc->arch, "qwen35moe")) CHECK(n_hess == 21, "%s: %d entries with a Hessian", fc->arch, n_hess);
     iqf_hessian_acc_free(ha);
     iqf_imatrix_data_free(d);
     iqf_context_free(c);

@@ -279,6 +279,7 @@ void iqf_top_k(const float *s, int n, int k, int *out) {
 }
 
 void iqf_imat_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n) {
+    if (c->hess) iqf_hessian_accumulate_expert(c, w, e, x, ldx, n);
     if (!c->imat || w->id < 0 || n <= 0) return;
     /* llama-imatrix collects MUL_MAT_ID for every batch size: per expert sums and counts */
     double *s = c->imat->sum2[w->id] + (int64_t)e * w->ncols;

@@ -32,7 +32,10 @@ static double *acc_alloc(size_t n) {
 
 void iqf_hessian_acc_free(iqf_hess_acc *a) {
     if (!a) return;
-    for (int i = 0; i < a->n_slots; i++) free(a->slots[i].sum);
+    for (int i = 0; i < a->n_slots; i++) {
+        free(a->slots[i].sum);
+        free(a->slots[i].ecount);
+    }
     free(a->slots);
     free(a);
 }
@@ -41,9 +44,18 @@ void iqf_hessian_acc_free(iqf_hess_acc *a) {
  * ffn_down; deepseek2's attn_q_a or attn_q, attn_kv_a_mqa, attn_q_b; the shared experts' gate (also
  * up's and qwen35moe's ffn_gate_inp_shexp's input) and down; qwen35's Gated-DeltaNet attn_qkv (also
  * attn_gate's, ssm_alpha's and ssm_beta's input) and ssm_out. Each owner's slot is named by
- * iqf_hessian_name_for, which maps the weights sharing its input to it. Expert layers have no
- * ffn_gate / ffn_down: no slot for them (3-D expert tensors get no Hessian). */
+ * iqf_hessian_name_for, which maps the weights sharing its input to it. */
 #define HESS_OWNERS 13
+/* The expert slot owners (one matrix per expert): ffn_gate_up_exps, or else ffn_gate_exps (gate's
+ * and up's input), and ffn_down_exps. 3-D weights with at least 2 experts only. */
+#define HESS_EXP_OWNERS 2
+static int layer_expert_owners(const iqf_layer *ly, const iqf_weight **ws) {
+    int n = 0;
+    const iqf_weight *gu = ly->gate_up_exps.data ? &ly->gate_up_exps : &ly->gate_exps;
+    if (gu->data && gu->n_mat > 1) ws[n++] = gu;
+    if (ly->down_exps.data && ly->down_exps.n_mat > 1) ws[n++] = &ly->down_exps;
+    return n;
+}
 static int layer_owners(const iqf_layer *ly, const iqf_weight **ws) {
     static const iqf_weight none = { .id = -1 };
     /* gemma4: a shared-KV layer has no attn_k (attn_q owns the slot), per-layer embeddings' inp_gate and proj */
@@ -57,19 +69,33 @@ static int layer_owners(const iqf_layer *ly, const iqf_weight **ws) {
     return n;
 }
 
+/* The block for an input n wide with blocks of at most b: n if n <= b, else the largest multiple
+ * of 32 that is <= b and divides n, else n. */
+static int64_t block_upto(int64_t n, int64_t b) {
+    if (n <= b) return n;
+    for (int64_t k = b / 32 * 32; k >= 32; k -= 32)
+        if (n % k == 0) return k;
+    return n;
+}
+
 iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **out, char *err,
                               size_t errlen) {
+    return iqf_hessian_attach_ex(c, max_block, 0, out, err, errlen);
+}
+
+iqf_status iqf_hessian_attach_ex(iqf_context *c, int64_t max_block, int64_t expert_block, iqf_hess_acc **out,
+                                 char *err, size_t errlen) {
     if (!c || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
     *out = NULL;
     const iqf_model *m = c->m;
     iqf_hess_acc *a = calloc(1, sizeof *a);
     if (!a) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
-    a->slots = calloc((size_t)m->info.n_layer * HESS_OWNERS + 1, sizeof *a->slots);
+    a->slots = calloc((size_t)m->info.n_layer * (HESS_OWNERS + HESS_EXP_OWNERS) + 1, sizeof *a->slots);
     if (!a->slots) {
         free(a);
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     }
-    const iqf_weight *owners[HESS_OWNERS];
+    const iqf_weight *owners[HESS_OWNERS + HESS_EXP_OWNERS];
     /* automatic choice: full matrices if all of them fit in IQF_HESSIAN_AUTO_FULL_BYTES of
      * double accumulators, else blocks of IQF_HESSIAN_AUTO_BLOCK */
     bool auto_full = true;
@@ -79,22 +105,57 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
             const iqf_weight *ws[HESS_OWNERS];
             const int nw = layer_owners(&m->layers[l], ws);
             for (int k = 0; k < nw; k++) bytes += (double)ws[k]->ncols * (double)ws[k]->ncols * sizeof(double);
+            const int ne = layer_expert_owners(&m->layers[l], ws);
+            for (int k = 0; k < ne; k++)
+                bytes += (double)ws[k]->n_mat * (double)ws[k]->ncols * (double)ws[k]->ncols * sizeof(double);
         }
         bytes += (double)m->output.ncols * (double)m->output.ncols * sizeof(double);
         auto_full = bytes <= (double)IQF_HESSIAN_AUTO_FULL_BYTES;
     }
+    /* the expert slots' block: expert_block > 0 as given; 0: the others' rule, then 32-blocks if
+     * their accumulators would pass IQF_HESSIAN_EXPERT_BYTES, then none; < 0: none */
+    int64_t ebs_cap = 0; /* 0: the others' rule; > 0: blocks of at most this; -1: no expert slots */
+    if (expert_block > 0) ebs_cap = expert_block;
+    else if (expert_block < 0) ebs_cap = -1;
+    else
+        for (int pass = 0; pass < 3; pass++) {
+            if (pass == 2) {
+                ebs_cap = -1;
+                break;
+            }
+            double bytes = 0;
+            for (int l = 0; l < m->info.n_layer; l++) {
+                const iqf_weight *ws[HESS_EXP_OWNERS];
+                const int ne = layer_expert_owners(&m->layers[l], ws);
+                for (int k = 0; k < ne; k++) {
+                    const int64_t n = ws[k]->ncols;
+                    const int64_t bs = pass ? block_upto(n, 32)
+                                            : max_block > 0 ? (n > max_block ? max_block : n)
+                                            : max_block < 0 || auto_full ? n : iqf_hessian_auto_block(n);
+                    bytes += (double)ws[k]->n_mat * (double)n * (double)bs * sizeof(double);
+                }
+            }
+            if (bytes <= (double)IQF_HESSIAN_EXPERT_BYTES) {
+                ebs_cap = pass ? 32 : 0;
+                break;
+            }
+        }
     for (int l = 0; l <= m->info.n_layer; l++) {
-        int no = 0;
+        int no = 0, no_plain = 0;
         if (l < m->info.n_layer) {
-            no = layer_owners(&m->layers[l], owners);
+            no = no_plain = layer_owners(&m->layers[l], owners);
+            if (ebs_cap >= 0) no += layer_expert_owners(&m->layers[l], owners + no);
         } else {
             owners[no++] = &m->output;
+            no_plain = no;
         }
         for (int k = 0; k < no; k++) {
             iqf_hess_slot *s = &a->slots[a->n_slots];
             s->owner = owners[k];
+            s->n_mat = k < no_plain ? 1 : owners[k]->n_mat;
             s->n = owners[k]->ncols;
-            if (max_block > 0) s->bs = s->n > max_block ? max_block : s->n;
+            if (k >= no_plain && ebs_cap > 0) s->bs = block_upto(s->n, ebs_cap);
+            else if (max_block > 0) s->bs = s->n > max_block ? max_block : s->n;
             else if (max_block < 0 || auto_full) s->bs = s->n;
             else s->bs = iqf_hessian_auto_block(s->n);
             if (s->n % s->bs) {
@@ -108,9 +169,10 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
                 return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "weight name %s too long", owners[k]->name);
             }
             if (s->bs > a->max_bs) a->max_bs = s->bs;
-            s->sum = acc_alloc((size_t)(s->n * s->bs));
+            s->sum = acc_alloc((size_t)(s->n_mat * s->n * s->bs));
+            if (s->n_mat > 1) s->ecount = calloc((size_t)s->n_mat, sizeof *s->ecount);
             a->n_slots++;
-            if (!s->sum) {
+            if (!s->sum || (s->n_mat > 1 && !s->ecount)) {
                 const long long bs = s->bs, n = s->n;
                 iqf_hessian_acc_free(a);
                 return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for the Hessian of %s (%lld x %lld doubles)",
@@ -137,6 +199,7 @@ void iqf_hessian_detach(iqf_context *c) {
 typedef struct hjob {
     iqf_simd simd;
     iqf_hess_slot *s;
+    double *sum; /* s->sum, or the expert's matrix */
     const float *x;
     int64_t ldx;
     int T;
@@ -219,22 +282,25 @@ static void hess_range(void *arg, int64_t b, int64_t e, int tid) {
             const int64_t i0 = r - blk * s->bs;
 #ifdef IQF_ARCH_X86
             if (j->simd == IQF_SIMD_AVX512)
-                acc_avx512(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, s->sum + r * s->bs);
+                acc_avx512(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, j->sum + r * s->bs);
             else if (IQF_SIMD_IS_X86(j->simd))
-                acc_avx2(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, s->sum + r * s->bs);
+                acc_avx2(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, j->sum + r * s->bs);
             else
 #endif
-                acc_scalar(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, s->sum + r * s->bs);
+                acc_scalar(j->x, j->ldx, j->T, r, nr, blk * s->bs, i0 & ~(int64_t)15, s->bs, j->sum + r * s->bs);
             r += nr;
         }
     }
 }
 
-/* Fills the lower triangle of every diagonal block from the upper one. */
+/* Fills the lower triangle of every diagonal block (of every matrix) from the upper one. */
 static void mirror(iqf_hess_slot *s) {
-    for (int64_t r = 0; r < s->n; r++) {
-        const int64_t i = r % s->bs, k0 = r - i;
-        for (int64_t j = 0; j < i; j++) s->sum[r * s->bs + j] = s->sum[(k0 + j) * s->bs + i];
+    for (int64_t e = 0; e < s->n_mat; e++) {
+        double *sum = s->sum + e * s->n * s->bs;
+        for (int64_t r = 0; r < s->n; r++) {
+            const int64_t i = r % s->bs, k0 = r - i;
+            for (int64_t j = 0; j < i; j++) sum[r * s->bs + j] = sum[(k0 + j) * s->bs + i];
+        }
     }
 }
 
@@ -243,10 +309,23 @@ void iqf_hessian_accumulate(iqf_context *c, const iqf_weight *w, const float *x,
     if (!a || T <= 0) return;
     for (int i = 0; i < a->n_slots; i++) {
         iqf_hess_slot *s = &a->slots[i];
-        if (s->owner != w) continue;
-        hjob j = { c->simd, s, x, ldx, T };
+        if (s->owner != w || s->n_mat > 1) continue;
+        hjob j = { c->simd, s, s->sum, x, ldx, T };
         iqf_pool_run(c->pool, (s->n + 3) / 4, 1, hess_range, &j);
         s->count += T;
+        return;
+    }
+}
+
+void iqf_hessian_accumulate_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n) {
+    iqf_hess_acc *a = c->hess;
+    if (!a || n <= 0) return;
+    for (int i = 0; i < a->n_slots; i++) {
+        iqf_hess_slot *s = &a->slots[i];
+        if (s->owner != w || s->n_mat <= 1 || e < 0 || e >= s->n_mat) continue;
+        hjob j = { c->simd, s, s->sum + (int64_t)e * s->n * s->bs, x, ldx, n };
+        iqf_pool_run(c->pool, (s->n + 3) / 4, 1, hess_range, &j);
+        s->ecount[e] += n;
         return;
     }
 }
@@ -256,10 +335,14 @@ iqf_status iqf_hessian_acc_write(iqf_hess_acc *a, const iqf_model *m, const char
                                  char *err, size_t errlen) {
     if (!a || !m || !path) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "NULL argument");
     for (int i = 0; i < a->n_slots; i++) mirror(&a->slots[i]);
+    int64_t tokens = 0; /* the token rows every plain slot saw (expert slots: per-expert counts) */
+    for (int i = 0; i < a->n_slots; i++)
+        if (a->slots[i].n_mat <= 1 && a->slots[i].count > tokens) tokens = a->slots[i].count;
     iqf_hessian_wentry *e = calloc((size_t)a->n_slots + 1, sizeof *e);
     if (!e) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     for (int i = 0; i < a->n_slots; i++)
-        e[i] = (iqf_hessian_wentry){ a->slots[i].name, a->slots[i].n, a->slots[i].bs, a->slots[i].sum, a->slots[i].count };
+        e[i] = (iqf_hessian_wentry){ a->slots[i].name, a->slots[i].n, a->slots[i].bs, a->slots[i].sum, tokens,
+                                     a->slots[i].n_mat, a->slots[i].ecount };
     iqf_hessian_meta meta;
     memset(&meta, 0, sizeof meta);
     iqf_hessian_model_id_get(iqf_model_gguf(m), &meta.model);

@@ -157,6 +157,8 @@ struct iqf_context {
 
 /* Hessian capture (hessian.c): X^T X of the rows if w owns a slot of c->hess. */
 void iqf_hessian_accumulate(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T);
+/* The same for the n rows routed to expert e of a 3-D weight (hessian.h). */
+void iqf_hessian_accumulate_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n);
 
 /* Y[t][n] = sum_k X[t][k] W[n][k] for t < T, n < W->nrows. X rows ldx apart, Y rows ldy apart. */
 void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T, float *y,

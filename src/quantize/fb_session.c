@@ -19,6 +19,7 @@ struct iqf_feedback {
     FILE *log;
     struct {
         char name[IQF_GGUF_MAX_NAME + 16];
+        int64_t mat;       /* the expert of a per-expert entry, else 0 */
         iqf_fb_factor f;
         bool bad;          /* singular: plain encoder */
         uint64_t used;
@@ -71,6 +72,13 @@ iqf_status iqf_feedback_open(const char *path, const void *model, double damp, F
                           hn, n, t->name, t->ne[0]);
             goto fail;
         }
+        /* a per-expert entry: one matrix per expert of the tensor (a 2-D entry serves all rows) */
+        const int64_t nm = iqf_hessian_n_mat(&fb->hf, hn), ne = t->n_dims >= 3 ? t->ne[2] * (t->n_dims >= 4 ? t->ne[3] : 1) : 1;
+        if (nm > 1 && nm != ne) {
+            st = iqf_fail(err, errlen, IQF_E_SHAPE, "%s: %s holds %" PRId64 " experts, but %s has %" PRId64 " (wrong size)", path,
+                          hn, nm, t->name, ne);
+            goto fail;
+        }
         matched++;
     }
     if (!matched) {
@@ -101,7 +109,14 @@ static void note(iqf_feedback *fb, const char *tensor, const char *what) {
     fflush(fb->log);
 }
 
-iqf_status iqf_feedback_quantize(iqf_feedback *fb, const char *tensor, int type, const float *src,
+/* True if every diagonal value of the n x bs block-diagonal H is 0 (an expert no row reached). */
+static bool all_zero_diag(const float *H, int64_t n, int64_t bs) {
+    for (int64_t r = 0; r < n; r++)
+        if (H[r * bs + r % bs] != 0) return false;
+    return true;
+}
+
+iqf_status iqf_feedback_quantize(iqf_feedback *fb, const char *tensor, int64_t expert, int type, const float *src,
                                  void *dst, int64_t nrows, int64_t ncols, const float *imatrix,
                                  const iqf_quantize_params *params, char *err, size_t errlen) {
     char hn[IQF_GGUF_MAX_NAME + 16];
@@ -112,21 +127,31 @@ iqf_status iqf_feedback_quantize(iqf_feedback *fb, const char *tensor, int type,
         if (ti && ti->is_quantized) note(fb, tensor, "no Hessian, plain encoder");
         return iqf_quantize(type, src, dst, nrows, ncols, imatrix, params, err, errlen);
     }
+    const int64_t nm = iqf_hessian_n_mat(&fb->hf, hn);
+    const int64_t mat = nm > 1 ? expert : 0; /* a 2-D entry for a 3-D tensor: the one matrix for all */
+    if (mat < 0 || mat >= nm) return iqf_fail(err, errlen, IQF_E_SHAPE, "%s: no expert %" PRId64 " in %s", tensor, expert, hn);
     int slot = -1;
     for (int i = 0; i < FB_CACHE; i++)
-        if (fb->cache[i].name[0] && !strcmp(fb->cache[i].name, hn)) slot = i;
+        if (fb->cache[i].name[0] && !strcmp(fb->cache[i].name, hn) && fb->cache[i].mat == mat) slot = i;
     if (slot < 0) {
         slot = 0;
         for (int i = 1; i < FB_CACHE; i++)
             if (fb->cache[i].used < fb->cache[slot].used) slot = i;
         iqf_fb_factor_free(&fb->cache[slot].f);
         snprintf(fb->cache[slot].name, sizeof fb->cache[slot].name, "%s", hn);
+        fb->cache[slot].mat = mat;
         fb->cache[slot].bad = false;
         float *H = malloc((size_t)(n * bs) * sizeof(float));
         if (!H) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory for %s", hn);
-        iqf_hessian_read(&fb->hf, hn, H);
+        iqf_hessian_read_mat(&fb->hf, hn, mat, H);
         char msg[256];
-        iqf_status st = iqf_fb_factor_make(H, n, bs, fb->damp, params ? params->n_threads : 0, &fb->cache[slot].f, msg, sizeof msg);
+        iqf_status st;
+        if (nm > 1 && all_zero_diag(H, n, bs)) {
+            st = IQF_E_SHAPE; /* no routed rows: nothing to weigh the errors by */
+            snprintf(msg, sizeof msg, "expert %" PRId64 " saw no calibration rows", mat);
+        } else {
+            st = iqf_fb_factor_make(H, n, bs, fb->damp, params ? params->n_threads : 0, &fb->cache[slot].f, msg, sizeof msg);
+        }
         free(H);
         if (st == IQF_E_NOMEM) {
             fb->cache[slot].name[0] = 0;
@@ -134,17 +159,21 @@ iqf_status iqf_feedback_quantize(iqf_feedback *fb, const char *tensor, int type,
         }
         if (st) {
             fb->cache[slot].bad = true;
-            if (fb->log) fprintf(fb->log, "feedback: %s: %s; plain encoder for the tensors that use it\n", hn, msg);
+            if (fb->log) {
+                if (nm > 1) fprintf(fb->log, "feedback: %s: %s; plain encoder for that expert of %s\n", hn, msg, tensor);
+                else fprintf(fb->log, "feedback: %s: %s; plain encoder for the tensors that use it\n", hn, msg);
+            }
         }
     }
     fb->cache[slot].used = ++fb->tick;
     if (fb->cache[slot].bad) {
-        note(fb, tensor, "Hessian singular, plain encoder");
+        if (nm <= 1) note(fb, tensor, "Hessian singular, plain encoder");
         return iqf_quantize(type, src, dst, nrows, ncols, imatrix, params, err, errlen);
     }
     if (fb->log && strcmp(fb->last_tensor, tensor)) {
         char what[160];
-        snprintf(what, sizeof what, "error feedback with %s (%" PRId64 " x %" PRId64 "%s)", hn, n, bs, bs == n ? ", full" : " blocks");
+        snprintf(what, sizeof what, "error feedback with %s (%" PRId64 " x %" PRId64 "%s%s)", hn, n, bs, bs == n ? ", full" : " blocks",
+                 nm > 1 ? ", per expert" : "");
         note(fb, tensor, what);
     }
     return iqf_fb_quantize_rows(&fb->cache[slot].f, type, src, dst, nrows, ncols, imatrix, params, err, errlen);

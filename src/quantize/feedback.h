@@ -69,7 +69,10 @@ iqf_status iqf_feedback_write_meta(const iqf_feedback *fb, iqf_gguf_writer *w);
 
 /* Encodes a slab of rows of `tensor`: with feedback when its Hessian exists and is usable,
  * otherwise with iqf_quantize (and a note in the log, once per tensor). Errors as iqf_quantize. */
-iqf_status iqf_feedback_quantize(iqf_feedback *fb, const char *tensor, int type, const float *src,
+/* `expert`: which expert of a 3-D tensor the rows belong to (0 for a 2-D one); a per-expert entry
+ * gives each expert its own factor, and an expert that saw no calibration rows (all-zero matrix)
+ * the plain encoder (logged). */
+iqf_status iqf_feedback_quantize(iqf_feedback *fb, const char *tensor, int64_t expert, int type, const float *src,
                                  void *dst, int64_t nrows, int64_t ncols, const float *imatrix,
                                  const iqf_quantize_params *params, char *err, size_t errlen);
 

@@ -226,7 +226,7 @@ static iqf_status encode_tensor(quant_job *j, int64_t i, const iqf_quantize_para
         st = rows_to_f32(t, data, by_rows ? 0 : r, n, j->f32buf, &x, j->n_threads, msg, sizeof msg);
         if (st) return iqf_fail(j->err, j->errlen, st, "tensor %s: %s", t->name, msg);
         const float *imx = it->imatrix ? it->imatrix + expert * ncols : NULL;
-        st = j->pl.fb ? iqf_feedback_quantize(j->pl.fb, t->name, new_type, x, j->qbuf, n, ncols, imx, qp, msg, sizeof msg)
+        st = j->pl.fb ? iqf_feedback_quantize(j->pl.fb, t->name, expert, new_type, x, j->qbuf, n, ncols, imx, qp, msg, sizeof msg)
                    : iqf_quantize(new_type, x, j->qbuf, n, ncols, imx, qp, msg, sizeof msg);
         if (st) {
             if (st == IQF_E_NONFINITE && !imx)

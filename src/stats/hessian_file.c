@@ -39,6 +39,8 @@ bool iqf_hessian_name_for(const char *weight, char *out, size_t outlen) {
     struct { const char *from, *to; } map[] = {
         { ".attn_q", ".attn_qkv" }, { ".attn_k", ".attn_qkv" }, { ".attn_v", ".attn_qkv" },
         { ".ffn_gate", ".ffn_gate_up" }, { ".ffn_up", ".ffn_gate_up" },
+        /* the experts' gate and up (and fused gate_up) share one per-expert entry */
+        { ".ffn_gate_exps", ".ffn_gate_up_exps" }, { ".ffn_up_exps", ".ffn_gate_up_exps" },
         /* the shared expert's up and its gate (qwen35moe) take its gate's input */
         { ".ffn_up_shexp", ".ffn_gate_shexp" }, { ".ffn_gate_inp_shexp", ".ffn_gate_shexp" },
         /* qwen35's Gated-DeltaNet: the output gate, alpha and beta take attn_qkv's input */
@@ -56,21 +58,35 @@ bool iqf_hessian_name_for(const char *weight, char *out, size_t outlen) {
     return r > 0 && (size_t)r < outlen;
 }
 
+static int64_t entry_values(const iqf_hessian_wentry *e) { return e->n * e->bs * (e->n_mat > 1 ? e->n_mat : 1); }
+
+/* What value j of an entry is multiplied by to make a mean: 1/count, or 1/counts[expert] (0 for
+ * an expert without rows, whose sums are 0). */
+static double entry_scale(const iqf_hessian_wentry *e, int64_t j) {
+    if (e->n_mat <= 1) return 1.0 / (double)e->count;
+    const int64_t c = e->counts[j / (e->n * e->bs)];
+    return c > 0 ? 1.0 / (double)c : 0.0;
+}
+
 iqf_status iqf_hessian_write(const char *path, const iqf_hessian_wentry *e, int n,
                              const iqf_hessian_meta *meta, char *err, size_t errlen) {
     if (!path || !meta || n < 0 || (n > 0 && !e)) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "invalid arguments");
     int64_t count = n > 0 ? e[0].count : 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         if (!e[i].name || !e[i].sum || e[i].n < 1 || e[i].bs < 1 || e[i].n % e[i].bs || e[i].count != count ||
-            count < 1 || strlen(e[i].name) >= IQF_GGUF_MAX_NAME)
+            count < 1 || strlen(e[i].name) >= IQF_GGUF_MAX_NAME || e[i].n_mat < 0 || e[i].n_mat > IQF_HESSIAN_MAX_MATS ||
+            (e[i].n_mat > 1 && !e[i].counts))
             return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "Hessian entry %d is malformed (or saw no tokens)", i);
+        for (int64_t k = 0; e[i].n_mat > 1 && k < e[i].n_mat; k++)
+            if (e[i].counts[k] < 0) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "Hessian entry %d has a negative count", i);
+    }
     const int type = meta->f16 ? IQF_TYPE_F16 : IQF_TYPE_F32;
     const size_t esz = meta->f16 ? 2 : 4;
     /* check F16 range before anything is written */
     if (meta->f16)
         for (int i = 0; i < n; i++)
-            for (int64_t j = 0; j < e[i].n * e[i].bs; j++)
-                if (fabs(e[i].sum[j] / (double)count) > 65504.0)
+            for (int64_t j = 0; j < entry_values(&e[i]); j++)
+                if (fabs(e[i].sum[j] * entry_scale(&e[i], j)) > 65504.0)
                     return iqf_fail(err, errlen, IQF_E_NONFINITE, "%s: %s has a value too large for F16 (use F32)", path, e[i].name);
     iqf_gguf_writer *w = iqf_gguf_writer_open(path, err, errlen);
     if (!w) return IQF_E_IO;
@@ -86,17 +102,17 @@ iqf_status iqf_hessian_write(const char *path, const iqf_hessian_wentry *e, int 
     if (!st) st = iqf_gguf_writer_set_u32(w, "hessian.chunk_size", (uint32_t)meta->chunk_size);
     if (!st && meta->dataset) st = iqf_gguf_writer_set_str(w, "hessian.dataset", meta->dataset);
     for (int i = 0; i < n && !st; i++) {
-        int64_t ne[2] = { e[i].bs, e[i].n };
-        st = iqf_gguf_writer_add_tensor(w, e[i].name, 2, ne, type);
+        int64_t ne[3] = { e[i].bs, e[i].n, e[i].n_mat > 1 ? e[i].n_mat : 1 };
+        st = iqf_gguf_writer_add_tensor(w, e[i].name, e[i].n_mat > 1 ? 3 : 2, ne, type);
     }
     if (!st) st = iqf_gguf_writer_write_header(w);
     uint8_t buf[4096];
     for (int i = 0; i < n && !st; i++) {
-        const int64_t tot = e[i].n * e[i].bs;
+        const int64_t tot = entry_values(&e[i]);
         for (int64_t j0 = 0; j0 < tot && !st; j0 += (int64_t)(sizeof buf / esz)) {
             int64_t m = tot - j0 < (int64_t)(sizeof buf / esz) ? tot - j0 : (int64_t)(sizeof buf / esz);
             for (int64_t j = 0; j < m; j++) {
-                float f = (float)(e[i].sum[j0 + j] / (double)count);
+                float f = (float)(e[i].sum[j0 + j] * entry_scale(&e[i], j0 + j));
                 if (meta->f16) {
                     uint16_t h = iqf_fp32_to_fp16(f);
                     memcpy(buf + 2 * j, &h, 2);
@@ -179,13 +195,14 @@ iqf_status iqf_hessian_open(const char *path, iqf_hessian_file *hf, char *err, s
             st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: tensor %s must be F32 or F16", path, t->name);
             goto fail;
         }
-        const int64_t bs = t->ne[0], n = t->ne[1];
-        if (t->ne[2] != 1 || t->ne[3] != 1 || n % bs != 0) {
+        const int64_t bs = t->ne[0], n = t->ne[1], nm = t->ne[2];
+        if (t->ne[3] != 1 || bs < 1 || n % bs != 0 || nm < 1 || nm > IQF_HESSIAN_MAX_MATS) {
             st = iqf_fail(err, errlen, IQF_E_FORMAT, "%s: tensor %s has shape [%" PRId64 ", %" PRId64 ", %" PRId64
-                          "]: want [block, width] with width a multiple of block", path, t->name, bs, n, t->ne[2] * t->ne[3]);
+                          "]: want [block, width] or [block, width, experts] with width a multiple of block", path,
+                          t->name, bs, n, t->ne[2] * t->ne[3]);
             goto fail;
         }
-        for (int64_t r = 0; r < n; r++)
+        for (int64_t r = 0; r < n * nm; r++)
             for (int64_t j = 0; j < bs; j++) {
                 float v = elem(t, r * bs + j);
                 if (!isfinite(v) || (j == r % bs && v < 0)) {
@@ -225,16 +242,27 @@ bool iqf_hessian_find(const iqf_hessian_file *hf, const char *hname, int64_t *n,
     return true;
 }
 
-bool iqf_hessian_read(const iqf_hessian_file *hf, const char *hname, float *out) {
+int64_t iqf_hessian_n_mat(const iqf_hessian_file *hf, const char *hname) {
+    if (!hf || !hf->g) return 0;
+    int64_t i = iqf_gguf_find_tensor(hf->g, hname);
+    return i < 0 ? 0 : iqf_gguf_tensor_at(hf->g, i)->ne[2];
+}
+
+bool iqf_hessian_read_mat(const iqf_hessian_file *hf, const char *hname, int64_t mat, float *out) {
     if (!hf || !hf->g) return false;
     int64_t i = iqf_gguf_find_tensor(hf->g, hname);
     if (i < 0) return false;
     const iqf_gguf_tensor *t = iqf_gguf_tensor_at(hf->g, i);
-    const int64_t m = t->ne[0] * t->ne[1];
-    if (t->type == IQF_TYPE_F32) memcpy(out, t->data, (size_t)m * sizeof(float));
+    if (mat < 0 || mat >= t->ne[2]) return false;
+    const int64_t m = t->ne[0] * t->ne[1], o = mat * m;
+    if (t->type == IQF_TYPE_F32) memcpy(out, (const float *)t->data + o, (size_t)m * sizeof(float));
     else
-        for (int64_t j = 0; j < m; j++) out[j] = elem(t, j);
+        for (int64_t j = 0; j < m; j++) out[j] = elem(t, o + j);
     return true;
+}
+
+bool iqf_hessian_read(const iqf_hessian_file *hf, const char *hname, float *out) {
+    return iqf_hessian_read_mat(hf, hname, 0, out);
 }
 
 /* The public reader (iqforge.h): the same file handle on the heap, entries found by weight name. */
@@ -266,4 +294,14 @@ bool iqf_hessian_file_find(const iqf_hessian_file *hf, const char *weight, int64
 bool iqf_hessian_file_read(const iqf_hessian_file *hf, const char *weight, float *out) {
     char h[IQF_GGUF_MAX_NAME + 16];
     return hf && weight && out && iqf_hessian_name_for(weight, h, sizeof h) && iqf_hessian_read(hf, h, out);
+}
+
+int64_t iqf_hessian_file_n_experts(const iqf_hessian_file *hf, const char *weight) {
+    char h[IQF_GGUF_MAX_NAME + 16];
+    return hf && weight && iqf_hessian_name_for(weight, h, sizeof h) ? iqf_hessian_n_mat(hf, h) : 0;
+}
+
+bool iqf_hessian_file_read_expert(const iqf_hessian_file *hf, const char *weight, int64_t e, float *out) {
+    char h[IQF_GGUF_MAX_NAME + 16];
+    return hf && weight && out && iqf_hessian_name_for(weight, h, sizeof h) && iqf_hessian_read_mat(hf, h, e, out);
 }

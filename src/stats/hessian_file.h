@@ -14,10 +14,16 @@
  *     blk.N.attn_qkv.hessian     input of attn_q, attn_k, attn_v (shared)
  *     blk.N.attn_output.hessian, blk.N.ffn_down.hessian, output.hessian
  *     blk.N.ffn_gate_up.hessian  input of ffn_gate and ffn_up (shared)
+ *     blk.N.ffn_gate_up_exps.hessian  input of expert e's ffn_gate_exps, ffn_up_exps and
+ *                                     ffn_gate_up_exps, per expert (ne2 = n_expert)
+ *     blk.N.ffn_down_exps.hessian     input of ffn_down_exps, per expert
  *   Each tensor is F32 or F16 with ne0 = bs (diagonal block size), ne1 = n (input width),
  *   n % bs == 0: H is block-diagonal with n/bs blocks of bs x bs; row r = k*bs + i of the tensor
  *   is row i of block k (columns k*bs .. k*bs+bs-1 of H). bs == n is the full matrix.
- *   Values are means (sums / token_count).
+ *   Values are means (sums / token_count). A per-expert tensor has ne2 = n_expert matrices of
+ *   that layout, each the mean over the rows routed to that expert (llama-imatrix's per-expert
+ *   E[x^2] on its diagonal); an expert that saw no rows is all zeros. Files without expert
+ *   entries (older ones) read as before.
  *
  * The reader treats the file as hostile: every key type, shape and value (finite, diagonal >= 0)
  * is checked at open; values are then read on demand from the mapping.
@@ -30,6 +36,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The most matrices (experts) one entry may hold. */
+#define IQF_HESSIAN_MAX_MATS 4096
 
 /* What identifies the model a Hessian was made from. */
 typedef struct iqf_hessian_model_id {
@@ -53,6 +62,11 @@ typedef struct iqf_hessian_wentry {
     int64_t n, bs;
     const double *sum;  /* n * bs */
     int64_t count;
+    /* A per-expert entry (3-D expert tensors): n_mat > 1 experts of n rows of bs (sum holds
+     * n_mat * n * bs), counts[e] the rows routed to expert e; its means are sum / counts[e] (all
+     * zero for an expert that saw no rows). n_mat 0 or 1: one matrix over `count`. */
+    int64_t n_mat;
+    const int64_t *counts;
 } iqf_hessian_wentry;
 
 typedef struct iqf_hessian_meta {
@@ -82,7 +96,12 @@ void iqf_hessian_close(iqf_hessian_file *hf);
 
 /* The entry named `hname`: true and its width and block size, or false if absent. */
 bool iqf_hessian_find(const iqf_hessian_file *hf, const char *hname, int64_t *n, int64_t *bs);
-/* Copies the entry's n*bs values as float. False if absent. */
+/* How many matrices the entry holds (1, or n_expert for a per-expert entry); 0 if absent. */
+int64_t iqf_hessian_n_mat(const iqf_hessian_file *hf, const char *hname);
+/* Copies the entry's n*bs values as float (a per-expert entry: its first expert's). False if
+ * absent. */
 bool iqf_hessian_read(const iqf_hessian_file *hf, const char *hname, float *out);
+/* Copies matrix `mat` (an expert) of the entry. False if absent or mat is out of range. */
+bool iqf_hessian_read_mat(const iqf_hessian_file *hf, const char *hname, int64_t mat, float *out);
 
 #endif
