@@ -24,12 +24,6 @@
 
 #define MODEL "tests/data/stories260K/stories260K-f32.gguf"
 
-static iqf_hess_slot *slot_of(iqf_hess_acc *a, const char *name) {
-    for (int i = 0; i < a->n_slots; i++)
-        if (!strcmp(a->slots[i].name, name)) return &a->slots[i];
-    return NULL;
-}
-
 /* float64 reference of the block-diagonal sum of x x^T over several batches */
 static void synthetic(const iqf_model *m) {
     char err[512];
@@ -81,7 +75,7 @@ static void synthetic(const iqf_model *m) {
         for (int wi = 0; wi < 2; wi++) {
             char hn[96];
             iqf_hessian_name_for(ws[wi]->name, hn, sizeof hn);
-            iqf_hess_slot *s1 = slot_of(a1, hn), *s2 = slot_of(a2, hn), *s3 = slot_of(a3, hn);
+            iqf_hess_slot *s1 = iqf_hessian_slot(a1, hn), *s2 = iqf_hessian_slot(a2, hn), *s3 = iqf_hessian_slot(a3, hn);
             CHECK(s1 && s2 && s3, "slot %s", hn);
             if (!s1 || !s2 || !s3) continue;
             const int64_t n = ns[wi], bs = s1->bs;
@@ -201,7 +195,7 @@ static void end_to_end(const iqf_model *m) {
     snprintf(p16, sizeof p16, "/tmp/iqf_test_hess16_%d.gguf", (int)getpid());
     CHECK(iqf_hessian_acc_write(a, m, path, n_chunks, n_ctx, "random", false, err, sizeof err) == IQF_OK, "%s", err);
     CHECK(iqf_hessian_acc_write(a, m, p16, n_chunks, n_ctx, "random", true, err, sizeof err) == IQF_OK, "%s", err);
-    iqf_hess_slot *s = slot_of(a, "blk.0.attn_qkv.hessian");
+    iqf_hess_slot *s = iqf_hessian_slot(a, "blk.0.attn_qkv.hessian");
     CHECK(s && s->n == 64 && s->bs == 64, "blk.0.attn_qkv slot");
     const int E = h->n_embd;
     double *ref = calloc((size_t)E * E, sizeof(double));
@@ -232,7 +226,7 @@ static void end_to_end(const iqf_model *m) {
     for (int i = 0; i < d->n_entries; i++) {
         char hn[96];
         iqf_hessian_name_for(d->names[i], hn, sizeof hn);
-        iqf_hess_slot *q = slot_of(a, hn);
+        iqf_hess_slot *q = iqf_hessian_slot(a, hn);
         CHECK(q && q->n == d->ncols[i], "%s", hn);
         if (!q) continue;
         double worst = 0;

@@ -26,12 +26,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static iqf_hess_slot *slot_of(iqf_hess_acc *a, const char *name) {
-    for (int i = 0; i < a->n_slots; i++)
-        if (!strcmp(a->slots[i].name, name)) return &a->slots[i];
-    return NULL;
-}
-
 static void synthetic(const iqf_model *m) {
     char err[512];
     iqf_context *c1 = NULL, *c2 = NULL;
@@ -66,7 +60,7 @@ static void synthetic(const iqf_model *m) {
         iqf_hessian_acc_write(a2, m, "/dev/null", 0, 0, NULL, false, err, sizeof err);
         char hn[96];
         CHECK(iqf_hessian_name_for(w->name, hn, sizeof hn), "%s", w->name);
-        iqf_hess_slot *s1 = slot_of(a1, hn), *s2 = slot_of(a2, hn);
+        iqf_hess_slot *s1 = iqf_hessian_slot(a1, hn), *s2 = iqf_hessian_slot(a2, hn);
         CHECK(s1 && s2, "no slot %s", hn);
         if (!s1 || !s2) continue;
         CHECK(s1->n_mat == NE && s1->bs == n && s1->n == n, "%s: %lld experts, %lld x %lld", hn, (long long)s1->n_mat,

@@ -192,6 +192,12 @@ int64_t iqf_hessian_auto_block(int64_t n) {
     return n;
 }
 
+iqf_hess_slot *iqf_hessian_slot(iqf_hess_acc *a, const char *name) {
+    for (int i = 0; a && i < a->n_slots; i++)
+        if (!strcmp(a->slots[i].name, name)) return &a->slots[i];
+    return NULL;
+}
+
 void iqf_hessian_detach(iqf_context *c) {
     if (c) c->hess = NULL;
 }

@@ -70,6 +70,8 @@ iqf_status iqf_hessian_attach(iqf_context *c, int64_t max_block, iqf_hess_acc **
  * case 32-blocks, and no expert slots if those still take more. */
 iqf_status iqf_hessian_attach_ex(iqf_context *c, int64_t max_block, int64_t expert_block, iqf_hess_acc **out,
                                  char *err, size_t errlen);
+/* The slot named `name` ("blk.0.attn_k.hessian"), or NULL. */
+iqf_hess_slot *iqf_hessian_slot(iqf_hess_acc *a, const char *name);
 /* Clears c->hess (the accumulator stays valid). */
 void iqf_hessian_detach(iqf_context *c);
 void iqf_hessian_acc_free(iqf_hess_acc *a);
