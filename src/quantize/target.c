@@ -220,11 +220,12 @@ static iqf_status measure_all(target_run *r) {
     iqf_progress_init(&prog, r->qp->progress, r->qp->progress_user, r->nt, tot_w);
     double max_rse = 0;
     iqf_status st = IQF_OK;
+    iqf_target_buf buf = { 0 };
     for (int i = 0; i < r->nt && !st; i++) {
         iqf_target_item *it = &r->items[i];
         if (it->fixed) continue;
         iqf_progress_update(&prog, i + 1, it->t->name, "measure", done_w);
-        if ((st = iqf_target_measure(it, r->tp, &r->qz, r->align, r->err, r->errlen))) break;
+        if ((st = iqf_target_measure(it, r->tp, &r->qz, r->align, &buf, r->err, r->errlen))) break;
         done_w += iqf_gguf_tensor_nelements(it->t);
         for (int c = 0; c < it->n_cand; c++)
             if (it->c[c].err > 0 && it->c[c].se / it->c[c].err > max_rse && it->c[c].type != IQF_TYPE_F16)
@@ -236,6 +237,7 @@ static iqf_status measure_all(target_run *r) {
         }
     }
     iqf_progress_done(&prog);
+    iqf_target_buf_free(&buf);
     if (st) return st;
     r->t1 = iqf_now();
     if (r->log)

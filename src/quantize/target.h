@@ -51,12 +51,16 @@ typedef struct iqf_target_item {
     int chosen;                /* candidate index */
 } iqf_target_item;
 
-/* Buffers for whole tensors: the weights (f32), a decoded copy (deq), blocks (q), experts (ex). */
+/* Buffers for whole tensors, or for the measured rows of one (iqf_target_measure): the weights
+ * (f32), a decoded copy (deq), blocks (q), experts (ex), row errors (re). They only grow, so a
+ * run reuses one allocation per buffer instead of a malloc/free per tensor (whose freed blocks
+ * glibc keeps in its heap once its mmap threshold has risen: 38 MiB on a 7B checkpoint). */
 typedef struct iqf_target_buf {
     float *f32, *deq;
     uint8_t *q;
     int64_t *ex;
-    size_t fcap, qcap, ecap;
+    double *re;
+    size_t fcap, qcap, ecap, rcap;
 } iqf_target_buf;
 void iqf_target_buf_free(iqf_target_buf *b);
 
@@ -68,9 +72,9 @@ iqf_status iqf_target_load_tensor(const iqf_target_item *it, iqf_target_buf *b, 
 iqf_status iqf_target_roundtrip(const iqf_target_item *it, int type, iqf_target_buf *b, uint8_t *q,
                                 const iqf_quantize_params *qp, double *e, char *err, size_t errlen);
 /* Measures every candidate of the free item it (rows sampled as tp says): c[].bytes, err, se
- * and it->signal. */
+ * and it->signal; b: the workspace (grown as needed, the caller frees it). */
 iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, const iqf_quantize_params *qp,
-                              uint64_t align, char *err, size_t errlen);
+                              uint64_t align, iqf_target_buf *b, char *err, size_t errlen);
 
 /* KLD calibration (target_calib.c): loads the engine on the input, measures each free tensor
  * alone at its probe types and sets every candidate's sens; *out keeps the engine for

@@ -81,8 +81,17 @@ static iqf_status encode_rows(int type, const float *x, void *q, int64_t n, int6
     return IQF_OK;
 }
 
+/* p (capacity *cap elements of `size` bytes) with room for n: grown (contents dropped) when short. */
+static void *grow(void *p, size_t *cap, size_t n, size_t size) {
+    if (n <= *cap) return p;
+    free(p);
+    p = malloc(n * size);
+    *cap = p ? n : 0;
+    return p;
+}
+
 iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, const iqf_quantize_params *qp,
-                              uint64_t align, char *err, size_t errlen) {
+                              uint64_t align, iqf_target_buf *b, char *err, size_t errlen) {
     const iqf_gguf_tensor *t = it->t;
     const int64_t ncols = t->ne[0], nrows = n_rows(t);
     const int smin = tp->sample_min > 0 ? tp->sample_min : 128;
@@ -95,16 +104,24 @@ iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, 
     }
     char msg[512];
     iqf_status st = IQF_OK;
-    float *x = malloc(sizeof(float) * (size_t)(n * ncols));
-    float *y = malloc(sizeof(float) * (size_t)(n * ncols));
-    int64_t *ex = malloc(sizeof(int64_t) * (size_t)n);
-    double *re = malloc(sizeof(double) * (size_t)n);
     size_t maxrs = 0;
     for (int c = 0; c < it->n_cand; c++) {
         size_t rs = iqf_row_size(it->c[c].type, ncols);
         if (rs > maxrs) maxrs = rs;
     }
-    uint8_t *q = malloc(maxrs * (size_t)n + 1);
+    if ((size_t)(n * ncols) > b->fcap) { /* f32 and deq share fcap, as in iqf_target_load_tensor */
+        free(b->f32), free(b->deq);
+        b->f32 = malloc(sizeof(float) * (size_t)(n * ncols));
+        b->deq = malloc(sizeof(float) * (size_t)(n * ncols));
+        b->fcap = b->f32 && b->deq ? (size_t)(n * ncols) : 0;
+    }
+    b->ex = grow(b->ex, &b->ecap, (size_t)n, sizeof(int64_t));
+    b->re = grow(b->re, &b->rcap, (size_t)n, sizeof(double));
+    b->q = grow(b->q, &b->qcap, maxrs * (size_t)n + 1, 1);
+    float *x = b->f32, *y = b->deq;
+    int64_t *ex = b->ex;
+    double *re = b->re;
+    uint8_t *q = b->q;
     if (!x || !y || !ex || !re || !q) {
         st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (measuring %s)", t->name);
         goto done;
@@ -171,12 +188,11 @@ iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, 
         }
     }
 done:
-    free(x), free(y), free(ex), free(re), free(q);
     return st;
 }
 
 void iqf_target_buf_free(iqf_target_buf *b) {
-    free(b->f32), free(b->deq), free(b->q), free(b->ex);
+    free(b->f32), free(b->deq), free(b->q), free(b->ex), free(b->re);
     memset(b, 0, sizeof *b);
 }
 
