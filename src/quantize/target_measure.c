@@ -90,6 +90,17 @@ static void *grow(void *p, size_t *cap, size_t n, size_t size) {
     return p;
 }
 
+/* b->f32 and b->deq (which share b->fcap) with room for n floats each; false when out of memory. */
+static bool grow_floats(iqf_target_buf *b, size_t n) {
+    if (n > b->fcap) {
+        free(b->f32), free(b->deq);
+        b->f32 = malloc(n * sizeof(float));
+        b->deq = malloc(n * sizeof(float));
+        b->fcap = b->f32 && b->deq ? n : 0;
+    }
+    return b->fcap >= n;
+}
+
 iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, const iqf_quantize_params *qp,
                               uint64_t align, iqf_target_buf *b, char *err, size_t errlen) {
     const iqf_gguf_tensor *t = it->t;
@@ -109,12 +120,7 @@ iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, 
         size_t rs = iqf_row_size(it->c[c].type, ncols);
         if (rs > maxrs) maxrs = rs;
     }
-    if ((size_t)(n * ncols) > b->fcap) { /* f32 and deq share fcap, as in iqf_target_load_tensor */
-        free(b->f32), free(b->deq);
-        b->f32 = malloc(sizeof(float) * (size_t)(n * ncols));
-        b->deq = malloc(sizeof(float) * (size_t)(n * ncols));
-        b->fcap = b->f32 && b->deq ? (size_t)(n * ncols) : 0;
-    }
+    grow_floats(b, (size_t)(n * ncols)); /* checked below with the others */
     b->ex = grow(b->ex, &b->ecap, (size_t)n, sizeof(int64_t));
     b->re = grow(b->re, &b->rcap, (size_t)n, sizeof(double));
     b->q = grow(b->q, &b->qcap, maxrs * (size_t)n + 1, 1);
@@ -202,18 +208,9 @@ iqf_status iqf_target_load_tensor(const iqf_target_item *it, iqf_target_buf *b, 
     const iqf_gguf_tensor *t = it->t;
     const int64_t ncols = t->ne[0], nrows = n_rows(t);
     const size_t need = (size_t)(nrows * ncols);
-    if (need > b->fcap) {
-        free(b->f32), free(b->deq);
-        b->f32 = malloc(need * sizeof(float));
-        b->deq = malloc(need * sizeof(float));
-        b->fcap = b->f32 && b->deq ? need : 0;
-    }
-    if ((size_t)nrows > b->ecap) {
-        free(b->ex);
-        b->ex = malloc((size_t)nrows * sizeof(int64_t));
-        b->ecap = b->ex ? (size_t)nrows : 0;
-    }
-    if (b->fcap < need || b->ecap < (size_t)nrows)
+    const bool fl = grow_floats(b, need);
+    b->ex = grow(b->ex, &b->ecap, (size_t)nrows, sizeof(int64_t));
+    if (!fl || b->ecap < (size_t)nrows)
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibrating %s)", t->name);
     for (int64_t r = 0; r < nrows; r++) b->ex[r] = r / t->ne[1];
     const uint8_t *data = item_load(it, err, errlen);
@@ -233,11 +230,7 @@ iqf_status iqf_target_roundtrip(const iqf_target_item *it, int type, iqf_target_
     const int64_t ncols = t->ne[0], nrows = n_rows(t);
     if (!q) {
         const size_t qneed = iqf_row_size(type, ncols) * (size_t)nrows;
-        if (qneed > b->qcap) {
-            free(b->q);
-            b->q = malloc(qneed ? qneed : 1);
-            b->qcap = b->q ? qneed : 0;
-        }
+        b->q = grow(b->q, &b->qcap, qneed ? qneed : 1, 1);
         if (b->qcap < qneed) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibrating %s)", t->name);
         q = b->q;
     }
