@@ -1107,6 +1107,9 @@ typedef struct iqf_calib_params {
     iqf_gguf *input;    /* the model as an open handle instead of the path, which then only names
                            it (iqf_model_load_gguf; the caller keeps it open until iqf_calib_free;
                            a source handle is materialized): NULL: load the path */
+    bool layers;        /* keep the layer cache (every chunk's input of every layer, (n_layer + 1)
+                           x n_chunks x n_ctx x n_embd floats) for iqf_calib_kld_from,
+                           iqf_calib_delta and iqf_calib_kld_stream; n_ctx is then at most 512 */
 } iqf_calib_params;
 
 /* Loads the model, tokenizes (or samples) the text, and stores the model's log-probabilities on
@@ -1123,6 +1126,26 @@ IQF_API int iqf_calib_weight(const iqf_calib *c, const char *name, int64_t ncols
 /* Views weight `id` as its nrows rows of `type` at `data` (the caller keeps data alive while it
  * is viewed); data NULL: the model's own again. A tied output follows token_embd. */
 IQF_API void iqf_calib_view(iqf_calib *c, int id, int type, const void *data);
+/* With the layer cache (iqf_calib_params.layers): */
+IQF_API int iqf_calib_n_layers(const iqf_calib *c);
+/* The layer weight `id` belongs to: 0..n_layer-1, -1 before the layers (token_embd), n_layer for
+ * output. */
+IQF_API int iqf_calib_weight_layer(const iqf_calib *c, int id);
+/* iqf_calib_kld when only weights of layers >= layer (or output: layer n_layer) are viewed:
+ * runs those layers from the cached inputs (the same value, (n_layer - layer) / n_layer of
+ * the work). layer < 0 or no cache: iqf_calib_kld. */
+IQF_API iqf_status iqf_calib_kld_from(iqf_calib *c, int layer, double *kld, char *err, size_t errlen);
+/* Layer `layer` alone from its cached input, with the weights as viewed now: the mean over all
+ * positions of the squared distance of its output (the next layer's input) from the cached
+ * one. */
+IQF_API iqf_status iqf_calib_delta(iqf_calib *c, int layer, double *delta, char *err, size_t errlen);
+/* The joint KLD of a model whose views are set one layer at a time, so that only one layer's
+ * viewed data need exist at once: fn(user, l, true) sets the views of layer l (-1: token_embd
+ * and what comes before the layers, n_layer: output), the layer runs over every chunk,
+ * fn(user, l, false) may drop them. Errors: fn's, IQF_E_NOMEM. */
+typedef iqf_status (*iqf_calib_layer_fn)(void *user, int layer, bool on, char *err, size_t errlen);
+IQF_API iqf_status iqf_calib_kld_stream(iqf_calib *c, iqf_calib_layer_fn fn, void *user, double *kld, char *err,
+                                        size_t errlen);
 
 /* ---------------------------------------------------------------------------------------------
  * Size-targeted quantization: `quantize --target-size S | --target-bpw B` (src/quantize/target*.c)
@@ -1177,6 +1200,11 @@ typedef struct iqf_target_params {
                                  types applied at once, each tensor's marginal KLD measured, its
                                  curve rescaled to it, reallocated; the plan of least joint KLD on
                                  the calibration text is kept */
+    bool calib_per_tensor;    /* calibrate each tensor alone through the whole model (one forward
+                                 pass per tensor and probe type: small models only); default: the
+                                 layer method (src/quantize/target_calib.c) */
+    int calib_depths;         /* layer method: layers whose gain is measured through the rest of
+                                 the model, spread evenly (0: 8; < 0: every layer) */
     double sample;            /* fraction of rows measured in tensors of more than 2^20 weights
                                  and more than sample_min rows (<= 0: 1/32; >= 1: all rows) */
     int sample_min;           /* at least this many rows (<= 0: 128) */
@@ -1208,6 +1236,12 @@ typedef struct iqf_target_plan {
     int ftype;                /* general.file_type written: the llama file type of the type that
                                  holds most of the chosen bytes (q8_0 for f16), or the user's */
     double seconds_measure, seconds_calib, seconds_alloc;
+    /* The check against the recipe (calibrated runs; -1 where not measured): the joint KLD of the
+     * plan and of the llama file type whose recipe file is the largest under the budget, on the
+     * calibration text; recipe_chosen: the recipe was better, and the plan is its types. */
+    double joint_kld, recipe_kld;
+    int recipe_ftype;
+    bool recipe_chosen;
 } iqf_target_plan;
 
 /*

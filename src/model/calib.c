@@ -32,12 +32,16 @@ struct iqf_calib {
     float *logits, *lp;
     calib_weight *ws;
     int n_ws;
+    /* the layer cache: every chunk's input of every layer and its final hidden state,
+     * hid[(chunk * (n_layer + 1) + l) * n_ctx * n_embd], or NULL (iqf_calib_params.layers off) */
+    float *hid;
+    float *xw;     /* one chunk's working rows */
 };
 
 void iqf_calib_free(iqf_calib *c) {
     if (!c) return;
     for (int i = 0; i < c->n_ws; i++) iqf_calib_view(c, i, 0, NULL);
-    free(c->tok), free(c->base), free(c->logits), free(c->lp), free(c->ws);
+    free(c->tok), free(c->base), free(c->logits), free(c->lp), free(c->ws), free(c->hid), free(c->xw);
     iqf_context_free(c->c);
     iqf_model_free(c->m);
     free(c);
@@ -124,6 +128,20 @@ static iqf_status sample_text(iqf_calib *c, int n_threads, int32_t *ntok, char *
     return st;
 }
 
+/* The KL(base || logits) of chunk ch's scored rows, summed. */
+static double chunk_kld(iqf_calib *cb, int ch) {
+    const int nr = cb->n_ctx - cb->first;
+    double sum = 0;
+    for (int r = 0; r < nr; r++) {
+        const float *b = cb->base + ((size_t)ch * (size_t)nr + (size_t)r) * (size_t)cb->nv;
+        iqf_log_softmax(cb->logits + (size_t)r * (size_t)cb->nv, cb->nv, cb->lp);
+        double k = 0;
+        for (int v = 0; v < cb->nv; v++) k += exp((double)b[v]) * ((double)b[v] - (double)cb->lp[v]);
+        sum += k > 0 ? k : 0;
+    }
+    return sum;
+}
+
 /* Mean KL(base || model) over the scored rows; store: keep the rows as the base instead. */
 static iqf_status calib_run(iqf_calib *cb, bool store, double *kld, char *err, size_t errlen) {
     const int nr = cb->n_ctx - cb->first;
@@ -132,20 +150,117 @@ static iqf_status calib_run(iqf_calib *cb, bool store, double *kld, char *err, s
         iqf_context_reset(cb->c);
         iqf_status st = iqf_decode(cb->c, cb->tok + (size_t)ch * (size_t)cb->n_ctx, cb->n_ctx, 0, cb->first, cb->logits, err, errlen);
         if (st) return st;
-        for (int r = 0; r < nr; r++) {
-            float *b = cb->base + ((size_t)ch * (size_t)nr + (size_t)r) * (size_t)cb->nv;
-            if (store) {
-                iqf_log_softmax(cb->logits + (size_t)r * (size_t)cb->nv, cb->nv, b);
-                continue;
-            }
-            iqf_log_softmax(cb->logits + (size_t)r * (size_t)cb->nv, cb->nv, cb->lp);
-            double k = 0;
-            for (int v = 0; v < cb->nv; v++) k += exp((double)b[v]) * ((double)b[v] - (double)cb->lp[v]);
-            sum += k > 0 ? k : 0;
+        if (!store) {
+            sum += chunk_kld(cb, ch);
+            continue;
         }
+        for (int r = 0; r < nr; r++)
+            iqf_log_softmax(cb->logits + (size_t)r * (size_t)cb->nv, cb->nv, cb->base + ((size_t)ch * (size_t)nr + (size_t)r) * (size_t)cb->nv);
     }
     if (kld) *kld = sum / ((double)cb->n_chunks * (double)nr);
     return IQF_OK;
+}
+
+static float *hid_at(const iqf_calib *cb, int ch, int l) {
+    const size_t L1 = (size_t)cb->m->info.n_layer + 1, row = (size_t)cb->n_ctx * (size_t)cb->m->info.n_embd;
+    return cb->hid + ((size_t)ch * L1 + (size_t)l) * row;
+}
+
+/* The first layer to run so that layers l.. see their K/V: l, or an earlier layer whose K/V a
+ * later one reads (gemma4's shared KV). */
+static int start_layer(const iqf_calib *cb, int l) {
+    int s = l;
+    for (int j = l; j < cb->m->info.n_layer; j++)
+        if (cb->m->layers[j].kv_src < s) s = cb->m->layers[j].kv_src;
+    return s;
+}
+
+int iqf_calib_n_layers(const iqf_calib *c) { return c ? c->m->info.n_layer : 0; }
+
+int iqf_calib_weight_layer(const iqf_calib *c, int id) {
+    if (!c || id < 0 || id >= c->n_ws) return -1;
+    const iqf_weight *w = c->ws[id].w;
+    if (w == &c->m->tok_embd) return -1;
+    if (w == &c->m->output) return c->m->info.n_layer;
+    for (int l = 0; l < c->m->info.n_layer; l++) {
+        const char *a = (const char *)&c->m->layers[l], *p = (const char *)w;
+        if (p >= a && p < a + sizeof(iqf_layer)) return l;
+    }
+    return -1; /* the model's own (e.g. per_layer_model_proj): before the layers */
+}
+
+iqf_status iqf_calib_kld_from(iqf_calib *cb, int layer, double *kld, char *err, size_t errlen) {
+    if (!cb || !kld) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "missing argument");
+    const int L = cb->m->info.n_layer;
+    if (!cb->hid || layer < 0) return iqf_calib_kld(cb, kld, err, errlen);
+    if (layer > L) layer = L;
+    const int s = start_layer(cb, layer);
+    const size_t xb = sizeof(float) * (size_t)cb->n_ctx * (size_t)cb->m->info.n_embd;
+    double sum = 0;
+    for (int ch = 0; ch < cb->n_chunks; ch++) {
+        memcpy(cb->xw, hid_at(cb, ch, s), xb);
+        iqf_status st = iqf_decode_layers(cb->c, cb->tok + (size_t)ch * (size_t)cb->n_ctx, cb->n_ctx, hid_at(cb, ch, 0), s, L,
+                                          cb->xw, cb->first, cb->logits, err, errlen);
+        if (st) return st;
+        sum += chunk_kld(cb, ch);
+    }
+    *kld = sum / ((double)cb->n_chunks * (double)(cb->n_ctx - cb->first));
+    return IQF_OK;
+}
+
+iqf_status iqf_calib_delta(iqf_calib *cb, int layer, double *delta, char *err, size_t errlen) {
+    const int L = cb ? cb->m->info.n_layer : 0;
+    if (!cb || !delta || !cb->hid || layer < 0 || layer >= L)
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "bad layer-delta arguments");
+    const int s = start_layer(cb, layer), E = cb->m->info.n_embd;
+    const size_t n = (size_t)cb->n_ctx * (size_t)E;
+    double sum = 0;
+    for (int ch = 0; ch < cb->n_chunks; ch++) {
+        memcpy(cb->xw, hid_at(cb, ch, s), n * sizeof(float));
+        iqf_status st = iqf_decode_layers(cb->c, cb->tok + (size_t)ch * (size_t)cb->n_ctx, cb->n_ctx, hid_at(cb, ch, 0), s,
+                                          layer + 1, cb->xw, cb->n_ctx, NULL, err, errlen);
+        if (st) return st;
+        const float *ref = hid_at(cb, ch, layer + 1);
+        for (size_t i = 0; i < n; i++) {
+            const double d = (double)cb->xw[i] - (double)ref[i];
+            sum += d * d;
+        }
+    }
+    *delta = sum / ((double)cb->n_chunks * (double)cb->n_ctx);
+    return IQF_OK;
+}
+
+iqf_status iqf_calib_kld_stream(iqf_calib *cb, iqf_calib_layer_fn fn, void *user, double *kld, char *err, size_t errlen) {
+    if (!cb || !fn || !kld || !cb->hid) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "missing argument");
+    const int L = cb->m->info.n_layer, E = cb->m->info.n_embd;
+    const size_t row = (size_t)cb->n_ctx * (size_t)E;
+    float *x = malloc(sizeof(float) * row * (size_t)cb->n_chunks), *x0 = malloc(sizeof(float) * row);
+    iqf_status st = x && x0 ? IQF_OK : iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibration)");
+    /* token_embd (and what is before the layers) first; every layer over all chunks; output */
+    if (!st) st = fn(user, -1, true, err, errlen);
+    for (int ch = 0; ch < cb->n_chunks && !st; ch++)
+        iqf_decode_embed(cb->c, cb->tok + (size_t)ch * (size_t)cb->n_ctx, cb->n_ctx, x + (size_t)ch * row);
+    for (int l = 0; l < L && !st; l++) {
+        if ((st = fn(user, l, true, err, errlen))) break;
+        for (int ch = 0; ch < cb->n_chunks && !st; ch++) {
+            const int32_t *tk = cb->tok + (size_t)ch * (size_t)cb->n_ctx;
+            if (cb->m->n_ple) iqf_decode_embed(cb->c, tk, cb->n_ctx, x0); /* (with the viewed token_embd) */
+            st = iqf_decode_layers(cb->c, tk, cb->n_ctx, x0, l, l + 1, x + (size_t)ch * row, cb->n_ctx, NULL, err, errlen);
+        }
+        if (!st) st = fn(user, l, false, err, errlen);
+    }
+    if (!st) st = fn(user, L, true, err, errlen);
+    double sum = 0;
+    for (int ch = 0; ch < cb->n_chunks && !st; ch++) {
+        st = iqf_decode_layers(cb->c, cb->tok + (size_t)ch * (size_t)cb->n_ctx, cb->n_ctx, NULL, L, L, x + (size_t)ch * row,
+                               cb->first, cb->logits, err, errlen);
+        if (!st) sum += chunk_kld(cb, ch);
+    }
+    if (!st) st = fn(user, L, false, err, errlen);
+    if (!st) st = fn(user, -1, false, err, errlen);
+    free(x), free(x0);
+    if (!st) *kld = sum / ((double)cb->n_chunks * (double)(cb->n_ctx - cb->first));
+    return st;
 }
 
 iqf_status iqf_calib_kld(iqf_calib *c, double *kld, char *err, size_t errlen) {
@@ -153,18 +268,16 @@ iqf_status iqf_calib_kld(iqf_calib *c, double *kld, char *err, size_t errlen) {
     return calib_run(c, false, kld, err, errlen);
 }
 
-/* The matrices a view may replace: token_embd, output (when not tied), the layers' seven. */
+/* The matrices a view may replace: token_embd and every matrix product's weight (the model's
+ * list: the layers' attention, feed-forward and expert matrices) and output when not tied. */
 static iqf_status list_weights(iqf_calib *c) {
     iqf_model *m = c->m;
-    c->ws = calloc((size_t)m->info.n_layer * 7 + 2, sizeof *c->ws);
+    c->ws = calloc((size_t)m->n_mats + 2, sizeof *c->ws);
     if (!c->ws) return IQF_E_NOMEM;
     c->ws[c->n_ws++].w = &m->tok_embd;
     if (!m->info.tied_output) c->ws[c->n_ws++].w = &m->output;
-    for (int l = 0; l < m->info.n_layer; l++) {
-        iqf_layer *L = &m->layers[l];
-        iqf_weight *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->wgate, &L->wup, &L->wdown };
-        for (int i = 0; i < 7; i++) c->ws[c->n_ws++].w = ws[i];
-    }
+    for (int i = 0; i < m->n_mats; i++)
+        if (m->mats[i] != &m->output && m->mats[i] != &m->tok_embd) c->ws[c->n_ws++].w = m->mats[i];
     for (int i = 0; i < c->n_ws; i++) c->ws[i].own = *c->ws[i].w;
     return IQF_OK;
 }
@@ -173,7 +286,7 @@ int iqf_calib_weight(const iqf_calib *c, const char *name, int64_t ncols, int64_
     if (!c || !name) return -1;
     for (int i = 0; i < c->n_ws; i++) {
         const iqf_weight *w = c->ws[i].w;
-        if (!strcmp(w->name, name)) return w->ncols == ncols && w->nrows == nrows ? i : -1;
+        if (!strcmp(w->name, name)) return w->ncols == ncols && w->nrows * (w->n_mat > 1 ? w->n_mat : 1) == nrows ? i : -1;
     }
     return -1;
 }
@@ -198,7 +311,35 @@ void iqf_calib_view(iqf_calib *c, int id, int type, const void *data) {
 }
 
 /* After the tokens: chunk count, BOS, the buffers, and the base distributions. */
-static iqf_status store_base(iqf_calib *cb, const char *what, int32_t ntok, int n_threads, char *err, size_t errlen) {
+/* The base pass layer by layer: every layer's input of every chunk kept (the layer cache), then
+ * the base distributions from the final hidden states. The same floats as iqf_decode. */
+static iqf_status store_layers(iqf_calib *cb, char *err, size_t errlen) {
+    const int L = cb->m->info.n_layer, nr = cb->n_ctx - cb->first;
+    const size_t row = (size_t)cb->n_ctx * (size_t)cb->m->info.n_embd;
+    cb->hid = malloc(sizeof(float) * row * (size_t)(L + 1) * (size_t)cb->n_chunks);
+    cb->xw = malloc(sizeof(float) * row);
+    if (!cb->hid || !cb->xw) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibration layer cache)");
+    for (int ch = 0; ch < cb->n_chunks; ch++) {
+        const int32_t *tk = cb->tok + (size_t)ch * (size_t)cb->n_ctx;
+        iqf_decode_embed(cb->c, tk, cb->n_ctx, hid_at(cb, ch, 0));
+        for (int l = 1; l <= L; l++) {
+            float *x = hid_at(cb, ch, l);
+            memcpy(x, hid_at(cb, ch, l - 1), row * sizeof(float));
+            iqf_status st = iqf_decode_layers(cb->c, tk, cb->n_ctx, hid_at(cb, ch, 0), l - 1, l, x, cb->n_ctx, NULL, err, errlen);
+            if (st) return st;
+        }
+        memcpy(cb->xw, hid_at(cb, ch, L), row * sizeof(float));
+        iqf_status st = iqf_decode_layers(cb->c, tk, cb->n_ctx, NULL, L, L, cb->xw, cb->first, cb->logits, err, errlen);
+        if (st) return st;
+        for (int r = 0; r < nr; r++)
+            iqf_log_softmax(cb->logits + (size_t)r * (size_t)cb->nv, cb->nv,
+                            cb->base + ((size_t)ch * (size_t)nr + (size_t)r) * (size_t)cb->nv);
+    }
+    return IQF_OK;
+}
+
+static iqf_status store_base(iqf_calib *cb, const char *what, int32_t ntok, int n_threads, bool layers, char *err,
+                             size_t errlen) {
     const iqf_model_info *info = iqf_model_get_info(cb->m);
     if (cb->n_chunks > ntok / cb->n_ctx) cb->n_chunks = ntok / cb->n_ctx;
     if (cb->n_chunks < 1)
@@ -214,7 +355,8 @@ static iqf_status store_base(iqf_calib *cb, const char *what, int32_t ntok, int 
     if (!cb->base || !cb->logits || !cb->lp) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibration)");
     iqf_status st = IQF_OK;
     if (!cb->c) st = iqf_context_new(cb->m, cb->n_ctx, n_threads, &cb->c, err, errlen);
-    if (!st) st = calib_run(cb, true, NULL, err, errlen);
+    if (!st && layers) st = store_layers(cb, err, errlen);
+    else if (!st) st = calib_run(cb, true, NULL, err, errlen);
     return st;
 }
 
@@ -238,11 +380,12 @@ iqf_status iqf_calib_open(const char *model, const iqf_calib_params *p, iqf_cali
     const iqf_model_info *info = iqf_model_get_info(cb->m);
     cb->n_ctx = p->n_ctx > 0 ? p->n_ctx : 128;
     if (info->n_ctx_train > 0 && cb->n_ctx > info->n_ctx_train) cb->n_ctx = info->n_ctx_train;
+    if (p->layers && cb->n_ctx > IQF_MAX_BATCH) cb->n_ctx = IQF_MAX_BATCH; /* one decode piece per chunk */
     if (cb->n_ctx < 8) cb->n_ctx = 8;
     cb->n_chunks = p->n_chunks > 0 ? p->n_chunks : 8;
     int32_t ntok = 0;
     st = p->text ? tokenize_text(cb, model, p->text, &ntok, err, errlen) : sample_text(cb, p->n_threads, &ntok, err, errlen);
-    if (!st) st = store_base(cb, p->text ? p->text : "the generated calibration text", ntok, p->n_threads, err, errlen);
+    if (!st) st = store_base(cb, p->text ? p->text : "the generated calibration text", ntok, p->n_threads, p->layers, err, errlen);
     if (st) {
         iqf_calib_free(cb);
         return st;

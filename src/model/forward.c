@@ -682,18 +682,15 @@ static void dense_and_experts(iqf_context *c, const iqf_layer *ly, const float *
     }
 }
 
-/* One piece of at most max_batch tokens (arguments checked by iqf_decode). */
-static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,
-                         float *logits) {
+/* The rope tables of positions pos..pos+T-1 and, with embed, the token embeddings into c->x
+ * (scaled where the row says) and gemma4's per-layer inputs. */
+static void embed_rows(iqf_context *c, const int32_t *tokens, int T, int pos, bool embed) {
     const iqf_model *m = c->m;
     const iqf_model_info *h = &m->info;
-    const int E = h->n_embd, hd = h->head_dim, L = h->n_layer;
-    const float eps = h->rms_eps;
-    const bool capture = c->imat || c->hess;
-
+    const int E = h->n_embd, hd = h->head_dim;
     float *cs_swa = c->rope_cs + (int64_t)c->max_batch * hd; /* sliding layers' table */
     for (int t = 0; t < T; t++) {
-        iqf_weight_row(&m->tok_embd, tokens[t], c->x + (int64_t)t * E);
+        if (embed) iqf_weight_row(&m->tok_embd, tokens[t], c->x + (int64_t)t * E);
         rope_table(c->rope_cs + (int64_t)t * hd, pos + t, h->n_rot, h->rope_base, h->rope_freq_scale, h->rope_attn_factor,
                    m->rope_freqs, m->yarn_ext, m->yarn_corr);
         if (m->arch->rope == IQF_ROPE_IMROPE)
@@ -702,61 +699,68 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
             rope_table(cs_swa + (int64_t)t * hd, pos + t, m->n_rot_swa, m->rope_base_swa, m->rope_scale_swa, h->rope_attn_factor,
                        m->arch->rope_freqs_global ? NULL : m->rope_freqs, m->yarn_ext, m->yarn_corr_swa);
     }
+    if (!embed) return;
     if (m->arch->embd_scale) scale_rows(c->x, E, T, sqrtf((float)E), E); /* ggml_scale by sqrtf(n_embd) */
     if (m->n_ple) per_layer_inputs(c, tokens, T);
+}
 
-    for (int l = 0; l < L; l++) {
-        const iqf_layer *ly = &m->layers[l];
-        /* In the last layer only the rows whose logits are wanted go on after K/V, unless a
-         * capture (imatrix, Hessian) needs every row's input of every matrix. */
-        const int r0 = (l == L - 1 && !capture) ? (first_out < T ? first_out : T - 1) : 0;
-        const int nr = T - r0;
-        for (int t = 0; t < T; t++) rmsnorm(c->x + (int64_t)t * E, ly->attn_norm, c->xn + (int64_t)t * E, E, eps);
-        if (m->arch->attn == IQF_ATTN_MLA)
-            iqf_mla_attention(c, l, T, pos, r0, c->tmp);
-        else if (ly->gdn) /* a Gated-DeltaNet layer (deltanet.c) instead of attention */
-            iqf_gdn_forward(c, l, T, r0, c->tmp);
-        else
-            attention(c, l, T, pos, r0);
-        residual(c->x + (int64_t)r0 * E, c->tmp, nr, E, ly->post_attn_norm, eps);
-        float *xs = c->x + (int64_t)r0 * E, *xns = c->xn + (int64_t)r0 * E;
-        for (int t = 0; t < nr; t++) rmsnorm(xs + (int64_t)t * E, ly->ffn_norm, xns + (int64_t)t * E, E, eps);
-        if (ly->gate_inp.data && m->arch->gating == IQF_GATING_SOFTMAX_WEIGHT) {
-            iqf_moe_ffn_oai(c, ly, xns, nr, c->tmp);
-        } else if (ly->gate_inp.data && m->arch->gating == IQF_GATING_KEYED) {
-            iqf_moe_ds(c, ly, xns, nr, c->tmp);
-        } else if (ly->gate_inp.data && !ly->gate_inp_s) {
-            moe_ffn(c, ly, xns, nr, c->tmp, NULL);
-            if (ly->gate_shexp.data) shared_expert(c, ly, xns, nr, c->tmp);
-        }
-        if (!ly->gate_inp.data || ly->gate_inp_s) {
-            /* build_ffn: each product, its bias, then its scale */
-            const int F = ly->n_ff;
-            iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
-            iqf_matmul(c, &ly->wup, xns, E, nr, c->u, F);
-            add_bias(c->g, F, nr, ly->bgate, F);
-            scale_rows(c->g, F, nr, ly->sgate, F);
-            add_bias(c->u, F, nr, ly->bup, F);
-            scale_rows(c->u, F, nr, ly->sup, F);
-            glu(m->arch->ffn, c->g, c->u, (int64_t)nr * F);
-            iqf_matmul(c, &ly->wdown, c->g, F, nr, c->tmp, E);
-            add_bias(c->tmp, E, nr, ly->bdown, E);
-            scale_rows(c->tmp, E, nr, ly->sdown, E);
-        }
-        if (ly->gate_inp_s) dense_and_experts(c, ly, xs, nr);
-        residual(xs, c->tmp, nr, E, ly->post_ffn_norm, eps);
-        if (ly->ple_proj.data) per_layer_embd(c, l, r0, nr);
-        if (ly->out_scale != 1.0f) scale_rows(xs, E, nr, ly->out_scale, E); /* gemma4's layer_output_scale */
+/* Layer l over the T rows of c->x (positions pos..): K/V of every row, the rest from row r0. */
+static void layer_step(iqf_context *c, int l, int T, int pos, int r0) {
+    const iqf_model *m = c->m;
+    const int E = m->info.n_embd;
+    const float eps = m->info.rms_eps;
+    const iqf_layer *ly = &m->layers[l];
+    const int nr = T - r0;
+    for (int t = 0; t < T; t++) rmsnorm(c->x + (int64_t)t * E, ly->attn_norm, c->xn + (int64_t)t * E, E, eps);
+    if (m->arch->attn == IQF_ATTN_MLA)
+        iqf_mla_attention(c, l, T, pos, r0, c->tmp);
+    else if (ly->gdn) /* a Gated-DeltaNet layer (deltanet.c) instead of attention */
+        iqf_gdn_forward(c, l, T, r0, c->tmp);
+    else
+        attention(c, l, T, pos, r0);
+    residual(c->x + (int64_t)r0 * E, c->tmp, nr, E, ly->post_attn_norm, eps);
+    float *xs = c->x + (int64_t)r0 * E, *xns = c->xn + (int64_t)r0 * E;
+    for (int t = 0; t < nr; t++) rmsnorm(xs + (int64_t)t * E, ly->ffn_norm, xns + (int64_t)t * E, E, eps);
+    if (ly->gate_inp.data && m->arch->gating == IQF_GATING_SOFTMAX_WEIGHT) {
+        iqf_moe_ffn_oai(c, ly, xns, nr, c->tmp);
+    } else if (ly->gate_inp.data && m->arch->gating == IQF_GATING_KEYED) {
+        iqf_moe_ds(c, ly, xns, nr, c->tmp);
+    } else if (ly->gate_inp.data && !ly->gate_inp_s) {
+        moe_ffn(c, ly, xns, nr, c->tmp, NULL);
+        if (ly->gate_shexp.data) shared_expert(c, ly, xns, nr, c->tmp);
     }
-    c->n_past = pos + T;
+    if (!ly->gate_inp.data || ly->gate_inp_s) {
+        /* build_ffn: each product, its bias, then its scale */
+        const int F = ly->n_ff;
+        iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
+        iqf_matmul(c, &ly->wup, xns, E, nr, c->u, F);
+        add_bias(c->g, F, nr, ly->bgate, F);
+        scale_rows(c->g, F, nr, ly->sgate, F);
+        add_bias(c->u, F, nr, ly->bup, F);
+        scale_rows(c->u, F, nr, ly->sup, F);
+        glu(m->arch->ffn, c->g, c->u, (int64_t)nr * F);
+        iqf_matmul(c, &ly->wdown, c->g, F, nr, c->tmp, E);
+        add_bias(c->tmp, E, nr, ly->bdown, E);
+        scale_rows(c->tmp, E, nr, ly->sdown, E);
+    }
+    if (ly->gate_inp_s) dense_and_experts(c, ly, xs, nr);
+    residual(xs, c->tmp, nr, E, ly->post_ffn_norm, eps);
+    if (ly->ple_proj.data) per_layer_embd(c, l, r0, nr);
+    if (ly->out_scale != 1.0f) scale_rows(xs, E, nr, ly->out_scale, E); /* gemma4's layer_output_scale */
+}
 
+/* The output norm and the logits of rows first_out.. of c->x (T rows). */
+static void head(iqf_context *c, int T, int first_out, float *logits) {
+    const iqf_model *m = c->m;
+    const iqf_model_info *h = &m->info;
+    const int E = h->n_embd;
     const int n_out = T - first_out;
     /* A Hessian capture takes output.weight's input from every row, also those whose logits
      * are not wanted (the rows are independent: the same floats as the logits' rows). */
     const int o0 = c->hess ? 0 : first_out;
     if (o0 < T && (c->hess || (n_out > 0 && logits))) {
         float *xs = c->x + (int64_t)o0 * E, *xns = c->xn + (int64_t)o0 * E;
-        for (int t = 0; t < T - o0; t++) rmsnorm(xs + (int64_t)t * E, m->output_norm, xns + (int64_t)t * E, E, eps);
+        for (int t = 0; t < T - o0; t++) rmsnorm(xs + (int64_t)t * E, m->output_norm, xns + (int64_t)t * E, E, h->rms_eps);
     }
     if (c->hess) iqf_hessian_accumulate(c, &m->output, c->xn, E, T);
     if (n_out > 0 && logits) {
@@ -769,6 +773,53 @@ static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, 
                 logits[i] = tanhf(logits[i] * (1.0f / m->softcap)) * m->softcap;
         c->hess = hs;
     }
+}
+
+/* One piece of at most max_batch tokens (arguments checked by iqf_decode). In the last layer
+ * only the rows whose logits are wanted go on after K/V, unless a capture (imatrix, Hessian)
+ * needs every row's input of every matrix. */
+static void decode_batch(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out, float *logits) {
+    const int L = c->m->info.n_layer;
+    const bool capture = c->imat || c->hess;
+    embed_rows(c, tokens, T, pos, true);
+    for (int l = 0; l < L; l++) layer_step(c, l, T, pos, (l == L - 1 && !capture) ? (first_out < T ? first_out : T - 1) : 0);
+    c->n_past = pos + T;
+    head(c, T, first_out, logits);
+}
+
+iqf_status iqf_decode_layers(iqf_context *c, const int32_t *tokens, int T, const float *x_embd, int l0, int l1, float *x,
+                             int first_out, float *logits, char *err, size_t errlen) {
+    const iqf_model *m = c ? c->m : NULL;
+    if (!m || !tokens || !x || T < 1 || T > c->max_batch || l0 < 0 || l1 < l0 || l1 > m->info.n_layer ||
+        (m->n_ple && l0 < l1 && !x_embd))
+        return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "bad layer-range decode arguments");
+    for (int l = l0; l < l1; l++)
+        if (m->layers[l].kv_src < l0)
+            return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "layer %d reads layer %d's K/V, before layer %d", l, m->layers[l].kv_src, l0);
+    for (int t = 0; t < T; t++)
+        if (tokens[t] < 0 || tokens[t] >= m->info.n_vocab)
+            return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "token id %d out of range [0, %d)", tokens[t], m->info.n_vocab);
+    const int E = m->info.n_embd, L = m->info.n_layer;
+    const size_t xb = sizeof(float) * (size_t)T * (size_t)E;
+    if (first_out < 0 || first_out > T) first_out = T;
+    if (m->gdn_hp) iqf_gdn_ctx_reset(c);
+    embed_rows(c, tokens, T, 0, false);
+    if (m->n_ple && l0 < l1) { /* the per-layer inputs come from the embeddings */
+        memcpy(c->x, x_embd, xb);
+        per_layer_inputs(c, tokens, T);
+    }
+    memcpy(c->x, x, xb);
+    const bool out = l1 == L && logits && first_out < T;
+    for (int l = l0; l < l1; l++) layer_step(c, l, T, 0, (out && l == L - 1 && !c->imat && !c->hess) ? first_out : 0);
+    c->n_past = T;
+    if (out) head(c, T, first_out, logits);
+    memcpy(x, c->x, xb);
+    return IQF_OK;
+}
+
+void iqf_decode_embed(iqf_context *c, const int32_t *tokens, int T, float *x) {
+    embed_rows(c, tokens, T, 0, true);
+    memcpy(x, c->x, sizeof(float) * (size_t)T * (size_t)c->m->info.n_embd);
 }
 
 iqf_status iqf_decode(iqf_context *c, const int32_t *tokens, int T, int pos, int first_out,

@@ -208,6 +208,17 @@ void iqf_yarn_corr_dims(int n_dims, int n_ctx_orig, float base, float beta_fast,
  * DeepSeek MoE FFN (keyed gating, selection bias, groups, shared experts) of nr rows xn. */
 bool iqf_ds_alloc(iqf_context *c);
 void iqf_mla_attention(iqf_context *c, int l, int T, int pos, int r0, float *out);
+/* Layer-range decoding (the calibration's probes, calib.c): one sequence of T <= max-batch tokens
+ * at positions 0..T-1. iqf_decode_embed writes the T rows of embeddings (layer 0's input) into x.
+ * iqf_decode_layers runs layers [l0, l1) with x (T x n_embd) as layer l0's input, in place: x
+ * becomes layer l1's input (the final hidden state when l1 = n_layer), and with l1 = n_layer and
+ * logits, the logits of rows first_out.. (then the last layer skips the rows before first_out, so
+ * x's are not complete). x_embd: the embeddings, for the per-layer inputs of gemma4 (else NULL
+ * is fine). A layer that reads an earlier layer's K/V (shared KV) needs that layer in the range.
+ * Same floats as iqf_decode over the whole model. */
+void iqf_decode_embed(iqf_context *c, const int32_t *tokens, int T, float *x);
+iqf_status iqf_decode_layers(iqf_context *c, const int32_t *tokens, int T, const float *x_embd, int l0, int l1, float *x,
+                             int first_out, float *logits, char *err, size_t errlen);
 void iqf_moe_ds(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out);
 /* ggml_rms_norm times the weight (forward.c), shared with the blocks above. */
 void iqf_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps);
