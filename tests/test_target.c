@@ -139,14 +139,15 @@ static void test_candidates(void) {
     CHECK(!has(t, n, IQF_TYPE_Q4_K) && !has(t, n, IQF_TYPE_IQ3_XXS) && has(t, n, IQF_TYPE_IQ4_NL) &&
               has(t, n, IQF_TYPE_Q4_0) && has(t, n, IQF_TYPE_Q8_0) && has(t, n, IQF_TYPE_F16),
           "rows of 896: IQ4_NL and the legacy 32-blocks");
-    /* the ternary/binary and FP4 types, once this build encodes them, where their blocks fit */
+    /* the FP4 types, once this build encodes them, where their blocks fit; never the
+     * binary/ternary formats (q1_0, q2_0, tq1_0, tq2_0: the formats of models trained so) */
     static const int newer[] = { IQF_TYPE_Q1_0, IQF_TYPE_Q2_0, IQF_TYPE_TQ1_0, IQF_TYPE_TQ2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4 };
     n = iqf_target_candidates("blk.0.attn_q.weight", 4096, false, t, IQF_TARGET_MAX_CAND);
     for (int k = 0; k < 6; k++)
-        CHECK(has(t, n, newer[k]) == iqf_can_encode(newer[k]), "rows of 4096: %s", iqf_type_get(newer[k])->name);
+        CHECK(has(t, n, newer[k]) == (k >= 4 && iqf_can_encode(newer[k])), "rows of 4096: %s", iqf_type_get(newer[k])->name);
     n = iqf_target_candidates("blk.0.attn_q.weight", 896, false, t, IQF_TARGET_MAX_CAND);
     for (int k = 0; k < 6; k++)
-        CHECK(has(t, n, newer[k]) == (iqf_can_encode(newer[k]) && 896 % iqf_type_get(newer[k])->blck_size == 0),
+        CHECK(has(t, n, newer[k]) == (k >= 4 && iqf_can_encode(newer[k]) && 896 % iqf_type_get(newer[k])->blck_size == 0),
               "rows of 896: %s", iqf_type_get(newer[k])->name);
     n = iqf_target_candidates("x.weight", 100, true, t, IQF_TARGET_MAX_CAND);
     CHECK(n == 1 && t[0] == IQF_TYPE_F16, "rows of 100: f16 only");
@@ -382,10 +383,140 @@ static void test_calibrated(void) {
     unlink(shortf);
 }
 
+/* The engine's layer cache (iqf_calib_params.layers) against the whole forward pass: with no
+ * view every layer-range run gives KLD 0 and output change 0 exactly; with one tensor viewed
+ * quantized, iqf_calib_kld_from(its layer) and the layer-streamed iqf_calib_kld_stream give the
+ * whole forward pass's KLD (iqf_calib_kld) to the last bit, and from an earlier layer too. */
+typedef struct stream_one {
+    iqf_calib *cb;
+    int id, layer, type;
+    const void *data;
+    int calls;
+} stream_one;
+
+static iqf_status stream_one_fn(void *user, int layer, bool on, char *err, size_t errlen) {
+    (void)err, (void)errlen;
+    stream_one *s = user;
+    s->calls++;
+    if (layer == s->layer) iqf_calib_view(s->cb, s->id, on ? s->type : 0, on ? s->data : NULL);
+    return IQF_OK;
+}
+
+static void test_calib_layers(void) {
+    char err[1024];
+    const char *model = src_path("tests/data/kjv-3m/kjv-3m-f32.gguf");
+    iqf_calib_params cp = { src_path("tests/data/kjv-3m/calibration.txt"), 64, 3, 2, NULL, true };
+    iqf_calib *cb = NULL;
+    iqf_status st = iqf_calib_open(model, &cp, &cb, err, sizeof err);
+    CHECK(st == IQF_OK && cb, "calib with the layer cache: %s", err);
+    if (!cb) return;
+    const int L = iqf_calib_n_layers(cb);
+    CHECK(L == 4, "kjv-3m has 4 layers (%d)", L);
+    int zero = 0;
+    for (int l = 0; l <= L; l++) {
+        double k = -1, d = -1;
+        st = iqf_calib_kld_from(cb, l, &k, err, sizeof err);
+        if (l < L && !st) st = iqf_calib_delta(cb, l, &d, err, sizeof err);
+        zero += !st && k == 0 && (l == L || d == 0);
+    }
+    CHECK(zero == L + 1, "no view: KLD 0 and change 0 from every layer (%d of %d)", zero, L + 1);
+    const int id = iqf_calib_weight(cb, "blk.2.ffn_up.weight", 256, 768);
+    CHECK(id >= 0 && iqf_calib_weight_layer(cb, id) == 2, "blk.2.ffn_up is layer 2's (%d)", id);
+    CHECK(iqf_calib_weight_layer(cb, iqf_calib_weight(cb, "token_embd.weight", 256, 1024)) == -1 &&
+              iqf_calib_weight_layer(cb, iqf_calib_weight(cb, "output.weight", 256, 1024)) == L,
+          "token_embd before the layers, output after them");
+    CHECK(iqf_calib_weight(cb, "blk.2.ffn_up.weight", 256, 767) < 0, "a shape that differs is not the engine's");
+    /* blk.2.ffn_up quantized to q4_K (the model's own floats, read from the file) */
+    iqf_gguf *g = iqf_gguf_open(model, err, sizeof err);
+    CHECK(g != NULL, "open: %s", err);
+    const iqf_gguf_tensor *t = g ? iqf_gguf_tensor_at(g, iqf_gguf_find_tensor(g, "blk.2.ffn_up.weight")) : NULL;
+    uint8_t *q = t ? malloc(iqf_row_size(IQF_TYPE_Q4_K, 256) * 768) : NULL;
+    iqf_quantize_params qz = iqf_quantize_default_params();
+    if (q && iqf_quantize(IQF_TYPE_Q4_K, (const float *)t->data, q, 768, 256, NULL, &qz, err, sizeof err) == IQF_OK) {
+        double full = -1, from2 = -2, from0 = -3, streamed = -4, d2 = -1;
+        iqf_calib_view(cb, id, IQF_TYPE_Q4_K, q);
+        st = iqf_calib_kld(cb, &full, err, sizeof err);
+        if (!st) st = iqf_calib_kld_from(cb, 2, &from2, err, sizeof err);
+        if (!st) st = iqf_calib_kld_from(cb, 0, &from0, err, sizeof err);
+        if (!st) st = iqf_calib_delta(cb, 2, &d2, err, sizeof err);
+        iqf_calib_view(cb, id, 0, NULL);
+        stream_one so = { cb, id, 2, IQF_TYPE_Q4_K, q, 0 };
+        if (!st) st = iqf_calib_kld_stream(cb, stream_one_fn, &so, &streamed, err, sizeof err);
+        CHECK(st == IQF_OK && full > 0 && full == from2 && full == from0 && full == streamed,
+              "KLD of blk.2.ffn_up at q4_K: whole %.17g, from layer 2 %.17g, from 0 %.17g, streamed %.17g", full, from2, from0,
+              streamed);
+        CHECK(so.calls == 2 * (L + 2), "the stream sets and drops each layer's views once (%d calls)", so.calls);
+        CHECK(d2 > 0 && isfinite(d2), "layer 2's output change %g", d2);
+        double k = -1;
+        CHECK(iqf_calib_kld_from(cb, 2, &k, err, sizeof err) == IQF_OK && k == 0, "view dropped: KLD %g", k);
+    } else {
+        CHECK(0, "quantize blk.2.ffn_up: %s", err);
+    }
+    free(q);
+    iqf_gguf_close(g);
+    iqf_calib_free(cb);
+}
+
+/* The layer method's sensitivities against the per-tensor reference (each tensor alone through
+ * the whole model) on kjv-3m: Spearman rank correlation over the 30 tensors at the probe type,
+ * and the plan's check against the recipe. */
+static double spearman(const double *a, const double *b, int n) {
+    double ra[64], rb[64];
+    for (int i = 0; i < n; i++) {
+        ra[i] = rb[i] = 0;
+        for (int j = 0; j < n; j++) ra[i] += a[j] < a[i], rb[i] += b[j] < b[i];
+    }
+    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+    for (int i = 0; i < n; i++) ma += ra[i] / n, mb += rb[i] / n;
+    for (int i = 0; i < n; i++) sab += (ra[i] - ma) * (rb[i] - mb), saa += (ra[i] - ma) * (ra[i] - ma), sbb += (rb[i] - mb) * (rb[i] - mb);
+    return sab / sqrt(saa * sbb);
+}
+
+static void test_layer_method(void) {
+    char err[1024];
+    const char *model = src_path("tests/data/kjv-3m/kjv-3m-f32.gguf");
+    iqf_model_quantize_params qp = iqf_model_quantize_default_params();
+    qp.imatrix_path = src_path("tests/data/kjv-3m/imatrix.gguf");
+    qp.quiet = true;
+    qp.n_threads = 2;
+    qp.dry_run = true;
+    iqf_target_params tp = iqf_target_default_params();
+    tp.target_size = 1518656; /* the IQ3_XXS recipe's file */
+    tp.calib_text = src_path("tests/data/kjv-3m/calibration.txt");
+    tp.calib_chunks = 4;
+    iqf_target_plan *p[2] = { NULL, NULL };
+    for (int k = 0; k < 2; k++) {
+        tp.calib_per_tensor = k == 1;
+        iqf_status st = iqf_target_plan_make(model, &qp, &tp, &p[k], NULL, err, sizeof err);
+        CHECK(st == IQF_OK && p[k], "plan (%s): %s", k ? "per tensor" : "layers", err);
+    }
+    if (p[0] && p[1]) {
+        /* the weight of a chosen type differs between the plans; compare the sensitivities at
+         * the same types: error / weight ratio is the raw error, so use weight * that error */
+        double a[64], b[64];
+        int n = 0;
+        for (int i = 0; i < p[0]->n && n < 64; i++)
+            if (!p[0]->e[i].fixed && !strcmp(p[0]->e[i].name, p[1]->e[i].name) && p[0]->e[i].type == p[1]->e[i].type)
+                a[n] = p[0]->e[i].weight, b[n] = p[1]->e[i].weight, n++;
+        const double rho = spearman(a, b, n);
+        printf("layer method vs per tensor: %d tensors of the same type, Spearman %.3f\n", n, rho);
+        CHECK(n >= 15 && rho >= 0.9, "sensitivities rank like the per-tensor reference's (%d, rho %.3f)", n, rho);
+        for (int k = 0; k < 2; k++)
+            CHECK(p[k]->recipe_ftype == IQF_FTYPE_MOSTLY_IQ3_XXS && p[k]->joint_kld > 0 &&
+                      (p[k]->recipe_chosen ? p[k]->recipe_kld <= p[k]->joint_kld : p[k]->joint_kld <= p[k]->recipe_kld),
+                  "checked against IQ3_XXS's recipe: plan %.6f, recipe %s %.6f", p[k]->joint_kld,
+                  iqf_ftype_name(p[k]->recipe_ftype), p[k]->recipe_kld);
+    }
+    iqf_target_plan_free(p[0]);
+    iqf_target_plan_free(p[1]);
+}
+
 int main(void) {
     test_allocate();
     test_candidates();
     test_model();
     test_calibrated();
+    test_calib_layers();
+    test_layer_method();
     return test_finish("test_target");
 }

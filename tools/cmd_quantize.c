@@ -53,6 +53,8 @@ static void usage(FILE *f) {
             "  --calib-type T[,T...]        the probe types of the calibration (q3_K; q4_0 for rows not multiples of 256)\n"
             "  --calib-rounds N             in-context rounds after the first allocation (default 0)\n"
             "  --calib-all                  probe every candidate type (slow: one KLD run per tensor and type)\n"
+            "  --calib-depths N             layers whose gain is measured through the model (8; -1: every layer)\n"
+            "  --calib-per-tensor           calibrate each tensor alone through the whole model (the reference; slow)\n"
             "  --sample F                   fraction of rows measured in tensors of > 2^20 weights (1/32, >= 128 rows)\n"
             "  --plan-out FILE              save the plan as a --tensor-type-file\n"
             "  (--dry-run prints the plan: tensor, type, bytes, predicted error, and the file size)\n\n"
@@ -297,6 +299,16 @@ int cmd_quantize(int argc, char **argv) {
             }
             tp.calib_types = calib_types;
             tp.n_calib_types = n_calib;
+        } else if (!strcmp(a, "--calib-per-tensor")) {
+            tp.calib_per_tensor = true;
+        } else if (!strcmp(a, "--calib-depths") && has_val) {
+            char *end = NULL;
+            const long v = strtol(argv[++i], &end, 10);
+            if (!end || *end || v < -1 || v > 100000) {
+                cli_error("quantize: invalid --calib-depths '%s'", argv[i]);
+                goto out;
+            }
+            tp.calib_depths = (int)v;
         } else if (!strcmp(a, "--calib-rounds") && has_val) {
             long long v;
             if (!cli_parse_int(argv[++i], 0, 100, &v)) {

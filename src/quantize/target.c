@@ -36,17 +36,21 @@ static bool is_embd_or_output(const char *n) {
 }
 
 int iqf_target_candidates(const char *name, int64_t ncols, bool has_imatrix, int *out, int cap) {
-    /* (the ternary/binary and FP4 types last, so the lists of the other types keep their order) */
+    /* (the FP4 types last, so the lists of the other types keep their order). Not candidates:
+     * q1_0, q2_0, tq1_0, tq2_0, the formats of models trained binary/ternary. Their errors on
+     * other weights are far past the probe's, where the sensitivity's extrapolation is too
+     * optimistic: with them the kjv-3m plans put q1_0 on attention tensors and lose 5-9% of
+     * KLD (0.0204 without, 0.0223 with at the IQ3_XXS size, 80 held-out chunks); --tensor-type
+     * still gives them. */
     static const int k256[] = {
         IQF_TYPE_IQ1_S, IQF_TYPE_IQ1_M, IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S, IQF_TYPE_Q2_K,
         IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S, IQF_TYPE_Q3_K, IQF_TYPE_IQ4_XS, IQF_TYPE_Q4_K, IQF_TYPE_Q5_K,
-        IQF_TYPE_Q6_K, IQF_TYPE_Q8_0, IQF_TYPE_F16, IQF_TYPE_Q1_0, IQF_TYPE_TQ1_0, IQF_TYPE_TQ2_0,
-        IQF_TYPE_Q2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
+        IQF_TYPE_Q6_K, IQF_TYPE_Q8_0, IQF_TYPE_F16, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
     };
     /* rows that are not a multiple of 256: the 32-blocks, and those of 64 and 128 where they fit */
     static const int k32[] = {
         IQF_TYPE_IQ4_NL, IQF_TYPE_Q4_0, IQF_TYPE_Q4_1, IQF_TYPE_Q5_0, IQF_TYPE_Q5_1, IQF_TYPE_Q8_0, IQF_TYPE_F16,
-        IQF_TYPE_Q1_0, IQF_TYPE_Q2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
+        IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
     };
     const int *list = ncols % 256 == 0 ? k256 : k32;
     const int nl = ncols % 256 == 0 ? (int)(sizeof k256 / sizeof k256[0]) : (int)(sizeof k32 / sizeof k32[0]);
@@ -106,6 +110,10 @@ typedef struct target_run {
     uint64_t *bytes;
     double total;
     double t0, t1, t2, t3;
+    /* check_recipe */
+    double joint_kld, recipe_kld;
+    int recipe_ftype;
+    bool recipe_chosen;
 } target_run;
 
 static iqf_status check_args(const iqf_model_quantize_params *qp, const iqf_target_params *tp, char *err, size_t errlen) {
@@ -246,27 +254,21 @@ static iqf_status measure_all(target_run *r) {
     return IQF_OK;
 }
 
-/* KLD sensitivities when asked, or by default when the model is small enough. */
+/* KLD sensitivities (the layer method, target_calib.c) by default, at every model size; the
+ * relative weights only with --no-calibrate, or when the engine cannot run the model. */
 static iqf_status calibrate(target_run *r) {
     const iqf_target_params *tp = r->tp;
     if (tp->sens == IQF_TARGET_SENS_KLD)
         return iqf_target_calibrate(r->in, r->items, r->nt, tp, &r->qz, r->log, &r->cal, r->err, r->errlen);
     if (tp->sens != IQF_TARGET_SENS_AUTO) return IQF_OK;
-    const double ctx = tp->calib_ctx > 0 ? tp->calib_ctx : 128, ch = tp->calib_chunks > 0 ? tp->calib_chunks : 8;
-    const double cost = (double)r->n_free * ctx * ch * (double)r->n_weights;
-    if (cost <= 5e11) {
-        iqf_target_params t2 = *tp;
-        t2.sens = IQF_TARGET_SENS_KLD;
-        char e2[512];
-        iqf_status st = iqf_target_calibrate(r->in, r->items, r->nt, &t2, &r->qz, r->log, &r->cal, e2, sizeof e2);
-        if (st && r->log) fprintf(r->log, "target: no calibration (%s); errors weighed by relative error\n", e2);
-        if (st) /* the sensitivities were not all set: back to the relative weights */
-            for (int i = 0; i < r->nt; i++)
-                for (int c = 0; c < r->items[i].n_cand; c++) r->items[i].c[c].sens = r->items[i].weight;
-    } else if (r->log) {
-        fprintf(r->log, "target: model too large for the automatic calibration (%.1e multiply-adds); errors weighed "
-                        "by relative error (--calibrate TEXT or --calibrate-self to calibrate anyway)\n", cost);
-    }
+    iqf_target_params t2 = *tp;
+    t2.sens = IQF_TARGET_SENS_KLD;
+    char e2[512];
+    iqf_status st = iqf_target_calibrate(r->in, r->items, r->nt, &t2, &r->qz, r->log, &r->cal, e2, sizeof e2);
+    if (st && r->log) fprintf(r->log, "target: no calibration (%s); errors weighed by relative error\n", e2);
+    if (st) /* the sensitivities were not all set: back to the relative weights */
+        for (int i = 0; i < r->nt; i++)
+            for (int c = 0; c < r->items[i].n_cand; c++) r->items[i].c[c].sens = r->items[i].weight;
     return IQF_OK;
 }
 
@@ -331,6 +333,74 @@ static iqf_status context_rounds(target_run *r) {
     return st;
 }
 
+/* The llama file type whose recipe file is the largest at or under the budget (with the run's
+ * fixed choices): its id (-1: none), its size, the types it gives the free items (-1 others). */
+static int nearest_recipe(target_run *r, int *rtypes, uint64_t *size) {
+    int best = -1;
+    uint64_t bs = 0;
+    for (int ft = 1; ft < 64; ft++) {
+        const int dt = iqf_ftype_name(ft) ? iqf_ftype_default_type(ft) : -1;
+        const iqf_type_info *ti = dt >= 0 ? iqf_type_get(dt) : NULL;
+        if (!ti || !ti->is_quantized || iqf_plan_types(&r->pl, ft, NULL, NULL, 0)) continue;
+        const uint64_t sz = iqf_plan_size(&r->pl, NULL, NULL);
+        if (sz && sz <= r->budget && sz > bs) best = ft, bs = sz;
+    }
+    if (best < 0 || iqf_plan_types(&r->pl, best, NULL, NULL, 0)) return -1;
+    for (int i = 0; i < r->nt; i++) rtypes[i] = r->items[i].fixed ? -1 : r->pl.items[i].choice.type;
+    *size = bs;
+    return best;
+}
+
+/* Item it's candidate of type `type`, added (bytes, no measured error) if it is not one. */
+static int cand_of(target_run *r, iqf_target_item *it, int type) {
+    for (int c = 0; c < it->n_cand; c++)
+        if (it->c[c].type == type) return c;
+    if (it->n_cand >= IQF_TARGET_MAX_CAND) return -1;
+    iqf_target_cand *cd = &it->c[it->n_cand];
+    memset(cd, 0, sizeof *cd);
+    cd->type = type;
+    cd->kld = -1;
+    cd->bytes = padded((uint64_t)iqf_row_size(type, it->t->ne[0]) * (uint64_t)(it->t->ne[1] * it->t->ne[2] * it->t->ne[3]), r->align);
+    return it->n_cand++;
+}
+
+/* Never worse than the recipe: the joint KLD of the plan and of the recipe nearest under the
+ * budget on the calibration text; the better is kept (the recipe's types become the plan). */
+static iqf_status check_recipe(target_run *r) {
+    int *pt = malloc(sizeof(int) * (size_t)(r->nt > 0 ? r->nt : 1)), *rt = malloc(sizeof(int) * (size_t)(r->nt > 0 ? r->nt : 1));
+    iqf_status st = pt && rt ? IQF_OK : iqf_fail(r->err, r->errlen, IQF_E_NOMEM, "out of memory");
+    for (int i = 0; i < r->nt && !st; i++) pt[i] = -1;
+    for (int f = 0; f < r->n_free && !st; f++) pt[r->map[f]] = r->items[r->map[f]].c[r->choice[f]].type;
+    if (!st) st = iqf_target_joint_kld(r->cal, r->items, r->nt, pt, &r->qz, &r->joint_kld, r->err, r->errlen);
+    uint64_t rsize = 0;
+    r->recipe_ftype = st ? -1 : nearest_recipe(r, rt, &rsize);
+    r->recipe_kld = -1;
+    if (!st && r->recipe_ftype >= 0) {
+        st = iqf_target_joint_kld(r->cal, r->items, r->nt, rt, &r->qz, &r->recipe_kld, r->err, r->errlen);
+    }
+    if (!st && r->recipe_ftype >= 0 && r->recipe_kld < r->joint_kld) {
+        r->recipe_chosen = true;
+        for (int f = 0; f < r->n_free; f++) {
+            iqf_target_item *it = &r->items[r->map[f]];
+            const int c = cand_of(r, it, rt[r->map[f]]);
+            if (c < 0) {
+                r->recipe_chosen = false;
+                break;
+            }
+            r->choice[f] = c;
+        }
+    }
+    if (!st && r->log) {
+        if (r->recipe_ftype < 0)
+            fprintf(r->log, "target: plan joint KLD %.6f on the calibration text; no recipe fits the target\n", r->joint_kld);
+        else
+            fprintf(r->log, "target: joint KLD on the calibration text: plan %.6f, recipe %s (%" PRIu64 " bytes) %.6f: writing the %s\n",
+                    r->joint_kld, iqf_ftype_name(r->recipe_ftype), rsize, r->recipe_kld, r->recipe_chosen ? "recipe" : "plan");
+    }
+    free(pt), free(rt);
+    return st;
+}
+
 /* The chosen types as the plan's exact array; the file type to record; the exact size. */
 static iqf_status finish_plan(target_run *r, iqf_target_plan *plan) {
     int *types = malloc(sizeof(int) * (size_t)(r->nt > 0 ? r->nt : 1));
@@ -391,7 +461,7 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
     if (!in || !qp || !tp || !out) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "missing argument");
     iqf_status st = check_args(qp, tp, err, errlen);
     if (st) return st;
-    target_run r = { .in = in, .qp = qp, .tp = tp, .log = log, .err = err, .errlen = errlen, .t0 = iqf_now() };
+    target_run r = { .in = in, .qp = qp, .tp = tp, .log = log, .err = err, .errlen = errlen, .t0 = iqf_now(), .recipe_ftype = -1 };
     r.qz = iqf_quantize_default_params();
     r.qz.n_threads = qp->n_threads > 0 ? qp->n_threads : iqf_cpu_count();
     r.qz.mode = qp->mode;
@@ -404,10 +474,9 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
     if (!st) st = alloc_tables(&r);
     if (!st) st = allocate(&r);
     r.t3 = iqf_now();
-    if (!st && r.cal) {
-        st = context_rounds(&r);
-        r.t2 = r.t3 = iqf_now();
-    }
+    if (!st && r.cal && r.tp->calib_rounds != 0) st = context_rounds(&r);
+    if (!st && r.cal) st = check_recipe(&r);
+    if (r.cal) r.t2 = r.t3 = iqf_now();
     if (!st && plan) plan->e = calloc((size_t)(r.nt > 0 ? r.nt : 1), sizeof *plan->e);
     if (!st && (!plan || !plan->e)) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     if (!st) st = finish_plan(&r, plan);
@@ -419,6 +488,10 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
         plan->seconds_measure = r.t1 - r.t0;
         plan->seconds_calib = r.t2 - r.t1;
         plan->seconds_alloc = r.t3 - r.t2;
+        plan->joint_kld = r.cal ? r.joint_kld : -1;
+        plan->recipe_kld = r.cal ? r.recipe_kld : -1;
+        plan->recipe_ftype = r.cal ? r.recipe_ftype : -1;
+        plan->recipe_chosen = r.recipe_chosen;
         *out = plan;
         plan = NULL;
     }

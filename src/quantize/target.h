@@ -86,4 +86,9 @@ iqf_status iqf_target_calibrate(const char *in, iqf_target_item *items, int nt, 
 iqf_status iqf_target_calib_context(iqf_calib *cb, iqf_target_item *items, int nt, const iqf_quantize_params *qp,
                                     FILE *log, double *joint, char *err, size_t errlen);
 
+/* The joint KLD on the calibration text of the model with every item i whose types[i] >= 0 at
+ * that type (the others as in the input), quantized one layer at a time (bounded memory). */
+iqf_status iqf_target_joint_kld(iqf_calib *cb, iqf_target_item *items, int nt, const int *types, const iqf_quantize_params *qp,
+                                double *kld, char *err, size_t errlen);
+
 #endif

@@ -93,19 +93,235 @@ static iqf_status probe_tensor(iqf_calib *cb, iqf_target_item *it, const iqf_tar
     return IQF_OK;
 }
 
+/* --- the layer method (the default): cost a few forward passes whatever the model's size ---
+ *
+ * Every perturbation a layer's weights cause reaches the rest of the model through the residual
+ * stream at that layer's output. So for each layer l, from the engine's layer cache:
+ *   d(t)   = the mean squared change of layer l's output with tensor t alone at its probe type
+ *            (layer l run alone: 1/n_layer of a forward pass per tensor);
+ *   gain_l = KLD(all of layer l's free tensors at their probe types, layers l.. run) / the change
+ *            of layer l's output they cause together, measured at up to calib_depths layers
+ *            spread evenly from the first to the last, interpolated (log-linearly in the layer
+ *            index) between them;
+ *   sens(t) = gain_l * d(t) / err(t, probe).
+ * token_embd (and other tensors before the layers) and output are probed alone with the whole
+ * model / the head. Cost per probe type: about (tensors per layer + depths / 2 + 2) forward
+ * passes over the calibration text, growing linearly with the layer count. */
+
+typedef struct layer_probe {
+    int *idx;          /* free items of this layer (their ids in the engine: id[]) */
+    int n;
+} layer_probe;
+
+static int probe_of(const int *probes, int np, int q) { return probes[q < np ? q : np - 1]; }
+
+/* Item i quantized to candidate c (kept in qd[i]); e: its error. The view is not set. */
+static iqf_status quantize_item(iqf_target_item *it, int c, uint8_t **qd, iqf_target_buf *b, const iqf_quantize_params *qp,
+                                double *e, char *err, size_t errlen) {
+    const iqf_gguf_tensor *t = it->t;
+    const int ty = it->c[c].type;
+    const size_t qb = iqf_row_size(ty, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+    *qd = malloc(qb ? qb : 1);
+    if (!*qd) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibrating %s)", t->name);
+    iqf_status st = iqf_target_load_tensor(it, b, qp->n_threads, err, errlen);
+    if (!st) st = iqf_target_roundtrip(it, ty, b, *qd, qp, e, err, errlen);
+    return st;
+}
+
+/* The probed depths: k of them spread evenly over 0..L-1 (all layers when k >= L or k < 0). */
+static int depth_list(int L, int k, int *out) {
+    if (k == 0) k = 8;
+    if (k < 0 || k >= L) k = L;
+    int n = 0;
+    for (int j = 0; j < k; j++) {
+        const int l = k == 1 ? L - 1 : (int)floor((double)j * (double)(L - 1) / (double)(k - 1) + 0.5);
+        if (n == 0 || out[n - 1] != l) out[n++] = l;
+    }
+    return n;
+}
+
+/* One layer: each free tensor's d(t) at probe q, and when probed, the layer's gain. */
+static iqf_status probe_layer(iqf_calib *cb, iqf_target_item *items, const int *id, const layer_probe *lp, int l, bool depth,
+                              int q, int (*probes)[IQF_TARGET_MAX_CAND], const int *np, double *dq, double *eq, double *gain,
+                              const iqf_quantize_params *qp, iqf_target_buf *b, FILE *logf, char *err, size_t errlen) {
+    uint8_t **qd = calloc((size_t)(lp->n ? lp->n : 1), sizeof *qd);
+    if (!qd) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    iqf_status st = IQF_OK;
+    double dsum = 0;
+    for (int k = 0; k < lp->n && !st; k++) {
+        const int i = lp->idx[k];
+        iqf_target_item *it = &items[i];
+        const int c = probe_of(probes[i], np[i], q);
+        if ((st = quantize_item(it, c, &qd[k], b, qp, &eq[i], err, errlen))) break;
+        iqf_calib_view(cb, id[i], it->c[c].type, qd[k]);
+        st = iqf_calib_delta(cb, l, &dq[i], err, errlen);
+        iqf_calib_view(cb, id[i], 0, NULL);
+        dsum += dq[i];
+        if (!depth) free(qd[k]), qd[k] = NULL;
+    }
+    *gain = -1;
+    if (!st && depth && lp->n > 0) {
+        double kld = 0, d = 0;
+        for (int k = 0; k < lp->n; k++) {
+            const int i = lp->idx[k];
+            iqf_calib_view(cb, id[i], items[i].c[probe_of(probes[i], np[i], q)].type, qd[k]);
+        }
+        st = iqf_calib_kld_from(cb, l, &kld, err, errlen);
+        if (!st) st = iqf_calib_delta(cb, l, &d, err, errlen);
+        for (int k = 0; k < lp->n; k++) iqf_calib_view(cb, id[lp->idx[k]], 0, NULL);
+        if (!st) *gain = d > 0 ? kld / d : 0;
+        if (!st && logf)
+            fprintf(logf, "calibrate: layer %d: KLD %.6f, output change %.4e (tensors alone %.4e): gain %.4e\n", l, kld, d, dsum,
+                    *gain);
+    }
+    for (int k = 0; k < lp->n; k++) free(qd[k]);
+    free(qd);
+    return st;
+}
+
+/* gain[l] for the layers not probed: log-linear between the probed neighbours (the nearest
+ * one's outside them). */
+static void interpolate_gains(double *gain, int L) {
+    for (int l = 0; l < L; l++) {
+        if (gain[l] >= 0) continue;
+        int a = l - 1, z = l + 1;
+        while (a >= 0 && gain[a] < 0) a--;
+        while (z < L && gain[z] < 0) z++;
+        if (a < 0 && z >= L) gain[l] = 0;
+        else if (a < 0) gain[l] = gain[z];
+        else if (z >= L) gain[l] = gain[a];
+        else if (gain[a] > 0 && gain[z] > 0) gain[l] = exp(log(gain[a]) + (double)(l - a) / (double)(z - a) * (log(gain[z]) - log(gain[a])));
+        else gain[l] = gain[a] + (double)(l - a) / (double)(z - a) * (gain[z] - gain[a]);
+    }
+}
+
+/* The tensors outside the layers (token_embd, output, ...) alone at probe q: their KLD. */
+static iqf_status probe_outside(iqf_calib *cb, iqf_target_item *it, int idv, int layer, int c, double *kld, double *e,
+                                const iqf_quantize_params *qp, iqf_target_buf *b, char *err, size_t errlen) {
+    uint8_t *qd = NULL;
+    iqf_status st = quantize_item(it, c, &qd, b, qp, e, err, errlen);
+    if (!st) {
+        iqf_calib_view(cb, idv, it->c[c].type, qd);
+        st = iqf_calib_kld_from(cb, layer, kld, err, errlen);
+        iqf_calib_view(cb, idv, 0, NULL);
+    }
+    free(qd);
+    return st;
+}
+
+typedef struct layer_run {
+    iqf_calib *cb;
+    iqf_target_item *items;
+    int nt, L;
+    const iqf_target_params *tp;
+    const iqf_quantize_params *qp;
+    FILE *logf;
+    int *id, *layer;
+    int (*probes)[IQF_TARGET_MAX_CAND];
+    int *np;
+    double *ps, *pe; /* [item][probe]: sensitivity, log err */
+    layer_probe *lp; /* [L] */
+    iqf_target_buf b;
+} layer_run;
+
+/* Probe round q (the q-th probe type of every tensor). */
+static iqf_status layer_round(layer_run *r, int q, const int *depths, int nd, char *err, size_t errlen) {
+    const int nt = r->nt, L = r->L;
+    double *dq = calloc((size_t)nt, sizeof *dq), *eq = calloc((size_t)nt, sizeof *eq), *gain = malloc(sizeof(double) * (size_t)(L ? L : 1));
+    if (!dq || !eq || !gain) {
+        free(dq), free(eq), free(gain);
+        return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    }
+    iqf_status st = IQF_OK;
+    int di = 0;
+    for (int l = 0; l < L && !st; l++) {
+        const bool depth = di < nd && depths[di] == l;
+        if (depth) di++;
+        st = probe_layer(r->cb, r->items, r->id, &r->lp[l], l, depth, q, r->probes, r->np, dq, eq, &gain[l], r->qp, &r->b,
+                         r->logf, err, errlen);
+    }
+    if (!st) interpolate_gains(gain, L);
+    for (int i = 0; i < nt && !st; i++) {
+        iqf_target_item *it = &r->items[i];
+        if (r->id[i] < 0 || q >= r->np[i]) continue;
+        const int c = probe_of(r->probes[i], r->np[i], q);
+        double kld = 0, e = eq[i];
+        if (r->layer[i] < 0 || r->layer[i] >= L) {
+            if ((st = probe_outside(r->cb, it, r->id[i], r->layer[i], c, &kld, &e, r->qp, &r->b, err, errlen))) break;
+        } else {
+            kld = gain[r->layer[i]] * dq[i];
+        }
+        it->c[c].kld = kld;
+        r->ps[i * IQF_TARGET_MAX_CAND + q] = e > 0 ? kld / e : 0;
+        r->pe[i * IQF_TARGET_MAX_CAND + q] = log(e > 1e-300 ? e : 1e-300);
+        if (r->logf)
+            fprintf(r->logf, "calibrate: %-32s %-7s err %.4e  KLD %.6f%s  sensitivity %.4e\n", it->t->name, tname(it->c[c].type), e,
+                    kld, r->layer[i] >= 0 && r->layer[i] < L ? " (layer)" : "", r->ps[i * IQF_TARGET_MAX_CAND + q]);
+    }
+    free(dq), free(eq), free(gain);
+    return st;
+}
+
+static iqf_status calibrate_layers(iqf_calib *cb, iqf_target_item *items, int nt, const iqf_target_params *tp,
+                                   const iqf_quantize_params *qp, FILE *logf, char *err, size_t errlen) {
+    layer_run r = { .cb = cb, .items = items, .nt = nt, .L = iqf_calib_n_layers(cb), .tp = tp, .qp = qp, .logf = logf };
+    const size_t n = (size_t)(nt > 0 ? nt : 1);
+    r.id = malloc(n * sizeof *r.id);
+    r.layer = malloc(n * sizeof *r.layer);
+    r.probes = malloc(n * sizeof *r.probes);
+    r.np = calloc(n, sizeof *r.np);
+    r.ps = calloc(n * IQF_TARGET_MAX_CAND, sizeof *r.ps);
+    r.pe = calloc(n * IQF_TARGET_MAX_CAND, sizeof *r.pe);
+    r.lp = calloc((size_t)(r.L > 0 ? r.L : 1), sizeof *r.lp);
+    int *depths = malloc(sizeof(int) * (size_t)(r.L > 0 ? r.L : 1));
+    iqf_status st = r.id && r.layer && r.probes && r.np && r.ps && r.pe && r.lp && depths
+                        ? IQF_OK
+                        : iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    int maxp = 0;
+    for (int l = 0; l < r.L && !st; l++)
+        if (!(r.lp[l].idx = malloc(n * sizeof(int)))) st = iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    for (int i = 0; i < nt && !st; i++) {
+        iqf_target_item *it = &items[i];
+        const iqf_gguf_tensor *t = it->t;
+        r.id[i] = it->fixed || !it->quantizable ? -1 : iqf_calib_weight(cb, t->name, t->ne[0], t->ne[1] * t->ne[2] * t->ne[3]);
+        r.layer[i] = iqf_calib_weight_layer(cb, r.id[i]);
+        if (it->fixed || !it->quantizable) continue;
+        if (r.id[i] < 0) { /* a tensor the engine does not use */
+            for (int c = 0; c < it->n_cand; c++) it->c[c].sens = 0;
+            continue;
+        }
+        r.np[i] = probe_list(it, tp, r.probes[i]);
+        if (r.np[i] > maxp) maxp = r.np[i];
+        if (r.layer[i] >= 0 && r.layer[i] < r.L) r.lp[r.layer[i]].idx[r.lp[r.layer[i]].n++] = i;
+    }
+    const int nd = st ? 0 : depth_list(r.L, tp->calib_depths, depths);
+    if (!st && logf) fprintf(logf, "calibrate: layer method, %d probe round(s), gains at %d of %d layers\n", maxp, nd, r.L);
+    for (int q = 0; q < maxp && !st; q++) st = layer_round(&r, q, depths, nd, err, errlen);
+    for (int i = 0; i < nt && !st; i++)
+        if (r.id[i] >= 0 && r.np[i] > 0) interpolate(&items[i], r.ps + i * IQF_TARGET_MAX_CAND, r.pe + i * IQF_TARGET_MAX_CAND, r.np[i]);
+    for (int l = 0; l < r.L && r.lp; l++) free(r.lp[l].idx);
+    free(r.id), free(r.layer), free(r.probes), free(r.np), free(r.ps), free(r.pe), free(r.lp), free(depths);
+    iqf_target_buf_free(&r.b);
+    return st;
+}
+
 iqf_status iqf_target_calibrate(const char *in, iqf_target_item *items, int nt, const iqf_target_params *tp,
                                 const iqf_quantize_params *qp, FILE *logf, iqf_calib **out, char *err, size_t errlen) {
     /* a checkpoint converted in memory: the engine loads the items' handle (materialized then) */
     iqf_gguf *src = nt > 0 && iqf_gguf_is_source(items[0].g) ? items[0].g : NULL;
-    iqf_calib_params cp = { tp->calib_text, tp->calib_ctx, tp->calib_chunks, qp->n_threads, src };
+    iqf_calib_params cp = { tp->calib_text, tp->calib_ctx, tp->calib_chunks, qp->n_threads, src, true };
     iqf_calib *cb = NULL;
     iqf_status st = iqf_calib_open(in, &cp, &cb, err, errlen);
     if (st) return st;
-    iqf_target_buf b;
-    memset(&b, 0, sizeof b);
-    for (int i = 0; i < nt && !st; i++)
-        if (!items[i].fixed && items[i].quantizable) st = probe_tensor(cb, &items[i], tp, qp, &b, logf, err, errlen);
-    iqf_target_buf_free(&b);
+    if (tp->calib_per_tensor) {
+        iqf_target_buf b;
+        memset(&b, 0, sizeof b);
+        for (int i = 0; i < nt && !st; i++)
+            if (!items[i].fixed && items[i].quantizable) st = probe_tensor(cb, &items[i], tp, qp, &b, logf, err, errlen);
+        iqf_target_buf_free(&b);
+    } else {
+        st = calibrate_layers(cb, items, nt, tp, qp, logf, err, errlen);
+    }
     if (st) iqf_calib_free(cb);
     else *out = cb;
     return st;
@@ -169,5 +385,67 @@ iqf_status iqf_target_calib_context(iqf_calib *cb, iqf_target_item *items, int n
     }
     free(qd), free(id), free(e_full);
     iqf_target_buf_free(&b);
+    return st;
+}
+
+/* --- the joint KLD of a whole plan, one layer's tensors quantized at a time --- */
+
+typedef struct stream_ctx {
+    iqf_calib *cb;
+    iqf_target_item *items;
+    int nt, L;
+    const int *types;
+    int *id, *layer;
+    uint8_t **qd;
+    const iqf_quantize_params *qp;
+    iqf_target_buf b;
+} stream_ctx;
+
+static iqf_status stream_fn(void *user, int layer, bool on, char *err, size_t errlen) {
+    stream_ctx *s = user;
+    for (int i = 0; i < s->nt; i++) {
+        const int li = s->layer[i] < 0 ? -1 : s->layer[i];
+        if (s->id[i] < 0 || li != layer || s->types[i] < 0 || s->types[i] == IQF_TYPE_F32) continue;
+        if (!on) {
+            iqf_calib_view(s->cb, s->id[i], 0, NULL);
+            free(s->qd[i]);
+            s->qd[i] = NULL;
+            continue;
+        }
+        iqf_target_item *it = &s->items[i];
+        const iqf_gguf_tensor *t = it->t;
+        const size_t qb = iqf_row_size(s->types[i], t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+        double e = 0;
+        s->qd[i] = malloc(qb ? qb : 1);
+        if (!s->qd[i]) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (checking %s)", t->name);
+        iqf_status st = iqf_target_load_tensor(it, &s->b, s->qp->n_threads, err, errlen);
+        if (!st) st = iqf_target_roundtrip(it, s->types[i], &s->b, s->qd[i], s->qp, &e, err, errlen);
+        if (st) return st;
+        iqf_calib_view(s->cb, s->id[i], s->types[i], s->qd[i]);
+    }
+    return IQF_OK;
+}
+
+iqf_status iqf_target_joint_kld(iqf_calib *cb, iqf_target_item *items, int nt, const int *types, const iqf_quantize_params *qp,
+                                double *kld, char *err, size_t errlen) {
+    stream_ctx s = { .cb = cb, .items = items, .nt = nt, .L = iqf_calib_n_layers(cb), .types = types, .qp = qp };
+    const size_t n = (size_t)(nt > 0 ? nt : 1);
+    s.id = malloc(n * sizeof *s.id);
+    s.layer = malloc(n * sizeof *s.layer);
+    s.qd = calloc(n, sizeof *s.qd);
+    iqf_status st = s.id && s.layer && s.qd ? IQF_OK : iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+    for (int i = 0; i < nt && !st; i++) {
+        const iqf_gguf_tensor *t = items[i].t;
+        s.id[i] = types[i] < 0 ? -1 : iqf_calib_weight(cb, t->name, t->ne[0], t->ne[1] * t->ne[2] * t->ne[3]);
+        s.layer[i] = iqf_calib_weight_layer(cb, s.id[i]);
+    }
+    if (!st) st = iqf_calib_kld_stream(cb, stream_fn, &s, kld, err, errlen);
+    for (int i = 0; i < nt && s.qd; i++)
+        if (s.qd[i]) {
+            iqf_calib_view(cb, s.id[i], 0, NULL);
+            free(s.qd[i]);
+        }
+    free(s.id), free(s.layer), free(s.qd);
+    iqf_target_buf_free(&s.b);
     return st;
 }
