@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installation: `cmake --install` of this build into a temporary prefix puts bin/iqforge,
-# lib/libiqforge.a, lib/libiqforge.so.0 (soname libiqforge.so.0, versioned file), include/iqforge.h
-# and lib/pkgconfig/iqforge.pc there; a small C program built with
+# lib/libiqforge.a, lib/libiqforge.so.0 (soname libiqforge.so.0, versioned file), include/iqforge.h,
+# lib/pkgconfig/iqforge.pc and the man pages (share/man/man1) there; a small C program built with
 # `pkg-config --cflags --libs iqforge` against the installed copy (shared, and static) runs and
 # checks real values (a q8_0 round trip of known data, the type table, a GGUF written and read
 # back). `make install PREFIX=...` is the same cmake --install (checked for the files).
@@ -29,6 +29,10 @@ ls "$LIBDIR"/libiqforge.so.0.* >/dev/null 2>&1 && ok || bad "no versioned libiqf
 readelf -d "$LIBDIR/libiqforge.so.0" | grep -q 'SONAME.*\[libiqforge\.so\.0\]' && ok || bad "soname: $(readelf -d "$LIBDIR/libiqforge.so.0" | grep SONAME)"
 "$P/bin/iqforge" --version | grep -q "^iqforge [0-9]" && ok || bad "installed iqforge --version"
 cmp -s "$P/include/iqforge.h" "$SRC/include/iqforge.h" && ok || bad "installed header differs"
+# The man pages (docs/man) under share/man/man1, where `man iqforge-quantize` finds them.
+for m in "$SRC"/docs/man/*.1; do
+    cmp -s "$m" "$P/share/man/man1/$(basename "$m")" && ok || bad "man page not installed: share/man/man1/$(basename "$m")"
+done
 
 export PKG_CONFIG_PATH="$LIBDIR/pkgconfig"
 ver=$(pkg-config --modversion iqforge)
