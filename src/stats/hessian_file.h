@@ -24,6 +24,9 @@
  *   that layout, each the mean over the rows routed to that expert (llama-imatrix's per-expert
  *   E[x^2] on its diagonal); an expert that saw no rows is all zeros. Files without expert
  *   entries (older ones) read as before.
+ *   hessian.expert_counts.NAME  u64[n_expert]  the rows routed to each expert of per-expert
+ *                               tensor NAME (only `imatrix --combine` needs them; older files
+ *                               lack them and cannot be combined if they have expert entries)
  *
  * The reader treats the file as hostile: every key type, shape and value (finite, diagonal >= 0)
  * is checked at open; values are then read on demand from the mapping.
@@ -36,6 +39,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The key prefix of a per-expert entry's row counts (the tensor name follows). */
+#define IQF_HESSIAN_EXPERT_COUNTS_KEY "hessian.expert_counts."
 
 /* The most matrices (experts) one entry may hold. */
 #define IQF_HESSIAN_MAX_MATS 4096
