@@ -72,8 +72,8 @@ static bool add_dataset(iqf_imatrix_raw *r, const char *s, size_t len) {
     return true;
 }
 
-/* Entries sorted; a name met twice (a legacy file can repeat one) keeps the later, as std::map
- * operator[] in the reference would have added them up: add them up instead of dropping. */
+/* Entries sorted; a name met twice (a legacy file can repeat one) is added up, as llama-imatrix's
+ * load_imatrix_legacy does (m_stats[name] += ...). */
 static iqf_status raw_sort(iqf_imatrix_raw *r, char *msg, size_t msglen) {
     if (r->n_entries > 1) qsort(r->entries, (size_t)r->n_entries, sizeof *r->entries, raw_cmp);
     int k = 0;
