@@ -1007,6 +1007,39 @@ IQF_API int64_t iqf_hessian_file_n_experts(const iqf_hessian_file *f, const char
 IQF_API bool iqf_hessian_file_read_expert(const iqf_hessian_file *f, const char *weight, int64_t e, float *out);
 
 /* ---------------------------------------------------------------------------------------------
+ * Combining the captures of shards of a text (`iqforge imatrix --combine`, src/stats/
+ * imatrix_combine.c, hessian_combine.c), so that a large model's capture can run as an array of
+ * independent jobs (each over its own chunks: `iqforge imatrix --chunk K --chunks N`).
+ * Importance matrices (llama-imatrix's GGUF or legacy .dat) combine as llama-imatrix --in-file
+ * does: per weight the sums of x^2 add and the counts add (per expert for 3-D expert tensors),
+ * a weight in only some files is kept, the datasets are listed in order and the chunk count is
+ * the largest count over the chunk size. Hessian files: the means times their rows add up, per
+ * expert too, and are divided by the total rows. All inputs must be of one kind; value counts,
+ * expert counts and chunk sizes must agree (Hessians: the model and every entry's shape too).
+ * ------------------------------------------------------------------------------------------- */
+typedef enum iqf_stats_kind { IQF_STATS_IMATRIX = 1, IQF_STATS_HESSIAN = 2 } iqf_stats_kind;
+typedef struct iqf_combine_info {
+    int kind;                   /* iqf_stats_kind of the inputs */
+    int n_entries;              /* entries written */
+    int chunk_count, chunk_size;
+    int64_t tokens;             /* Hessian: hessian.token_count; imatrix: the largest count */
+    bool dat;                   /* written as the legacy .dat */
+} iqf_combine_info;
+/* The kind of a file (a GGUF whose general.type is "hessian": IQF_STATS_HESSIAN; any other
+ * readable file: IQF_STATS_IMATRIX, which its loader checks), or 0 with "PATH: ..." in err if it
+ * cannot be opened. */
+IQF_API int iqf_stats_file_kind(const char *path, char *err, size_t errlen);
+/* Combines n >= 1 files into out (written whole or not at all: nothing is left on an error).
+ * format 0: as the capture (an importance matrix goes to the legacy .dat unless out ends in
+ * .gguf; a Hessian file is GGUF), 1: GGUF, 2: legacy .dat (importance matrices only).
+ * legacy_chunk_size: the chunk size assumed for legacy .dat inputs, which do not store it (0:
+ * 512, llama-imatrix's default -c). info may be NULL. Errors: IQF_E_INVALID_ARG, IQF_E_IO,
+ * IQF_E_FORMAT (a bad or mismatched input: "PATH: what is wrong"), IQF_E_NONFINITE, IQF_E_NOMEM. */
+IQF_API iqf_status iqf_stats_combine(const char *const *paths, int n, const char *out, int format,
+                                     int legacy_chunk_size, iqf_combine_info *info, char *err,
+                                     size_t errlen);
+
+/* ---------------------------------------------------------------------------------------------
  * Tokenizer (src/model/tokenizer.c): llama.cpp's SentencePiece ("llama") and GPT-2 byte-level
  * BPE ("gpt2") tokenizers, built from a GGUF's tokenizer.ggml.* keys (iqf_model_gguf for a
  * loaded model). Token ids are int32; IQF_TOKEN_NULL means "none".

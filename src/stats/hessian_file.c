@@ -101,6 +101,13 @@ iqf_status iqf_hessian_write(const char *path, const iqf_hessian_wentry *e, int 
     if (!st) st = iqf_gguf_writer_set_u32(w, "hessian.chunk_count", (uint32_t)meta->chunk_count);
     if (!st) st = iqf_gguf_writer_set_u32(w, "hessian.chunk_size", (uint32_t)meta->chunk_size);
     if (!st && meta->dataset) st = iqf_gguf_writer_set_str(w, "hessian.dataset", meta->dataset);
+    /* the rows behind each expert's mean, so that files can be combined (hessian_combine.c) */
+    for (int i = 0; i < n && !st; i++) {
+        if (e[i].n_mat <= 1) continue;
+        char key[IQF_GGUF_MAX_NAME + 32];
+        snprintf(key, sizeof key, IQF_HESSIAN_EXPERT_COUNTS_KEY "%s", e[i].name);
+        st = iqf_gguf_writer_set_arr(w, key, IQF_GGUF_U64, e[i].counts, (uint64_t)e[i].n_mat);
+    }
     for (int i = 0; i < n && !st; i++) {
         int64_t ne[3] = { e[i].bs, e[i].n, e[i].n_mat > 1 ? e[i].n_mat : 1 };
         st = iqf_gguf_writer_add_tensor(w, e[i].name, e[i].n_mat > 1 ? 3 : 2, ne, type);

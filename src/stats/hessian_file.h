@@ -24,6 +24,9 @@
  *   that layout, each the mean over the rows routed to that expert (llama-imatrix's per-expert
  *   E[x^2] on its diagonal); an expert that saw no rows is all zeros. Files without expert
  *   entries (older ones) read as before.
+ *   hessian.expert_counts.NAME  u64[n_expert]  the rows routed to each expert of per-expert
+ *                               tensor NAME (only `imatrix --combine` needs them; older files
+ *                               lack them and cannot be combined if they have expert entries)
  *
  * The reader treats the file as hostile: every key type, shape and value (finite, diagonal >= 0)
  * is checked at open; values are then read on demand from the mapping.
@@ -36,6 +39,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The key prefix of a per-expert entry's row counts (the tensor name follows). */
+#define IQF_HESSIAN_EXPERT_COUNTS_KEY "hessian.expert_counts."
 
 /* The most matrices (experts) one entry may hold. */
 #define IQF_HESSIAN_MAX_MATS 4096
@@ -103,5 +109,38 @@ int64_t iqf_hessian_n_mat(const iqf_hessian_file *hf, const char *hname);
 bool iqf_hessian_read(const iqf_hessian_file *hf, const char *hname, float *out);
 /* Copies matrix `mat` (an expert) of the entry. False if absent or mat is out of range. */
 bool iqf_hessian_read_mat(const iqf_hessian_file *hf, const char *hname, int64_t mat, float *out);
+
+/* ------------------------------------------------------------------------------------------
+ * Combining (`iqforge imatrix --combine`, hessian_combine.c): a file's means turned back into
+ * sums (mean * rows, exact in double), added entry by entry, written as means again.
+ * ---------------------------------------------------------------------------------------- */
+typedef struct iqf_hessian_sentry {
+    char *name;        /* "blk.0.attn_qkv.hessian" */
+    int64_t n, bs, n_mat;
+    double *sum;       /* n_mat * n * bs sums */
+    int64_t *counts;   /* n_mat > 1: the rows of each expert; else NULL (the file's token_count) */
+} iqf_hessian_sentry;
+
+typedef struct iqf_hessian_sums {
+    iqf_hessian_model_id model;
+    int64_t token_count;
+    int chunk_count, chunk_size;
+    char *dataset;                 /* NULL if none */
+    bool f16;                      /* every file read was F16 */
+    iqf_hessian_sentry *entries;   /* in the first file's order */
+    int n_entries;
+} iqf_hessian_sums;
+
+/* Opens `path` (iqf_hessian_open's checks) and turns its means into sums. A per-expert entry
+ * needs its hessian.expert_counts.NAME (u64[n_expert], each expert's rows; an expert with no
+ * rows all zeros). Errors: IQF_E_IO, IQF_E_FORMAT, IQF_E_NONFINITE, IQF_E_NOMEM; "PATH: ...". */
+iqf_status iqf_hessian_sums_load(const char *path, iqf_hessian_sums *out, char *err, size_t errlen);
+/* Adds src into dst: the same model, chunk size and entries (name, width, block, experts) or
+ * IQF_E_FORMAT "SRC_NAME: what differs" (dst unchanged); sums, rows, token and chunk counts add. */
+iqf_status iqf_hessian_sums_merge(iqf_hessian_sums *dst, const iqf_hessian_sums *src, const char *src_name,
+                                  char *err, size_t errlen);
+/* Writes the means (iqf_hessian_write; F16 if every input was). */
+iqf_status iqf_hessian_sums_write(const iqf_hessian_sums *s, const char *path, char *err, size_t errlen);
+void iqf_hessian_sums_free(iqf_hessian_sums *s);
 
 #endif

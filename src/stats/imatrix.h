@@ -86,4 +86,55 @@ iqf_status iqf_imatrix_write_gguf(const char *path, const iqf_imatrix_stats *sta
 iqf_status iqf_imatrix_write_dat(const char *path, const iqf_imatrix_stats *stats, int n,
                                  const iqf_imatrix_meta *meta, char *err, size_t errlen);
 
+/* iqf_imatrix_write_gguf with a list of datasets (imatrix.datasets as given, n_datasets >= 0)
+ * instead of meta->dataset: what `iqforge imatrix --combine` writes, the inputs' datasets in order. */
+iqf_status iqf_imatrix_write_gguf_ds(const char *path, const iqf_imatrix_stats *stats, int n,
+                                     const iqf_imatrix_meta *meta, const char *const *datasets,
+                                     int n_datasets, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------------------------------
+ * Combining (`iqforge imatrix --combine`): llama-imatrix's state as its --in-file loads it, the
+ * raw sums of x^2 and the row counts per weight, so that the captures of shards of a text add up
+ * to the capture of the whole text.
+ * ---------------------------------------------------------------------------------------- */
+typedef struct iqf_imatrix_raw_entry {
+    char *name;       /* weight name */
+    int64_t nval;     /* values: ne0 * n_mat */
+    int64_t n_mat;    /* counts (1, or the number of experts) */
+    double *sum;      /* nval sums of x^2, in double while combining */
+    int64_t *counts;  /* n_mat row counts */
+} iqf_imatrix_raw_entry;
+
+typedef struct iqf_imatrix_raw {
+    iqf_imatrix_raw_entry *entries; /* sorted by name, names unique */
+    int n_entries;
+    char **datasets;                /* imatrix.datasets (legacy: the trailer's name), in order */
+    int n_datasets;
+    int chunk_count, chunk_size;    /* as stored (legacy: chunk_size is the one assumed) */
+    bool is_legacy;
+} iqf_imatrix_raw;
+
+/* Loads `path` as llama-imatrix's load_imatrix does: GGUF: sums = NAME.in_sum2, counts =
+ * lround(NAME.counts) (NAME.in_sum, if present, is not kept); legacy .dat: sums = stored *
+ * legacy_chunk_size and every count = ncall * legacy_chunk_size (the format keeps only the means
+ * times ncall; llama-imatrix assumes its own -c). Errors: IQF_E_IO, IQF_E_FORMAT, IQF_E_NOMEM;
+ * message "PATH: what is wrong". */
+iqf_status iqf_imatrix_raw_load(const char *path, int legacy_chunk_size, iqf_imatrix_raw *out, char *err,
+                                size_t errlen);
+void iqf_imatrix_raw_free(iqf_imatrix_raw *r);
+
+/* Adds src into dst as llama-imatrix's --in-file does: per weight the sums add and the counts
+ * add; a weight only in src is added; a single count meets n_mat counts by broadcast (an older
+ * file's 3-D entry). The datasets are appended. A weight whose value count or expert count
+ * differs is an error (IQF_E_FORMAT, "SRC_NAME: what differs"), and so are chunk sizes that
+ * differ (the shards of one capture share -c); dst is then unchanged (IQF_E_NOMEM can leave it
+ * part-merged). chunk_count becomes the
+ * largest count / chunk_size, as llama-imatrix recomputes it. */
+iqf_status iqf_imatrix_raw_merge(iqf_imatrix_raw *dst, const iqf_imatrix_raw *src, const char *src_name,
+                                 char *err, size_t errlen);
+
+/* Writes r as llama-imatrix's GGUF (sums rounded once to F32) or, dat, its legacy .dat
+ * (dataset: the last one, as llama-imatrix writes after --in-file). */
+iqf_status iqf_imatrix_raw_write(const iqf_imatrix_raw *r, const char *path, bool dat, char *err, size_t errlen);
+
 #endif

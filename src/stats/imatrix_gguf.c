@@ -148,7 +148,15 @@ static int stats_cmp(const void *a, const void *b) {
 
 iqf_status iqf_imatrix_write_gguf(const char *path, const iqf_imatrix_stats *stats, int n,
                                   const iqf_imatrix_meta *meta, char *err, size_t errlen) {
-    if (!path || (n > 0 && !stats) || n < 0 || !meta)
+    if (!meta) return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "invalid arguments");
+    const char *ds = meta->dataset;
+    return iqf_imatrix_write_gguf_ds(path, stats, n, meta, &ds, ds ? 1 : 0, err, errlen);
+}
+
+iqf_status iqf_imatrix_write_gguf_ds(const char *path, const iqf_imatrix_stats *stats, int n,
+                                     const iqf_imatrix_meta *meta, const char *const *datasets,
+                                     int n_datasets, char *err, size_t errlen) {
+    if (!path || (n > 0 && !stats) || n < 0 || !meta || n_datasets < 0 || (n_datasets > 0 && !datasets))
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "invalid arguments");
     const iqf_imatrix_stats **v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
     if (!v) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
@@ -168,8 +176,8 @@ iqf_status iqf_imatrix_write_gguf(const char *path, const iqf_imatrix_stats *sta
         return IQF_E_IO;
     }
     iqf_status st = iqf_gguf_writer_set_str(w, "general.type", "imatrix");
-    const char *ds = meta->dataset;
-    if (!st) st = iqf_gguf_writer_set_arr_str(w, "imatrix.datasets", &ds, NULL, ds ? 1 : 0);
+    const char *none = "";
+    if (!st) st = iqf_gguf_writer_set_arr_str(w, "imatrix.datasets", n_datasets ? datasets : &none, NULL, (uint64_t)n_datasets);
     if (!st) st = iqf_gguf_writer_set_u32(w, "imatrix.chunk_count", (uint32_t)meta->chunk_count);
     if (!st) st = iqf_gguf_writer_set_u32(w, "imatrix.chunk_size", (uint32_t)meta->chunk_size);
     char name[IQF_GGUF_MAX_NAME + 32];

@@ -19,7 +19,8 @@ capture() { # OUT [--hessian-experts V]
 capture "$T/h.gguf"
 expect "gate/up entry" 'blk\.0\.ffn_gate_up_exps\.hessian +256 x 256 x 2 ' "$T/ins"
 expect "down entry" 'blk\.1\.ffn_down_exps\.hessian +384 x 384 x 2 ' "$T/ins"
-[ "$(grep -c '_exps\.hessian' "$T/ins")" = 4 ] && ok || bad "want 4 expert entries: $(grep '_exps' "$T/ins")"
+[ "$(grep -v expert_counts "$T/ins" | grep -c '_exps\.hessian')" = 4 ] && ok || bad "want 4 expert entries: $(grep '_exps' "$T/ins")"
+expect "their rows recorded" 'hessian\.expert_counts\.blk\.1\.ffn_down_exps\.hessian +arr\[u64\] += \[[0-9]+, [0-9]+\]' "$T/ins"
 capture "$T/h32.gguf" --hessian-experts 32
 expect "32-blocks" 'blk\.0\.ffn_gate_up_exps\.hessian +32 x 256 x 2 ' "$T/ins"
 capture "$T/hoff.gguf" --hessian-experts off
