@@ -1143,6 +1143,7 @@ typedef struct iqf_calib_params {
     bool layers;        /* keep the layer cache (every chunk's input of every layer, (n_layer + 1)
                            x n_chunks x n_ctx x n_embd floats) for iqf_calib_kld_from,
                            iqf_calib_delta and iqf_calib_kld_stream; n_ctx is then at most 512 */
+    int delta_chunks;   /* iqf_calib_delta over the first this many chunks (<= 0: all) */
 } iqf_calib_params;
 
 /* Loads the model, tokenizes (or samples) the text, and stores the model's log-probabilities on
@@ -1170,7 +1171,7 @@ IQF_API int iqf_calib_weight_layer(const iqf_calib *c, int id);
 IQF_API iqf_status iqf_calib_kld_from(iqf_calib *c, int layer, double *kld, char *err, size_t errlen);
 /* Layer `layer` alone from its cached input, with the weights as viewed now: the mean over all
  * positions of the squared distance of its output (the next layer's input) from the cached
- * one. */
+ * one (over the first delta_chunks chunks). */
 IQF_API iqf_status iqf_calib_delta(iqf_calib *c, int layer, double *delta, char *err, size_t errlen);
 /* The joint KLD of a model whose views are set one layer at a time, so that only one layer's
  * viewed data need exist at once: fn(user, l, true) sets the views of layer l (-1: token_embd
@@ -1238,6 +1239,8 @@ typedef struct iqf_target_params {
                                  layer method (src/quantize/target_calib.c) */
     int calib_depths;         /* layer method: layers whose gain is measured through the rest of
                                  the model, spread evenly (0: 8; < 0: every layer) */
+    int calib_delta_chunks;   /* layer method: chunks of the calibration text over which each
+                                 tensor's change of its layer's output is measured (0: 2) */
     double sample;            /* fraction of rows measured in tensors of more than 2^20 weights
                                  and more than sample_min rows (<= 0: 1/32; >= 1: all rows) */
     int sample_min;           /* at least this many rows (<= 0: 128) */

@@ -405,7 +405,7 @@ static iqf_status stream_one_fn(void *user, int layer, bool on, char *err, size_
 static void test_calib_layers(void) {
     char err[1024];
     const char *model = src_path("tests/data/kjv-3m/kjv-3m-f32.gguf");
-    iqf_calib_params cp = { src_path("tests/data/kjv-3m/calibration.txt"), 64, 3, 2, NULL, true };
+    iqf_calib_params cp = { src_path("tests/data/kjv-3m/calibration.txt"), 64, 3, 2, NULL, true, 0 };
     iqf_calib *cb = NULL;
     iqf_status st = iqf_calib_open(model, &cp, &cb, err, sizeof err);
     CHECK(st == IQF_OK && cb, "calib with the layer cache: %s", err);

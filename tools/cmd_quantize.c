@@ -54,6 +54,7 @@ static void usage(FILE *f) {
             "  --calib-rounds N             in-context rounds after the first allocation (default 0)\n"
             "  --calib-all                  probe every candidate type (slow: one KLD run per tensor and type)\n"
             "  --calib-depths N             layers whose gain is measured through the model (8; -1: every layer)\n"
+            "  --calib-delta-chunks N       chunks over which each tensor's change of its layer's output is measured (2)\n"
             "  --calib-per-tensor           calibrate each tensor alone through the whole model (the reference; slow)\n"
             "  --sample F                   fraction of rows measured in tensors of > 2^20 weights (1/32, >= 128 rows)\n"
             "  --plan-out FILE              save the plan as a --tensor-type-file\n"
@@ -301,6 +302,14 @@ int cmd_quantize(int argc, char **argv) {
             tp.n_calib_types = n_calib;
         } else if (!strcmp(a, "--calib-per-tensor")) {
             tp.calib_per_tensor = true;
+        } else if (!strcmp(a, "--calib-delta-chunks") && has_val) {
+            char *end = NULL;
+            const long v = strtol(argv[++i], &end, 10);
+            if (!end || *end || v < 1 || v > 100000) {
+                cli_error("quantize: invalid --calib-delta-chunks '%s'", argv[i]);
+                goto out;
+            }
+            tp.calib_delta_chunks = (int)v;
         } else if (!strcmp(a, "--calib-depths") && has_val) {
             char *end = NULL;
             const long v = strtol(argv[++i], &end, 10);

@@ -36,6 +36,7 @@ struct iqf_calib {
      * hid[(chunk * (n_layer + 1) + l) * n_ctx * n_embd], or NULL (iqf_calib_params.layers off) */
     float *hid;
     float *xw;     /* one chunk's working rows */
+    int delta_chunks; /* iqf_calib_delta's chunks (the first ones) */
 };
 
 void iqf_calib_free(iqf_calib *c) {
@@ -214,8 +215,9 @@ iqf_status iqf_calib_delta(iqf_calib *cb, int layer, double *delta, char *err, s
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "bad layer-delta arguments");
     const int s = start_layer(cb, layer), E = cb->m->info.n_embd;
     const size_t n = (size_t)cb->n_ctx * (size_t)E;
+    const int nch = cb->delta_chunks > 0 && cb->delta_chunks < cb->n_chunks ? cb->delta_chunks : cb->n_chunks;
     double sum = 0;
-    for (int ch = 0; ch < cb->n_chunks; ch++) {
+    for (int ch = 0; ch < nch; ch++) {
         memcpy(cb->xw, hid_at(cb, ch, s), n * sizeof(float));
         iqf_status st = iqf_decode_layers(cb->c, cb->tok + (size_t)ch * (size_t)cb->n_ctx, cb->n_ctx, hid_at(cb, ch, 0), s,
                                           layer + 1, cb->xw, cb->n_ctx, NULL, err, errlen);
@@ -226,7 +228,7 @@ iqf_status iqf_calib_delta(iqf_calib *cb, int layer, double *delta, char *err, s
             sum += d * d;
         }
     }
-    *delta = sum / ((double)cb->n_chunks * (double)cb->n_ctx);
+    *delta = sum / ((double)nch * (double)cb->n_ctx);
     return IQF_OK;
 }
 
@@ -383,6 +385,7 @@ iqf_status iqf_calib_open(const char *model, const iqf_calib_params *p, iqf_cali
     if (p->layers && cb->n_ctx > IQF_MAX_BATCH) cb->n_ctx = IQF_MAX_BATCH; /* one decode piece per chunk */
     if (cb->n_ctx < 8) cb->n_ctx = 8;
     cb->n_chunks = p->n_chunks > 0 ? p->n_chunks : 8;
+    cb->delta_chunks = p->delta_chunks;
     int32_t ntok = 0;
     st = p->text ? tokenize_text(cb, model, p->text, &ntok, err, errlen) : sample_text(cb, p->n_threads, &ntok, err, errlen);
     if (!st) st = store_base(cb, p->text ? p->text : "the generated calibration text", ntok, p->n_threads, p->layers, err, errlen);

@@ -371,6 +371,7 @@ static iqf_status check_recipe(target_run *r) {
     iqf_status st = pt && rt ? IQF_OK : iqf_fail(r->err, r->errlen, IQF_E_NOMEM, "out of memory");
     for (int i = 0; i < r->nt && !st; i++) pt[i] = -1;
     for (int f = 0; f < r->n_free && !st; f++) pt[r->map[f]] = r->items[r->map[f]].c[r->choice[f]].type;
+    const double t0 = iqf_now();
     if (!st) st = iqf_target_joint_kld(r->cal, r->items, r->nt, pt, &r->qz, &r->joint_kld, r->err, r->errlen);
     uint64_t rsize = 0;
     r->recipe_ftype = st ? -1 : nearest_recipe(r, rt, &rsize);
@@ -394,8 +395,8 @@ static iqf_status check_recipe(target_run *r) {
         if (r->recipe_ftype < 0)
             fprintf(r->log, "target: plan joint KLD %.6f on the calibration text; no recipe fits the target\n", r->joint_kld);
         else
-            fprintf(r->log, "target: joint KLD on the calibration text: plan %.6f, recipe %s (%" PRIu64 " bytes) %.6f: writing the %s\n",
-                    r->joint_kld, iqf_ftype_name(r->recipe_ftype), rsize, r->recipe_kld, r->recipe_chosen ? "recipe" : "plan");
+            fprintf(r->log, "target: joint KLD on the calibration text: plan %.6f, recipe %s (%" PRIu64 " bytes) %.6f: writing the %s (checked in %.2f s)\n",
+                    r->joint_kld, iqf_ftype_name(r->recipe_ftype), rsize, r->recipe_kld, r->recipe_chosen ? "recipe" : "plan", iqf_now() - t0);
     }
     free(pt), free(rt);
     return st;

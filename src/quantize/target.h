@@ -71,6 +71,12 @@ iqf_status iqf_target_load_tensor(const iqf_target_item *it, iqf_target_buf *b, 
  * the imatrix-weighted squared error of the whole tensor. */
 iqf_status iqf_target_roundtrip(const iqf_target_item *it, int type, iqf_target_buf *b, uint8_t *q,
                                 const iqf_quantize_params *qp, double *e, char *err, size_t errlen);
+/* The item's whole tensor encoded as `type` into q (row size x rows bytes) slab by slab (about
+ * 4M weights of b at a time, so memory stays bounded at any tensor size), *e receiving its
+ * imatrix-weighted squared error: the bytes and the error of iqf_target_load_tensor +
+ * iqf_target_roundtrip. */
+iqf_status iqf_target_encode(const iqf_target_item *it, int type, uint8_t *q, const iqf_quantize_params *qp, iqf_target_buf *b,
+                             double *e, char *err, size_t errlen);
 /* Measures every candidate of the free item it (rows sampled as tp says): c[].bytes, err, se
  * and it->signal; b: the workspace (grown as needed, the caller frees it). */
 iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, const iqf_quantize_params *qp,

@@ -8,6 +8,7 @@
  */
 #include "target.h"
 #include "../util/error.h"
+#include "../util/progress.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -123,9 +124,7 @@ static iqf_status quantize_item(iqf_target_item *it, int c, uint8_t **qd, iqf_ta
     const size_t qb = iqf_row_size(ty, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
     *qd = malloc(qb ? qb : 1);
     if (!*qd) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibrating %s)", t->name);
-    iqf_status st = iqf_target_load_tensor(it, b, qp->n_threads, err, errlen);
-    if (!st) st = iqf_target_roundtrip(it, ty, b, *qd, qp, e, err, errlen);
-    return st;
+    return iqf_target_encode(it, ty, *qd, qp, b, e, err, errlen);
 }
 
 /* The probed depths: k of them spread evenly over 0..L-1 (all layers when k >= L or k < 0). */
@@ -296,7 +295,9 @@ static iqf_status calibrate_layers(iqf_calib *cb, iqf_target_item *items, int nt
     }
     const int nd = st ? 0 : depth_list(r.L, tp->calib_depths, depths);
     if (!st && logf) fprintf(logf, "calibrate: layer method, %d probe round(s), gains at %d of %d layers\n", maxp, nd, r.L);
+    const double t0 = iqf_now();
     for (int q = 0; q < maxp && !st; q++) st = layer_round(&r, q, depths, nd, err, errlen);
+    if (!st && logf) fprintf(logf, "calibrate: probes in %.2f s\n", iqf_now() - t0);
     for (int i = 0; i < nt && !st; i++)
         if (r.id[i] >= 0 && r.np[i] > 0) interpolate(&items[i], r.ps + i * IQF_TARGET_MAX_CAND, r.pe + i * IQF_TARGET_MAX_CAND, r.np[i]);
     for (int l = 0; l < r.L && r.lp; l++) free(r.lp[l].idx);
@@ -309,10 +310,13 @@ iqf_status iqf_target_calibrate(const char *in, iqf_target_item *items, int nt, 
                                 const iqf_quantize_params *qp, FILE *logf, iqf_calib **out, char *err, size_t errlen) {
     /* a checkpoint converted in memory: the engine loads the items' handle (materialized then) */
     iqf_gguf *src = nt > 0 && iqf_gguf_is_source(items[0].g) ? items[0].g : NULL;
-    iqf_calib_params cp = { tp->calib_text, tp->calib_ctx, tp->calib_chunks, qp->n_threads, src, true };
+    iqf_calib_params cp = { tp->calib_text, tp->calib_ctx, tp->calib_chunks, qp->n_threads, src, true,
+                            tp->calib_delta_chunks > 0 ? tp->calib_delta_chunks : 2 };
     iqf_calib *cb = NULL;
+    const double t0 = iqf_now();
     iqf_status st = iqf_calib_open(in, &cp, &cb, err, errlen);
     if (st) return st;
+    if (logf) fprintf(logf, "calibrate: the model's distributions and layer cache in %.2f s\n", iqf_now() - t0);
     if (tp->calib_per_tensor) {
         iqf_target_buf b;
         memset(&b, 0, sizeof b);
@@ -418,8 +422,7 @@ static iqf_status stream_fn(void *user, int layer, bool on, char *err, size_t er
         double e = 0;
         s->qd[i] = malloc(qb ? qb : 1);
         if (!s->qd[i]) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (checking %s)", t->name);
-        iqf_status st = iqf_target_load_tensor(it, &s->b, s->qp->n_threads, err, errlen);
-        if (!st) st = iqf_target_roundtrip(it, s->types[i], &s->b, s->qd[i], s->qp, &e, err, errlen);
+        iqf_status st = iqf_target_encode(it, s->types[i], s->qd[i], s->qp, &s->b, &e, err, errlen);
         if (st) return st;
         iqf_calib_view(s->cb, s->id[i], s->types[i], s->qd[i]);
     }

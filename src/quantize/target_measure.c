@@ -243,3 +243,39 @@ iqf_status iqf_target_roundtrip(const iqf_target_item *it, int type, iqf_target_
     *e = sum;
     return IQF_OK;
 }
+
+/* rows per slab of iqf_target_encode: about 4M weights */
+#define ENCODE_SLAB_WEIGHTS (1 << 22)
+
+iqf_status iqf_target_encode(const iqf_target_item *it, int type, uint8_t *q, const iqf_quantize_params *qp, iqf_target_buf *b,
+                             double *e, char *err, size_t errlen) {
+    char msg[512];
+    const iqf_gguf_tensor *t = it->t;
+    const int64_t ncols = t->ne[0], nrows = n_rows(t);
+    int64_t slab = ENCODE_SLAB_WEIGHTS / (ncols > 0 ? ncols : 1);
+    if (slab < 1) slab = 1;
+    if (slab > nrows) slab = nrows;
+    const bool fl = grow_floats(b, (size_t)(slab * ncols));
+    b->ex = grow(b->ex, &b->ecap, (size_t)slab, sizeof(int64_t));
+    if (!fl || b->ecap < (size_t)slab) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (encoding %s)", t->name);
+    const size_t qrs = iqf_row_size(type, ncols);
+    double sum = 0;
+    iqf_status st = IQF_OK;
+    for (int64_t r0 = 0; r0 < nrows && !st; r0 += slab) {
+        const int64_t n = nrows - r0 < slab ? nrows - r0 : slab;
+        const uint8_t *data = item_load_rows(it, r0, n, err, errlen);
+        if (!data) return IQF_E_FORMAT;
+        for (int64_t r = 0; r < n; r++) b->ex[r] = (r0 + r) / t->ne[1];
+        if (t->type == IQF_TYPE_F32) memcpy(b->f32, data, sizeof(float) * (size_t)(n * ncols));
+        else st = iqf_dequantize(t->type, data, b->f32, n, ncols, qp->n_threads, msg, sizeof msg);
+        uint8_t *qs = q + (size_t)r0 * qrs;
+        if (!st) st = encode_rows(type, b->f32, qs, n, ncols, b->ex, it->im, qp, msg, sizeof msg);
+        if (!st) st = iqf_dequantize(type, qs, b->deq, n, ncols, qp->n_threads, msg, sizeof msg);
+        if (st) st = iqf_fail(err, errlen, st, "tensor %s as %s: %s", t->name, tname(type), msg);
+        for (int64_t r = 0; r < n && !st; r++)
+            sum = row_err(sum, b->f32 + r * ncols, b->deq + r * ncols, it->im ? it->im + b->ex[r] * ncols : NULL, ncols);
+    }
+    item_unload(it);
+    *e = sum;
+    return st;
+}
