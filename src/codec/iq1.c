@@ -22,6 +22,7 @@
  *    term[i][level_i] for i = 0..7 in order (the reference's sum); first minimum wins.
  */
 #include "codec.h"
+#include "util/traits.h"
 #include "iqgrid.h"
 #include "util/fma.h"
 
@@ -35,7 +36,6 @@
 #include <immintrin.h>
 #define IQ1_X86 1
 #endif
-
 /* 1.5625 bpw: fp16 d; qs = low 8 bits of the 11-bit grid index per group of 8; qh per 32:
  * bits 0..11 = 3 high index bits x 4 groups, bits 12..14 = scale s, bit 15 = delta sign. */
 
@@ -101,8 +101,13 @@ static void iq1_build(void) {
 }
 
 static void iq1_init(void) { pthread_once(&iq1_once, iq1_build); }
-/* The grid is required; without nb_keys (out of memory) the encoder takes its scalar route. */
-bool iqf_iq1_tables_ok(void) { return grid1 != NULL; }
+/* The table-init hook of iq1_s and iq1_m's traits rows: the grid is required; without nb_keys
+ * (out of memory) the encoder takes its scalar route. */
+bool iqf_iq1_tables_init(int type) {
+    (void)type;
+    iq1_init();
+    return grid1 != NULL;
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Decoders
