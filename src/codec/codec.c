@@ -105,12 +105,12 @@ static iqf_status check_shape(int type, int64_t nrows, int64_t ncols, bool encod
     return b;
 
 static int64_t skip_finite_base(const float *x, int64_t n) { SKIP_FINITE_BODY }
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2"))) static int64_t skip_finite_avx2(const float *x, int64_t n) { SKIP_FINITE_BODY }
 #endif
 
 static int64_t skip_finite(iqf_simd simd, const float *x, int64_t n) {
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef IQF_ARCH_X86
     if (IQF_SIMD_IS_X86(simd)) return skip_finite_avx2(x, n);
 #endif
     (void)simd;

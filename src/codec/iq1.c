@@ -32,10 +32,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define IQ1_X86 1
-#endif
 /* 1.5625 bpw: fp16 d; qs = low 8 bits of the 11-bit grid index per group of 8; qh per 32:
  * bits 0..11 = 3 high index bits x 4 groups, bits 12..14 = scale s, bit 15 = delta sign. */
 
@@ -607,7 +603,7 @@ static void place_prefix_s(const float *xb, const float *weight, const int32_t *
 #define VL_KERNELS "iq1_lanes.h"
 #include "lanes_neon.h"
 
-#ifdef IQ1_X86
+#ifdef IQF_ARCH_X86
 #define VL_W 8
 #define VL_TGT AVX2_TARGET
 #define VL_SFX(name) name##_avx2
@@ -626,7 +622,7 @@ static void place_prefix_s(const float *xb, const float *weight, const int32_t *
 static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
     iq1_kernels k = { ctx->simd, best_neighbour_scalar, weights_scalar,
                       sort_prefix_m_scalar, sort_prefix_s_scalar, search_s_scalar, search_m_scalar };
-#ifdef IQ1_X86
+#ifdef IQF_ARCH_X86
     if (ctx->simd == IQF_SIMD_AVX512) k = kernels_avx512;
     else if (IQF_SIMD_IS_X86(ctx->simd)) k = kernels_avx2;
 #endif

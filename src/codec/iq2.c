@@ -376,9 +376,7 @@ static const float iq2_lev[16] = { 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
 #define VL_KERNELS "iq2_lanes.h"
 #include "lanes_neon.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define IQF_X86 1
+#ifdef IQF_ARCH_X86
 
 #define T_AVX2 __attribute__((target("avx2,fma")))
 #define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
@@ -397,7 +395,7 @@ static const float iq2_lev[16] = { 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
 #endif
 
 static const enc_ops *select_ops(const iqf_qctx *ctx) {
-#ifdef IQF_X86
+#ifdef IQF_ARCH_X86
     if (ctx && ctx->simd == IQF_SIMD_AVX512) return &ops_avx512;
     if (ctx && ctx->simd == IQF_SIMD_AVX2) return &ops_avx2;
 #endif
