@@ -3,8 +3,9 @@
  * (internal; the public geometry is iqf_type_get, the public views of this table are
  * iqf_type_family, iqf_ftype_* and iqf_ftype_at in include/iqforge.h).
  *
- * Adding a type: its codec file (its entry in that family's iqf_codecs_* array), its geometry row
- * in types.c and one row in traits.c; what the other parts know of a type they read from here:
+ * Adding a type: its codec file (its entry in that family's iqf_codecs_* array), one row in
+ * traits.c and its tests (an id ggml has added since also needs its geometry row in types.c);
+ * what the other parts know of a type they read from here:
  *  - recipe.c / iqf_ftype_*: the llama file types that default to the type (ftypes);
  *  - quantize --help (tools/cmd_quantize.c): the same names, listed by iqf_ftype_at;
  *  - the ladder's alarm (tools/ladder): the family, through iqf_type_family;
