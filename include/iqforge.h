@@ -160,6 +160,25 @@ IQF_API int iqf_type_from_name(const char *name);
  * multiple of its block size. */
 IQF_API size_t iqf_row_size(int type, int64_t ncols);
 
+/* Format families (the ladder's alarm compares like with like). */
+typedef enum iqf_family {
+    IQF_FAMILY_NONE = 0,  /* not a type id */
+    IQF_FAMILY_IQ,        /* grid / non-linear IQ types */
+    IQF_FAMILY_K,         /* K-quants q2_K..q6_K */
+    IQF_FAMILY_LEGACY,    /* q4_0..q8_0 */
+    IQF_FAMILY_FLOAT,     /* f32, f16, bf16 */
+    IQF_FAMILY_FP4,       /* mxfp4, nvfp4 */
+    IQF_FAMILY_LOWBIT,    /* ternary and binary: tq1_0, tq2_0, q1_0, q2_0 */
+    IQF_FAMILY_OTHER,     /* not a weight type: q8_1, q8_K (activations), integers, f64 */
+} iqf_family;
+
+/* The type's format family; IQF_FAMILY_NONE for an id iqf_type_get does not know. */
+IQF_API iqf_family iqf_type_family(int type);
+/* The type llama-quantize uses for a tensor whose rows are not a multiple of the type's block
+ * (then F16 if that one does not fit either; the type itself: straight to F16); -1 where it has
+ * none and refuses (q1_0, nvfp4), or for an unknown id. */
+IQF_API int iqf_type_fallback(int type);
+
 /* True if this build can encode (quantize_row) / decode (dequantize_row) the type. */
 IQF_API bool iqf_can_encode(int type);
 IQF_API bool iqf_can_decode(int type);
@@ -625,6 +644,16 @@ IQF_API int iqf_ftype_from_name(const char *name);
 IQF_API const char *iqf_ftype_name(int ftype);
 /* The tensor type a file type defaults to (llama_ftype_get_default_type), or -1. */
 IQF_API int iqf_ftype_default_type(int ftype);
+
+/* A file type name quantize accepts. */
+typedef struct iqf_ftype_info {
+    const char *name;    /* "Q4_K_M"; an alias ("Q4_K") when iqf_ftype_name(ftype) is another */
+    int ftype;           /* IQF_FTYPE_* */
+    const char *note;    /* what the help says of it, or NULL */
+} iqf_ftype_info;
+/* The i-th file type name (from 0), in the help's order: by family (IQ, K, legacy, FP4, low-bit,
+ * float), then by the default type's bits per weight; NULL past the last. */
+IQF_API const iqf_ftype_info *iqf_ftype_at(int i);
 
 /* --override-kv KEY=TYPE:VALUE, as llama's llama_model_kv_override. Written to the output after
  * the input's KVs (int as u32 of |value|, float as f32, bool, str), and int overrides of the

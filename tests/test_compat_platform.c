@@ -84,7 +84,9 @@ int main(int argc, char **argv) {
         static const qgen_dist dists[] = { QGEN_GAUSS, QGEN_HEAVY, QGEN_OUTLIER, QGEN_ZEROBLOCKS, QGEN_TINY,
                                            QGEN_HUGE, QGEN_MIXED, QGEN_SPARSE, QGEN_INTS, QGEN_CONST };
         for (int t = 0; t < IQF_TYPE_COUNT; t++)
-            if (iqf_type_get(t) && iqf_can_encode(t) && iqf_type_get(t)->blck_size > 1)
+            /* weight types only: ggml_quantize_chunk has no case for q8_1 (an activation type) */
+            if (iqf_type_get(t) && iqf_can_encode(t) && iqf_type_get(t)->blck_size > 1 &&
+                iqf_type_family(t) != IQF_FAMILY_OTHER)
                 run_type(t, dists, (int)(sizeof dists / sizeof dists[0]), 4, 4096);
     } else {
         static const qgen_dist dists[] = { QGEN_GAUSS, QGEN_HEAVY, QGEN_SPARSE, QGEN_INTS, QGEN_CONST };

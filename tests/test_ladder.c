@@ -128,8 +128,8 @@ static void test_families(void) {
 }
 
 /* llama.cpp's own kjv-3m ladder is healthy: no alarm; its known inversions are notes. */
-/* tools/ladder maps type ids with its own switch (it sees only iqforge.h); it must agree with the
- * library's traits table on every id, so a type added there and not here fails this. */
+/* tools/ladder maps type ids through iqf_type_family (it sees only iqforge.h) to its own enum; it
+ * must agree with the library's traits table on every id. */
 static void test_families_match_traits(void) {
     int bad = 0;
     for (int t = -2; t < IQF_TYPE_COUNT + 2; t++) {

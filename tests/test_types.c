@@ -4,6 +4,7 @@
 #include "testutil.h"
 #include "util/traits.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <stdio.h>
 
@@ -11,6 +12,121 @@
 #include <string.h>
 
 typedef uint16_t (*f2h_fn)(float);
+
+/* The file types derived from the traits table against the list recipe.c kept before they moved
+ * there: llama-quantize's QUANT_OPTIONS order (aliases before the full names), name, id, default
+ * type (llama_ftype_get_default_type). */
+static void test_ftypes(void) {
+    static const struct { const char *name; int ftype, type; } was[] = {
+        { "Q1_0", IQF_FTYPE_MOSTLY_Q1_0, IQF_TYPE_Q1_0 },        { "Q2_0", IQF_FTYPE_MOSTLY_Q2_0, IQF_TYPE_Q2_0 },
+        { "Q4_0", IQF_FTYPE_MOSTLY_Q4_0, IQF_TYPE_Q4_0 },        { "Q4_1", IQF_FTYPE_MOSTLY_Q4_1, IQF_TYPE_Q4_1 },
+        { "MXFP4_MOE", IQF_FTYPE_MOSTLY_MXFP4_MOE, IQF_TYPE_MXFP4 }, { "NVFP4", IQF_FTYPE_MOSTLY_NVFP4, IQF_TYPE_NVFP4 },
+        { "Q5_0", IQF_FTYPE_MOSTLY_Q5_0, IQF_TYPE_Q5_0 },        { "Q5_1", IQF_FTYPE_MOSTLY_Q5_1, IQF_TYPE_Q5_1 },
+        { "IQ2_XXS", IQF_FTYPE_MOSTLY_IQ2_XXS, IQF_TYPE_IQ2_XXS }, { "IQ2_XS", IQF_FTYPE_MOSTLY_IQ2_XS, IQF_TYPE_IQ2_XS },
+        { "IQ2_S", IQF_FTYPE_MOSTLY_IQ2_S, IQF_TYPE_IQ2_XS },     { "IQ2_M", IQF_FTYPE_MOSTLY_IQ2_M, IQF_TYPE_IQ2_S },
+        { "IQ1_S", IQF_FTYPE_MOSTLY_IQ1_S, IQF_TYPE_IQ1_S },      { "IQ1_M", IQF_FTYPE_MOSTLY_IQ1_M, IQF_TYPE_IQ1_M },
+        { "TQ1_0", IQF_FTYPE_MOSTLY_TQ1_0, IQF_TYPE_TQ1_0 },      { "TQ2_0", IQF_FTYPE_MOSTLY_TQ2_0, IQF_TYPE_TQ2_0 },
+        { "Q2_K", IQF_FTYPE_MOSTLY_Q2_K, IQF_TYPE_Q2_K },        { "Q2_K_S", IQF_FTYPE_MOSTLY_Q2_K_S, IQF_TYPE_Q2_K },
+        { "IQ3_XXS", IQF_FTYPE_MOSTLY_IQ3_XXS, IQF_TYPE_IQ3_XXS }, { "IQ3_S", IQF_FTYPE_MOSTLY_IQ3_S, IQF_TYPE_IQ3_S },
+        { "IQ3_M", IQF_FTYPE_MOSTLY_IQ3_M, IQF_TYPE_IQ3_S },      { "Q3_K", IQF_FTYPE_MOSTLY_Q3_K_M, IQF_TYPE_Q3_K },
+        { "IQ3_XS", IQF_FTYPE_MOSTLY_IQ3_XS, IQF_TYPE_IQ3_S },    { "Q3_K_S", IQF_FTYPE_MOSTLY_Q3_K_S, IQF_TYPE_Q3_K },
+        { "Q3_K_M", IQF_FTYPE_MOSTLY_Q3_K_M, IQF_TYPE_Q3_K },    { "Q3_K_L", IQF_FTYPE_MOSTLY_Q3_K_L, IQF_TYPE_Q3_K },
+        { "IQ4_NL", IQF_FTYPE_MOSTLY_IQ4_NL, IQF_TYPE_IQ4_NL },   { "IQ4_XS", IQF_FTYPE_MOSTLY_IQ4_XS, IQF_TYPE_IQ4_XS },
+        { "Q4_K", IQF_FTYPE_MOSTLY_Q4_K_M, IQF_TYPE_Q4_K },      { "Q4_K_S", IQF_FTYPE_MOSTLY_Q4_K_S, IQF_TYPE_Q4_K },
+        { "Q4_K_M", IQF_FTYPE_MOSTLY_Q4_K_M, IQF_TYPE_Q4_K },    { "Q5_K", IQF_FTYPE_MOSTLY_Q5_K_M, IQF_TYPE_Q5_K },
+        { "Q5_K_S", IQF_FTYPE_MOSTLY_Q5_K_S, IQF_TYPE_Q5_K },    { "Q5_K_M", IQF_FTYPE_MOSTLY_Q5_K_M, IQF_TYPE_Q5_K },
+        { "Q6_K", IQF_FTYPE_MOSTLY_Q6_K, IQF_TYPE_Q6_K },        { "Q8_0", IQF_FTYPE_MOSTLY_Q8_0, IQF_TYPE_Q8_0 },
+        { "F16", IQF_FTYPE_MOSTLY_F16, IQF_TYPE_F16 },           { "BF16", IQF_FTYPE_MOSTLY_BF16, IQF_TYPE_BF16 },
+        { "F32", IQF_FTYPE_ALL_F32, IQF_TYPE_F32 },
+    };
+    const int n = (int)(sizeof was / sizeof was[0]);
+    for (int i = 0; i < n; i++) {
+        char lower[32], num[16];
+        for (size_t k = 0; k <= strlen(was[i].name); k++) lower[k] = (char)tolower((unsigned char)was[i].name[k]);
+        CHECK(iqf_ftype_from_name(was[i].name) == was[i].ftype && iqf_ftype_from_name(lower) == was[i].ftype,
+              "%s: id", was[i].name);
+        snprintf(num, sizeof num, "%d", was[i].ftype);
+        CHECK(iqf_ftype_from_name(num) == was[i].ftype, "%s: by number", num);
+        CHECK(iqf_ftype_default_type(was[i].ftype) == was[i].type, "%s: default type", was[i].name);
+        const char *last = NULL; /* the old rule: the last name of the id, aliases first */
+        for (int k = 0; k < n; k++)
+            if (was[k].ftype == was[i].ftype) last = was[k].name;
+        CHECK(iqf_ftype_name(was[i].ftype) && !strcmp(iqf_ftype_name(was[i].ftype), last), "%s: name %s, was %s",
+              was[i].name, iqf_ftype_name(was[i].ftype) ? iqf_ftype_name(was[i].ftype) : "NULL", last);
+    }
+    CHECK(iqf_ftype_from_name("Q4_K_X") == -1 && iqf_ftype_from_name("") == -1 && iqf_ftype_from_name("5") == -1 &&
+              iqf_ftype_from_name("2x") == -1 && iqf_ftype_from_name(NULL) == -1,
+          "unknown file types");
+    CHECK(iqf_ftype_name(5) == NULL && iqf_ftype_name(-1) == NULL && iqf_ftype_default_type(99) == -1, "unknown ids");
+    /* the help's listing: each of those names once, grouped by family, smaller types first */
+    int seen = 0, prev = -1;
+    for (int i = 0; iqf_ftype_at(i); i++) {
+        const iqf_ftype_info *e = iqf_ftype_at(i);
+        int k = 0;
+        while (k < n && strcmp(was[k].name, e->name)) k++;
+        CHECK(k < n && was[k].ftype == e->ftype, "listing %d: %s", i, e->name);
+        CHECK(i < n, "listing %d: too long", i);
+        const int t = iqf_ftype_default_type(e->ftype);
+        if (prev >= 0 && t != prev) {
+            static const int place[] = { 9, 0, 1, 2, 5, 3, 4, 6 }; /* by iqf_family: IQ K legacy FP4 low-bit float */
+            const int pf = place[iqf_type_family(prev)], tf = place[iqf_type_family(t)];
+            CHECK(pf < tf || (pf == tf && iqf_type_get(prev)->bpw <= iqf_type_get(t)->bpw), "listing: %s after %s",
+                  e->name, iqf_type_get(prev)->name);
+        }
+        prev = t;
+        seen++;
+    }
+    CHECK(seen == n, "listing: %d names, want %d", seen, n);
+    CHECK(iqf_ftype_at(-1) == NULL && iqf_ftype_at(n) == NULL, "listing ends");
+    /* the public views of the table */
+    for (int t = -2; t < IQF_TYPE_COUNT + 2; t++) {
+        const iqf_type_traits *tr = iqf_traits(t);
+        CHECK(iqf_type_family(t) == (tr ? tr->family : IQF_FAMILY_NONE), "family of %d", t);
+        CHECK(iqf_type_fallback(t) == (tr ? tr->fallback : IQF_NO_FALLBACK), "fallback of %d", t);
+        /* a file type's names sit in its default type's row, the alias before the full name */
+        for (int k = 0; tr && k < IQF_TRAITS_MAX_FTYPES && tr->ftypes[k].name; k++)
+            CHECK(iqf_ftype_default_type(tr->ftypes[k].ftype) == t, "%s in row %d", tr->ftypes[k].name, t);
+    }
+}
+
+/* --target-size's candidate lists (iqf_traits_target_candidates, from target_rank/target_rows):
+ * exactly the lists iqf_target_candidates in quantize/target.c hard-coded. */
+static void test_target_candidates(void) {
+    static const int k256[] = {
+        IQF_TYPE_IQ1_S, IQF_TYPE_IQ1_M, IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S, IQF_TYPE_Q2_K,
+        IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S, IQF_TYPE_Q3_K, IQF_TYPE_IQ4_XS, IQF_TYPE_Q4_K, IQF_TYPE_Q5_K,
+        IQF_TYPE_Q6_K, IQF_TYPE_Q8_0, IQF_TYPE_F16, IQF_TYPE_Q1_0, IQF_TYPE_TQ1_0, IQF_TYPE_TQ2_0,
+        IQF_TYPE_Q2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
+    };
+    static const int k32[] = {
+        IQF_TYPE_IQ4_NL, IQF_TYPE_Q4_0, IQF_TYPE_Q4_1, IQF_TYPE_Q5_0, IQF_TYPE_Q5_1, IQF_TYPE_Q8_0, IQF_TYPE_F16,
+        IQF_TYPE_Q1_0, IQF_TYPE_Q2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
+    };
+    static const int64_t cols[] = { 256, 4096, 11008, 32, 96, 128 * 5, 2880, 100 };
+    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
+        const bool is256 = cols[c] % 256 == 0;
+        const int *want = is256 ? k256 : k32;
+        const int nw = is256 ? (int)(sizeof k256 / sizeof k256[0]) : (int)(sizeof k32 / sizeof k32[0]);
+        int got[IQF_TYPE_COUNT + 1];
+        const int n = iqf_traits_target_candidates(cols[c], got, IQF_TYPE_COUNT + 1);
+        CHECK(n == nw, "%lld columns: %d candidates, want %d", (long long)cols[c], n, nw);
+        for (int i = 0; i < n && i < nw; i++)
+            CHECK(got[i] == want[i], "%lld columns: candidate %d is %s, want %s", (long long)cols[c], i,
+                  iqf_type_get(got[i])->name, iqf_type_get(want[i])->name);
+        /* a short buffer gets the first ones */
+        int few[3];
+        CHECK(iqf_traits_target_candidates(cols[c], few, 3) == 3 && few[0] == want[0] && few[2] == want[2],
+              "%lld columns: the first 3", (long long)cols[c]);
+    }
+    int ranks[1000] = { 0 };
+    for (int t = 0; t < IQF_TYPE_COUNT; t++) {
+        const iqf_type_traits *tr = iqf_traits(t);
+        if (!tr || !tr->target_rank) continue;
+        CHECK(tr->target_rank > 0 && tr->target_rank < 1000 && !ranks[tr->target_rank]++, "%s: rank %d taken twice",
+              iqf_type_get(t)->name, tr->target_rank);
+        CHECK(tr->target_rows != 0, "%s: ranked for no rows", iqf_type_get(t)->name);
+    }
+}
 
 int main(void) {
     /* Unknown ids never crash. */
@@ -78,6 +194,9 @@ int main(void) {
               iqf_traits(IQF_TYPE_Q1_0)->fallback == IQF_NO_FALLBACK && iqf_traits(IQF_TYPE_NVFP4)->fallback == IQF_NO_FALLBACK &&
               iqf_traits(IQF_TYPE_MXFP4)->fallback == IQF_TYPE_MXFP4,
           "fallbacks");
+
+    test_ftypes();
+    test_target_candidates();
 
     oracle_require();
     /* ggml's facts against the oracle: the imatrix requirement (libggml-base) and the CPU

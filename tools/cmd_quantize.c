@@ -12,6 +12,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Appends word to the help line in line (wrapped at 100 columns, continuation lines indented). */
+static void wrap_word(FILE *f, char *line, size_t cap, const char *word) {
+    size_t n = strlen(line);
+    if (n + 1 + strlen(word) > 100) {
+        fprintf(f, "%s\n", line);
+        n = (size_t)snprintf(line, cap, " ");
+    }
+    snprintf(line + n, cap - n, " %s", word);
+}
+
+/* The file types, from the library's table (iqf_ftype_at): names, notes, aliases, and the types
+ * with no fallback (iqf_ftype_default_type's block size must divide every quantized row). */
+static void usage_types(FILE *f) {
+    char line[256] = "TYPE (file types):", word[160], aliases[160] = "", nofb[256] = "", rows[256] = "";
+    for (int i = 0; iqf_ftype_at(i); i++) {
+        const iqf_ftype_info *e = iqf_ftype_at(i);
+        if (strcmp(iqf_ftype_name(e->ftype), e->name) != 0) {
+            size_t n = strlen(aliases);
+            snprintf(aliases + n, sizeof aliases - n, "%s%s", n ? ", " : "", e->name);
+            continue;
+        }
+        snprintf(word, sizeof word, e->note ? "%s (%s)" : "%s", e->name, e->note);
+        wrap_word(f, line, sizeof line, word);
+        const iqf_type_info *ti = iqf_type_get(iqf_ftype_default_type(e->ftype));
+        if (ti && ti->is_quantized && iqf_type_fallback(ti->type) < 0) {
+            size_t n = strlen(nofb), m = strlen(rows);
+            snprintf(nofb + n, sizeof nofb - n, "%s%s", n ? " and " : "", e->name);
+            snprintf(rows + m, sizeof rows - m, "%s%" PRId64 " (%s)", m ? " or " : "", ti->blck_size, e->name);
+        }
+    }
+    snprintf(word, sizeof word, "(aliases %s; or the numeric llama ftype id).", aliases);
+    wrap_word(f, line, sizeof line, word);
+    fprintf(f, "%s\n", line);
+    if (!*nofb) return;
+    char text[768];
+    snprintf(text, sizeof text, "%s %s no fallback: every quantized row must be a multiple of %s weights.", nofb,
+             strchr(nofb, ' ') ? "have" : "has", rows);
+    snprintf(line, sizeof line, " ");
+    for (char *w = strtok(text, " "); w; w = strtok(NULL, " ")) wrap_word(f, line, sizeof line, w);
+    fprintf(f, "%s\n", line);
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: iqforge quantize [options] IN.gguf|HF_DIR [OUT.gguf] TYPE [NTHREADS]\n\n"
@@ -58,14 +100,10 @@ static void usage(FILE *f) {
             "  --calib-per-tensor           calibrate each tensor alone through the whole model (the reference; slow)\n"
             "  --sample F                   fraction of rows measured in tensors of > 2^20 weights (1/32, >= 128 rows)\n"
             "  --plan-out FILE              save the plan as a --tensor-type-file\n"
-            "  (--dry-run prints the plan: tensor, type, bytes, predicted error, and the file size)\n\n"
-            "TYPE (file types): IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ3_XXS IQ3_XS IQ3_S IQ3_M IQ4_NL\n"
-            "  IQ4_XS Q2_K Q2_K_S Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K Q8_0 Q4_0 Q4_1\n"
-            "  Q5_0 Q5_1 MXFP4_MOE (experts mxfp4, the rest q8_0) NVFP4 Q1_0 Q2_0 TQ1_0 TQ2_0 F16 BF16 F32\n"
-            "  (aliases Q3_K, Q4_K, Q5_K; or the numeric llama ftype id). Q1_0 and NVFP4 have no fallback:\n"
-            "  every quantized row must be a multiple of 128 (Q1_0) or 64 (NVFP4) weights.\n"
-            "Without OUT, the output is ggml-model-TYPE.gguf next to the input. A split model (gguf-split\n"
-            "parts NAME-00001-of-0000N.gguf ...) is read from its first part.\n");
+            "  (--dry-run prints the plan: tensor, type, bytes, predicted error, and the file size)\n\n");
+    usage_types(f);
+    fprintf(f, "Without OUT, the output is ggml-model-TYPE.gguf next to the input. A split model (gguf-split\n"
+               "parts NAME-00001-of-0000N.gguf ...) is read from its first part.\n");
 }
 
 #define MAX_LIST 4096

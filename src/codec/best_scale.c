@@ -27,9 +27,6 @@
 
 #include <math.h>
 #include <stdbool.h>
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#endif
 #include <string.h>
 
 #define QK IQF_BEST_QK
@@ -147,8 +144,7 @@ static inline float sum16(const float *a) {
 #undef VL_W
 #undef VL_TGT
 #undef VL_SFX
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define BS_X86 1
+#ifdef IQF_ARCH_X86
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2")))
 #define VL_SFX(name) name##_avx2
@@ -167,7 +163,7 @@ static inline float sum16(const float *a) {
 #undef VL_SFX
 #endif
 
-#ifdef BS_X86
+#ifdef IQF_ARCH_X86
 #define BS_DISPATCH(call)                                                                          \
     do {                                                                                           \
         if (simd == IQF_SIMD_AVX512) return call##_avx512;                                         \

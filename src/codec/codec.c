@@ -105,12 +105,12 @@ static iqf_status check_shape(int type, int64_t nrows, int64_t ncols, bool encod
     return b;
 
 static int64_t skip_finite_base(const float *x, int64_t n) { SKIP_FINITE_BODY }
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef IQF_ARCH_X86
 __attribute__((target("avx2"))) static int64_t skip_finite_avx2(const float *x, int64_t n) { SKIP_FINITE_BODY }
 #endif
 
 static int64_t skip_finite(iqf_simd simd, const float *x, int64_t n) {
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef IQF_ARCH_X86
     if (IQF_SIMD_IS_X86(simd)) return skip_finite_avx2(x, n);
 #endif
     (void)simd;
@@ -191,8 +191,9 @@ iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, in
     if ((int)p.mode < 0 || p.mode >= IQF_MODE_COUNT)
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "unknown encoder mode %d", (int)p.mode);
     if (c->init) c->init();
-    if (((type == IQF_TYPE_IQ1_S || type == IQF_TYPE_IQ1_M) && !iqf_iq1_tables_ok()) ||
-        ((type == IQF_TYPE_IQ2_XXS || type == IQF_TYPE_IQ2_XS || type == IQF_TYPE_IQ2_S) && !iqf_iq2_tables_ok(type)))
+    /* the type's table-init hook (its traits row): encoder tables that can fail to build */
+    const iqf_type_traits *tr = iqf_traits(type);
+    if (tr && tr->tables_init && !tr->tables_init(type))
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory building the %s tables", name);
     qjob j = { c, { p.mode, resolve_simd(p.simd) }, src, dst, ncols, iqf_row_size(type, ncols),
                imatrix, INT64_MAX };

@@ -57,7 +57,9 @@ static inline const float *iqf_best_flat_importance(const iqf_qctx *ctx, const f
 typedef struct iqf_codec {
     int type;
     /* Builds lookup tables. Idempotent and thread-safe (pthread_once inside); may be NULL.
-     * The registry calls it before the first quantize_row of a call. */
+     * The registry calls it before the first quantize_row of a call. Encoder tables that can
+     * fail to build (malloc) are the type's table-init hook instead: tables_init in its traits
+     * row (util/traits.h), which the registry calls after init. */
     void (*init)(void);
     /* Encode one row of n values (n a multiple of the block size; all finite).
      * qw: NULL or n per-column importance weights (finite, >= 0). Writes n/blck blocks to y.
@@ -66,12 +68,6 @@ typedef struct iqf_codec {
     /* Decode one row of n values. NULL = no decoder. */
     void (*dequantize_row)(const void *x, float *y, int64_t n);
 } iqf_codec;
-
-/* After a codec's init: false if the encoder tables it needs could not be built (malloc failed;
- * the registry then returns IQF_E_NOMEM instead of encoding). Tables of other types (static, or
- * none) cannot fail. */
-bool iqf_iq1_tables_ok(void);
-bool iqf_iq2_tables_ok(int type);
 
 extern const iqf_codec iqf_codecs_float[];   /* f32, f16, bf16 (float.c) */
 extern const iqf_codec iqf_codecs_iq3[];     /* iq3_xxs, iq3_s */

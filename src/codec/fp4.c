@@ -138,9 +138,7 @@ static inline void fp4_pack(const uint8_t *codes, int h, uint8_t *qs) {
 /* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
 #define VL_KERNELS "fp4_lanes.h"
 #include "lanes_neon.h"
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define FP4_HAVE_X86 1
-#include <immintrin.h>
+#ifdef IQF_ARCH_X86
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma")))
 #define VL_SFX(name) name##_avx2
@@ -160,7 +158,7 @@ static inline void fp4_pack(const uint8_t *codes, int h, uint8_t *qs) {
 #endif
 
 static void mxfp4_compat(iqf_simd simd, const float *x, void *vy, int64_t nb) {
-#ifdef FP4_HAVE_X86
+#ifdef IQF_ARCH_X86
     if (simd == IQF_SIMD_AVX512) { mxfp4_row_avx512(x, vy, nb); return; }
     if (simd == IQF_SIMD_AVX2) { mxfp4_row_avx2(x, vy, nb); return; }
 #endif
@@ -169,7 +167,7 @@ static void mxfp4_compat(iqf_simd simd, const float *x, void *vy, int64_t nb) {
 }
 
 static void nvfp4_compat(iqf_simd simd, const float *x, void *vy, int64_t nb) {
-#ifdef FP4_HAVE_X86
+#ifdef IQF_ARCH_X86
     if (simd == IQF_SIMD_AVX512) { nvfp4_row_avx512(x, vy, nb); return; }
     if (simd == IQF_SIMD_AVX2) { nvfp4_row_avx2(x, vy, nb); return; }
 #endif

@@ -22,6 +22,7 @@
  *    term[i][level_i] for i = 0..7 in order (the reference's sum); first minimum wins.
  */
 #include "codec.h"
+#include "util/traits.h"
 #include "iqgrid.h"
 #include "util/fma.h"
 
@@ -30,11 +31,6 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define IQ1_X86 1
-#endif
 
 /* 1.5625 bpw: fp16 d; qs = low 8 bits of the 11-bit grid index per group of 8; qh per 32:
  * bits 0..11 = 3 high index bits x 4 groups, bits 12..14 = scale s, bit 15 = delta sign. */
@@ -101,8 +97,13 @@ static void iq1_build(void) {
 }
 
 static void iq1_init(void) { pthread_once(&iq1_once, iq1_build); }
-/* The grid is required; without nb_keys (out of memory) the encoder takes its scalar route. */
-bool iqf_iq1_tables_ok(void) { return grid1 != NULL; }
+/* The table-init hook of iq1_s and iq1_m's traits rows: the grid is required; without nb_keys
+ * (out of memory) the encoder takes its scalar route. */
+bool iqf_iq1_tables_init(int type) {
+    (void)type;
+    iq1_init();
+    return grid1 != NULL;
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Decoders
@@ -602,7 +603,7 @@ static void place_prefix_s(const float *xb, const float *weight, const int32_t *
 #define VL_KERNELS "iq1_lanes.h"
 #include "lanes_neon.h"
 
-#ifdef IQ1_X86
+#ifdef IQF_ARCH_X86
 #define VL_W 8
 #define VL_TGT AVX2_TARGET
 #define VL_SFX(name) name##_avx2
@@ -621,7 +622,7 @@ static void place_prefix_s(const float *xb, const float *weight, const int32_t *
 static iq1_kernels pick_kernels(const iqf_qctx *ctx) {
     iq1_kernels k = { ctx->simd, best_neighbour_scalar, weights_scalar,
                       sort_prefix_m_scalar, sort_prefix_s_scalar, search_s_scalar, search_m_scalar };
-#ifdef IQ1_X86
+#ifdef IQF_ARCH_X86
     if (ctx->simd == IQF_SIMD_AVX512) k = kernels_avx512;
     else if (IQF_SIMD_IS_X86(ctx->simd)) k = kernels_avx2;
 #endif

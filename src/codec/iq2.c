@@ -21,6 +21,7 @@
  * Scalar, AVX2 and AVX-512 variants (ctx->simd) give identical bytes.
  */
 #include "codec.h"
+#include "util/traits.h"
 #include "iqgrid.h"
 #include "iq_refine.h"
 #include "util/fma.h"
@@ -65,14 +66,11 @@ static void init_decode(void) {
 }
 static pthread_once_t decode_once = PTHREAD_ONCE_INIT;
 
-/* A grid is NULL if malloc failed while building it; tables_ok then makes iqf_quantize return
- * IQF_E_NOMEM (decoding needs no grid). */
+/* A grid is NULL if malloc failed while building it; the table-init hook then makes iqf_quantize
+ * return IQF_E_NOMEM (decoding needs no grid). */
 static void init_xxs_tables(void) { grid_xxs = iqf_iqgrid_get(IQF_IQGRID_IQ2XXS); }
 static void init_xs_tables(void) { grid_xs = iqf_iqgrid_get(IQF_IQGRID_IQ2XS); }
 static void init_s_tables(void) { grid_s = iqf_iqgrid_get(IQF_IQGRID_IQ2S); }
-bool iqf_iq2_tables_ok(int type) {
-    return type == IQF_TYPE_IQ2_XXS ? grid_xxs != NULL : type == IQF_TYPE_IQ2_XS ? grid_xs != NULL : grid_s != NULL;
-}
 static pthread_once_t once_xxs = PTHREAD_ONCE_INIT, once_xs = PTHREAD_ONCE_INIT,
                       once_s = PTHREAD_ONCE_INIT;
 
@@ -87,6 +85,15 @@ static void init_iq2_xs(void) {
 static void init_iq2_s(void) {
     pthread_once(&decode_once, init_decode);
     pthread_once(&once_s, init_s_tables);
+}
+/* The table-init hook of the iq2 types' traits rows: the type's grid, false if it could not be
+ * built. */
+bool iqf_iq2_tables_init(int type) {
+    switch (type) {
+    case IQF_TYPE_IQ2_XXS: init_iq2_xxs(); return grid_xxs != NULL;
+    case IQF_TYPE_IQ2_XS: init_iq2_xs(); return grid_xs != NULL;
+    default: init_iq2_s(); return grid_s != NULL;
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -369,9 +376,7 @@ static const float iq2_lev[16] = { 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
 #define VL_KERNELS "iq2_lanes.h"
 #include "lanes_neon.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define IQF_X86 1
+#ifdef IQF_ARCH_X86
 
 #define T_AVX2 __attribute__((target("avx2,fma")))
 #define T_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
@@ -390,7 +395,7 @@ static const float iq2_lev[16] = { 1.f, 3.f, 5.f, 0.f, 1.f, 3.f, 5.f, 0.f,
 #endif
 
 static const enc_ops *select_ops(const iqf_qctx *ctx) {
-#ifdef IQF_X86
+#ifdef IQF_ARCH_X86
     if (ctx && ctx->simd == IQF_SIMD_AVX512) return &ops_avx512;
     if (ctx && ctx->simd == IQF_SIMD_AVX2) return &ops_avx2;
 #endif

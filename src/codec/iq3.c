@@ -28,10 +28,10 @@
 #include <stdbool.h>
 #include <time.h>
 
-/* -DIQF_IQ3_PORTABLE builds only the portable code (to check that it stands alone). */
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(IQF_IQ3_PORTABLE)
+/* IQ3_X86: the x86 kernels (IQF_ARCH_X86), unless -DIQF_IQ3_PORTABLE builds only the portable
+ * code (to check that it stands alone). */
+#if defined(IQF_ARCH_X86) && !defined(IQF_IQ3_PORTABLE)
 #define IQ3_X86 1
-#include <immintrin.h>
 #endif
 
 /* ---------------------------------------------------------------------------------------------

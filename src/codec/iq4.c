@@ -31,13 +31,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define IQ4_X86 1
-#endif
-
 #define QK4_NL 32
-
 
 /* 4.25 bpw: fp16 super-block scale, 8 6-bit sub-block scales (low 4 bits in scales_l nibbles,
  * high 2 bits in scales_h), 256 4-bit indices laid out per 32 as in IQ4_NL. */
@@ -254,7 +248,7 @@ static void indices_scalar(const float *x, int n, float id, uint8_t *L) {
     for (int j = 0; j < n; j++) L[j] = (uint8_t)best_index_iq4(id * x[j]);
 }
 
-#ifdef IQ4_X86
+#ifdef IQF_ARCH_X86
 #define AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #define AVX2_TARGET __attribute__((target("avx2,fma")))
 
@@ -450,7 +444,7 @@ AVX512_TARGET static void indices_avx512(const float *x, int n, float id, uint8_
 
 static iq4_kernels pick_kernels(const iqf_qctx *ctx) {
     iq4_kernels k = { sumsq_scalar, prep_scalar, cand_sums_scalar, indices_scalar };
-#ifdef IQ4_X86
+#ifdef IQF_ARCH_X86
     if (IQF_SIMD_IS_X86(ctx->simd)) {
         k.sumsq = sumsq_avx2;
         k.prep = prep_avx2;
@@ -472,7 +466,7 @@ static iq4_kernels pick_kernels(const iqf_qctx *ctx) {
  * SIMD level allows; shared with iq1.c (same bytes at every level). */
 void iqf_iq4_sumsq(iqf_simd simd, const float *x, int stride, int len, int count, float *out);
 void iqf_iq4_sumsq(iqf_simd simd, const float *x, int stride, int len, int count, float *out) {
-#ifdef IQ4_X86
+#ifdef IQF_ARCH_X86
     if (IQF_SIMD_IS_X86(simd)) {
         sumsq_avx2(x, stride, len, count, out);
         return;

@@ -59,12 +59,11 @@ static inline int int_near(float v, float d, int lo, int hi) {
     return iqf_nearest_int(clampf(c, (float)lo, (float)hi));
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#ifdef IQF_ARCH_X86
 /* SIMD copies: the same code; the two hot kernels (errs, sym_ref) run one candidate per lane of
  * vec_lanes.h's vectors (8 under AVX2, 16 under AVX-512), the same operations lane by lane as the
  * scalar loops, so the same bits (no NaN reaches a comparison: inputs are finite and steps
  * non-zero). */
-#define KQB_HAVE_X86 1
 #define KQB_VEC 1
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma")))
@@ -111,7 +110,7 @@ void iqf_kqb_search(iqf_simd simd, const kqb_fmt *f0, const float *x, const floa
         f3.scan = -1;
         f = &f3;
     }
-#ifdef KQB_HAVE_X86
+#ifdef IQF_ARCH_X86
     if (simd == IQF_SIMD_AVX512) { search_avx512(f, x, qw, sref0, mref0, r); return; }
     if (simd == IQF_SIMD_AVX2) { search_avx2(f, x, qw, sref0, mref0, r); return; }
 #endif

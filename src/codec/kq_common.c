@@ -292,8 +292,7 @@ typedef struct {
 /* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
 #define VL_KERNELS "kq_common_lanes.h"
 #include "lanes_neon.h"
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define KQ_HAVE_X86 1
+#ifdef IQF_ARCH_X86
 
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma")))
@@ -318,7 +317,7 @@ typedef struct {
  * otherwise (the same bits). */
 static void run_batch(iqf_simd simd, const kq_search *s, int G, const float *x, const float *w, void *L,
                       float *scales, float *mins) {
-#ifdef KQ_HAVE_X86
+#ifdef IQF_ARCH_X86
     if (simd == IQF_SIMD_AVX512) { batch_avx512(s, G, x, w, L, scales, mins); return; }
     if (simd == IQF_SIMD_AVX2) { batch_avx2(s, G, x, w, L, scales, mins); return; }
 #endif
@@ -354,7 +353,7 @@ void iqf_kq_qkx_batch(iqf_simd simd, int G, int n, int nmax, const float *x, con
 
 void iqf_kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *qw, float sigma2, float *w) {
     int64_t j = 0;
-#ifdef KQ_HAVE_X86
+#ifdef IQF_ARCH_X86
     if (simd == IQF_SIMD_AVX512) j = impl_weights_avx512(n, x, qw, sigma2, w);
     else if (simd == IQF_SIMD_AVX2) j = impl_weights_avx2(n, x, qw, sigma2, w);
 #endif
@@ -365,7 +364,7 @@ void iqf_kq_impl_weights(iqf_simd simd, int64_t n, const float *x, const float *
 
 void iqf_kq_requant(iqf_simd simd, int ng, int gs, const float *x, const float *d, const float *dm,
                 int lo, int hi, int off, uint8_t *L) {
-#ifdef KQ_HAVE_X86
+#ifdef IQF_ARCH_X86
     if (simd == IQF_SIMD_AVX512) { requant_avx512(ng, gs, x, d, dm, lo, hi, off, L); return; }
     if (simd == IQF_SIMD_AVX2) { requant_avx2(ng, gs, x, d, dm, lo, hi, off, L); return; }
 #endif

@@ -155,8 +155,7 @@ typedef void (*ref_fn)(const float *x, void *vy, int64_t nb);
         q5_0_ref##sfx(const float *, void *, int64_t), q5_1_ref##sfx(const float *, void *, int64_t),         \
         q8_0_ref##sfx(const float *, void *, int64_t);
 LEG_DECLARE(_neon)
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define LEG_HAVE_X86 1
+#ifdef IQF_ARCH_X86
 LEG_DECLARE(_avx2)
 LEG_DECLARE(_avx512)
 static const ref_fn ref_fns[4][5] = { LEG_FNS(), LEG_FNS(_avx2), LEG_FNS(_avx512), LEG_FNS(_neon) };
@@ -271,7 +270,7 @@ const iqf_codec iqf_codecs_legacy[] = {
 /* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
 #define VL_KERNELS "legacy_lanes.h"
 #include "lanes_neon.h"
-#ifdef LEG_HAVE_X86
+#ifdef IQF_ARCH_X86
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma,f16c")))
 #define VL_SFX(name) name##_avx2

@@ -167,9 +167,7 @@ static void tq2_0_row_ref(const float *x, block_tq2_0 *y, int64_t nb) {
 /* the NEON level: the plain width at 8 lanes (lanes_neon.h) */
 #define VL_KERNELS "lowbit_lanes.h"
 #include "lanes_neon.h"
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define LB_HAVE_X86 1
-#include <immintrin.h>
+#ifdef IQF_ARCH_X86
 #define VL_W 8
 #define VL_TGT __attribute__((target("avx2,fma,f16c")))
 #define VL_SFX(name) name##_avx2
@@ -344,7 +342,7 @@ static void quantize_row_q1_0(const iqf_qctx *ctx, const float *x, void *vy, int
         q1_0_best(x, vy, n / QK1_0, qw, qw ? row_sigma2(x, n) : 0.0);
         return;
     }
-#ifdef LB_HAVE_X86
+#ifdef IQF_ARCH_X86
     if (ctx->simd == IQF_SIMD_AVX512) { q1_0_row_avx512(x, vy, n / QK1_0); return; }
     if (ctx->simd == IQF_SIMD_AVX2) { q1_0_row_avx2(x, vy, n / QK1_0); return; }
 #endif
@@ -357,7 +355,7 @@ static void quantize_row_q2_0(const iqf_qctx *ctx, const float *x, void *vy, int
         q2_0_best(x, vy, n / QK2_0, qw, qw ? row_sigma2(x, n) : 0.0);
         return;
     }
-#ifdef LB_HAVE_X86
+#ifdef IQF_ARCH_X86
     if (ctx->simd == IQF_SIMD_AVX512) { q2_0_row_avx512(x, vy, n / QK2_0); return; }
     if (ctx->simd == IQF_SIMD_AVX2) { q2_0_row_avx2(x, vy, n / QK2_0); return; }
 #endif
@@ -369,7 +367,7 @@ static void quantize_row_tq1_0(const iqf_qctx *ctx, const float *x, void *vy, in
         tq_best(IQF_TYPE_TQ1_0, x, vy, n / QK_K, qw, qw ? row_sigma2(x, n) : 0.0);
         return;
     }
-#ifdef LB_HAVE_X86
+#ifdef IQF_ARCH_X86
     if (ctx->simd == IQF_SIMD_AVX512) { tq1_0_row_avx512(x, vy, n / QK_K); return; }
     if (ctx->simd == IQF_SIMD_AVX2) { tq1_0_row_avx2(x, vy, n / QK_K); return; }
 #endif
@@ -381,7 +379,7 @@ static void quantize_row_tq2_0(const iqf_qctx *ctx, const float *x, void *vy, in
         tq_best(IQF_TYPE_TQ2_0, x, vy, n / QK_K, qw, qw ? row_sigma2(x, n) : 0.0);
         return;
     }
-#ifdef LB_HAVE_X86
+#ifdef IQF_ARCH_X86
     if (ctx->simd == IQF_SIMD_AVX512) { tq2_0_row_avx512(x, vy, n / QK_K); return; }
     if (ctx->simd == IQF_SIMD_AVX2) { tq2_0_row_avx2(x, vy, n / QK_K); return; }
 #endif

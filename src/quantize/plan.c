@@ -239,6 +239,10 @@ static iqf_status check_types(iqf_plan *j) {
         if (!iqf_can_encode(nt_) && !p->dry_run)
             return iqf_fail(j->err, j->errlen, IQF_E_UNSUPPORTED, "tensor %s: type %s cannot be encoded by this build",
                             t->name, tname(nt_));
+        /* an encoder is not enough: activation blocks (q8_1, ...) have no weight kernels in ggml */
+        if (iqf_type_family(nt_) == IQF_FAMILY_OTHER && !p->dry_run)
+            return iqf_fail(j->err, j->errlen, IQF_E_UNSUPPORTED, "tensor %s: type %s is not a weight type", t->name,
+                            tname(nt_));
         if (e && !it->imatrix && strcmp(t->name, "token_embd.weight") && strcmp(t->name, "per_layer_token_embd.weight"))
             return iqf_fail(j->err, j->errlen, IQF_E_SHAPE,
                             "imatrix size %" PRId64 " is different from tensor size %" PRId64

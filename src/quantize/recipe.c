@@ -12,90 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-/* ------------------------------------------------------------------------------------------
- * File types
- * ---------------------------------------------------------------------------------------- */
-typedef struct ftype_entry {
-    const char *name;
-    int ftype;
-    int default_type;
-} ftype_entry;
-
-/* Order as llama-quantize's QUANT_OPTIONS (aliases before the full names), so a numeric id
- * resolves to the same name. */
-static const ftype_entry ftypes[] = {
-    { "Q1_0", IQF_FTYPE_MOSTLY_Q1_0, IQF_TYPE_Q1_0 },
-    { "Q2_0", IQF_FTYPE_MOSTLY_Q2_0, IQF_TYPE_Q2_0 },
-    { "Q4_0", IQF_FTYPE_MOSTLY_Q4_0, IQF_TYPE_Q4_0 },
-    { "Q4_1", IQF_FTYPE_MOSTLY_Q4_1, IQF_TYPE_Q4_1 },
-    { "MXFP4_MOE", IQF_FTYPE_MOSTLY_MXFP4_MOE, IQF_TYPE_MXFP4 },
-    /* Not in llama-quantize's list, and llama 0.25.1's llama_ftype_get_default_type has no case for
-     * it (llama_model_quantize refuses file type 39): iqforge's NVFP4 file is the general rules
-     * with nvfp4 as the default type. */
-    { "NVFP4", IQF_FTYPE_MOSTLY_NVFP4, IQF_TYPE_NVFP4 },
-    { "Q5_0", IQF_FTYPE_MOSTLY_Q5_0, IQF_TYPE_Q5_0 },
-    { "Q5_1", IQF_FTYPE_MOSTLY_Q5_1, IQF_TYPE_Q5_1 },
-    { "IQ2_XXS", IQF_FTYPE_MOSTLY_IQ2_XXS, IQF_TYPE_IQ2_XXS },
-    { "IQ2_XS", IQF_FTYPE_MOSTLY_IQ2_XS, IQF_TYPE_IQ2_XS },
-    { "IQ2_S", IQF_FTYPE_MOSTLY_IQ2_S, IQF_TYPE_IQ2_XS },
-    { "IQ2_M", IQF_FTYPE_MOSTLY_IQ2_M, IQF_TYPE_IQ2_S },
-    { "IQ1_S", IQF_FTYPE_MOSTLY_IQ1_S, IQF_TYPE_IQ1_S },
-    { "IQ1_M", IQF_FTYPE_MOSTLY_IQ1_M, IQF_TYPE_IQ1_M },
-    { "TQ1_0", IQF_FTYPE_MOSTLY_TQ1_0, IQF_TYPE_TQ1_0 },
-    { "TQ2_0", IQF_FTYPE_MOSTLY_TQ2_0, IQF_TYPE_TQ2_0 },
-    { "Q2_K", IQF_FTYPE_MOSTLY_Q2_K, IQF_TYPE_Q2_K },
-    { "Q2_K_S", IQF_FTYPE_MOSTLY_Q2_K_S, IQF_TYPE_Q2_K },
-    { "IQ3_XXS", IQF_FTYPE_MOSTLY_IQ3_XXS, IQF_TYPE_IQ3_XXS },
-    { "IQ3_S", IQF_FTYPE_MOSTLY_IQ3_S, IQF_TYPE_IQ3_S },
-    { "IQ3_M", IQF_FTYPE_MOSTLY_IQ3_M, IQF_TYPE_IQ3_S },
-    { "Q3_K", IQF_FTYPE_MOSTLY_Q3_K_M, IQF_TYPE_Q3_K },
-    { "IQ3_XS", IQF_FTYPE_MOSTLY_IQ3_XS, IQF_TYPE_IQ3_S },
-    { "Q3_K_S", IQF_FTYPE_MOSTLY_Q3_K_S, IQF_TYPE_Q3_K },
-    { "Q3_K_M", IQF_FTYPE_MOSTLY_Q3_K_M, IQF_TYPE_Q3_K },
-    { "Q3_K_L", IQF_FTYPE_MOSTLY_Q3_K_L, IQF_TYPE_Q3_K },
-    { "IQ4_NL", IQF_FTYPE_MOSTLY_IQ4_NL, IQF_TYPE_IQ4_NL },
-    { "IQ4_XS", IQF_FTYPE_MOSTLY_IQ4_XS, IQF_TYPE_IQ4_XS },
-    { "Q4_K", IQF_FTYPE_MOSTLY_Q4_K_M, IQF_TYPE_Q4_K },
-    { "Q4_K_S", IQF_FTYPE_MOSTLY_Q4_K_S, IQF_TYPE_Q4_K },
-    { "Q4_K_M", IQF_FTYPE_MOSTLY_Q4_K_M, IQF_TYPE_Q4_K },
-    { "Q5_K", IQF_FTYPE_MOSTLY_Q5_K_M, IQF_TYPE_Q5_K },
-    { "Q5_K_S", IQF_FTYPE_MOSTLY_Q5_K_S, IQF_TYPE_Q5_K },
-    { "Q5_K_M", IQF_FTYPE_MOSTLY_Q5_K_M, IQF_TYPE_Q5_K },
-    { "Q6_K", IQF_FTYPE_MOSTLY_Q6_K, IQF_TYPE_Q6_K },
-    { "Q8_0", IQF_FTYPE_MOSTLY_Q8_0, IQF_TYPE_Q8_0 },
-    { "F16", IQF_FTYPE_MOSTLY_F16, IQF_TYPE_F16 },
-    { "BF16", IQF_FTYPE_MOSTLY_BF16, IQF_TYPE_BF16 },
-    { "F32", IQF_FTYPE_ALL_F32, IQF_TYPE_F32 },
-};
-#define N_FTYPES (int)(sizeof ftypes / sizeof ftypes[0])
-
-int iqf_ftype_from_name(const char *name) {
-    if (!name || !*name) return -1;
-    for (int i = 0; i < N_FTYPES; i++)
-        if (!strcasecmp(ftypes[i].name, name)) return ftypes[i].ftype;
-    char *end;
-    long v = strtol(name, &end, 10);
-    if (*end || end == name) return -1;
-    for (int i = 0; i < N_FTYPES; i++)
-        if (ftypes[i].ftype == v) return ftypes[i].ftype;
-    return -1;
-}
-
-const char *iqf_ftype_name(int ftype) {
-    /* Prefer the full name over the alias ("Q4_K_M", not "Q4_K"). */
-    const char *found = NULL;
-    for (int i = 0; i < N_FTYPES; i++)
-        if (ftypes[i].ftype == ftype) found = ftypes[i].name; /* the last one: aliases come first */
-    return found;
-}
-
-int iqf_ftype_default_type(int ftype) {
-    for (int i = 0; i < N_FTYPES; i++)
-        if (ftypes[i].ftype == ftype) return ftypes[i].default_type;
-    return -1;
-}
+/* File types (iqf_ftype_from_name, iqf_ftype_name, iqf_ftype_default_type): the names sit in the
+ * traits table, each in the row of its default type (util/traits.c). */
 
 /* ------------------------------------------------------------------------------------------
  * Names, order, categories

@@ -1,8 +1,8 @@
 /* cpu.c - runtime instruction-set detection and the online CPU count. */
-#include "iqforge.h"
+#include "arch.h"
 
 iqf_simd iqf_simd_detect(void) {
-#if defined(__x86_64__) || defined(__i386__)
+#ifdef IQF_ARCH_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&

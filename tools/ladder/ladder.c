@@ -10,22 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The alarm compares like with like. A switch on the public type ids (ggml's), so the ladder needs
- * nothing of the library's internal traits table; test_ladder checks every id against it. */
+/* The alarm compares like with like: the type's family from the library's traits table
+ * (iqf_type_family); the ladder's enum is the same list without IQF_FAMILY_NONE. */
 ladder_family iqf_ladder_family_of_type(int type) {
-    switch (type) {
-    case IQF_TYPE_IQ2_XXS: case IQF_TYPE_IQ2_XS: case IQF_TYPE_IQ2_S: case IQF_TYPE_IQ3_XXS: case IQF_TYPE_IQ3_S:
-    case IQF_TYPE_IQ1_S: case IQF_TYPE_IQ1_M: case IQF_TYPE_IQ4_NL: case IQF_TYPE_IQ4_XS:
-        return LADDER_FAMILY_IQ;
-    case IQF_TYPE_Q2_K: case IQF_TYPE_Q3_K: case IQF_TYPE_Q4_K: case IQF_TYPE_Q5_K: case IQF_TYPE_Q6_K:
-        return LADDER_FAMILY_K;
-    case IQF_TYPE_Q4_0: case IQF_TYPE_Q4_1: case IQF_TYPE_Q5_0: case IQF_TYPE_Q5_1: case IQF_TYPE_Q8_0:
-        return LADDER_FAMILY_LEGACY;
-    case IQF_TYPE_F32: case IQF_TYPE_F16: case IQF_TYPE_BF16: return LADDER_FAMILY_FLOAT;
-    case IQF_TYPE_MXFP4: case IQF_TYPE_NVFP4: return LADDER_FAMILY_FP4;
-    case IQF_TYPE_TQ1_0: case IQF_TYPE_TQ2_0: case IQF_TYPE_Q1_0: case IQF_TYPE_Q2_0: return LADDER_FAMILY_LOWBIT;
-    default: return LADDER_FAMILY_OTHER; /* q8_1, q8_K (activations), integers, f64, unknown ids */
-    }
+    static const ladder_family of[] = {
+        [IQF_FAMILY_NONE] = LADDER_FAMILY_OTHER, [IQF_FAMILY_IQ] = LADDER_FAMILY_IQ,
+        [IQF_FAMILY_K] = LADDER_FAMILY_K,         [IQF_FAMILY_LEGACY] = LADDER_FAMILY_LEGACY,
+        [IQF_FAMILY_FLOAT] = LADDER_FAMILY_FLOAT, [IQF_FAMILY_FP4] = LADDER_FAMILY_FP4,
+        [IQF_FAMILY_LOWBIT] = LADDER_FAMILY_LOWBIT, [IQF_FAMILY_OTHER] = LADDER_FAMILY_OTHER,
+    };
+    const iqf_family f = iqf_type_family(type);
+    return (unsigned)f < sizeof of / sizeof of[0] ? of[f] : LADDER_FAMILY_OTHER;
 }
 
 /* A file type's family is that of the type it defaults to (IQ3_XS: iq3_s, Q2_K_S: q2_K). */
