@@ -90,17 +90,17 @@ static void test_ftypes(void) {
 }
 
 /* --target-size's candidate lists (iqf_traits_target_candidates, from target_rank/target_rows):
- * exactly the lists iqf_target_candidates in quantize/target.c hard-coded. */
+ * the IQ/K types, q8_0, f16, FP4 for rows of 256; the 32-blocks otherwise; never q1_0, q2_0,
+ * tq1_0, tq2_0. */
 static void test_target_candidates(void) {
     static const int k256[] = {
         IQF_TYPE_IQ1_S, IQF_TYPE_IQ1_M, IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S, IQF_TYPE_Q2_K,
         IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S, IQF_TYPE_Q3_K, IQF_TYPE_IQ4_XS, IQF_TYPE_Q4_K, IQF_TYPE_Q5_K,
-        IQF_TYPE_Q6_K, IQF_TYPE_Q8_0, IQF_TYPE_F16, IQF_TYPE_Q1_0, IQF_TYPE_TQ1_0, IQF_TYPE_TQ2_0,
-        IQF_TYPE_Q2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
+        IQF_TYPE_Q6_K, IQF_TYPE_Q8_0, IQF_TYPE_F16, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
     };
     static const int k32[] = {
         IQF_TYPE_IQ4_NL, IQF_TYPE_Q4_0, IQF_TYPE_Q4_1, IQF_TYPE_Q5_0, IQF_TYPE_Q5_1, IQF_TYPE_Q8_0, IQF_TYPE_F16,
-        IQF_TYPE_Q1_0, IQF_TYPE_Q2_0, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
+        IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
     };
     static const int64_t cols[] = { 256, 4096, 11008, 32, 96, 128 * 5, 2880, 100 };
     for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {

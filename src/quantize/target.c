@@ -36,24 +36,12 @@ static bool is_embd_or_output(const char *n) {
 }
 
 int iqf_target_candidates(const char *name, int64_t ncols, bool has_imatrix, int *out, int cap) {
-    /* (the FP4 types last, so the lists of the other types keep their order). Not candidates:
-     * q1_0, q2_0, tq1_0, tq2_0, the formats of models trained binary/ternary. Their errors on
-     * other weights are far past the probe's, where the sensitivity's extrapolation is too
-     * optimistic: with them the kjv-3m plans put q1_0 on attention tensors and lose 5-9% of
-     * KLD (0.0204 without, 0.0223 with at the IQ3_XXS size, 80 held-out chunks); --tensor-type
-     * still gives them. */
-    static const int k256[] = {
-        IQF_TYPE_IQ1_S, IQF_TYPE_IQ1_M, IQF_TYPE_IQ2_XXS, IQF_TYPE_IQ2_XS, IQF_TYPE_IQ2_S, IQF_TYPE_Q2_K,
-        IQF_TYPE_IQ3_XXS, IQF_TYPE_IQ3_S, IQF_TYPE_Q3_K, IQF_TYPE_IQ4_XS, IQF_TYPE_Q4_K, IQF_TYPE_Q5_K,
-        IQF_TYPE_Q6_K, IQF_TYPE_Q8_0, IQF_TYPE_F16, IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
-    };
-    /* rows that are not a multiple of 256: the 32-blocks, and those of 64 and 128 where they fit */
-    static const int k32[] = {
-        IQF_TYPE_IQ4_NL, IQF_TYPE_Q4_0, IQF_TYPE_Q4_1, IQF_TYPE_Q5_0, IQF_TYPE_Q5_1, IQF_TYPE_Q8_0, IQF_TYPE_F16,
-        IQF_TYPE_MXFP4, IQF_TYPE_NVFP4,
-    };
-    const int *list = ncols % 256 == 0 ? k256 : k32;
-    const int nl = ncols % 256 == 0 ? (int)(sizeof k256 / sizeof k256[0]) : (int)(sizeof k32 / sizeof k32[0]);
+    /* the registry's order (util/traits.c, target_rank): the IQ, K, q8_0, f16 and FP4 types for
+     * rows of 256, the 32-blocks otherwise; never q1_0/q2_0/tq1_0/tq2_0 (with them the kjv-3m
+     * plans put q1_0 on attention tensors, whose error lies far past the q3_K probe, and lose
+     * 5-9% of KLD: 0.0204 without, 0.0223 with at the IQ3_XXS size, 80 held-out chunks) */
+    int list[IQF_TYPE_COUNT];
+    const int nl = iqf_traits_target_candidates(ncols, list, IQF_TYPE_COUNT);
     int n = 0;
     for (int i = 0; i < nl && n < cap; i++) {
         const int t = list[i];

@@ -22,9 +22,11 @@
 /* Rows of types that are not weights: no family of their own, no file type. */
 #define NOT_WEIGHT(fb, act) { .family = IQF_FAMILY_OTHER, .act_type = (act), .fallback = (fb), .ftype = -1 }
 
-/* target_rank: --target-size's candidates, the ternary/binary and FP4 types last (so the order of
- * the others stays what it was before they came); the 32-blocks (q4_0 .. q5_1, iq4_nl) only for
- * rows that are not a multiple of 256. Ranks step by 10: a new type slots in without renumbering. */
+/* target_rank: --target-size's candidates, the FP4 types last (so the order of the others stays
+ * what it was before they came); the 32-blocks (q4_0 .. q5_1, iq4_nl) only for rows that are not a
+ * multiple of 256. Not candidates (rank 0): q1_0, q2_0, tq1_0, tq2_0, the formats of models
+ * trained binary/ternary, whose errors on other weights lie far past the calibration's probe
+ * (quantize/target.c). Ranks step by 10: a new type slots in without renumbering. */
 static const iqf_type_traits traits[] = {
     /* floats */
     [T(F32)] = { .family = IQF_FAMILY_FLOAT, .act_type = T(F32), .fallback = T(F32), .ftype = FT(ALL_F32),
@@ -114,13 +116,13 @@ static const iqf_type_traits traits[] = {
 
     /* ternary / binary (q1_0: 128-weight blocks, no fallback) */
     [T(TQ1_0)] = { .family = IQF_FAMILY_LOWBIT, .act_type = T(Q8_K), .fallback = T(Q4_0), .ftype = FT(MOSTLY_TQ1_0),
-                   .ftypes = { N("TQ1_0", MOSTLY_TQ1_0) }, .target_rank = 220, .target_rows = R256 },
+                   .ftypes = { N("TQ1_0", MOSTLY_TQ1_0) } },
     [T(TQ2_0)] = { .family = IQF_FAMILY_LOWBIT, .act_type = T(Q8_K), .fallback = T(Q4_0), .ftype = FT(MOSTLY_TQ2_0),
-                   .ftypes = { N("TQ2_0", MOSTLY_TQ2_0) }, .target_rank = 230, .target_rows = R256 },
+                   .ftypes = { N("TQ2_0", MOSTLY_TQ2_0) } },
     [T(Q1_0)] = { .family = IQF_FAMILY_LOWBIT, .act_type = T(Q8_0), .fallback = IQF_NO_FALLBACK, .ftype = FT(MOSTLY_Q1_0),
-                  .ftypes = { N("Q1_0", MOSTLY_Q1_0) }, .target_rank = 210, .target_rows = RALL },
+                  .ftypes = { N("Q1_0", MOSTLY_Q1_0) } },
     [T(Q2_0)] = { .family = IQF_FAMILY_LOWBIT, .act_type = T(Q8_0), .fallback = T(Q4_0), .ftype = FT(MOSTLY_Q2_0),
-                  .ftypes = { N("Q2_0", MOSTLY_Q2_0) }, .target_rank = 240, .target_rows = RALL },
+                  .ftypes = { N("Q2_0", MOSTLY_Q2_0) } },
 
     /* not weights: activation blocks, integers, f64 (ggml's CPU traits set no vec_dot_type: F32) */
     [T(Q8_1)] = NOT_WEIGHT(T(Q8_1), T(Q8_1)),
