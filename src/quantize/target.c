@@ -153,6 +153,7 @@ static iqf_status classify(target_run *r) {
         const iqf_gguf_tensor *t = pl->items[i].t;
         it->t = t;
         it->g = pl->g;
+        it->fb = pl->fb;
         it->name = pl->rt[i].name;
         it->im = pl->items[i].imatrix;
         it->type = pl->items[i].choice.type;

@@ -124,7 +124,7 @@ static iqf_status quantize_item(iqf_target_item *it, int c, uint8_t **qd, iqf_ta
     const size_t qb = iqf_row_size(ty, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
     *qd = malloc(qb ? qb : 1);
     if (!*qd) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibrating %s)", t->name);
-    return iqf_target_encode(it, ty, *qd, qp, b, e, err, errlen);
+    return iqf_target_encode(it, ty, false, *qd, qp, b, e, err, errlen);
 }
 
 /* The probed depths: k of them spread evenly over 0..L-1 (all layers when k >= L or k < 0). */
@@ -422,7 +422,7 @@ static iqf_status stream_fn(void *user, int layer, bool on, char *err, size_t er
         double e = 0;
         s->qd[i] = malloc(qb ? qb : 1);
         if (!s->qd[i]) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (checking %s)", t->name);
-        iqf_status st = iqf_target_encode(it, s->types[i], s->qd[i], s->qp, &s->b, &e, err, errlen);
+        iqf_status st = iqf_target_encode(it, s->types[i], true, s->qd[i], s->qp, &s->b, &e, err, errlen);
         if (st) return st;
         iqf_calib_view(s->cb, s->id[i], s->types[i], s->qd[i]);
     }

@@ -6,11 +6,12 @@
  * sample_min rows max(sample_min, ceil(sample * nrows)) rows spaced evenly (row
  * floor((k + 0.5) * nrows / n)); the tensor's error is nrows times the mean row error, its
  * standard error nrows * sqrt(var / n * (1 - n / nrows)). Encoding goes through iqf_quantize with
- * the run's mode (compat or best), one call per run of rows of one expert, so measured blocks
- * are the blocks the file will hold (error feedback changes the encoder of a whole tensor;
- * encode_rows is the one place that would call it).
+ * the run's mode (compat or best), one call per run of rows of one expert. With --hessian the
+ * plan's errors and sensitivities are those of that inner encoder, without the feedback (see
+ * iqf_target_measure in target.h); the check against the recipe encodes with it.
  */
 #include "target.h"
+#include "feedback.h"
 #include "../util/error.h"
 
 #include <math.h>
@@ -66,15 +67,19 @@ static double row_err(double e, const float *xr, const float *yr, const float *w
     return e;
 }
 
-/* Encodes rows (each row r has expert ex[r]) with one iqf_quantize call per run of one expert. */
-static iqf_status encode_rows(int type, const float *x, void *q, int64_t n, int64_t ncols, const int64_t *ex,
-                              const float *im, const iqf_quantize_params *qp, char *msg, size_t msglen) {
+/* Encodes rows (each row r has expert ex[r]) of item it with one call per run of one expert: the
+ * run's encoder (iqf_quantize), or error feedback when the run has Hessians (it->fb). */
+static iqf_status encode_rows(const iqf_target_item *it, int type, const float *x, void *q, int64_t n, int64_t ncols,
+                              const int64_t *ex, const float *im, const iqf_quantize_params *qp, char *msg, size_t msglen) {
     const size_t rs = iqf_row_size(type, ncols);
     for (int64_t r = 0; r < n;) {
         int64_t e = r + 1;
         while (e < n && ex[e] == ex[r]) e++;
         const float *imx = im ? im + ex[r] * ncols : NULL;
-        iqf_status st = iqf_quantize(type, x + r * ncols, (uint8_t *)q + (size_t)r * rs, e - r, ncols, imx, qp, msg, msglen);
+        const float *xr = x + r * ncols;
+        uint8_t *qr = (uint8_t *)q + (size_t)r * rs;
+        iqf_status st = it->fb ? iqf_feedback_quantize(it->fb, it->t->name, ex[r], type, xr, qr, e - r, ncols, imx, qp, msg, msglen)
+                               : iqf_quantize(type, xr, qr, e - r, ncols, imx, qp, msg, msglen);
         if (st) return st;
         r = e;
     }
@@ -158,6 +163,8 @@ iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, 
         k += run;
     }
     item_unload(it);
+    iqf_target_item nofb = *it; /* the errors without feedback: see iqf_target_measure in target.h */
+    nofb.fb = NULL;
     /* signal energy */
     double sig = 0;
     for (int64_t k = 0; k < n; k++) {
@@ -171,7 +178,7 @@ iqf_status iqf_target_measure(iqf_target_item *it, const iqf_target_params *tp, 
     for (int c = 0; c < it->n_cand; c++) {
         iqf_target_cand *cd = &it->c[c];
         cd->bytes = padded((uint64_t)iqf_row_size(cd->type, ncols) * (uint64_t)nrows, align);
-        st = encode_rows(cd->type, x, q, n, ncols, ex, it->im, qp, msg, sizeof msg);
+        st = encode_rows(&nofb, cd->type, x, q, n, ncols, ex, it->im, qp, msg, sizeof msg);
         if (!st) st = iqf_dequantize(cd->type, q, y, n, ncols, qp->n_threads, msg, sizeof msg);
         if (st) {
             st = iqf_fail(err, errlen, st, "tensor %s as %s: %s", t->name, tname(cd->type), msg);
@@ -234,7 +241,7 @@ iqf_status iqf_target_roundtrip(const iqf_target_item *it, int type, iqf_target_
         if (b->qcap < qneed) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (calibrating %s)", t->name);
         q = b->q;
     }
-    iqf_status st = encode_rows(type, b->f32, q, nrows, ncols, b->ex, it->im, qp, msg, sizeof msg);
+    iqf_status st = encode_rows(it, type, b->f32, q, nrows, ncols, b->ex, it->im, qp, msg, sizeof msg);
     if (!st) st = iqf_dequantize(type, q, b->deq, nrows, ncols, qp->n_threads, msg, sizeof msg);
     if (st) return iqf_fail(err, errlen, st, "tensor %s as %s: %s", t->name, tname(type), msg);
     double sum = 0;
@@ -247,8 +254,11 @@ iqf_status iqf_target_roundtrip(const iqf_target_item *it, int type, iqf_target_
 /* rows per slab of iqf_target_encode: about 4M weights */
 #define ENCODE_SLAB_WEIGHTS (1 << 22)
 
-iqf_status iqf_target_encode(const iqf_target_item *it, int type, uint8_t *q, const iqf_quantize_params *qp, iqf_target_buf *b,
-                             double *e, char *err, size_t errlen) {
+iqf_status iqf_target_encode(const iqf_target_item *item, int type, bool feedback, uint8_t *q, const iqf_quantize_params *qp,
+                             iqf_target_buf *b, double *e, char *err, size_t errlen) {
+    iqf_target_item nofb = *item;
+    if (!feedback) nofb.fb = NULL;
+    const iqf_target_item *it = &nofb;
     char msg[512];
     const iqf_gguf_tensor *t = it->t;
     const int64_t ncols = t->ne[0], nrows = n_rows(t);
@@ -269,7 +279,7 @@ iqf_status iqf_target_encode(const iqf_target_item *it, int type, uint8_t *q, co
         if (t->type == IQF_TYPE_F32) memcpy(b->f32, data, sizeof(float) * (size_t)(n * ncols));
         else st = iqf_dequantize(t->type, data, b->f32, n, ncols, qp->n_threads, msg, sizeof msg);
         uint8_t *qs = q + (size_t)r0 * qrs;
-        if (!st) st = encode_rows(type, b->f32, qs, n, ncols, b->ex, it->im, qp, msg, sizeof msg);
+        if (!st) st = encode_rows(it, type, b->f32, qs, n, ncols, b->ex, it->im, qp, msg, sizeof msg);
         if (!st) st = iqf_dequantize(type, qs, b->deq, n, ncols, qp->n_threads, msg, sizeof msg);
         if (st) st = iqf_fail(err, errlen, st, "tensor %s as %s: %s", t->name, tname(type), msg);
         for (int64_t r = 0; r < n && !st; r++)
