@@ -96,6 +96,7 @@ static void usage(FILE *f) {
             "  --calib-rounds N             in-context rounds after the first allocation (default 0)\n"
             "  --calib-all                  probe every candidate type (slow: one KLD run per tensor and type)\n"
             "  --calib-depths N             layers whose gain is measured through the model (8; -1: every layer)\n"
+            "  --calib-halves               a gain per half layer (attention, feed-forward): twice the depth probes\n"
             "  --calib-delta-chunks N       chunks over which each tensor's change of its layer's output is measured (2)\n"
             "  --calib-per-tensor           calibrate each tensor alone through the whole model (the reference; slow)\n"
             "  --sample F                   fraction of rows measured in tensors of > 2^20 weights (1/32, >= 128 rows)\n"
@@ -338,6 +339,8 @@ int cmd_quantize(int argc, char **argv) {
             }
             tp.calib_types = calib_types;
             tp.n_calib_types = n_calib;
+        } else if (!strcmp(a, "--calib-halves")) {
+            tp.calib_halves = true;
         } else if (!strcmp(a, "--calib-per-tensor")) {
             tp.calib_per_tensor = true;
         } else if (!strcmp(a, "--calib-delta-chunks") && has_val) {

@@ -139,9 +139,14 @@ static int depth_list(int L, int k, int *out) {
     return n;
 }
 
-/* One layer: each free tensor's d(t) at probe q, and when probed, the layer's gain. */
+/* Which half of its layer a tensor is in: 1 the feed-forward side (ffn_*: dense, experts,
+ * shared experts, router), 0 the rest (attention, MLA, DeltaNet, per-layer embeddings). */
+static int part_of(const iqf_target_item *it) { return strstr(it->t->name, ".ffn_") ? 1 : 0; }
+
+/* One layer: each free tensor's d(t) at probe q, and when probed, the gains of its halves
+ * (gain[0], gain[1]; -1 where not probed). */
 static iqf_status probe_layer(iqf_calib *cb, iqf_target_item *items, const int *id, const layer_probe *lp, int l, bool depth,
-                              int q, int (*probes)[IQF_TARGET_MAX_CAND], const int *np, double *dq, double *eq, double *gain,
+                              int parts, int q, int (*probes)[IQF_TARGET_MAX_CAND], const int *np, double *dq, double *eq, double *gain,
                               const iqf_quantize_params *qp, iqf_target_buf *b, FILE *logf, char *err, size_t errlen) {
     uint8_t **qd = calloc((size_t)(lp->n ? lp->n : 1), sizeof *qd);
     if (!qd) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
@@ -158,20 +163,32 @@ static iqf_status probe_layer(iqf_calib *cb, iqf_target_item *items, const int *
         dsum += dq[i];
         if (!depth) free(qd[k]), qd[k] = NULL;
     }
-    *gain = -1;
-    if (!st && depth && lp->n > 0) {
+    gain[0] = gain[1] = -1;
+    /* the gains of the layer's two halves (attention side, feed-forward side: part_of), each
+     * from its own tensors quantized together; a half with none takes the other's */
+    for (int p = 0; p < 2 && !st && depth; p++) {
         double kld = 0, d = 0;
+        int n = 0;
         for (int k = 0; k < lp->n; k++) {
             const int i = lp->idx[k];
+            if (part_of(&items[i]) != p && parts > 1) continue;
             iqf_calib_view(cb, id[i], items[i].c[probe_of(probes[i], np[i], q)].type, qd[k]);
+            n++;
         }
-        st = iqf_calib_kld_from(cb, l, &kld, err, errlen);
-        if (!st) st = iqf_calib_delta(cb, l, &d, err, errlen);
+        if (n) st = iqf_calib_kld_from(cb, l, &kld, err, errlen);
+        if (n && !st) st = iqf_calib_delta(cb, l, &d, err, errlen);
         for (int k = 0; k < lp->n; k++) iqf_calib_view(cb, id[lp->idx[k]], 0, NULL);
-        if (!st) *gain = d > 0 ? kld / d : 0;
-        if (!st && logf)
-            fprintf(logf, "calibrate: layer %d: KLD %.6f, output change %.4e (tensors alone %.4e): gain %.4e\n", l, kld, d, dsum,
-                    *gain);
+        if (!n || st) continue;
+        gain[p] = d > 0 ? kld / d : 0;
+        if (parts == 1) gain[1] = gain[0];
+        if (logf)
+            fprintf(logf, "calibrate: layer %d%s: KLD %.6f, output change %.4e (tensors alone %.4e): gain %.4e\n", l,
+                    parts == 1 ? "" : p ? " feed-forward" : " attention", kld, d, dsum, gain[p]);
+        if (parts == 1) break;
+    }
+    if (depth && !st && lp->n > 0) {
+        if (gain[0] < 0) gain[0] = gain[1];
+        if (gain[1] < 0) gain[1] = gain[0];
     }
     for (int k = 0; k < lp->n; k++) free(qd[k]);
     free(qd);
@@ -220,13 +237,14 @@ typedef struct layer_run {
     int *np;
     double *ps, *pe; /* [item][probe]: sensitivity, log err */
     layer_probe *lp; /* [L] */
+    int parts;       /* gains per layer: 1, or 2 (attention and feed-forward halves) */
     iqf_target_buf b;
 } layer_run;
 
 /* Probe round q (the q-th probe type of every tensor). */
 static iqf_status layer_round(layer_run *r, int q, const int *depths, int nd, char *err, size_t errlen) {
     const int nt = r->nt, L = r->L;
-    double *dq = calloc((size_t)nt, sizeof *dq), *eq = calloc((size_t)nt, sizeof *eq), *gain = malloc(sizeof(double) * (size_t)(L ? L : 1));
+    double *dq = calloc((size_t)nt, sizeof *dq), *eq = calloc((size_t)nt, sizeof *eq), *gain = malloc(sizeof(double) * (size_t)(2 * L + 2));
     if (!dq || !eq || !gain) {
         free(dq), free(eq), free(gain);
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
@@ -236,10 +254,12 @@ static iqf_status layer_round(layer_run *r, int q, const int *depths, int nd, ch
     for (int l = 0; l < L && !st; l++) {
         const bool depth = di < nd && depths[di] == l;
         if (depth) di++;
-        st = probe_layer(r->cb, r->items, r->id, &r->lp[l], l, depth, q, r->probes, r->np, dq, eq, &gain[l], r->qp, &r->b,
+        double g[2] = { -1, -1 };
+        st = probe_layer(r->cb, r->items, r->id, &r->lp[l], l, depth, r->parts, q, r->probes, r->np, dq, eq, g, r->qp, &r->b,
                          r->logf, err, errlen);
+        gain[l] = g[0], gain[L + l] = g[1];
     }
-    if (!st) interpolate_gains(gain, L);
+    if (!st) interpolate_gains(gain, L), interpolate_gains(gain + L, L);
     for (int i = 0; i < nt && !st; i++) {
         iqf_target_item *it = &r->items[i];
         if (r->id[i] < 0 || q >= r->np[i]) continue;
@@ -248,7 +268,7 @@ static iqf_status layer_round(layer_run *r, int q, const int *depths, int nd, ch
         if (r->layer[i] < 0 || r->layer[i] >= L) {
             if ((st = probe_outside(r->cb, it, r->id[i], r->layer[i], c, &kld, &e, r->qp, &r->b, err, errlen))) break;
         } else {
-            kld = gain[r->layer[i]] * dq[i];
+            kld = gain[part_of(it) * L + r->layer[i]] * dq[i];
         }
         it->c[c].kld = kld;
         r->ps[i * IQF_TARGET_MAX_CAND + q] = e > 0 ? kld / e : 0;
@@ -263,7 +283,8 @@ static iqf_status layer_round(layer_run *r, int q, const int *depths, int nd, ch
 
 static iqf_status calibrate_layers(iqf_calib *cb, iqf_target_item *items, int nt, const iqf_target_params *tp,
                                    const iqf_quantize_params *qp, FILE *logf, char *err, size_t errlen) {
-    layer_run r = { .cb = cb, .items = items, .nt = nt, .L = iqf_calib_n_layers(cb), .tp = tp, .qp = qp, .logf = logf };
+    layer_run r = { .cb = cb, .items = items, .nt = nt, .L = iqf_calib_n_layers(cb), .tp = tp, .qp = qp, .logf = logf,
+                    .parts = tp->calib_halves ? 2 : 1 };
     const size_t n = (size_t)(nt > 0 ? nt : 1);
     r.id = malloc(n * sizeof *r.id);
     r.layer = malloc(n * sizeof *r.layer);
