@@ -1164,7 +1164,7 @@ typedef struct iqf_calib_params {
     const char *text;   /* text file; NULL: text sampled from the model (temperature 1 from BOS,
                            fixed seed) */
     int n_ctx;          /* tokens per chunk (<= 0: 128; capped at the model's context, >= 8) */
-    int n_chunks;       /* chunks (<= 0: 8; fewer if the text is shorter) */
+    int n_chunks;       /* chunks (<= 0: 4; fewer if the text is shorter) */
     int n_threads;      /* <= 0: one per CPU */
     iqf_gguf *input;    /* the model as an open handle instead of the path, which then only names
                            it (iqf_model_load_gguf; the caller keeps it open until iqf_calib_free;
@@ -1251,7 +1251,7 @@ typedef struct iqf_target_params {
     const char *calib_text;   /* text file for IQF_TARGET_SENS_KLD; NULL: text sampled from the
                                  model (temperature 1 from BOS, fixed seed) */
     int calib_ctx;            /* tokens per chunk (<= 0: 128, capped at the model's context) */
-    int calib_chunks;         /* chunks of the text used (<= 0: 8) */
+    int calib_chunks;         /* chunks of the text used (<= 0: 4) */
     int calib_type;           /* probe type (-1: q3_K, q4_0 for rows that are not multiples of 256) */
     const int *calib_types;   /* or several probe types (n_calib_types of them; those a tensor can
                                  take are measured): the sensitivity KLD/err of a candidate is

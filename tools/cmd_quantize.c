@@ -91,7 +91,7 @@ static void usage(FILE *f) {
             "                               models up to ~10M weights; else by relative error)\n"
             "  --no-calibrate               weigh by relative error (error / signal energy) only\n"
             "  --calibrate-self             calibrate on text sampled from the model, whatever its size\n"
-            "  --calib-chunks N, --calib-ctx N   chunks and tokens per chunk of the calibration (8, 128)\n"
+            "  --calib-chunks N, --calib-ctx N   chunks and tokens per chunk of the calibration (4, 128)\n"
             "  --calib-type T[,T...]        the probe types of the calibration (q3_K; q4_0 for rows not multiples of 256)\n"
             "  --calib-rounds N             in-context rounds after the first allocation (default 0)\n"
             "  --calib-all                  probe every candidate type (slow: one KLD run per tensor and type)\n"

@@ -384,7 +384,7 @@ iqf_status iqf_calib_open(const char *model, const iqf_calib_params *p, iqf_cali
     if (info->n_ctx_train > 0 && cb->n_ctx > info->n_ctx_train) cb->n_ctx = info->n_ctx_train;
     if (p->layers && cb->n_ctx > IQF_MAX_BATCH) cb->n_ctx = IQF_MAX_BATCH; /* one decode piece per chunk */
     if (cb->n_ctx < 8) cb->n_ctx = 8;
-    cb->n_chunks = p->n_chunks > 0 ? p->n_chunks : 8;
+    cb->n_chunks = p->n_chunks > 0 ? p->n_chunks : 4;
     cb->delta_chunks = p->delta_chunks;
     int32_t ntok = 0;
     st = p->text ? tokenize_text(cb, model, p->text, &ntok, err, errlen) : sample_text(cb, p->n_threads, &ntok, err, errlen);
