@@ -27,7 +27,7 @@ test: build oracle
 asan: oracle
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DIQF_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
-	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 IQF_SANITIZED=1 ctest --output-on-failure -j $(JOBS) -E '^(test_quantize_oracle_full|cli_ladder_reference|cli_convert_hfref)$$'
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 IQF_SANITIZED=1 ctest --output-on-failure -j $(JOBS) -E '^(test_quantize_oracle_full|cli_ladder_reference|cli_convert_hfref|cli_quality_guard)$$'
 
 demo: build
 	@bash scripts/demo.sh $(BUILD)/iqforge
