@@ -862,7 +862,7 @@ typedef struct iqf_context_params {
                         does on this CPU (its tiled path: f32 math; its one-row path for batches
                         under 64 rows or heads not a multiple of the f32 vector width: Q and the
                         V accumulator in F16). Logits agree with libllama's defaults to ~1e-6
-                        (tests/test_model_kvf16.c) */
+                        (tests/model/test_model_kvf16.c) */
 } iqf_context_params;
 
 IQF_API iqf_context_params iqf_context_default_params(void); /* n_ctx 512, all CPUs, AUTO, F32 cache */

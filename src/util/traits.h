@@ -11,7 +11,7 @@
  *  - the ladder's alarm (tools/ladder): the family, through iqf_type_family;
  *  - --target-size: the candidate order (target_rank, target_rows), iqf_traits_target_candidates;
  * The table is indexed by type id with designated initializers; traits.c static_asserts its
- * length against IQF_TYPE_COUNT and tests/test_types.c fails for a known type id that has no row,
+ * length against IQF_TYPE_COUNT and tests/util/test_types.c fails for a known type id that has no row,
  * checks the ggml facts (activation type, imatrix requirement) against the oracle and the file
  * type columns against each other.
  *

@@ -12,7 +12,7 @@
 #  3. no function over 150 lines (a brace-counting scan: comments, strings and preprocessor lines
 #     skipped; a top-level `{` after a `(` with no `=` before it opens a function).
 # Generated tables and grid data files would be listed in DATA_FILES (none is over either limit
-# today). Usage: tests/check_layers.sh [SRC_ROOT] (default: the repository of this script).
+# today). Usage: tests/layers/check_layers.sh [SRC_ROOT] (default: the repository of this script).
 set -u
 root=${1:-${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}}
 cd "$root" || exit 1
@@ -47,7 +47,7 @@ files=$(find src -name '*.[ch]' | LC_ALL=C sort)
 for f in $files; do
   dir=${f%/*} part=${dir##*/}
   rank "$part"; r=$r_out
-  [ -n "$r" ] || { bad "$f: folder src/$part has no layer (add it to rank() in tests/check_layers.sh)"; continue; }
+  [ -n "$r" ] || { bad "$f: folder src/$part has no layer (add it to rank() in tests/layers/check_layers.sh)"; continue; }
   exempt "$f" && continue
   while IFS= read -r inc; do
     [ "$inc" = iqforge.h ] && continue
