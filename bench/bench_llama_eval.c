@@ -16,7 +16,7 @@
  * Needs the oracle (scripts/install-oracle.sh).
  */
 #include "iqforge.h"
-#include "../tests/gen/llama_infer.h"
+#include "llama_infer.h"
 #include "model/kld.h"
 #include "model/tokenizer.h"
 #include "testutil.h"

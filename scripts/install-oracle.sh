@@ -4,7 +4,7 @@
 # differential tests and benchmarks; iqforge itself never links it.
 # `install-oracle.sh arm64` installs the same release built for arm64
 # (@node-llama-cpp/linux-arm64@3.22.1, beside the x64 one) for the aarch64 build's tests under
-# qemu (scripts/arm64-ci.sh; tests/common/oracle.h picks the build's platform).
+# qemu (scripts/arm64-ci.sh; tests/oracle/oracle.h picks the build's platform).
 # Under CI=true a failure here fails the run; elsewhere it only warns (those tests then skip).
 set -u
 dir="${IQF_ORACLE_DIR:-$HOME/.cache/iqforge/oracle}"

@@ -17,18 +17,31 @@
 #include <stdio.h>
 #include <strings.h>
 
-static const iqf_codec *const families[] = {
-    iqf_codecs_float, iqf_codecs_iq3, iqf_codecs_iq2,     iqf_codecs_iq1,
-    iqf_codecs_iq4,   iqf_codecs_kquants, iqf_codecs_legacy,
-    iqf_codecs_fp4,   iqf_codecs_lowbit,
+/* One row per family file: its codecs and its table-init hook (NULL: none can fail). */
+static const struct family {
+    const iqf_codec *codecs;
+    bool (*tables_init)(int type);
+} families[] = {
+    { iqf_codecs_float, NULL },   { iqf_codecs_iq3, NULL },     { iqf_codecs_iq2, iqf_iq2_tables_init },
+    { iqf_codecs_iq1, iqf_iq1_tables_init }, { iqf_codecs_iq4, NULL }, { iqf_codecs_kquants, NULL },
+    { iqf_codecs_legacy, NULL },  { iqf_codecs_fp4, NULL },     { iqf_codecs_lowbit, NULL },
 };
 
-const iqf_codec *iqf_codec_get(int type) {
+static const struct family *family_of(int type, const iqf_codec **codec) {
     if (!iqf_type_get(type)) return NULL;
     for (size_t f = 0; f < sizeof(families) / sizeof(families[0]); f++)
-        for (const iqf_codec *c = families[f]; c->type >= 0; c++)
-            if (c->type == type) return c;
+        for (const iqf_codec *c = families[f].codecs; c->type >= 0; c++)
+            if (c->type == type) {
+                *codec = c;
+                return &families[f];
+            }
     return NULL;
+}
+
+const iqf_codec *iqf_codec_get(int type) {
+    const iqf_codec *c = NULL;
+    family_of(type, &c);
+    return c;
 }
 
 bool iqf_can_encode(int type) {
@@ -191,9 +204,10 @@ iqf_status iqf_quantize(int type, const float *src, void *dst, int64_t nrows, in
     if ((int)p.mode < 0 || p.mode >= IQF_MODE_COUNT)
         return iqf_fail(err, errlen, IQF_E_INVALID_ARG, "unknown encoder mode %d", (int)p.mode);
     if (c->init) c->init();
-    /* the type's table-init hook (its traits row): encoder tables that can fail to build */
-    const iqf_type_traits *tr = iqf_traits(type);
-    if (tr && tr->tables_init && !tr->tables_init(type))
+    /* the family's table-init hook: encoder tables that can fail to build */
+    const iqf_codec *fc = NULL;
+    const struct family *fam = family_of(type, &fc);
+    if (fam && fam->tables_init && !fam->tables_init(type))
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory building the %s tables", name);
     qjob j = { c, { p.mode, resolve_simd(p.simd) }, src, dst, ncols, iqf_row_size(type, ncols),
                imatrix, INT64_MAX };

@@ -58,8 +58,8 @@ typedef struct iqf_codec {
     int type;
     /* Builds lookup tables. Idempotent and thread-safe (pthread_once inside); may be NULL.
      * The registry calls it before the first quantize_row of a call. Encoder tables that can
-     * fail to build (malloc) are the type's table-init hook instead: tables_init in its traits
-     * row (util/traits.h), which the registry calls after init. */
+     * fail to build (malloc) are the family's table-init hook instead (below), which the
+     * registry calls after init. */
     void (*init)(void);
     /* Encode one row of n values (n a multiple of the block size; all finite).
      * qw: NULL or n per-column importance weights (finite, >= 0). Writes n/blck blocks to y.
@@ -78,6 +78,12 @@ extern const iqf_codec iqf_codecs_kquants[]; /* q2_K .. q6_K, q8_K */
 extern const iqf_codec iqf_codecs_legacy[];  /* q4_0, q4_1, q5_0, q5_1, q8_0 */
 extern const iqf_codec iqf_codecs_fp4[];     /* mxfp4, nvfp4 */
 extern const iqf_codec iqf_codecs_lowbit[];  /* tq1_0, tq2_0, q1_0, q2_0 */
+
+/* Table-init hooks of the families whose encoder tables can fail to build (malloc): build them
+ * (idempotent, thread-safe) and return false if they could not (out of memory: iqf_quantize
+ * returns IQF_E_NOMEM). codec.c's families[] names each family file's hook (NULL: none). */
+bool iqf_iq1_tables_init(int type);
+bool iqf_iq2_tables_init(int type);
 
 /* The codec for a type, or NULL. */
 const iqf_codec *iqf_codec_get(int type);

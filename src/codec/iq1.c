@@ -22,7 +22,6 @@
  *    term[i][level_i] for i = 0..7 in order (the reference's sum); first minimum wins.
  */
 #include "codec.h"
-#include "util/traits.h"
 #include "iqgrid.h"
 #include "util/fma.h"
 
@@ -97,7 +96,7 @@ static void iq1_build(void) {
 }
 
 static void iq1_init(void) { pthread_once(&iq1_once, iq1_build); }
-/* The table-init hook of iq1_s and iq1_m's traits rows: the grid is required; without nb_keys
+/* The iq1 family's table-init hook (codec.c families[]): the grid is required; without nb_keys
  * (out of memory) the encoder takes its scalar route. */
 bool iqf_iq1_tables_init(int type) {
     (void)type;

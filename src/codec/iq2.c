@@ -21,7 +21,6 @@
  * Scalar, AVX2 and AVX-512 variants (ctx->simd) give identical bytes.
  */
 #include "codec.h"
-#include "util/traits.h"
 #include "iqgrid.h"
 #include "iq_refine.h"
 #include "util/fma.h"
@@ -86,7 +85,7 @@ static void init_iq2_s(void) {
     pthread_once(&decode_once, init_decode);
     pthread_once(&once_s, init_s_tables);
 }
-/* The table-init hook of the iq2 types' traits rows: the type's grid, false if it could not be
+/* The iq2 family's table-init hook (codec.c families[]): the type's grid, false if it could not be
  * built. */
 bool iqf_iq2_tables_init(int type) {
     switch (type) {

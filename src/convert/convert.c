@@ -11,55 +11,19 @@
  *   cv_write       header, then each tensor produced row by row from the mapped input
  *                  (pages dropped after each source tensor: memory stays bounded by one row
  *                  block, not by the model), committed by rename or removed on any error.
+ * The shared error and hyper-parameter helpers (iqf_cv_fail, iqf_cv_hget, ...) are convert_kvs.c's:
+ * convert.c calls convert_plan.c and convert_kvs.c, convert_plan.c calls convert_kvs.c, and none
+ * calls back up.
  */
 #include "convert_internal.h"
 #include "spm.h"
 
 #include <ctype.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-int iqf_cv_fail(cv *c, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err, c->errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* ---- hyper-parameters ---------------------------------------------------------------------- */
-
-yyjson_val *iqf_cv_hget(cv *c, const char *key) { return iqf_json_get(c->hp, key); }
-
-/* find_hparam: the first key present (even when null). */
-yyjson_val *iqf_cv_hfind(cv *c, const char *const *keys, bool *present) {
-    for (int i = 0; keys[i]; i++) {
-        yyjson_val *v = iqf_cv_hget(c, keys[i]);
-        if (v) {
-            if (present) *present = true;
-            return v;
-        }
-    }
-    if (present) *present = false;
-    return NULL;
-}
-
-int iqf_cv_hint(cv *c, const char *key, yyjson_val *v, int64_t *out, int64_t lo, int64_t hi) {
-    if (!iqf_json_int(v, out) || *out < lo || *out > hi)
-        return iqf_cv_fail(c, "%s: %s is not an integer in [%lld, %lld]", c->cfg_path, key, (long long)lo, (long long)hi);
-    return 0;
-}
-
-/* ---- small helpers ------------------------------------------------------------------------- */
-
-bool iqf_cv_ends_with(const char *s, const char *suf) {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && !memcmp(s + a - b, suf, b);
-}
 
 /* ---- data ------------------------------------------------------------------------------------ */
 

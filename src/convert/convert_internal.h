@@ -1,10 +1,11 @@
 /*
  * convert_internal.h - what the files of src/convert share: the data rows (archs.c), the run's
  * state (cv) and its output tensors (ot), and the stages:
- *   convert.c       the driver: load, then header and data through a GGUF writer; the helpers below
+ *   convert.c       the driver: load, then header and data through a GGUF writer
  *   convert_plan.c  iqf_cv_plan (output tensor names, shapes, types, transforms) and
  *                   iqf_cv_get_row (one row of an output tensor from the mapped input)
- *   convert_kvs.c   general.* and the hyper-parameter KVs (iqf_cv_hparams)
+ *   convert_kvs.c   general.* and the hyper-parameter KVs (iqf_cv_hparams); the helpers below
+ * Calls go down that list (convert.c -> convert_plan.c -> convert_kvs.c), never back up.
  *   vocab.c         the tokenizer KVs (iqf_cv_vocab)
  */
 #ifndef IQF_CONVERT_INTERNAL_H
@@ -115,7 +116,7 @@ typedef struct cv {
     int64_t n_vocab_real; /* gemma3: len(model.vocab) + len(added_tokens), -1 unknown */
 } cv;
 
-/* Helpers (convert.c). iqf_cv_fail formats into c->err and returns -1. */
+/* Helpers (convert_kvs.c). iqf_cv_fail formats into c->err and returns -1. */
 int iqf_cv_fail(cv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 yyjson_val *iqf_cv_hget(cv *c, const char *key);
 /* find_hparam: the first key present (even when null). */

@@ -1,16 +1,58 @@
 /*
  * convert_kvs.c - the metadata of a conversion: general.name and general.size_label as the
  * converter derives them, and the architecture's hyper-parameter keys (iqf_cv_hparams), in the
- * converter's order.
+ * converter's order; below them in the folder, the error and hyper-parameter helpers every
+ * convert file uses (iqf_cv_fail, iqf_cv_hget, iqf_cv_hfind, iqf_cv_hint, iqf_cv_ends_with).
  */
 #include "convert_internal.h"
 
 #include <ctype.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+
+int iqf_cv_fail(cv *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, c->errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- hyper-parameters (find_hparam) ---------------------------------------------------- */
+
+yyjson_val *iqf_cv_hget(cv *c, const char *key) { return iqf_json_get(c->hp, key); }
+
+/* find_hparam: the first key present (even when null). */
+yyjson_val *iqf_cv_hfind(cv *c, const char *const *keys, bool *present) {
+    for (int i = 0; keys[i]; i++) {
+        yyjson_val *v = iqf_cv_hget(c, keys[i]);
+        if (v) {
+            if (present) *present = true;
+            return v;
+        }
+    }
+    if (present) *present = false;
+    return NULL;
+}
+
+int iqf_cv_hint(cv *c, const char *key, yyjson_val *v, int64_t *out, int64_t lo, int64_t hi) {
+    if (!iqf_json_int(v, out) || *out < lo || *out > hi)
+        return iqf_cv_fail(c, "%s: %s is not an integer in [%lld, %lld]", c->cfg_path, key, (long long)lo, (long long)hi);
+    return 0;
+}
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+bool iqf_cv_ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !memcmp(s + a - b, suf, b);
+}
+
+/* ---- general.name, general.size_label ---------------------------------------------------- */
 
 /* Python's str.title() on ASCII (a letter after a non-letter is upper case, others lower). */
 static void py_title(char *s) {

@@ -447,11 +447,6 @@ iqf_gguf *iqf_gguf_open_memory(const void *data, size_t size, const char *name, 
     return parse(g, err, errlen);
 }
 
-iqf_gguf *iqf_gguf_open(const char *path, char *err, size_t errlen) {
-    iqf_gguf *g = iqf_gguf_open_part(path, err, errlen);
-    return g ? iqf_gguf_split_merge(g, err, errlen) : NULL;
-}
-
 /* Installs the merged tensor list of a split model (split.c): takes ownership of parts and
  * tensors (on failure too); false with "tensor 'X' ..." in msg if a name repeats. */
 bool iqf_gguf_set_parts(iqf_gguf *g, iqf_gguf **parts, int n_parts, iqf_gguf_tensor *tensors, int64_t n,

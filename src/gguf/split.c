@@ -38,6 +38,13 @@ static iqf_gguf *open_file(void *ctx, const char *path, char *err, size_t errlen
     return iqf_gguf_open_part(path, err, errlen);
 }
 
+/* The public open (iqf_gguf_open) is here, not in the reader: split.c sits on reader.c, never the
+ * reverse. */
+iqf_gguf *iqf_gguf_open(const char *path, char *err, size_t errlen) {
+    iqf_gguf *g = iqf_gguf_open_part(path, err, errlen);
+    return g ? iqf_gguf_split_merge(g, err, errlen) : NULL;
+}
+
 iqf_gguf *iqf_gguf_split_merge(iqf_gguf *g, char *err, size_t errlen) {
     return iqf_gguf_split_merge_with(g, open_file, NULL, err, errlen);
 }

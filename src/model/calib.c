@@ -5,6 +5,7 @@
  * some weights viewed as other data (a quantized copy) measured against them.
  */
 #include "iqforge.h"
+#include "calib.h"
 #include "model.h"
 #include "kld.h"
 #include "tokenizer.h"

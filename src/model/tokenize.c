@@ -1,6 +1,8 @@
 /*
- * tokenize.c - tokenizing (SentencePiece and GPT-2 BPE, see tokenizer.c's header for the
- * algorithms) and detokenizing over a vocabulary built by tokenizer.c.
+ * tokenize.c - the vocabulary's lookups (iqf_vocab_find, the merge ranks), tokenizing (SentencePiece
+ * and GPT-2 BPE, see tokenizer.c's header for the algorithms) and detokenizing over a vocabulary
+ * built by tokenizer.c. tokenizer.c calls into this file (the builder looks tokens up), never the
+ * reverse.
  */
 #include "model/tokenizer_internal.h"
 
@@ -9,6 +11,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Lookups                                                                                     */
+
+int32_t iqf_vocab_find(const iqf_vocab *v, const char *s, size_t n) {
+    if (!v || (!s && n)) return IQF_TOKEN_NULL;
+    uint32_t h = hash_bytes(HASH_SEED, (const unsigned char *)s, n);
+    for (uint32_t i = h & v->hmask;; i = (i + 1) & v->hmask) {
+        int32_t id = v->htab[i];
+        if (id < 0) return IQF_TOKEN_NULL;
+        if (v->tok_hash[id] == h && v->tok_len[id] == n && memcmp(v->text + v->tok_off[id], s, n) == 0)
+            return id;
+    }
+}
+
+int32_t iqf_tok_merge_rank(const iqf_vocab *v, const char *l, size_t ln, const char *r, size_t rn) {
+    if (!v->mtab || ln > v->max_mleft || rn > v->max_mright) return -1;
+    uint32_t h = hash_bytes(hash_bytes(HASH_SEED, (const unsigned char *)l, ln) ^ 0x9E3779B9u,
+                            (const unsigned char *)r, rn);
+    for (uint32_t i = h & v->mmask;; i = (i + 1) & v->mmask) {
+        int32_t k = v->mtab[i];
+        if (k < 0) return -1;
+        const merge_ent *m = &v->merges[k];
+        if (m->hash == h && m->llen == ln && m->rlen == rn &&
+            memcmp(v->mtext + m->off, l, ln) == 0 && memcmp(v->mtext + m->off + ln, r, rn) == 0)
+            return m->rank;
+    }
+}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Tokenizing                                                                                  */

@@ -10,7 +10,7 @@
  *            "mpt", "olmo", ...).
  *
  * Results equal llama.cpp's llama_tokenize / llama_token_to_piece / llama_detokenize (the
- * oracle's libllama; tests/test_tokenizer.c checks the test-tokenizer-0 vectors, recorded ids and,
+ * oracle's libllama; tests/model/test_tokenizer.c checks the test-tokenizer-0 vectors, recorded ids and,
  * when the oracle is installed, random texts live). A vocab is immutable after loading: every
  * function below may be called from several threads at once.
  *

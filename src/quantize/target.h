@@ -5,6 +5,7 @@
 #define IQF_QUANTIZE_TARGET_H
 
 #include "iqforge.h"
+#include "../model/calib.h"
 
 #include <stdbool.h>
 #include <stdint.h>

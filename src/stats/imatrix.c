@@ -1,5 +1,6 @@
 /*
- * imatrix.c - importance matrix readers (GGUF and legacy .dat) and writers, with the semantics of
+ * imatrix.c - the importance matrix in memory (free, sort, find, filter), the legacy .dat reader and
+ * the writers, with the semantics of
  * llama 0.25.1's common/imatrix-loader.cpp + tools/quantize/quantize.cpp (reading) and
  * tools/imatrix/imatrix.cpp (writing). See imatrix.h.
  */
@@ -8,14 +9,12 @@
 
 #include "../util/outfile.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 
 void iqf_imatrix_free(iqf_imatrix *im) {
@@ -167,57 +166,6 @@ iqf_status iqf_imatrix_parse_dat(const void *data, size_t size, iqf_imatrix *im,
 bad:
     iqf_imatrix_free(im);
     return st;
-}
-
-/* ------------------------------------------------------------------------------------------
- * Loading a file
- * ---------------------------------------------------------------------------------------- */
-static iqf_status slurp(const char *path, uint8_t **out, size_t *n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return iqf_fail(err, errlen, IQF_E_IO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return iqf_fail(err, errlen, IQF_E_IO, "%s: not a regular file", path);
-    }
-    size_t sz = (size_t)st.st_size;
-    uint8_t *buf = malloc(sz ? sz : 1);
-    if (!buf) {
-        fclose(f);
-        return iqf_fail(err, errlen, IQF_E_NOMEM, "%s: out of memory (%zu bytes)", path, sz);
-    }
-    if (sz && fread(buf, 1, sz, f) != sz) {
-        int e = errno;
-        free(buf);
-        fclose(f);
-        return iqf_fail(err, errlen, IQF_E_IO, "%s: read failed: %s", path, e ? strerror(e) : "short read");
-    }
-    fclose(f);
-    *out = buf;
-    *n = sz;
-    return IQF_OK;
-}
-
-iqf_status iqf_imatrix_load(const char *path, iqf_imatrix *im, char *err, size_t errlen) {
-    memset(im, 0, sizeof *im);
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    iqf_status st = slurp(path, &buf, &n, err, errlen);
-    if (st) return st;
-    char msg[256];
-    if (n >= 4 && !memcmp(buf, "GGUF", 4)) {
-        st = iqf_imatrix_parse_gguf(buf, n, im, msg, sizeof msg);
-        if (st == IQF_OK && !im->has_metadata) {
-            iqf_imatrix_free(im);
-            snprintf(msg, sizeof msg, "missing imatrix metadata (imatrix.datasets, imatrix.chunk_count, imatrix.chunk_size)");
-            st = IQF_E_FORMAT;
-        }
-    } else {
-        st = iqf_imatrix_parse_dat(buf, n, im, msg, sizeof msg);
-    }
-    free(buf);
-    if (st) return iqf_fail(err, errlen, st, "%s: %s", path, msg);
-    return IQF_OK;
 }
 
 /* ------------------------------------------------------------------------------------------

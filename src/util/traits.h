@@ -10,9 +10,8 @@
  *  - quantize --help (tools/cmd_quantize.c): the same names, listed by iqf_ftype_at;
  *  - the ladder's alarm (tools/ladder): the family, through iqf_type_family;
  *  - --target-size: the candidate order (target_rank, target_rows), iqf_traits_target_candidates;
- *  - the codec registry (codec.c): the table-init hook (tables_init).
  * The table is indexed by type id with designated initializers; traits.c static_asserts its
- * length against IQF_TYPE_COUNT and tests/test_types.c fails for a known type id that has no row,
+ * length against IQF_TYPE_COUNT and tests/util/test_types.c fails for a known type id that has no row,
  * checks the ggml facts (activation type, imatrix requirement) against the oracle and the file
  * type columns against each other.
  *
@@ -76,11 +75,6 @@ typedef struct iqf_type_traits {
      * 0: never one), for the rows target_rows names */
     int target_rank;
     unsigned target_rows; /* IQF_TARGET_ROWS_* */
-    /* The codec's table-init hook, called by the registry (codec.c) before encoding: builds the
-     * tables the type's encoder needs (idempotent, thread-safe) and returns false if it could not
-     * (out of memory: iqf_quantize returns IQF_E_NOMEM). NULL: the tables cannot fail (static,
-     * or built by the codec's init). Defined in the type's codec file. */
-    bool (*tables_init)(int type);
     /* error feedback's tuning (docs/QUALITY.md has the measurements behind them) */
     iqf_fb_kind fb;
     iqf_fb_sigma2 fb_sigma2;
@@ -103,9 +97,5 @@ int iqf_traits_target_candidates(int64_t ncols, int *out, int cap);
  * family (IQ, K, legacy, FP4, low-bit, float), then bits per weight, then id. Returns how many
  * (at most cap into out). */
 int iqf_traits_listing(int *out, int cap);
-
-/* Codec table-init hooks (tables_init), defined in the codec files. */
-bool iqf_iq1_tables_init(int type);
-bool iqf_iq2_tables_init(int type);
 
 #endif

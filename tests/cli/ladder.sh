@@ -4,7 +4,7 @@
 # reports; the same inputs again are served from DIR; a deliberately broken rung (the test-only
 # --test-break hook) raises the alarm naming that rung, exit status 3; the numbers equal
 # `iqforge perplexity` run by hand on the kept file; --only/--prepare/--report-only merge; the
-# smoke gate; usage and input errors. The alarm's rules on known ladders: tests/test_ladder.c.
+# smoke gate; usage and input errors. The alarm's rules on known ladders: tests/cli/test_ladder.c.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 D=$SRC/tests/data/kjv-3m

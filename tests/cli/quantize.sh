@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # CLI test for `iqforge quantize`: help, llama-quantize's argument forms (IN OUT TYPE [N] and
 # IN TYPE), the summary line, --dry-run, metadata of the result (file type, quantization version,
-# imatrix keys), thread-count independence. Bad inputs: tests/test_quantize_errors.c; bytes
-# against the oracle: tests/test_quantize_oracle.c.
+# imatrix keys), thread-count independence. Bad inputs: tests/quantize/test_quantize_errors.c; bytes
+# against the oracle: tests/quantize/test_quantize_oracle.c.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 GEN="$(dirname "$CLI")/iqf-genmodel"

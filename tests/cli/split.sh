@@ -5,7 +5,7 @@
 # imatrix and generate on split stories260K give exactly the single file's output; a later part
 # is refused naming the first; peak RSS of quantizing the 3-part model is not above the single
 # file's; SIGTERM during --keep-split leaves none of the parts. Bytes against llama-quantize on
-# split input / --keep-split: tests/test_quantize_oracle.c; reader edge cases: tests/test_gguf.c.
+# split input / --keep-split: tests/quantize/test_quantize_oracle.c; reader edge cases: tests/gguf/test_gguf.c.
 set -u
 . "$(dirname "$0")/lib/common.sh"
 GEN="$(dirname "$CLI")/iqf-genmodel"

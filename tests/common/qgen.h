@@ -46,12 +46,6 @@ bool qgen_imatrix(float *w, int64_t cols, qgen_imat m, uint64_t seed);
 int qgen_diff(int type, const float *x, int64_t rows, int64_t cols, const float *imatrix,
               const char *label);
 
-/*
- * Known oracle bugs (tests/common/compat.c): true if the oracle's block `b` of a row is corrupt
- * for input x (one row) in the type. Codec owners add their cases there and in docs/COMPAT.md.
- */
-bool compat_oracle_corrupt(int type, const float *row, int64_t cols, int64_t block);
-
 /* Sum of squared differences between x and y over n values (double). */
 double qgen_sse(const float *x, const float *y, int64_t n);
 

@@ -447,7 +447,7 @@ typedef struct { _Alignas(16) unsigned char b[256]; } llama_params_buf; /* large
 
 static void quiet_log(int level, const char *text, void *ud) { (void)level; (void)text; (void)ud; }
 
-/* The oracle's library directory, found as tests/common/oracle.c does. (oracle_load() is not
+/* The oracle's library directory, found as tests/oracle/oracle.c does. (oracle_load() is not
  * used: it only loads libggml-base, and its ggml_init context would show up as a leak under
  * ASan.) */
 static const char *oracle_dir(char *buf, size_t n) {

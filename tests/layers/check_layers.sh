@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # check_layers.sh - the shape of src/ that anyone can check (a ctest, `make check-layers` style):
 #  1. includes point down: a file includes its own folder, the public iqforge.h, and folders of a
-#     LOWER layer only:  util (0) < codec (1) < gguf (2) < stats (3) < model, quantize,
-#     convert (4); vendored code (third_party/) may be included by any layer.
-#     So nothing in src/util or src/stats includes upward, src/model and src/quantize never include
-#     each other, and src/codec includes only src/util.
+#     LOWER layer only:  util (0) < codec (1) < gguf (2) < stats (3) < model, convert (4) <
+#     quantize (5), except that quantize never includes convert (the CLI hands a checkpoint over
+#     as a gguf handle); vendored code (third_party/) may be included by any layer.
+#     So nothing in src/util or src/stats includes upward, src/model never includes src/quantize
+#     (quantize reaches the engine's calibration through src/model/calib.h), and src/codec
+#     includes only src/util. These are the edges CMakeLists.txt's layer libraries link
+#     (iqf_layer ... DEPS), where a call across any other edge fails to link.
 #  2. no file in src/ over 900 lines;
 #  3. no function over 150 lines (a brace-counting scan: comments, strings and preprocessor lines
 #     skipped; a top-level `{` after a `(` with no `=` before it opens a function).
 # Generated tables and grid data files would be listed in DATA_FILES (none is over either limit
-# today). Usage: tests/check_layers.sh [SRC_ROOT] (default: the repository of this script).
+# today). Usage: tests/layers/check_layers.sh [SRC_ROOT] (default: the repository of this script).
 set -u
-root=${1:-${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}}
+root=${1:-${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}}
 cd "$root" || exit 1
 
 MAX_FILE_LINES=900
@@ -32,7 +35,7 @@ exempt() { case $EXEMPT in *" $1 "*) return 0 ;; esac; return 1; }
 rank() { # sets r_out
   case $1 in
     util) r_out=0 ;; codec) r_out=1 ;; gguf) r_out=2 ;; stats) r_out=3 ;;
-    model | quantize | convert) r_out=4 ;;
+    model | convert) r_out=4 ;; quantize) r_out=5 ;;
     *) r_out="" ;;
   esac
 }
@@ -44,7 +47,7 @@ files=$(find src -name '*.[ch]' | LC_ALL=C sort)
 for f in $files; do
   dir=${f%/*} part=${dir##*/}
   rank "$part"; r=$r_out
-  [ -n "$r" ] || { bad "$f: folder src/$part has no layer (add it to rank() in tests/check_layers.sh)"; continue; }
+  [ -n "$r" ] || { bad "$f: folder src/$part has no layer (add it to rank() in tests/layers/check_layers.sh)"; continue; }
   exempt "$f" && continue
   while IFS= read -r inc; do
     [ "$inc" = iqforge.h ] && continue
@@ -58,6 +61,7 @@ for f in $files; do
     rank "$tpart"; tr=$r_out
     if [ -z "$tr" ]; then bad "$f: includes \"$inc\" outside src/"; continue; fi
     [ "$tr" -lt "$r" ] || bad "$f: includes \"$inc\": src/$part (layer $r) may not include src/$tpart (layer $tr)"
+    [ "$part/$tpart" != quantize/convert ] || bad "$f: includes \"$inc\": src/quantize never includes src/convert"
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 done
 

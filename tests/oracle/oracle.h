@@ -1,6 +1,9 @@
 /*
  * oracle.h - the reference implementation (ggml 0.25.1's libggml-base.so from npm
  * @node-llama-cpp/linux-x64@3.22.1), loaded with dlopen for differential tests only.
+ * tests/oracle is the one oracle library (iqf_oracle) of the differential tests: this loader
+ * (oracle.c), the oracle's known corrupt blocks (compat.c), and on the same libraries
+ * libllama's quantizer (llama_oracle.h) and inference (llama_infer.h).
  *
  * Location: $IQF_ORACLE_LIB, else $IQF_ORACLE_DIR/node_modules/@node-llama-cpp/PLATFORM/bins/
  * PLATFORM/libggml-base.so, with IQF_ORACLE_DIR defaulting to ~/.cache/iqforge/oracle
@@ -45,5 +48,11 @@ int64_t oracle_blck_size(int type);
 size_t oracle_type_size(int type);
 /* dlsym in libggml-base (NULL if absent). */
 void *oracle_sym(const char *name);
+
+/*
+ * Known oracle bugs (tests/oracle/compat.c): true if the oracle's block `b` of a row is corrupt
+ * for input x (one row) in the type. Codec owners add their cases there and in docs/COMPAT.md.
+ */
+bool compat_oracle_corrupt(int type, const float *row, int64_t cols, int64_t block);
 
 #endif

@@ -11,6 +11,7 @@
  *    budgets / --pure / no imatrix give one-line errors without output.
  */
 #include "genmodel.h"
+#include "model/calib.h"
 #include "quantize/target.h"
 #include "testutil.h"
 

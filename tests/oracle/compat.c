@@ -2,7 +2,7 @@
  * compat.c - where the oracle (ggml 0.25.1) writes corrupt blocks and iqforge deliberately
  * differs. Keep in sync with docs/COMPAT.md. One function per known case.
  */
-#include "qgen.h"
+#include "oracle.h"
 
 #include "iqforge.h"
 

@@ -5,6 +5,7 @@
  * Runs at every SIMD level the CPU supports. Needs no oracle at run time.
  */
 #include "iqforge.h"
+#include "oracle.h"
 #include "qgen.h"
 #include "testutil.h"
 
