@@ -1174,15 +1174,16 @@ typedef enum iqf_target_sens {
     IQF_TARGET_SENS_RELATIVE = 0,
     /* The raw imatrix-weighted error (no weighting). */
     IQF_TARGET_SENS_NONE = 1,
-    /* Calibrated with the engine: for each tensor alone quantized to the probe type (the rest
-     * kept as in the input), the mean KL-divergence of the model's next-token distributions on
-     * the calibration text against the unquantized model; sensitivity = KLD / err(probe). The
-     * weighted total then predicts the file's KLD (to first order, errors adding up). */
+    /* Calibrated with the engine on the calibration text: the mean KL-divergence of the model's
+     * next-token distributions against the unquantized model's per unit of err at the probe
+     * type, by the layer method (each tensor's change of its layer's output times the layer's
+     * KLD gain; calib_per_tensor: each tensor alone through the whole model). The weighted
+     * total then predicts the file's KLD (to first order, errors adding up); the plan is then
+     * checked against the nearest recipe under the target by joint KLD (iqf_target_plan). */
     IQF_TARGET_SENS_KLD = 2,
-    /* The default: IQF_TARGET_SENS_KLD on text sampled from the model itself (calib_text NULL)
-     * when the engine loads the model and the calibration costs at most 5e11 multiply-adds
-     * (free tensors x calibration tokens x weights: models up to some ten million weights),
-     * else IQF_TARGET_SENS_RELATIVE. The log says which was used. */
+    /* The default: IQF_TARGET_SENS_KLD (text sampled from the model when calib_text is NULL) at
+     * every model size; IQF_TARGET_SENS_RELATIVE only when the engine cannot run the model
+     * (the log says so). */
     IQF_TARGET_SENS_AUTO = 3,
 } iqf_target_sens;
 
