@@ -729,6 +729,13 @@ typedef struct iqf_model_quantize_params {
     void (*post_encode)(void *user, const char *tensor, int type, void *blocks, int64_t nrows,
                         int64_t ncols);
     void *post_encode_user;
+    /* Asked before each slab of a tensor is encoded (rows row0 .. row0 + nrows - 1 of `type`):
+     * true when it wrote those rows' blocks to dst itself (blocks encoded earlier with the same
+     * encoder and options: --target-size's check against the recipe keeps them), so the slab
+     * is neither read nor encoded. NULL: none. */
+    bool (*pre_encoded)(void *user, const char *tensor, int type, int64_t row0, int64_t nrows, int64_t ncols,
+                        void *dst);
+    void *pre_encoded_user;
     /* --hessian: a Hessian file (`iqforge imatrix --hessian`) for GPTQ-style error feedback
      * (iqf_quantize_feedback) on every tensor it has an entry for; the others use the plain
      * encoder (the log says which). Recorded as quantize.feedback.{file,token_count,damp}.
@@ -1214,6 +1221,9 @@ typedef struct iqf_target_params {
                                  the model, spread evenly (0: 8; < 0: every layer) */
     bool calib_halves;        /* layer method: a gain for each half of a layer (attention side,
                                  feed-forward side), twice the depth probes; kjv-3m KLD 0.3-3% lower */
+    const char *spill_dir;    /* where the check against the recipe keeps the blocks it encoded (an
+                                 unlinked temporary file) for iqf_target_quantize to write instead
+                                 of encoding them again; NULL: not kept */
     int calib_delta_chunks;   /* layer method: chunks of the calibration text over which each
                                  tensor's change of its layer's output is measured (0: 2) */
     double sample;            /* fraction of rows measured in tensors of more than 2^20 weights
@@ -1253,6 +1263,8 @@ typedef struct iqf_target_plan {
     double joint_kld, recipe_kld;
     int recipe_ftype;
     bool recipe_chosen;
+    /* the blocks the check encoded (the winner's), reused by iqf_target_quantize; NULL: none */
+    struct iqf_target_spill *spill;
 } iqf_target_plan;
 
 /*

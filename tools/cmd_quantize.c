@@ -215,7 +215,14 @@ static int target_run(const char *in, const char *out, iqf_model_quantize_params
     char err[1024] = "";
     iqf_target_plan *plan = NULL;
     FILE *log = p->quiet ? NULL : stdout;
-    iqf_status st = iqf_target_plan_make(in, p, tp, &plan, log, err, sizeof err);
+    /* the check's encoded blocks are kept beside the output (an unlinked temporary file) and
+     * written instead of encoding the tensors again */
+    char dir[4096] = ".";
+    const char *slash = out ? strrchr(out, '/') : NULL;
+    if (slash && (size_t)(slash - out) < sizeof dir) snprintf(dir, sizeof dir, "%.*s", slash == out ? 1 : (int)(slash - out), out);
+    iqf_target_params tq = *tp;
+    if (!tq.spill_dir) tq.spill_dir = dir;
+    iqf_status st = iqf_target_plan_make(in, p, &tq, &plan, log, err, sizeof err);
     if (st) return cli_error("quantize: %s", err);
     if (p->dry_run || !p->quiet) iqf_target_plan_print(plan, stdout);
     if (plan_out && iqf_target_plan_save(plan, plan_out, err, sizeof err)) {

@@ -217,6 +217,15 @@ static iqf_status encode_tensor(quant_job *j, int64_t i, const iqf_quantize_para
         const int64_t left_in_expert = rows_per_expert - r % rows_per_expert;
         const int64_t n = slab < left_in_expert ? slab : left_in_expert;
         const float *x;
+        if (j->p->pre_encoded && j->p->pre_encoded(j->p->pre_encoded_user, t->name, new_type, r, n, ncols, j->qbuf)) {
+            if (j->p->post_encode) j->p->post_encode(j->p->post_encode_user, t->name, new_type, j->qbuf, n, ncols);
+            st = iqf_gguf_writer_write_data(wi, j->qbuf, (size_t)n * dst_rs);
+            if (st) return iqf_fail(j->err, j->errlen, st, "%s", iqf_gguf_writer_error(wi));
+            r += n;
+            *done_in += (int64_t)((size_t)n * src_rs);
+            iqf_progress_update(prog, (int)i + 1, t->name, tname(new_type), *done_in);
+            continue;
+        }
         if (by_rows && !(data = iqf_gguf_tensor_load_rows(j->pl.g, t, r, n, msg, sizeof msg)))
             return iqf_fail(j->err, j->errlen, IQF_E_FORMAT, "%s", msg);
         if (!by_rows && r + n < nrows_total) {

@@ -69,6 +69,7 @@ static int label_ftype(int type) {
 
 void iqf_target_plan_free(iqf_target_plan *p) {
     if (!p) return;
+    iqf_target_spill_free(p->spill);
     free(p->e);
     free(p);
 }
@@ -102,6 +103,7 @@ typedef struct target_run {
     double joint_kld, recipe_kld;
     int recipe_ftype;
     bool recipe_chosen;
+    iqf_target_spill *spill;
 } target_run;
 
 static iqf_status check_args(const iqf_model_quantize_params *qp, const iqf_target_params *tp, char *err, size_t errlen) {
@@ -361,12 +363,14 @@ static iqf_status check_recipe(target_run *r) {
     for (int i = 0; i < r->nt && !st; i++) pt[i] = -1;
     for (int f = 0; f < r->n_free && !st; f++) pt[r->map[f]] = r->items[r->map[f]].c[r->choice[f]].type;
     const double t0 = iqf_now();
-    if (!st) st = iqf_target_joint_kld(r->cal, r->items, r->nt, pt, &r->qz, &r->joint_kld, r->err, r->errlen);
+    if (!st && r->tp->spill_dir && !r->qp->dry_run && !(r->spill = iqf_target_spill_open(r->tp->spill_dir, r->items, r->nt, r->err, r->errlen)))
+        st = IQF_E_IO;
+    if (!st) st = iqf_target_joint_kld(r->cal, r->items, r->nt, pt, &r->qz, r->spill, 0, &r->joint_kld, r->err, r->errlen);
     uint64_t rsize = 0;
     r->recipe_ftype = st ? -1 : nearest_recipe(r, rt, &rsize);
     r->recipe_kld = -1;
     if (!st && r->recipe_ftype >= 0) {
-        st = iqf_target_joint_kld(r->cal, r->items, r->nt, rt, &r->qz, &r->recipe_kld, r->err, r->errlen);
+        st = iqf_target_joint_kld(r->cal, r->items, r->nt, rt, &r->qz, r->spill, 1, &r->recipe_kld, r->err, r->errlen);
     }
     if (!st && r->recipe_ftype >= 0 && r->recipe_kld < r->joint_kld) {
         r->recipe_chosen = true;
@@ -380,6 +384,7 @@ static iqf_status check_recipe(target_run *r) {
             r->choice[f] = c;
         }
     }
+    iqf_target_spill_choose(r->spill, r->recipe_chosen ? 1 : 0);
     if (!st && r->log) {
         if (r->recipe_ftype < 0)
             fprintf(r->log, "target: plan joint KLD %.6f on the calibration text; no recipe fits the target\n", r->joint_kld);
@@ -441,6 +446,7 @@ static iqf_status finish_plan(target_run *r, iqf_target_plan *plan) {
 static void run_free(target_run *r) {
     free(r->kk), free(r->choice), free(r->map), free(r->bb), free(r->cc), free(r->costs), free(r->bytes);
     iqf_calib_free(r->cal);
+    iqf_target_spill_free(r->spill);
     free(r->items);
     iqf_plan_free(&r->pl);
 }
@@ -482,6 +488,8 @@ iqf_status iqf_target_plan_make(const char *in, const iqf_model_quantize_params 
         plan->recipe_kld = r.cal ? r.recipe_kld : -1;
         plan->recipe_ftype = r.cal ? r.recipe_ftype : -1;
         plan->recipe_chosen = r.recipe_chosen;
+        plan->spill = r.spill;
+        r.spill = NULL;
         *out = plan;
         plan = NULL;
     }

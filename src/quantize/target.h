@@ -99,9 +99,23 @@ iqf_status iqf_target_calibrate(const char *in, iqf_target_item *items, int nt, 
 iqf_status iqf_target_calib_context(iqf_calib *cb, iqf_target_item *items, int nt, const iqf_quantize_params *qp,
                                     FILE *log, double *joint, char *err, size_t errlen);
 
+/* The encoded blocks of the check against the recipe, kept in an unlinked temporary file so
+ * that the file is written from them instead of encoding every tensor again: variant 0 the
+ * plan's, 1 the recipe's; iqf_target_spill_get is an iqf_model_quantize_params.pre_encoded
+ * (the chosen variant's blocks of a tensor of that type). */
+typedef struct iqf_target_spill iqf_target_spill;
+iqf_target_spill *iqf_target_spill_open(const char *dir, const iqf_target_item *items, int nt, char *err, size_t errlen);
+void iqf_target_spill_free(iqf_target_spill *sp);
+void iqf_target_spill_choose(iqf_target_spill *sp, int variant);
+iqf_status iqf_target_spill_put(iqf_target_spill *sp, int variant, int i, int type, const void *q, size_t bytes, char *err,
+                                size_t errlen);
+bool iqf_target_spill_get(void *user, const char *tensor, int type, int64_t row0, int64_t nrows, int64_t ncols, void *dst);
+
 /* The joint KLD on the calibration text of the model with every item i whose types[i] >= 0 at
- * that type (the others as in the input), quantized one layer at a time (bounded memory). */
+ * that type (the others as in the input), quantized one layer at a time (bounded memory), with
+ * the run's whole encoder (error feedback included); the blocks go to spill's `variant` when
+ * spill is not NULL. */
 iqf_status iqf_target_joint_kld(iqf_calib *cb, iqf_target_item *items, int nt, const int *types, const iqf_quantize_params *qp,
-                                double *kld, char *err, size_t errlen);
+                                iqf_target_spill *spill, int variant, double *kld, char *err, size_t errlen);
 
 #endif

@@ -10,7 +10,10 @@
 #include "../util/error.h"
 #include "../util/progress.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -416,6 +419,8 @@ iqf_status iqf_target_calib_context(iqf_calib *cb, iqf_target_item *items, int n
 /* --- the joint KLD of a whole plan, one layer's tensors quantized at a time --- */
 
 typedef struct stream_ctx {
+    iqf_target_spill *spill; /* where the encoded blocks go (variant `variant`), or NULL */
+    int variant;
     iqf_calib *cb;
     iqf_target_item *items;
     int nt, L;
@@ -444,6 +449,7 @@ static iqf_status stream_fn(void *user, int layer, bool on, char *err, size_t er
         s->qd[i] = malloc(qb ? qb : 1);
         if (!s->qd[i]) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (checking %s)", t->name);
         iqf_status st = iqf_target_encode(it, s->types[i], true, s->qd[i], s->qp, &s->b, &e, err, errlen);
+        if (!st && s->spill) st = iqf_target_spill_put(s->spill, s->variant, i, s->types[i], s->qd[i], qb, err, errlen);
         if (st) return st;
         iqf_calib_view(s->cb, s->id[i], s->types[i], s->qd[i]);
     }
@@ -451,8 +457,9 @@ static iqf_status stream_fn(void *user, int layer, bool on, char *err, size_t er
 }
 
 iqf_status iqf_target_joint_kld(iqf_calib *cb, iqf_target_item *items, int nt, const int *types, const iqf_quantize_params *qp,
-                                double *kld, char *err, size_t errlen) {
-    stream_ctx s = { .cb = cb, .items = items, .nt = nt, .L = iqf_calib_n_layers(cb), .types = types, .qp = qp };
+                                iqf_target_spill *spill, int variant, double *kld, char *err, size_t errlen) {
+    stream_ctx s = { .spill = spill, .variant = variant, .cb = cb, .items = items, .nt = nt, .L = iqf_calib_n_layers(cb),
+                     .types = types, .qp = qp };
     const size_t n = (size_t)(nt > 0 ? nt : 1);
     s.id = malloc(n * sizeof *s.id);
     s.layer = malloc(n * sizeof *s.layer);
@@ -472,4 +479,93 @@ iqf_status iqf_target_joint_kld(iqf_calib *cb, iqf_target_item *items, int nt, c
     free(s.id), free(s.layer), free(s.qd);
     iqf_target_buf_free(&s.b);
     return st;
+}
+
+/* --- the check's blocks kept for the file (iqf_target_spill) --- */
+
+struct iqf_target_spill {
+    int fd;
+    int n;
+    uint64_t end;
+    char (*names)[IQF_GGUF_MAX_NAME]; /* the items' input tensor names */
+    int64_t *off[2];  /* [variant][item]: offset of its blocks, -1: none */
+    int *type[2];
+    int variant;      /* the one the file takes */
+    int last;         /* the item found last (the pipeline asks slab by slab) */
+};
+
+iqf_target_spill *iqf_target_spill_open(const char *dir, const iqf_target_item *items, int nt, char *err, size_t errlen) {
+    iqf_target_spill *sp = calloc(1, sizeof *sp);
+    char path[4096];
+    if (!sp || snprintf(path, sizeof path, "%s/.iqforge-blocks-XXXXXX", dir && *dir ? dir : ".") >= (int)sizeof path) {
+        free(sp);
+        iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    sp->fd = mkstemp(path);
+    if (sp->fd < 0) {
+        iqf_fail(err, errlen, IQF_E_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
+        free(sp);
+        return NULL;
+    }
+    unlink(path); /* nothing is left behind, also when interrupted */
+    sp->n = nt;
+    sp->names = malloc(sizeof *sp->names * (size_t)(nt > 0 ? nt : 1));
+    for (int i = 0; sp->names && i < nt; i++) snprintf(sp->names[i], sizeof sp->names[i], "%s", items[i].t->name);
+    for (int v = 0; v < 2; v++) {
+        sp->off[v] = malloc(sizeof(int64_t) * (size_t)(nt > 0 ? nt : 1));
+        sp->type[v] = malloc(sizeof(int) * (size_t)(nt > 0 ? nt : 1));
+        for (int i = 0; sp->off[v] && i < nt; i++) sp->off[v][i] = -1;
+    }
+    if (!sp->names || !sp->off[0] || !sp->off[1] || !sp->type[0] || !sp->type[1]) {
+        iqf_target_spill_free(sp);
+        iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    return sp;
+}
+
+void iqf_target_spill_free(iqf_target_spill *sp) {
+    if (!sp) return;
+    if (sp->fd >= 0) close(sp->fd);
+    for (int v = 0; v < 2; v++) free(sp->off[v]), free(sp->type[v]);
+    free(sp->names);
+    free(sp);
+}
+
+void iqf_target_spill_choose(iqf_target_spill *sp, int variant) {
+    if (sp) sp->variant = variant;
+}
+
+iqf_status iqf_target_spill_put(iqf_target_spill *sp, int variant, int i, int type, const void *q, size_t bytes, char *err,
+                                size_t errlen) {
+    const uint8_t *p = q;
+    uint64_t off = sp->end;
+    for (size_t done = 0; done < bytes;) {
+        const ssize_t w = pwrite(sp->fd, p + done, bytes - done, (off_t)(off + done));
+        if (w <= 0) return iqf_fail(err, errlen, IQF_E_IO, "the temporary file of encoded blocks: %s", w < 0 ? strerror(errno) : "short write");
+        done += (size_t)w;
+    }
+    sp->end += bytes;
+    sp->off[variant][i] = (int64_t)off;
+    sp->type[variant][i] = type;
+    return IQF_OK;
+}
+
+bool iqf_target_spill_get(void *user, const char *tensor, int type, int64_t row0, int64_t nrows, int64_t ncols, void *dst) {
+    iqf_target_spill *sp = user;
+    const int v = sp->variant;
+    int i = sp->last;
+    if (i < 0 || i >= sp->n || strcmp(sp->names[i], tensor))
+        for (i = 0; i < sp->n && strcmp(sp->names[i], tensor); i++) {}
+    if (i >= sp->n || sp->off[v][i] < 0 || sp->type[v][i] != type) return false;
+    sp->last = i;
+    const size_t rs = iqf_row_size(type, ncols), bytes = rs * (size_t)nrows;
+    const uint64_t off = (uint64_t)sp->off[v][i] + rs * (uint64_t)row0;
+    for (size_t done = 0; done < bytes;) {
+        const ssize_t r = pread(sp->fd, (uint8_t *)dst + done, bytes - done, (off_t)(off + done));
+        if (r <= 0) return false; /* then the pipeline encodes the slab itself */
+        done += (size_t)r;
+    }
+    return true;
 }

@@ -159,6 +159,10 @@ iqf_status iqf_target_quantize(const char *in, const char *out, const iqf_model_
     iqf_model_quantize_params p = *qp;
     p.ftype = plan->ftype;
     p.pure = false;
+    if (plan->spill && !p.pre_encoded) { /* the check's blocks: the same encoder, not run again */
+        p.pre_encoded = iqf_target_spill_get;
+        p.pre_encoded_user = plan->spill;
+    }
     iqf_status st = iqf_model_quantize_typed(in, p.dry_run ? NULL : out, &p, types, (const char(*)[IQF_GGUF_MAX_NAME])names, n,
                                              report, log, err, errlen);
     free(types), free(names);

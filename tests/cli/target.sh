@@ -29,6 +29,10 @@ ft=$(sed -n 's/.*file type \([A-Z0-9_]*\),.*/\1/p' "$T/out2")
 "$CLI" quantize --quiet --imatrix "$T/im.gguf" --tensor-type-file "$T/plan.txt" "$T/m.gguf" "$T/b.gguf" "$ft" 2>"$T/err"; rc=$?
 [ $rc -eq 0 ] && ok || { bad "--tensor-type-file run exit $rc"; cat "$T/err" >&2; }
 cmp -s "$T/a.gguf" "$T/b.gguf" && ok || bad "the plan file does not reproduce the file"
+# the plan was checked against the recipe below the target, and the file written from the
+# check's blocks (an unlinked temporary file beside the output: nothing left behind)
+expect recipe_check '^target: joint KLD on the calibration text: plan [0-9.]+, recipe [A-Z0-9_]+ \([0-9]+ bytes\) [0-9.]+: writing the (plan|recipe)' "$T/out2"
+ls -A "$T" | grep -q '^\.iqforge-blocks' && bad "a temporary blocks file was left" || ok
 # the types in the file are the plan's
 "$CLI" inspect --no-kv "$T/a.gguf" >"$T/insp"
 while IFS='=' read -r pat ty; do
