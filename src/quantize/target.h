@@ -110,6 +110,9 @@ void iqf_target_spill_choose(iqf_target_spill *sp, int variant);
 iqf_status iqf_target_spill_put(iqf_target_spill *sp, int variant, int i, int type, const void *q, size_t bytes, char *err,
                                 size_t errlen);
 bool iqf_target_spill_get(void *user, const char *tensor, int type, int64_t row0, int64_t nrows, int64_t ncols, void *dst);
+/* Item i's blocks of variant `from`, when they are of `type`, read into dst (bytes) and kept
+ * for variant `to` too: the recipe's pass encodes only the tensors whose type differs. */
+bool iqf_target_spill_share(iqf_target_spill *sp, int from, int to, int i, int type, void *dst, size_t bytes);
 
 /* The joint KLD on the calibration text of the model with every item i whose types[i] >= 0 at
  * that type (the others as in the input), quantized one layer at a time (bounded memory), with

@@ -448,6 +448,11 @@ static iqf_status stream_fn(void *user, int layer, bool on, char *err, size_t er
         double e = 0;
         s->qd[i] = malloc(qb ? qb : 1);
         if (!s->qd[i]) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory (checking %s)", t->name);
+        /* a tensor the other variant already encoded at this type: its blocks, read back */
+        if (s->spill && iqf_target_spill_share(s->spill, 1 - s->variant, s->variant, i, s->types[i], s->qd[i], qb)) {
+            iqf_calib_view(s->cb, s->id[i], s->types[i], s->qd[i]);
+            continue;
+        }
         iqf_status st = iqf_target_encode(it, s->types[i], true, s->qd[i], s->qp, &s->b, &e, err, errlen);
         if (!st && s->spill) st = iqf_target_spill_put(s->spill, s->variant, i, s->types[i], s->qd[i], qb, err, errlen);
         if (st) return st;
@@ -550,6 +555,18 @@ iqf_status iqf_target_spill_put(iqf_target_spill *sp, int variant, int i, int ty
     sp->off[variant][i] = (int64_t)off;
     sp->type[variant][i] = type;
     return IQF_OK;
+}
+
+bool iqf_target_spill_share(iqf_target_spill *sp, int from, int to, int i, int type, void *dst, size_t bytes) {
+    if (sp->off[from][i] < 0 || sp->type[from][i] != type) return false;
+    for (size_t done = 0; done < bytes;) {
+        const ssize_t r = pread(sp->fd, (uint8_t *)dst + done, bytes - done, (off_t)((uint64_t)sp->off[from][i] + done));
+        if (r <= 0) return false;
+        done += (size_t)r;
+    }
+    sp->off[to][i] = sp->off[from][i];
+    sp->type[to][i] = type;
+    return true;
 }
 
 bool iqf_target_spill_get(void *user, const char *tensor, int type, int64_t row0, int64_t nrows, int64_t ncols, void *dst) {
