@@ -95,7 +95,7 @@ if [ -n "${LAYERS_LIST:-}" ]; then
     rm -f "$m"
   done
   echo
-  echo "| layers | measured s | distributions + layer cache s | probes s | checked s | dry run wall s | CPU s | peak RSS GB |"
+  echo "| layers | measured s | distributions + layer cache s | probes s | checked s | dry run wall s | CPU s | peak RSS GiB |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
   printf '%s\n' "${rows[@]}"
   exit $status
@@ -165,7 +165,7 @@ phases best
 echo "quantize --target-size (default; phase lines of its log):"
 phases default
 echo
-[ $have_lq = 1 ] && echo "llama-quantize's IQ3_XXS file: $(sz "$WORK/p7b-ref-iq3xxs.gguf") bytes (iqforge's: $S)"
+[ $have_lq = 1 ] && echo "llama-quantize's IQ3_XXS file: $(sz "$WORK/p7b-ref-iq3xxs.gguf") bytes (iqforge's: $S)" && echo
 [ -n "$ref_note" ] && echo "reference: $ref_note" && echo
 
 # 5. the table
@@ -177,7 +177,7 @@ row() { # LABEL IQF_RUN REF_RUN
     'BEGIN { if (b > 0 && d > 0) printf "%.2fx wall, %.2fx CPU", a / b, c / d; else print "-" }')
   echo "| $1 | $w | $c | $r | $rw | $rc | $rr | $ratio |"
 }
-echo "| phase ($LAYERS layers) | iqforge wall s | CPU s | peak RSS GB | reference wall s | CPU s | peak RSS GB | ratio (iqforge / reference) |"
+echo "| phase ($LAYERS layers) | iqforge wall s | CPU s | peak RSS GiB | reference wall s | CPU s | peak RSS GiB | ratio (iqforge / reference) |"
 echo "|---|---:|---:|---:|---:|---:|---:|---|"
 row "imatrix --hessian, $CHUNKS x $CTX (ref: llama-imatrix)" imatrix ref-imatrix
 [ "$PLAIN" = 1 ] && row "imatrix, $CHUNKS x $CTX (ref: llama-imatrix)" imatrix-plain ref-imatrix
