@@ -13,8 +13,9 @@
 # calibrate: ... in X s, and the final "quantized ..." line) show the sensitivity step.
 #
 # Growth mode (LAYERS_LIST="2 4 8" set): only `quantize --dry-run --target-size S --imatrix IM
-# --calibrate TEXT` (genmodel's synthetic imatrix; S the IQ3_XXS dry-run size) at each layer
-# count, to show how the sensitivity step grows with depth.
+# --calibrate TEXT` (genmodel's synthetic imatrix; S the IQ3_XXS dry run's "would be" MiB: its
+# tensor data without the metadata, ~0.7 MB under the recipe file) at each layer count, to show
+# how the sensitivity step grows with depth.
 #
 # usage: bench/pipeline7b.sh [BUILD]
 # env: LAYERS (2; 32 = the whole 7B shape, a 14.5 GB F16 file), LAYERS_LIST (growth mode),
