@@ -2,6 +2,9 @@
 # Runs every benchmark program built in the build directory ($1, default build): bench/bench_*.c
 # become $BUILD/bench_*. Extra arguments for all of them: $BENCH_ARGS (e.g. "--rows 256").
 # A benchmark that exits 77 (oracle missing) is reported as skipped.
+# Then bench/quality.sh and bench/pipeline7b.sh (the whole pipeline on a 2-layer Mistral-7B shape,
+# iqforge against llama-imatrix and llama-quantize when scripts/build-llama.sh has built them;
+# about 20-30 minutes on 2 cores; its LAYERS, CHUNKS ... pass through; PIPELINE7B=0 skips it).
 set -u
 build="${1:-build}"
 status=0
@@ -27,4 +30,10 @@ done
 echo "# bench/quality.sh"
 echo
 bash "$(dirname "$0")/../bench/quality.sh" "$build" || { echo "bench/quality.sh failed" >&2; status=1; }
+if [ "${PIPELINE7B:-1}" != 0 ]; then
+  echo
+  echo "# bench/pipeline7b.sh"
+  echo
+  bash "$(dirname "$0")/../bench/pipeline7b.sh" "$build" || { echo "bench/pipeline7b.sh failed" >&2; status=1; }
+fi
 exit $status
