@@ -125,6 +125,7 @@ static iqf_weight head_view(const iqf_weight *w, int h) {
 static void mla_kv(iqf_context *c, const iqf_layer *ly, float *kdst, int T, const float *cs) {
     const iqf_model *m = c->m;
     const int E = m->info.n_embd, KD = m->info.head_dim, KL = m->mla.kv_lora, R = m->info.n_rot;
+    iqf_capture(c, &ly->wkv_a, c->xn, E, T);
     iqf_matmul(c, &ly->wkv_a, c->xn, E, T, kdst, KD);
     for (int t = 0; t < T; t++) {
         float *k = kdst + (int64_t)t * KD;
@@ -148,10 +149,13 @@ void iqf_mla_attention(iqf_context *c, int l, int T, int pos, int r0, float *out
     mla_kv(c, ly, c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * KD, T, cs);
     const float *xn = c->xn + (int64_t)r0 * E;
     if (QL > 0) {
+        iqf_capture(c, &ly->wq_a, xn, E, nr);
         iqf_matmul(c, &ly->wq_a, xn, E, nr, qa, QL);
         for (int t = 0; t < nr; t++) iqf_rmsnorm(qa + (int64_t)t * QL, ly->q_a_norm, qa + (int64_t)t * QL, QL, h->rms_eps);
+        iqf_capture(c, &ly->wq_b, qa, QL, nr);
         iqf_matmul(c, &ly->wq_b, qa, QL, nr, qf, (int64_t)H * KM);
     } else {
+        iqf_capture(c, &ly->wq, xn, E, nr);
         iqf_matmul(c, &ly->wq, xn, E, nr, qf, (int64_t)H * KM);
     }
     float *q = c->q + (int64_t)r0 * H * KD;
@@ -175,6 +179,7 @@ void iqf_mla_attention(iqf_context *c, int l, int T, int pos, int r0, float *out
         imat_head(c, &ly->wv_b, hd, lat + (int64_t)hd * KL, (int64_t)H * KL, nr);
         iqf_matmul(c, &vb, lat + (int64_t)hd * KL, (int64_t)H * KL, nr, vo + (int64_t)hd * VM, (int64_t)H * VM);
     }
+    iqf_capture(c, &ly->wo, vo, (int64_t)H * VM, nr);
     iqf_matmul(c, &ly->wo, vo, (int64_t)H * VM, nr, out, E);
     if (ly->so != 1.0f)
         for (int64_t i = 0; i < (int64_t)nr * E; i++) out[i] *= ly->so;
