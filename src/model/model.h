@@ -117,7 +117,6 @@ struct iqf_model {
 typedef struct iqf_imat_acc {
     double **sum2;   /* [n_mats][n_mat * ncols] */
     int64_t **count; /* [n_mats][n_mat] */
-    int64_t *ncall;
 } iqf_imat_acc;
 
 struct iqf_context {
@@ -161,10 +160,13 @@ struct iqf_context {
  * iqf_capture_from: the Hessian over all T rows, the imatrix sums over rows first.. only (the
  * output head, whose product takes only the rows whose logits are wanted).
  * iqf_capture_expert: the n rows routed to expert e of a 3-D weight (llama-imatrix's MUL_MAT_ID:
- * every batch, per-expert sums and counts), and that expert's Hessian. */
+ * every batch, per-expert sums and counts), and that expert's Hessian.
+ * iqf_capture_mat: the n rows of a product with matrix h of a 3-D weight (deepseek2's per-head
+ * attn_k_b / attn_v_b): a MUL_MAT's imatrix sums into matrix h's section; no Hessian slot. */
 void iqf_capture(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T);
 void iqf_capture_from(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T, int first);
 void iqf_capture_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n);
+void iqf_capture_mat(iqf_context *c, const iqf_weight *w, int h, const float *x, int64_t ldx, int n);
 
 /* Hessian capture (hessian.c): X^T X of the rows if w owns a slot of c->hess. */
 void iqf_hessian_accumulate(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T);
