@@ -4,9 +4,9 @@
  *
  * iqf_hessian_attach gives a context an accumulator; from then on every capture (capture.c: the
  * forward code's iqf_capture beside each product) whose weight owns a slot adds X^T X of its activation rows (q/k/v share one slot owned by attn_k, gate/up
- * one owned by ffn_gate; attn_output, ffn_down and output have their own; hessian.c's
- * layer_owners lists the other architectures' owners, iqf_hessian_name_for the weights that
- * share a slot). MoE layers' 3-D expert tensors have expert slots: one matrix per expert, fed by
+ * one owned by ffn_gate; attn_output, ffn_down and output have their own; the slot map in
+ * src/stats/hessian_file.c, iqf_hessian_slot_map, lists every architecture's owners and the
+ * weights that share their slots, for this capture and for iqf_hessian_name_for alike). MoE layers' 3-D expert tensors have expert slots: one matrix per expert, fed by
  * iqf_capture_expert with the rows routed to that expert (token then slot order, as llama-imatrix's
  * per-expert sums), owned by ffn_gate_up_exps or else ffn_gate_exps (gate's and up's input) and
  * by ffn_down_exps; each expert's mean is over its own rows (ecount), so its diagonal is
