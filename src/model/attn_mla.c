@@ -104,15 +104,6 @@ static void mla_range(void *arg, int64_t b, int64_t e, int tid) {
     }
 }
 
-/* llama-imatrix's MUL_MAT collection of head h of a 3-D weight: x^2 sums into its section. */
-static void imat_head(iqf_context *c, const iqf_weight *w, int h, const float *x, int64_t ldx, int n) {
-    if (!c->imat || w->id < 0 || n < 16) return;
-    double *s = c->imat->sum2[w->id] + (int64_t)h * w->ncols;
-    for (int t = 0; t < n; t++)
-        for (int64_t k = 0; k < w->ncols; k++) s[k] += (double)x[(int64_t)t * ldx + k] * x[(int64_t)t * ldx + k];
-    c->imat->count[w->id][h] += n;
-}
-
 static iqf_weight head_view(const iqf_weight *w, int h) {
     iqf_weight v = *w;
     v.data = w->data + (size_t)h * (size_t)w->nrows * w->row_bytes;
@@ -125,6 +116,7 @@ static iqf_weight head_view(const iqf_weight *w, int h) {
 static void mla_kv(iqf_context *c, const iqf_layer *ly, float *kdst, int T, const float *cs) {
     const iqf_model *m = c->m;
     const int E = m->info.n_embd, KD = m->info.head_dim, KL = m->mla.kv_lora, R = m->info.n_rot;
+    iqf_capture(c, &ly->wkv_a, c->xn, E, T);
     iqf_matmul(c, &ly->wkv_a, c->xn, E, T, kdst, KD);
     for (int t = 0; t < T; t++) {
         float *k = kdst + (int64_t)t * KD;
@@ -148,16 +140,19 @@ void iqf_mla_attention(iqf_context *c, int l, int T, int pos, int r0, float *out
     mla_kv(c, ly, c->kcache + ((size_t)l * c->n_ctx + (size_t)pos) * KD, T, cs);
     const float *xn = c->xn + (int64_t)r0 * E;
     if (QL > 0) {
+        iqf_capture(c, &ly->wq_a, xn, E, nr);
         iqf_matmul(c, &ly->wq_a, xn, E, nr, qa, QL);
         for (int t = 0; t < nr; t++) iqf_rmsnorm(qa + (int64_t)t * QL, ly->q_a_norm, qa + (int64_t)t * QL, QL, h->rms_eps);
+        iqf_capture(c, &ly->wq_b, qa, QL, nr);
         iqf_matmul(c, &ly->wq_b, qa, QL, nr, qf, (int64_t)H * KM);
     } else {
+        iqf_capture(c, &ly->wq, xn, E, nr);
         iqf_matmul(c, &ly->wq, xn, E, nr, qf, (int64_t)H * KM);
     }
     float *q = c->q + (int64_t)r0 * H * KD;
     for (int hd = 0; hd < H; hd++) { /* [attn_k_b_h . q_nope | rope(q_pe)] */
         const iqf_weight kb = head_view(&ly->wk_b, hd);
-        imat_head(c, &ly->wk_b, hd, qf + (int64_t)hd * KM, (int64_t)H * KM, nr);
+        iqf_capture_mat(c, &ly->wk_b, hd, qf + (int64_t)hd * KM, (int64_t)H * KM, nr);
         iqf_matmul(c, &kb, qf + (int64_t)hd * KM, (int64_t)H * KM, nr, q + (int64_t)hd * KD, (int64_t)H * KD);
         for (int t = 0; t < nr; t++) {
             float *qp = q + ((int64_t)t * H + hd) * KD + KL;
@@ -172,9 +167,10 @@ void iqf_mla_attention(iqf_context *c, int l, int T, int pos, int r0, float *out
     const float *lat = c->att + (int64_t)r0 * H * KL;
     for (int hd = 0; hd < H; hd++) { /* attn_v_b_h: latent -> value_length_mla */
         const iqf_weight vb = head_view(&ly->wv_b, hd);
-        imat_head(c, &ly->wv_b, hd, lat + (int64_t)hd * KL, (int64_t)H * KL, nr);
+        iqf_capture_mat(c, &ly->wv_b, hd, lat + (int64_t)hd * KL, (int64_t)H * KL, nr);
         iqf_matmul(c, &vb, lat + (int64_t)hd * KL, (int64_t)H * KL, nr, vo + (int64_t)hd * VM, (int64_t)H * VM);
     }
+    iqf_capture(c, &ly->wo, vo, (int64_t)H * VM, nr);
     iqf_matmul(c, &ly->wo, vo, (int64_t)H * VM, nr, out, E);
     if (ly->so != 1.0f)
         for (int64_t i = 0; i < (int64_t)nr * E; i++) out[i] *= ly->so;

@@ -181,12 +181,16 @@ void iqf_gdn_forward(iqf_context *c, int l, int T, int r0, float *out) {
     const iqf_gdn_layer *ly = m->layers[l].gdn;
     struct iqf_gdn_ctx *g = c->gdn;
     const int E = m->info.n_embd, C = channels(hp), DI = hp->d_inner, HV = hp->H_v, S = hp->S;
+    iqf_capture(c, &ly->qkv, c->xn, E, T);
     iqf_matmul(c, &ly->qkv, c->xn, E, T, g->qkv, C);
     scale_rows(g->qkv, C, T, ly->s_qkv, C);
+    iqf_capture(c, &ly->z, c->xn, E, T);
     iqf_matmul(c, &ly->z, c->xn, E, T, g->z, DI);
     scale_rows(g->z, DI, T, ly->s_z, DI);
     /* g into the first H_v columns of gb, beta into the next H_v */
+    iqf_capture(c, &ly->alpha, c->xn, E, T);
     iqf_matmul(c, &ly->alpha, c->xn, E, T, g->gb, 2 * HV);
+    iqf_capture(c, &ly->beta, c->xn, E, T);
     iqf_matmul(c, &ly->beta, c->xn, E, T, g->gb + HV, 2 * HV);
     for (int t = 0; t < T; t++) {
         float *al = g->gb + (int64_t)t * 2 * HV, *be = al + HV;
@@ -208,6 +212,7 @@ void iqf_gdn_forward(iqf_context *c, int l, int T, int r0, float *out) {
             rms(o, ly->norm, o, S, m->info.rms_eps);
             for (int i = 0; i < S; i++) o[i] *= silu(z[i]);
         }
+    iqf_capture(c, &ly->out, g->o + (int64_t)r0 * DI, DI, T - r0);
     iqf_matmul(c, &ly->out, g->o + (int64_t)r0 * DI, DI, T - r0, out, E);
     scale_rows(out, E, T - r0, ly->s_out, E);
 }
@@ -216,6 +221,7 @@ void iqf_gated_q(iqf_context *c, const iqf_layer *ly, const float *x, int nr, fl
     const iqf_model_info *h = &c->m->info;
     const int hd = h->head_dim, H = h->n_head, qdim = H * hd;
     struct iqf_gdn_ctx *g = c->gdn;
+    iqf_capture(c, &ly->wq, x, h->n_embd, nr);
     iqf_matmul(c, &ly->wq, x, h->n_embd, nr, g->qg, 2 * qdim);
     for (int t = 0; t < nr; t++) {
         float *r = g->qg + (int64_t)t * 2 * qdim;

@@ -370,11 +370,10 @@ iqf_status iqf_imatrix_collect_ex(iqf_context *c, const int32_t *tokens, size_t 
     iqf_imat_acc acc;
     acc.sum2 = calloc((size_t)m->n_mats, sizeof(double *));
     acc.count = calloc((size_t)m->n_mats, sizeof(int64_t *));
-    acc.ncall = calloc((size_t)m->n_mats, sizeof(int64_t));
     int32_t *toks = malloc((size_t)n_ctx * sizeof(int32_t));
     float *logits = no_ppl ? NULL : malloc((size_t)(n_ctx - n_ctx / 2) * (size_t)h->n_vocab * sizeof(float));
     iqf_status st = IQF_OK;
-    bool ok = acc.sum2 && acc.count && acc.ncall && toks && (logits || no_ppl);
+    bool ok = acc.sum2 && acc.count && toks && (logits || no_ppl);
     for (int i = 0; ok && i < m->n_mats; i++) {
         const int nm = m->mats[i]->n_mat > 1 ? m->mats[i]->n_mat : 1;
         acc.sum2[i] = calloc((size_t)m->mats[i]->ncols * (size_t)nm, sizeof(double));
@@ -462,7 +461,6 @@ done:
         for (int i = 0; i < m->n_mats; i++) free(acc.count[i]);
     free(acc.sum2);
     free(acc.count);
-    free(acc.ncall);
     free(toks);
     free(logits);
     if (st) iqf_imatrix_data_free(d);

@@ -7,6 +7,9 @@
  * 1/sqrt(head_dim) scaling, SiLU-gated FFN, and a final RMSNorm + output projection computed
  * only for the rows whose logits are wanted (llama.cpp also drops the other rows before the
  * last layer's FFN).
+ * With an imatrix or Hessian accumulator attached, every row goes through every layer and each
+ * product whose input is captured is preceded by its iqf_capture / iqf_capture_expert call
+ * (capture.c; the output head's Hessian takes all rows, its imatrix sums the product's rows).
  */
 #include "model.h"
 #include "deltanet.h"
@@ -278,18 +281,6 @@ void iqf_top_k(const float *s, int n, int k, int *out) {
     }
 }
 
-void iqf_imat_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n) {
-    if (c->hess) iqf_hessian_accumulate_expert(c, w, e, x, ldx, n);
-    if (!c->imat || w->id < 0 || n <= 0) return;
-    /* llama-imatrix collects MUL_MAT_ID for every batch size: per expert sums and counts */
-    double *s = c->imat->sum2[w->id] + (int64_t)e * w->ncols;
-    for (int t = 0; t < n; t++) {
-        const float *xr = x + (int64_t)t * ldx;
-        for (int64_t k = 0; k < w->ncols; k++) s[k] += (double)xr[k] * xr[k];
-    }
-    c->imat->count[w->id][e] += n;
-}
-
 iqf_weight iqf_expert_view(const iqf_weight *w, int e) {
     iqf_weight v = *w;
     v.data = w->data + (size_t)e * (size_t)w->nrows * w->row_bytes;
@@ -357,6 +348,7 @@ static void glu(iqf_ffn_kind kind, float *g, const float *u, int64_t n);
 static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out, const float *rin) {
     const iqf_model_info *h = &c->m->info;
     const int E = h->n_embd, NE = h->n_expert, K = h->n_expert_used, F = h->n_ff_exp;
+    iqf_capture(c, &ly->gate_inp, rin ? rin : xn, E, nr);
     iqf_matmul(c, &ly->gate_inp, rin ? rin : xn, E, nr, c->probs, NE);
     for (int t = 0; t < nr; t++) {
         float *p = c->probs + (int64_t)t * NE;
@@ -376,19 +368,19 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
             wg = wu = iqf_expert_view(&ly->gate_up_exps, e);
             wg.nrows = wu.nrows = F;
             wu.data += (size_t)F * wu.row_bytes;
-            iqf_imat_expert(c, &ly->gate_up_exps, e, c->ex_in, E, n);
+            iqf_capture_expert(c, &ly->gate_up_exps, e, c->ex_in, E, n);
         } else {
             wg = iqf_expert_view(&ly->gate_exps, e);
             wu = iqf_expert_view(&ly->up_exps, e);
-            iqf_imat_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
-            iqf_imat_expert(c, &ly->up_exps, e, c->ex_in, E, n);
+            iqf_capture_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
+            iqf_capture_expert(c, &ly->up_exps, e, c->ex_in, E, n);
         }
         iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
         if (ly->sgate_exps) scale_rows(c->g, F, n, ly->sgate_exps[e], F); /* build_lora_mm_id: per-expert scales */
         if (ly->sup_exps) scale_rows(c->u, F, n, ly->sup_exps[e], F);
         glu(c->m->arch->ffn, c->g, c->u, (int64_t)n * F); /* SwiGLU; gemma4's GeGLU */
-        iqf_imat_expert(c, &ly->down_exps, e, c->g, F, n);
+        iqf_capture_expert(c, &ly->down_exps, e, c->g, F, n);
         iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
         if (ly->sdown_exps) scale_rows(c->ex_out, E, n, ly->sdown_exps[e], E);
         iqf_moe_scatter(c, n, E);
@@ -400,13 +392,17 @@ static void moe_ffn(iqf_context *c, const iqf_layer *ly, const float *xn, int nr
 static void shared_expert(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out) {
     const int E = c->m->info.n_embd, F = c->m->n_ff_shexp;
     float *sh = c->ex_out, *sg = c->probs; /* free once moe_ffn is done */
+    iqf_capture(c, &ly->gate_shexp, xn, E, nr);
     iqf_matmul(c, &ly->gate_shexp, xn, E, nr, c->g, F);
+    iqf_capture(c, &ly->up_shexp, xn, E, nr);
     iqf_matmul(c, &ly->up_shexp, xn, E, nr, c->u, F);
     scale_rows(c->g, F, nr, ly->sgate_shexp, F);
     scale_rows(c->u, F, nr, ly->sup_shexp, F);
     for (int64_t i = 0; i < (int64_t)nr * F; i++) c->g[i] = (c->g[i] / (1.0f + expf(-c->g[i]))) * c->u[i];
+    iqf_capture(c, &ly->down_shexp, c->g, F, nr);
     iqf_matmul(c, &ly->down_shexp, c->g, F, nr, sh, E);
     scale_rows(sh, E, nr, ly->sdown_shexp, E);
+    iqf_capture(c, &ly->gate_inp_shexp, xn, E, nr);
     iqf_matmul(c, &ly->gate_inp_shexp, xn, E, nr, sg, 1);
     for (int t = 0; t < nr; t++) {
         const float gt = 1.0f / (1.0f + expf(-sg[t]));
@@ -577,11 +573,17 @@ static void attention(iqf_context *c, int l, int T, int pos, int r0) {
 
     if (m->arch->attn_out_gate) /* per head [q | gate], scaled and biased */
         iqf_gated_q(c, ly, c->xn + (int64_t)r0 * E, nr, c->q + (int64_t)r0 * qdim);
-    else
+    else {
+        iqf_capture(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr);
         iqf_matmul(c, &ly->wq, c->xn + (int64_t)r0 * E, E, nr, c->q + (int64_t)r0 * qdim, qdim);
+    }
     if (own_kv) {
+        iqf_capture(c, &ly->wk, c->xn, E, T);
         iqf_matmul(c, &ly->wk, c->xn, E, T, kdst, kvdim);
-        if (ly->wv.data) iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
+        if (ly->wv.data) {
+            iqf_capture(c, &ly->wv, c->xn, E, T);
+            iqf_matmul(c, &ly->wv, c->xn, E, T, vdst, kvdim);
+        }
     }
     if (!m->arch->attn_out_gate) scale_rows(c->q + (int64_t)r0 * qdim, qdim, nr, ly->sq, qdim); /* build_qkv: the scale, then the bias */
     if (!m->arch->attn_out_gate) add_bias(c->q + (int64_t)r0 * qdim, qdim, nr, ly->bq, qdim);
@@ -614,6 +616,7 @@ static void attention(iqf_context *c, int l, int T, int pos, int r0) {
     iqf_pool_run(c->pool, items, grain, att_range, &aj);
 
     if (m->arch->attn_out_gate) iqf_attn_gate_apply(c, c->att + (int64_t)r0 * qdim, nr);
+    iqf_capture(c, &ly->wo, c->att + (int64_t)r0 * qdim, qdim, nr);
     iqf_matmul(c, &ly->wo, c->att + (int64_t)r0 * qdim, qdim, nr, c->tmp, E);
     scale_rows(c->tmp, E, nr, ly->so, E);
     add_bias(c->tmp, E, nr, ly->bo, E);
@@ -628,6 +631,7 @@ static void per_layer_inputs(iqf_context *c, const int32_t *tokens, int T) {
     const int E = m->info.n_embd, P = m->n_ple;
     const int64_t W = (int64_t)P * m->info.n_layer;
     const float eps = m->info.rms_eps, s_tok = sqrtf((float)P), s_proj = 1.0f / sqrtf((float)E), s_in = 1.0f / sqrtf(2.0f);
+    iqf_capture(c, &m->ple_model_proj, c->x, E, T);
     iqf_matmul(c, &m->ple_model_proj, c->x, E, T, c->ple, W);
     for (int t = 0; t < T; t++) {
         float *pr = c->ple + (int64_t)t * W, *tok = c->ple_g;
@@ -646,12 +650,14 @@ static void per_layer_embd(iqf_context *c, int l, int r0, int nr) {
     const int E = m->info.n_embd, P = m->n_ple;
     const int64_t W = (int64_t)P * m->info.n_layer;
     float *xs = c->x + (int64_t)r0 * E;
+    iqf_capture(c, &ly->ple_gate, xs, E, nr);
     iqf_matmul(c, &ly->ple_gate, xs, E, nr, c->ple_g, P);
     for (int t = 0; t < nr; t++) {
         float *g = c->ple_g + (int64_t)t * P;
         const float *in = c->ple + (int64_t)(r0 + t) * W + (int64_t)l * P;
         for (int i = 0; i < P; i++) g[i] = gelu_f16(g[i]) * in[i];
     }
+    iqf_capture(c, &ly->ple_proj, c->ple_g, P, nr);
     iqf_matmul(c, &ly->ple_proj, c->ple_g, P, nr, c->tmp, E);
     residual(xs, c->tmp, nr, E, ly->ple_post_norm, m->info.rms_eps);
 }
@@ -732,13 +738,16 @@ static void layer_step(iqf_context *c, int l, int T, int pos, int r0) {
     if (!ly->gate_inp.data || ly->gate_inp_s) {
         /* build_ffn: each product, its bias, then its scale */
         const int F = ly->n_ff;
+        iqf_capture(c, &ly->wgate, xns, E, nr);
         iqf_matmul(c, &ly->wgate, xns, E, nr, c->g, F);
+        iqf_capture(c, &ly->wup, xns, E, nr);
         iqf_matmul(c, &ly->wup, xns, E, nr, c->u, F);
         add_bias(c->g, F, nr, ly->bgate, F);
         scale_rows(c->g, F, nr, ly->sgate, F);
         add_bias(c->u, F, nr, ly->bup, F);
         scale_rows(c->u, F, nr, ly->sup, F);
         glu(m->arch->ffn, c->g, c->u, (int64_t)nr * F);
+        iqf_capture(c, &ly->wdown, c->g, F, nr);
         iqf_matmul(c, &ly->wdown, c->g, F, nr, c->tmp, E);
         add_bias(c->tmp, E, nr, ly->bdown, E);
         scale_rows(c->tmp, E, nr, ly->sdown, E);
@@ -762,16 +771,15 @@ static void head(iqf_context *c, int T, int first_out, float *logits) {
         float *xs = c->x + (int64_t)o0 * E, *xns = c->xn + (int64_t)o0 * E;
         for (int t = 0; t < T - o0; t++) rmsnorm(xs + (int64_t)t * E, m->output_norm, xns + (int64_t)t * E, E, h->rms_eps);
     }
-    if (c->hess) iqf_hessian_accumulate(c, &m->output, c->xn, E, T);
+    /* output.weight's Hessian over all T rows, its imatrix sums over the product's rows (none
+     * without logits, as llama-imatrix sees only the product) */
+    iqf_capture_from(c, &m->output, c->xn, E, T, n_out > 0 && logits ? first_out : T);
     if (n_out > 0 && logits) {
-        struct iqf_hess_acc *hs = c->hess; /* accumulated above, over all T rows */
-        c->hess = NULL;
         iqf_matmul(c, &m->output, c->xn + (int64_t)first_out * E, E, n_out, logits, h->n_vocab);
         add_bias(logits, h->n_vocab, n_out, m->output_b, h->n_vocab);
         if (m->softcap > 0) /* ggml_scale by 1/cap, ggml_tanh, ggml_scale by cap */
             for (int64_t i = 0; i < (int64_t)n_out * h->n_vocab; i++)
                 logits[i] = tanhf(logits[i] * (1.0f / m->softcap)) * m->softcap;
-        c->hess = hs;
     }
 }
 

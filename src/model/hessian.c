@@ -1,10 +1,10 @@
 /* hessian.c - Hessian capture during the forward pass (see hessian.h). */
 #include "hessian.h"
-#include "deltanet.h"
 #include "../util/arch.h"
 #include "../util/error.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -40,34 +40,39 @@ void iqf_hessian_acc_free(iqf_hess_acc *a) {
     free(a);
 }
 
-/* The slot owners of a layer that has them: attn_k (q/k/v's input), attn_output, ffn_gate (gate/up's),
- * ffn_down; deepseek2's attn_q_a or attn_q, attn_kv_a_mqa, attn_q_b; the shared experts' gate (also
- * up's and qwen35moe's ffn_gate_inp_shexp's input) and down; qwen35's Gated-DeltaNet attn_qkv (also
- * attn_gate's, ssm_alpha's and ssm_beta's input) and ssm_out. Each owner's slot is named by
- * iqf_hessian_name_for, which maps the weights sharing its input to it. */
-#define HESS_OWNERS 13
-/* The expert slot owners (one matrix per expert): ffn_gate_up_exps, or else ffn_gate_exps (gate's
- * and up's input), and ffn_down_exps. 3-D weights with at least 2 experts only. */
-#define HESS_EXP_OWNERS 2
-static int layer_expert_owners(const iqf_layer *ly, const iqf_weight **ws) {
+/* The most slots of one layer (the slot map's owner rows are fewer). */
+#define HESS_MAX_LAYER_SLOTS 32
+
+/* Layer l's weight blk.l.<t>.weight, or NULL. */
+static const iqf_weight *layer_weight(const iqf_model *m, int l, const char *t) {
+    char name[IQF_GGUF_MAX_NAME];
+    snprintf(name, sizeof name, "blk.%d.%s.weight", l, t);
+    for (int i = 0; i < m->n_mats; i++)
+        if (!strcmp(m->mats[i]->name, name)) return m->mats[i];
+    return NULL;
+}
+
+/* The slot owners of layer l from the slot map (stats/hessian_file.h), in its order: kind 1 the
+ * plain slots, kind 2 the per-expert ones (3-D weights with at least 2 experts); each slot goes to
+ * the first of its owners the layer has. */
+static int layer_owners_of(const iqf_model *m, int l, int kind, const iqf_weight **ws) {
+    int nr;
+    const iqf_hessian_slot_row *map = iqf_hessian_slot_map(&nr);
+    const char *taken[HESS_MAX_LAYER_SLOTS];
     int n = 0;
-    const iqf_weight *gu = ly->gate_up_exps.data ? &ly->gate_up_exps : &ly->gate_exps;
-    if (gu->data && gu->n_mat > 1) ws[n++] = gu;
-    if (ly->down_exps.data && ly->down_exps.n_mat > 1) ws[n++] = &ly->down_exps;
+    for (int i = 0; i < nr && n < HESS_MAX_LAYER_SLOTS; i++) {
+        if (map[i].owner != kind) continue;
+        bool dup = false;
+        for (int j = 0; j < n; j++) dup |= !strcmp(taken[j], map[i].slot);
+        const iqf_weight *w = dup ? NULL : layer_weight(m, l, map[i].tensor);
+        if (!w || (kind == 2 && w->n_mat <= 1)) continue;
+        taken[n] = map[i].slot;
+        ws[n++] = w;
+    }
     return n;
 }
-static int layer_owners(const iqf_layer *ly, const iqf_weight **ws) {
-    static const iqf_weight none = { .id = -1 };
-    /* gemma4: a shared-KV layer has no attn_k (attn_q owns the slot), per-layer embeddings' inp_gate and proj */
-    const iqf_weight *all[HESS_OWNERS] = { &ly->wk, &ly->wo, &ly->wgate, &ly->wdown, ly->wq_a.data ? &ly->wq_a : &ly->wq,
-                                           &ly->wkv_a, &ly->wq_b, &ly->gate_shexp, &ly->down_shexp,
-                                           ly->gdn ? &ly->gdn->qkv : &none, ly->gdn ? &ly->gdn->out : &none,
-                                           &ly->ple_gate, &ly->ple_proj };
-    int n = 0;
-    for (int k = 0; k < HESS_OWNERS; k++)
-        if (all[k]->data && (k != 4 || !ly->wk.data)) ws[n++] = all[k]; /* attn_q: attn_k's slot has it */
-    return n;
-}
+static int layer_owners(const iqf_model *m, int l, const iqf_weight **ws) { return layer_owners_of(m, l, 1, ws); }
+static int layer_expert_owners(const iqf_model *m, int l, const iqf_weight **ws) { return layer_owners_of(m, l, 2, ws); }
 
 /* The block for an input n wide with blocks of at most b: n if n <= b, else the largest multiple
  * of 32 that is <= b and divides n, else n. */
@@ -90,22 +95,22 @@ iqf_status iqf_hessian_attach_ex(iqf_context *c, int64_t max_block, int64_t expe
     const iqf_model *m = c->m;
     iqf_hess_acc *a = calloc(1, sizeof *a);
     if (!a) return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
-    a->slots = calloc((size_t)m->info.n_layer * (HESS_OWNERS + HESS_EXP_OWNERS) + 1, sizeof *a->slots);
+    a->slots = calloc((size_t)m->info.n_layer * 2 * HESS_MAX_LAYER_SLOTS + 1, sizeof *a->slots);
     if (!a->slots) {
         free(a);
         return iqf_fail(err, errlen, IQF_E_NOMEM, "out of memory");
     }
-    const iqf_weight *owners[HESS_OWNERS + HESS_EXP_OWNERS];
+    const iqf_weight *owners[2 * HESS_MAX_LAYER_SLOTS];
     /* automatic choice: full matrices if all of them fit in IQF_HESSIAN_AUTO_FULL_BYTES of
      * double accumulators, else blocks of IQF_HESSIAN_AUTO_BLOCK */
     bool auto_full = true;
     if (max_block == 0) {
         double bytes = 0;
         for (int l = 0; l < m->info.n_layer; l++) {
-            const iqf_weight *ws[HESS_OWNERS];
-            const int nw = layer_owners(&m->layers[l], ws);
+            const iqf_weight *ws[HESS_MAX_LAYER_SLOTS];
+            const int nw = layer_owners(m, l, ws);
             for (int k = 0; k < nw; k++) bytes += (double)ws[k]->ncols * (double)ws[k]->ncols * sizeof(double);
-            const int ne = layer_expert_owners(&m->layers[l], ws);
+            const int ne = layer_expert_owners(m, l, ws);
             for (int k = 0; k < ne; k++)
                 bytes += (double)ws[k]->n_mat * (double)ws[k]->ncols * (double)ws[k]->ncols * sizeof(double);
         }
@@ -125,8 +130,8 @@ iqf_status iqf_hessian_attach_ex(iqf_context *c, int64_t max_block, int64_t expe
             }
             double bytes = 0;
             for (int l = 0; l < m->info.n_layer; l++) {
-                const iqf_weight *ws[HESS_EXP_OWNERS];
-                const int ne = layer_expert_owners(&m->layers[l], ws);
+                const iqf_weight *ws[HESS_MAX_LAYER_SLOTS];
+                const int ne = layer_expert_owners(m, l, ws);
                 for (int k = 0; k < ne; k++) {
                     const int64_t n = ws[k]->ncols;
                     const int64_t bs = pass ? block_upto(n, 32)
@@ -143,8 +148,8 @@ iqf_status iqf_hessian_attach_ex(iqf_context *c, int64_t max_block, int64_t expe
     for (int l = 0; l <= m->info.n_layer; l++) {
         int no = 0, no_plain = 0;
         if (l < m->info.n_layer) {
-            no = no_plain = layer_owners(&m->layers[l], owners);
-            if (ebs_cap >= 0) no += layer_expert_owners(&m->layers[l], owners + no);
+            no = no_plain = layer_owners(m, l, owners);
+            if (ebs_cap >= 0) no += layer_expert_owners(m, l, owners + no);
         } else {
             owners[no++] = &m->output;
             no_plain = no;

@@ -2,12 +2,12 @@
  * hessian.h - capture of H = E[x x^T] for every linear layer's input during a forward pass
  * (`iqforge imatrix --hessian`), for the error-feedback quantizer (src/quantize/feedback.c).
  *
- * iqf_hessian_attach gives a context an accumulator; from then on every iqf_matmul whose weight
- * owns a slot adds X^T X of its activation rows (q/k/v share one slot owned by attn_k, gate/up
- * one owned by ffn_gate; attn_output, ffn_down and output have their own; hessian.c's
- * layer_owners lists the other architectures' owners, iqf_hessian_name_for the weights that
- * share a slot). MoE layers' 3-D expert tensors have expert slots: one matrix per expert, fed by
- * iqf_imat_expert with the rows routed to that expert (token then slot order, as llama-imatrix's
+ * iqf_hessian_attach gives a context an accumulator; from then on every capture (capture.c: the
+ * forward code's iqf_capture beside each product) whose weight owns a slot adds X^T X of its activation rows (q/k/v share one slot owned by attn_k, gate/up
+ * one owned by ffn_gate; attn_output, ffn_down and output have their own; the slot map in
+ * src/stats/hessian_file.c, iqf_hessian_slot_map, lists every architecture's owners and the
+ * weights that share their slots, for this capture and for iqf_hessian_name_for alike). MoE layers' 3-D expert tensors have expert slots: one matrix per expert, fed by
+ * iqf_capture_expert with the rows routed to that expert (token then slot order, as llama-imatrix's
  * per-expert sums), owned by ffn_gate_up_exps or else ffn_gate_exps (gate's and up's input) and
  * by ffn_down_exps; each expert's mean is over its own rows (ecount), so its diagonal is
  * llama-imatrix's per-expert E[x^2]. Sums are kept in
@@ -76,9 +76,9 @@ iqf_hess_slot *iqf_hessian_slot(iqf_hess_acc *a, const char *name);
 void iqf_hessian_detach(iqf_context *c);
 void iqf_hessian_acc_free(iqf_hess_acc *a);
 
-/* Called by iqf_matmul: adds X^T X of T rows if w owns a slot. */
+/* Called by iqf_capture: adds X^T X of T rows if w owns a slot. */
 void iqf_hessian_accumulate(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T);
-/* Called by iqf_imat_expert with the n rows routed to expert e (token then slot order): adds their
+/* Called by iqf_capture_expert with the n rows routed to expert e (token then slot order): adds their
  * X^T X to expert e's matrix if the 3-D weight w owns an expert slot. */
 void iqf_hessian_accumulate_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n);
 

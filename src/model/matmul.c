@@ -9,6 +9,8 @@
  * the CPU has them; at the NEON level (arm64; SSE on x86-64, a test level there) the scalar
  * reference's own four partial sums as the four lanes of a plain vector (vec_lanes.h's 4-lane
  * width), so that level gives the scalar path's bytes exactly.
+ * The product is all it computes: statistics capture (imatrix sums, Hessians) is the forward
+ * code's iqf_capture call beside each product (capture.c).
  */
 #include "model.h"
 
@@ -438,17 +440,6 @@ static void ra_range(void *arg, int64_t b, int64_t e, int tid) {
 
 void iqf_matmul(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T, float *y,
                 int64_t ldy) {
-    if (c->imat && w->id >= 0 && T >= 16) {
-        /* llama-imatrix: sum of x^2 per input column over every token row of batches >= 16. */
-        double *s = c->imat->sum2[w->id];
-        for (int t = 0; t < T; t++) {
-            const float *xr = x + (int64_t)t * ldx;
-            for (int64_t k = 0; k < w->ncols; k++) s[k] += (double)xr[k] * xr[k];
-        }
-        c->imat->count[w->id][0] += T;
-        c->imat->ncall[w->id]++;
-    }
-    if (c->hess) iqf_hessian_accumulate(c, w, x, ldx, T);
     mmjob j = { c, w, x, ldx, T, y, ldy, false };
     if (c->xq && iqf_mm_int8_supported(w->type, c->simd)) {
         qajob q = { x, ldx, w->ncols, c->xq, c->xd, c->xs };

@@ -117,7 +117,6 @@ struct iqf_model {
 typedef struct iqf_imat_acc {
     double **sum2;   /* [n_mats][n_mat * ncols] */
     int64_t **count; /* [n_mats][n_mat] */
-    int64_t *ncall;
 } iqf_imat_acc;
 
 struct iqf_context {
@@ -155,6 +154,20 @@ struct iqf_context {
     float *ffa, *ffb;          /* gemma4's expert layers: dense FFN output, expert / router input [max_batch][n_embd] */
 };
 
+/* Statistics capture (capture.c), called by the forward code right before each product whose input
+ * is captured (iqf_matmul captures nothing): x are the product's T input rows, ldx apart.
+ * iqf_capture: the imatrix sums of a MUL_MAT (batches of at least 16 rows) and the Hessian.
+ * iqf_capture_from: the Hessian over all T rows, the imatrix sums over rows first.. only (the
+ * output head, whose product takes only the rows whose logits are wanted).
+ * iqf_capture_expert: the n rows routed to expert e of a 3-D weight (llama-imatrix's MUL_MAT_ID:
+ * every batch, per-expert sums and counts), and that expert's Hessian.
+ * iqf_capture_mat: the n rows of a product with matrix h of a 3-D weight (deepseek2's per-head
+ * attn_k_b / attn_v_b): a MUL_MAT's imatrix sums into matrix h's section; no Hessian slot. */
+void iqf_capture(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T);
+void iqf_capture_from(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T, int first);
+void iqf_capture_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n);
+void iqf_capture_mat(iqf_context *c, const iqf_weight *w, int h, const float *x, int64_t ldx, int n);
+
 /* Hessian capture (hessian.c): X^T X of the rows if w owns a slot of c->hess. */
 void iqf_hessian_accumulate(iqf_context *c, const iqf_weight *w, const float *x, int64_t ldx, int T);
 /* The same for the n rows routed to expert e of a 3-D weight (hessian.h). */
@@ -185,12 +198,10 @@ void iqf_mm_round_act(int vtype, const float *x, float *y, int64_t K, float *s);
 
 /* Mixture-of-experts pieces shared by forward.c, moe.c and moe_ds.c (forward.c):
  * ggml_soft_max_f32 over one row; the k best of n scores, descending, ties to the lower index
- * (ggml_argsort_top_k's order); expert e of a 3-D weight as a one-matrix view (no imatrix id);
- * llama-imatrix's MUL_MAT_ID collection: per-expert sums of x^2 over n rows (ld ldx) and counts. */
+ * (ggml_argsort_top_k's order); expert e of a 3-D weight as a one-matrix view (no imatrix id). */
 void iqf_softmax_row(float *x, int n);
 void iqf_top_k(const float *s, int n, int k, int *out);
 iqf_weight iqf_expert_view(const iqf_weight *w, int e);
-void iqf_imat_expert(iqf_context *c, const iqf_weight *w, int e, const float *x, int64_t ldx, int n);
 /* Routed inputs: the rows of the tokens that chose expert e into c->ex_in, their slots into c->rows
  * (iqf_moe_gather, returns the count). Routed outputs: an expert's rows weighted into c->moe (iqf_moe_scatter), the K slots summed per
  * token (iqf_moe_sum), the routing weights normalized and scaled (iqf_moe_weights). */

@@ -52,6 +52,7 @@ static void route(const float *p, int NE, int K, int *sel, float *w) {
 void iqf_moe_ffn_oai(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, float *out) {
     const iqf_model_info *h = &c->m->info;
     const int E = h->n_embd, NE = h->n_expert, K = h->n_expert_used, F = h->n_ff_exp;
+    iqf_capture(c, &ly->gate_inp, xn, E, nr);
     iqf_matmul(c, &ly->gate_inp, xn, E, nr, c->probs, NE);
     add_row_bias(c->probs, NE, nr, ly->bgate_inp, NE);
     for (int t = 0; t < nr; t++)
@@ -61,14 +62,14 @@ void iqf_moe_ffn_oai(iqf_context *c, const iqf_layer *ly, const float *xn, int n
         if (!n) continue;
         const iqf_weight wg = iqf_expert_view(&ly->gate_exps, e), wu = iqf_expert_view(&ly->up_exps, e),
                          wd = iqf_expert_view(&ly->down_exps, e);
-        iqf_imat_expert(c, &ly->up_exps, e, c->ex_in, E, n);
-        iqf_imat_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
+        iqf_capture_expert(c, &ly->up_exps, e, c->ex_in, E, n);
+        iqf_capture_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
         add_row_bias(c->u, F, n, ly->bup_exps ? ly->bup_exps + (int64_t)e * F : NULL, F);
         iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
         add_row_bias(c->g, F, n, ly->bgate_exps ? ly->bgate_exps + (int64_t)e * F : NULL, F);
         swiglu_oai(c->g, c->u, (int64_t)n * F);
-        iqf_imat_expert(c, &ly->down_exps, e, c->g, F, n);
+        iqf_capture_expert(c, &ly->down_exps, e, c->g, F, n);
         iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
         add_row_bias(c->ex_out, E, n, ly->bdown_exps ? ly->bdown_exps + (int64_t)e * E : NULL, E);
         iqf_moe_scatter(c, n, E);

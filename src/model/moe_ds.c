@@ -44,6 +44,7 @@ static void route(iqf_context *c, const iqf_layer *ly, const float *xn, int nr) 
     const struct iqf_mla_hp *p = &m->mla;
     const int E = h->n_embd, NE = h->n_expert, K = h->n_expert_used;
     float *sel_s = c->ds;
+    iqf_capture(c, &ly->gate_inp, xn, E, nr);
     iqf_matmul(c, &ly->gate_inp, xn, E, nr, c->probs, NE);
     for (int t = 0; t < nr; t++) {
         float *pr = c->probs + (int64_t)t * NE, *sp = sel_s + (int64_t)t * NE;
@@ -78,15 +79,15 @@ static void run_expert(iqf_context *c, const iqf_layer *ly, int e, int n) {
     int64_t ld = F;
     if (ly->gate_up_exps.data) { /* one product, gate rows then up rows */
         const iqf_weight w = iqf_expert_view(&ly->gate_up_exps, e);
-        iqf_imat_expert(c, &ly->gate_up_exps, e, c->ex_in, E, n);
+        iqf_capture_expert(c, &ly->gate_up_exps, e, c->ex_in, E, n);
         iqf_matmul(c, &w, c->ex_in, E, n, gu, 2 * F);
         g = gu;
         u = gu + F;
         ld = 2 * F;
     } else {
         const iqf_weight wg = iqf_expert_view(&ly->gate_exps, e), wu = iqf_expert_view(&ly->up_exps, e);
-        iqf_imat_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
-        iqf_imat_expert(c, &ly->up_exps, e, c->ex_in, E, n);
+        iqf_capture_expert(c, &ly->gate_exps, e, c->ex_in, E, n);
+        iqf_capture_expert(c, &ly->up_exps, e, c->ex_in, E, n);
         iqf_matmul(c, &wg, c->ex_in, E, n, c->g, F);
         iqf_matmul(c, &wu, c->ex_in, E, n, c->u, F);
     }
@@ -94,7 +95,7 @@ static void run_expert(iqf_context *c, const iqf_layer *ly, int e, int n) {
     if (g != c->g)
         for (int t = 0; t < n; t++) memcpy(c->g + (int64_t)t * F, g + (int64_t)t * ld, sizeof(float) * (size_t)F);
     const iqf_weight wd = iqf_expert_view(&ly->down_exps, e);
-    iqf_imat_expert(c, &ly->down_exps, e, c->g, F, n);
+    iqf_capture_expert(c, &ly->down_exps, e, c->g, F, n);
     iqf_matmul(c, &wd, c->g, F, n, c->ex_out, E);
     for (int r = 0; r < n; r++) {
         const float wt = c->selw[c->rows[r]];
@@ -118,9 +119,12 @@ void iqf_moe_ds(iqf_context *c, const iqf_layer *ly, const float *xn, int nr, fl
     /* shared experts: build_ffn(up, gate, down, SILU, PAR), added to the routed output */
     const int FS = (int)ly->gate_shexp.nrows;
     float *sg = c->ds + (int64_t)c->max_batch * (NE + 2 * h->n_ff_exp), *su = sg + (int64_t)c->max_batch * FS;
+    iqf_capture(c, &ly->up_shexp, xn, E, nr);
     iqf_matmul(c, &ly->up_shexp, xn, E, nr, su, FS);
+    iqf_capture(c, &ly->gate_shexp, xn, E, nr);
     iqf_matmul(c, &ly->gate_shexp, xn, E, nr, sg, FS);
     swiglu(sg, FS, su, FS, nr, FS);
+    iqf_capture(c, &ly->down_shexp, sg, FS, nr);
     iqf_matmul(c, &ly->down_shexp, sg, FS, nr, c->ex_out, E);
     for (int64_t i = 0; i < (int64_t)nr * E; i++) out[i] += c->ex_out[i];
 }

@@ -27,6 +27,41 @@ void iqf_hessian_model_id_get(const iqf_gguf *g, iqf_hessian_model_id *id) {
     if (kt >= 0 && iqf_gguf_kv_type(g, kt) == IQF_GGUF_ARR) id->n_vocab = (int64_t)iqf_gguf_arr_n(g, kt);
 }
 
+/* The slot map (hessian_file.h): the owners in slot order, then the weights that share an owner's input. */
+static const iqf_hessian_slot_row slot_map[] = {
+    { "attn_k", "attn_qkv", 1 },          /* q/k/v's input */
+    { "attn_output", "attn_output", 1 },
+    { "ffn_gate", "ffn_gate_up", 1 },     /* gate/up's input */
+    { "ffn_down", "ffn_down", 1 },
+    { "attn_q_a", "attn_q_a", 1 },        /* deepseek2 */
+    { "attn_q", "attn_qkv", 1 },          /* without attn_k: deepseek2 without q_lora, gemma4's shared-KV layers */
+    { "attn_kv_a_mqa", "attn_kv_a_mqa", 1 },
+    { "attn_q_b", "attn_q_b", 1 },
+    { "ffn_gate_shexp", "ffn_gate_shexp", 1 }, /* the shared expert's gate, up and gate_inp_shexp */
+    { "ffn_down_shexp", "ffn_down_shexp", 1 },
+    { "attn_qkv", "attn_qkv", 1 },        /* qwen35's Gated-DeltaNet: also attn_gate's, ssm_alpha's, ssm_beta's */
+    { "ssm_out", "ssm_out", 1 },
+    { "inp_gate", "inp_gate", 1 },        /* gemma4's per-layer embeddings */
+    { "proj", "proj", 1 },
+    /* the experts' gate and up (and fused gate_up) share one per-expert entry */
+    { "ffn_gate_up_exps", "ffn_gate_up_exps", 2 },
+    { "ffn_gate_exps", "ffn_gate_up_exps", 2 },
+    { "ffn_down_exps", "ffn_down_exps", 2 },
+    { "attn_v", "attn_qkv", 0 },
+    { "ffn_up", "ffn_gate_up", 0 },
+    { "ffn_up_exps", "ffn_gate_up_exps", 0 },
+    { "ffn_up_shexp", "ffn_gate_shexp", 0 },
+    { "ffn_gate_inp_shexp", "ffn_gate_shexp", 0 },
+    { "attn_gate", "attn_qkv", 0 },
+    { "ssm_alpha", "attn_qkv", 0 },
+    { "ssm_beta", "attn_qkv", 0 },
+};
+
+const iqf_hessian_slot_row *iqf_hessian_slot_map(int *n) {
+    *n = (int)(sizeof slot_map / sizeof slot_map[0]);
+    return slot_map;
+}
+
 bool iqf_hessian_name_for(const char *weight, char *out, size_t outlen) {
     size_t n = strlen(weight);
     const char *suf = ".weight";
@@ -36,21 +71,12 @@ bool iqf_hessian_name_for(const char *weight, char *out, size_t outlen) {
     memcpy(base, weight, n - 7);
     base[n - 7] = 0;
     size_t b = n - 7;
-    struct { const char *from, *to; } map[] = {
-        { ".attn_q", ".attn_qkv" }, { ".attn_k", ".attn_qkv" }, { ".attn_v", ".attn_qkv" },
-        { ".ffn_gate", ".ffn_gate_up" }, { ".ffn_up", ".ffn_gate_up" },
-        /* the experts' gate and up (and fused gate_up) share one per-expert entry */
-        { ".ffn_gate_exps", ".ffn_gate_up_exps" }, { ".ffn_up_exps", ".ffn_gate_up_exps" },
-        /* the shared expert's up and its gate (qwen35moe) take its gate's input */
-        { ".ffn_up_shexp", ".ffn_gate_shexp" }, { ".ffn_gate_inp_shexp", ".ffn_gate_shexp" },
-        /* qwen35's Gated-DeltaNet: the output gate, alpha and beta take attn_qkv's input */
-        { ".attn_gate", ".attn_qkv" }, { ".ssm_alpha", ".attn_qkv" }, { ".ssm_beta", ".attn_qkv" },
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        size_t f = strlen(map[i].from);
-        if (b > f && !strcmp(base + b - f, map[i].from)) {
+    for (size_t i = 0; i < sizeof slot_map / sizeof slot_map[0]; i++) {
+        size_t f = strlen(slot_map[i].tensor);
+        /* base ends in ".<tensor>" */
+        if (b > f && base[b - f - 1] == '.' && !strcmp(base + b - f, slot_map[i].tensor)) {
             base[b - f] = 0;
-            int r = snprintf(out, outlen, "%s%s.hessian", base, map[i].to);
+            int r = snprintf(out, outlen, "%s%s.hessian", base, slot_map[i].slot);
             return r > 0 && (size_t)r < outlen;
         }
     }

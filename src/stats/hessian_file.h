@@ -56,6 +56,18 @@ typedef struct iqf_hessian_model_id {
 /* Reads the identity from a model GGUF (missing numbers are 0). */
 void iqf_hessian_model_id_get(const iqf_gguf *g, iqf_hessian_model_id *id);
 
+/* The slot map, the one place that says which weights read the same input and so share one
+ * Hessian: a row per tensor of a layer (blk.N.<tensor>.weight) and its slot (blk.N.<slot>.hessian).
+ * owner 1: the tensor's product feeds a plain slot during capture; 2: a per-expert slot (3-D
+ * weights with at least 2 experts); 0: it only reads its slot. A layer's slots are made in the
+ * owner rows' order, each by the first owner of its slot the layer has (src/model/hessian.c);
+ * iqf_hessian_name_for maps every row to its slot, any other weight to its own name. */
+typedef struct iqf_hessian_slot_row {
+    const char *tensor, *slot;
+    int owner;
+} iqf_hessian_slot_row;
+const iqf_hessian_slot_row *iqf_hessian_slot_map(int *n);
+
 /* The Hessian tensor name for a weight name ("blk.3.attn_k.weight" -> "blk.3.attn_qkv.hessian",
  * "output.weight" -> "output.hessian"); false if the name does not end in ".weight" or is too
  * long. */
