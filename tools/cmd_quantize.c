@@ -25,7 +25,7 @@ static void wrap_word(FILE *f, char *line, size_t cap, const char *word) {
 /* The file types, from the library's table (iqf_ftype_at): names, notes, aliases, and the types
  * with no fallback (iqf_ftype_default_type's block size must divide every quantized row). */
 static void usage_types(FILE *f) {
-    char line[256] = "TYPE (file types):", word[160], aliases[160] = "", nofb[256] = "", rows[256] = "";
+    char line[256] = "TYPE (file types):", word[224], aliases[160] = "", nofb[256] = "", rows[256] = "";
     for (int i = 0; iqf_ftype_at(i); i++) {
         const iqf_ftype_info *e = iqf_ftype_at(i);
         if (strcmp(iqf_ftype_name(e->ftype), e->name) != 0) {
