@@ -98,4 +98,15 @@ expect combined_feedback 'quantize\.feedback\.file' "$T/kc.ins"
 expect combined_user ' blk\.1\.ffn_down\.weight +[0-9 x]+ +q6_K ' "$T/kc.ins"
 reject combined_old_layers ' blk\.[23]\.' "$T/kc.ins"
 
+# a MoE model: every 3-D expert tensor gets a KLD sensitivity from the engine (the calibration's
+# weight list covers the expert matrices), and the plan beats the recipe on the calibration text
+"$GEN" "$T/moe.gguf" --arch mixtral --layers 2 --scale 16 --imatrix "$T/moe-im.gguf" >/dev/null 2>&1 || bad "MoE generator"
+"$CLI" quantize --quiet --imatrix "$T/moe-im.gguf" "$T/moe.gguf" "$T/moe-rec.gguf" IQ3_XXS 2 || bad "MoE recipe"
+ms=$(stat -c %s "$T/moe-rec.gguf" 2>/dev/null || echo 0)
+"$CLI" quantize --imatrix "$T/moe-im.gguf" --target-size "$ms" "$T/moe.gguf" "$T/moe-t.gguf" 2 >"$T/moe.out" 2>&1 && ok || { bad "MoE target run"; cat "$T/moe.out" >&2; }
+for e in gate up down; do
+    expect "moe_${e}_exps_sensitivity" "^calibrate: blk\.1\.ffn_${e}_exps\.weight +[a-z0-9_KS]+ +err [0-9.e+-]+ +KLD 0\.[0-9]*[1-9][0-9]* \(layer\) +sensitivity [1-9]" "$T/moe.out"
+done
+expect moe_plan_wins '^target: joint KLD on the calibration text: plan .*: writing the plan' "$T/moe.out"
+
 finish target
