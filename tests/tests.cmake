@@ -109,6 +109,8 @@ foreach(t ${IQF_CLI_TESTS})
   get_filename_component(name ${t} NAME_WE)
   iqf_test(cli_${name} COMMAND bash ${t} LABELS cli)
 endforeach()
+# the CI-only quality guard: about 10 minutes alone on 2 cores, twice that beside another test
+set_tests_properties(cli_quality_guard PROPERTIES TIMEOUT 3600)
 # layers: includes point down the layers, no file over 900 lines, no function over 150; the
 # linker rejects a call from the codec layer into the model layer
 iqf_test(check_layers COMMAND bash ${CMAKE_SOURCE_DIR}/tests/layers/check_layers.sh ${CMAKE_SOURCE_DIR}

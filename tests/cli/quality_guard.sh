@@ -15,7 +15,7 @@
 #
 # Skipped (77) outside CI unless IQF_FULL_TESTS=1; under CI=true a missing ../shared fails.
 # IQF_GUARD_PRINT=1 prints the headline table as docs/QUALITY.md holds it (to record new figures).
-# About 10 minutes on 2 cores.
+# About 10 minutes alone on 2 cores (ctest timeout 3600 s: tests/tests.cmake).
 set -u
 CLI=${IQF_CLI:-build/iqforge}
 SRC=${IQF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
