@@ -557,13 +557,19 @@ iqf_status iqf_target_spill_put(iqf_target_spill *sp, int variant, int i, int ty
     return IQF_OK;
 }
 
-bool iqf_target_spill_share(iqf_target_spill *sp, int from, int to, int i, int type, void *dst, size_t bytes) {
-    if (sp->off[from][i] < 0 || sp->type[from][i] != type) return false;
+/* bytes of fd from offset off into dst, all of them (false on an error or a short file). */
+static bool read_at(int fd, void *dst, size_t bytes, uint64_t off) {
     for (size_t done = 0; done < bytes;) {
-        const ssize_t r = pread(sp->fd, (uint8_t *)dst + done, bytes - done, (off_t)((uint64_t)sp->off[from][i] + done));
+        const ssize_t r = pread(fd, (uint8_t *)dst + done, bytes - done, (off_t)(off + done));
         if (r <= 0) return false;
         done += (size_t)r;
     }
+    return true;
+}
+
+bool iqf_target_spill_share(iqf_target_spill *sp, int from, int to, int i, int type, void *dst, size_t bytes) {
+    if (sp->off[from][i] < 0 || sp->type[from][i] != type || !read_at(sp->fd, dst, bytes, (uint64_t)sp->off[from][i]))
+        return false;
     sp->off[to][i] = sp->off[from][i];
     sp->type[to][i] = type;
     return true;
@@ -578,11 +584,6 @@ bool iqf_target_spill_get(void *user, const char *tensor, int type, int64_t row0
     if (i >= sp->n || sp->off[v][i] < 0 || sp->type[v][i] != type) return false;
     sp->last = i;
     const size_t rs = iqf_row_size(type, ncols), bytes = rs * (size_t)nrows;
-    const uint64_t off = (uint64_t)sp->off[v][i] + rs * (uint64_t)row0;
-    for (size_t done = 0; done < bytes;) {
-        const ssize_t r = pread(sp->fd, (uint8_t *)dst + done, bytes - done, (off_t)(off + done));
-        if (r <= 0) return false; /* then the pipeline encodes the slab itself */
-        done += (size_t)r;
-    }
-    return true;
+    /* false: the pipeline encodes the slab itself */
+    return read_at(sp->fd, dst, bytes, (uint64_t)sp->off[v][i] + rs * (uint64_t)row0);
 }
